@@ -1,0 +1,50 @@
+"""Build crftk: the Cython lattice kernels (with OpenMP where the compiler has it)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+OPENMP_TEST = "#include <omp.h>\nint main(void) { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
+
+
+def openmp_flags():
+    """Compiler and linker flags for OpenMP, or none when the compiler lacks it."""
+    if os.environ.get("CRFTK_NO_OPENMP"):
+        return [], []
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc.split()[0]) is None:
+        return [], []
+    flag = "-fopenmp"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "t.c")
+        with open(src, "w") as fh:
+            fh.write(OPENMP_TEST)
+        cmd = cc.split() + [flag, src, "-o", os.path.join(tmp, "t")]
+        ok = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    if not ok:
+        print("crftk: the compiler has no OpenMP; building single-threaded kernels", file=sys.stderr)
+        return [], []
+    return [flag], [flag]
+
+
+compile_omp, link_omp = openmp_flags()
+extensions = [
+    Extension(
+        "crftk._lattice",
+        ["csrc/lattice.pyx"],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=["-O3"] + compile_omp,
+        extra_link_args=link_omp,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+]
+
+setup(
+    ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
+)
