@@ -1,0 +1,559 @@
+"""The on-disk container for crftk model files.
+
+A container holds a JSON-serialisable ``meta`` dict (template text, options,
+label names, ...) and a set of named numpy arrays (weights, vocabularies).
+It is never a pickle: loading parses a JSON header and copies raw bytes into
+numpy arrays of whitelisted plain dtypes, so a file cannot run code.
+
+File layout (all integers little-endian)::
+
+    offset  size  field
+    0       8     signature  b"CRFTK\\x00M\\x01"  (fixed; it is not the version)
+    8       4     format version, uint32 (currently 1)
+    12      8     header length H in bytes, uint64
+    20      H     header: UTF-8 JSON object, padded with trailing spaces so
+                  that the payload starts at a multiple of 8 in the file
+    20+H    P     payload: the raw array bytes
+
+The JSON header is an object with these keys::
+
+    "format"          format name, "crftk-model" for model files
+    "version"         the format version again (must match the binary field)
+    "meta"            the caller's dict, stored as given
+    "arrays"          list of {"name", "dtype", "shape", "offset", "nbytes"}
+    "payload_bytes"   P
+    "payload_sha256"  hex SHA-256 digest of the P payload bytes
+
+Each array is stored C-contiguous and little-endian.  ``offset`` is relative
+to the start of the payload and a multiple of 8; ``nbytes`` equals
+``prod(shape) * itemsize``; gaps between arrays are zero bytes.  ``dtype`` is
+the numpy dtype string with an explicit byte order, one of ``|b1`` (bool),
+``|i1``, ``<i2``, ``<i4``, ``<i8``, ``|u1``, ``<u2``, ``<u4``, ``<u8``,
+``<f4``, ``<f8`` (numpy spells one-byte types with ``|``, "byte order not
+applicable"; ``<b1``, ``<i1`` and ``<u1`` are accepted on reading as well).
+0-d arrays (shape ``[]``) and empty arrays are supported.
+
+The checksum covers the payload only; the header is checked structurally.
+Files are written atomically (temp file in the same directory, fsync,
+``os.replace``), so a crash or error never leaves a half-written model under
+the target name.
+
+Lists of strings (vocabularies) are stored as two arrays with
+:func:`pack_strings` / :func:`unpack_strings`.
+"""
+
+import hashlib
+import json
+import os
+import secrets
+import struct
+
+import numpy as np
+
+from crftk.errors import CrftkError
+
+__all__ = [
+    "MAGIC",
+    "FORMAT_VERSION",
+    "FORMAT_NAME",
+    "write_container",
+    "read_container",
+    "read_header",
+    "pack_strings",
+    "unpack_strings",
+]
+
+MAGIC = b"CRFTK\x00M\x01"
+FORMAT_VERSION = 1
+FORMAT_NAME = "crftk-model"
+
+_PREAMBLE = struct.Struct("<8sIQ")  # signature, version, header length
+_PREAMBLE_SIZE = _PREAMBLE.size  # 20
+_ALIGN = 8
+
+# Stored dtype string -> dtype.  The first spelling of each type is the one
+# that is written.
+_DTYPES = {
+    "|b1": np.dtype("bool"),
+    "|i1": np.dtype("int8"),
+    "<i2": np.dtype("<i2"),
+    "<i4": np.dtype("<i4"),
+    "<i8": np.dtype("<i8"),
+    "|u1": np.dtype("uint8"),
+    "<u2": np.dtype("<u2"),
+    "<u4": np.dtype("<u4"),
+    "<u8": np.dtype("<u8"),
+    "<f4": np.dtype("<f4"),
+    "<f8": np.dtype("<f8"),
+}
+_DTYPE_ALIASES = {"<b1": "|b1", "<i1": "|i1", "<u1": "|u1"}
+
+_HEADER_KEYS = ("format", "version", "meta", "arrays", "payload_bytes", "payload_sha256")
+_ENTRY_KEYS = ("name", "dtype", "shape", "offset", "nbytes")
+
+
+def _align(n):
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _is_int(x):
+    return type(x) is int  # excludes bool
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+
+def _check_json_value(value, where):
+    """Reject values that JSON would silently change (non-str keys) or refuse."""
+    stack = [(value, where)]
+    seen = set()  # containers already checked; also stops on cycles
+    while stack:
+        v, w = stack.pop()
+        if v is None or isinstance(v, (bool, int, str)):
+            continue
+        if isinstance(v, (dict, list, tuple)):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+        if isinstance(v, float):
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ValueError(f"{w}: {v!r} cannot be stored in JSON")
+            continue
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    raise TypeError(f"{w}: dict key {k!r} is not a str")
+                stack.append((item, f"{w}[{k!r}]"))
+            continue
+        if isinstance(v, (list, tuple)):
+            stack.extend((item, f"{w}[{i}]") for i, item in enumerate(v))
+            continue
+        raise TypeError(f"{w}: {type(v).__name__} is not JSON-serialisable")
+
+
+def _prepare_arrays(arrays):
+    """Validate and convert arrays; return (entries, payload_bytes, sha256 hex)."""
+    if not isinstance(arrays, dict):
+        raise TypeError(f"arrays must be a dict, not {type(arrays).__name__}")
+    entries = []
+    digest = hashlib.sha256()
+    pos = 0
+    for name, value in arrays.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"array name {name!r} must be a non-empty str")
+        arr = np.asarray(value)
+        dt = arr.dtype
+        code = dt.newbyteorder("<").str if dt.fields is None and dt.subdtype is None else None
+        if code not in _DTYPES or dt.kind not in "biuf":
+            raise TypeError(
+                f"array {name!r} has unsupported dtype {dt}; allowed: bool, "
+                "int8/16/32/64, uint8/16/32/64, float32/64"
+            )
+        arr = np.asarray(arr, dtype=_DTYPES[code], order="C")  # keeps 0-d arrays 0-d
+        raw = arr.reshape(-1).view(np.uint8)
+        start = _align(pos)
+        if start > pos:
+            digest.update(bytes(start - pos))
+        digest.update(raw)
+        entries.append(
+            {
+                "name": name,
+                "dtype": code,
+                "shape": [int(d) for d in arr.shape],
+                "offset": start,
+                "nbytes": int(raw.size),
+                "_raw": raw,
+            }
+        )
+        pos = start + raw.size
+    return entries, pos, digest.hexdigest()
+
+
+def _encode_header(fmt, meta, entries, payload_bytes, sha):
+    header = {
+        "format": fmt,
+        "version": FORMAT_VERSION,
+        "meta": meta,
+        "arrays": [{k: e[k] for k in _ENTRY_KEYS} for e in entries],
+        "payload_bytes": payload_bytes,
+        "payload_sha256": sha,
+    }
+    text = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    data = text.encode("utf-8")
+    pad = _align(_PREAMBLE_SIZE + len(data)) - _PREAMBLE_SIZE - len(data)
+    return data + b" " * pad
+
+
+def _open_temp(path):
+    directory, base = os.path.split(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
+        try:
+            return tmp, os.open(tmp, flags, 0o666)  # umask applies, like open()
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temporary file next to {path}")
+
+
+def _fsync_directory(directory):
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(directory or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_container(path, meta, arrays, *, format_name=FORMAT_NAME):
+    """Write ``meta`` and ``arrays`` to ``path`` atomically.
+
+    ``meta`` must be a dict of JSON values (str keys; tuples come back as
+    lists; NaN/inf are refused).  ``arrays`` maps non-empty str names to
+    numpy arrays (or array-likes) of a whitelisted dtype; they are stored
+    C-contiguous little-endian, whatever their layout in memory.
+
+    The data go to a temporary file in the same directory, which is flushed,
+    fsynced and then renamed over ``path`` with ``os.replace``.  On any error
+    the temporary file is removed and an existing file at ``path`` is left
+    untouched.
+
+    Raises TypeError/ValueError for invalid ``meta``/``arrays`` (programming
+    errors, detected before anything is written) and CrftkError (with the
+    path) when the file system refuses the write.
+    """
+    path = os.fspath(path)
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict, not {type(meta).__name__}")
+    if not isinstance(format_name, str) or not format_name:
+        raise TypeError("format_name must be a non-empty str")
+    _check_json_value(meta, "meta")
+    entries, payload_bytes, sha = _prepare_arrays(arrays)
+    header = _encode_header(format_name, meta, entries, payload_bytes, sha)
+
+    tmp = None
+    try:
+        tmp, fd = _open_temp(path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header)))
+            f.write(header)
+            pos = 0
+            for e in entries:
+                if e["offset"] > pos:
+                    f.write(bytes(e["offset"] - pos))
+                f.write(e["_raw"])
+                pos = e["offset"] + e["nbytes"]
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CrftkError(f"cannot write model file: {reason}", path=path) from exc
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    _fsync_directory(os.path.dirname(path))
+
+
+# ---------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------
+
+
+def _open_for_reading(path):
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise CrftkError("model file not found", path=path) from None
+    except IsADirectoryError:
+        raise CrftkError("is a directory, not a model file", path=path) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CrftkError(f"cannot read model file: {reason}", path=path) from None
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _read_preamble_and_header(f, path, expected_format):
+    """Read and validate everything before the payload.
+
+    Returns (header dict, payload start offset, list of array entries).
+    """
+    pre = f.read(_PREAMBLE_SIZE)
+    sig = pre[: len(MAGIC)]
+    if not pre:
+        raise CrftkError("not a crftk model file (the file is empty)", path=path)
+    if sig != MAGIC[: len(sig)]:
+        raise CrftkError("not a crftk model file", path=path)
+    if len(sig) < len(MAGIC):
+        raise CrftkError(
+            f"truncated: expected {len(MAGIC)} bytes of signature, found {len(sig)}", path=path
+        )
+    if len(pre) < 12:
+        raise CrftkError(
+            f"truncated: expected 4 bytes of format version, found {len(pre) - 8}", path=path
+        )
+    (version,) = struct.unpack_from("<I", pre, 8)
+    if version > FORMAT_VERSION:
+        raise CrftkError(
+            f"model format version {version} is newer than this crftk supports "
+            f"({FORMAT_VERSION}); upgrade crftk",
+            path=path,
+        )
+    if version < 1:
+        raise CrftkError(f"unsupported model format version {version}", path=path)
+    if len(pre) < _PREAMBLE_SIZE:
+        raise CrftkError(
+            f"truncated: expected 8 bytes of header length, found {len(pre) - 12}", path=path
+        )
+    _, _, header_len = _PREAMBLE.unpack(pre)
+
+    size = os.fstat(f.fileno()).st_size
+    available = max(size - _PREAMBLE_SIZE, 0)
+    if header_len > available:
+        raise CrftkError(
+            f"truncated: expected {header_len} bytes of header, found {available}", path=path
+        )
+    raw = f.read(header_len)
+    if len(raw) < header_len:
+        raise CrftkError(
+            f"truncated: expected {header_len} bytes of header, found {len(raw)}", path=path
+        )
+    try:
+        header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CrftkError(f"malformed header: {msg}", path=path) from None
+    entries = _validate_header(header, version, path, expected_format)
+    return header, _PREAMBLE_SIZE + header_len, entries
+
+
+def _validate_header(header, version, path, expected_format):
+    def bad(msg):
+        return CrftkError(f"malformed header: {msg}", path=path)
+
+    if not isinstance(header, dict):
+        raise bad("not a JSON object")
+    missing = [k for k in _HEADER_KEYS if k not in header]
+    if missing:
+        raise bad("missing " + ", ".join(repr(k) for k in missing))
+    fmt = header["format"]
+    if not isinstance(fmt, str):
+        raise bad("'format' is not a string")
+    if expected_format is not None and fmt != expected_format:
+        raise CrftkError(f"wrong file format {fmt!r}, expected {expected_format!r}", path=path)
+    if header["version"] != version or not _is_int(header["version"]):
+        raise bad(f"'version' {header['version']!r} does not match the file version {version}")
+    if not isinstance(header["meta"], dict):
+        raise bad("'meta' is not an object")
+    payload_bytes = header["payload_bytes"]
+    if not _is_int(payload_bytes) or payload_bytes < 0:
+        raise bad(f"'payload_bytes' {payload_bytes!r} is not a non-negative integer")
+    sha = header["payload_sha256"]
+    if (
+        not isinstance(sha, str)
+        or len(sha) != 64
+        or any(c not in "0123456789abcdef" for c in sha)
+    ):
+        raise bad("'payload_sha256' is not a lowercase hex SHA-256 digest")
+    directory = header["arrays"]
+    if not isinstance(directory, list):
+        raise bad("'arrays' is not a list")
+
+    entries = []
+    seen = set()
+    for i, entry in enumerate(directory):
+        if not isinstance(entry, dict) or any(k not in entry for k in _ENTRY_KEYS):
+            raise bad(f"array entry {i} lacks one of {', '.join(_ENTRY_KEYS)}")
+        name = entry["name"]
+        if not isinstance(name, str) or not name:
+            raise bad(f"array entry {i} has an invalid name {name!r}")
+        if name in seen:
+            raise bad(f"array {name!r} appears twice")
+        seen.add(name)
+
+        def bad_array(msg, name=name):
+            return CrftkError(f"malformed header: array {name!r}: {msg}", path=path)
+
+        code = entry["dtype"]
+        code = _DTYPE_ALIASES.get(code, code) if isinstance(code, str) else code
+        if not isinstance(code, str) or code not in _DTYPES:
+            raise bad_array(f"dtype {entry['dtype']!r} is not allowed")
+        dtype = _DTYPES[code]
+        shape = entry["shape"]
+        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+            raise bad_array(f"invalid shape {shape!r}")
+        if len(shape) > 32:
+            raise bad_array(f"too many dimensions ({len(shape)})")
+        count = 1
+        for d in shape:
+            count *= d
+        offset, nbytes = entry["offset"], entry["nbytes"]
+        if not _is_int(offset) or offset < 0 or offset % _ALIGN:
+            raise bad_array(f"offset {offset!r} is not a non-negative multiple of {_ALIGN}")
+        if not _is_int(nbytes) or nbytes != count * dtype.itemsize:
+            raise bad_array(
+                f"nbytes {nbytes!r} does not match shape {shape} x itemsize {dtype.itemsize}"
+            )
+        if offset + nbytes > payload_bytes:
+            raise bad_array(
+                f"bytes {offset}..{offset + nbytes} lie outside the {payload_bytes}-byte payload"
+            )
+        entries.append((name, dtype, tuple(shape), count, offset))
+    return entries
+
+
+def read_header(path, *, expected_format=FORMAT_NAME):
+    """Return the parsed, validated JSON header of the container at ``path``.
+
+    Only the fixed preamble and the header are read; the payload is neither
+    read nor checked (a file with a damaged payload still has a readable
+    header).  Use it for ``crftk info``.  ``expected_format=None`` accepts
+    any format name.  The returned dict has the keys described in the module
+    docstring; ``header["meta"]`` is the caller's meta.
+    """
+    path = os.fspath(path)
+    with _open_for_reading(path) as f:
+        header, _, _ = _read_preamble_and_header(f, path, expected_format)
+    return header
+
+
+def read_container(path, *, expected_format=FORMAT_NAME):
+    """Load the container at ``path`` and return ``(meta, arrays)``.
+
+    The payload is read into memory once and its SHA-256 is verified.
+    ``arrays`` maps names to numpy arrays in file order.  The arrays are
+    **read-only** views (``np.frombuffer``) of that one in-memory buffer; call
+    ``.copy()`` on an array you want to modify.  Nothing in the file can run
+    code: the header is JSON and arrays use whitelisted plain dtypes.
+
+    Every problem with the file raises CrftkError carrying ``path``.
+    """
+    path = os.fspath(path)
+    with _open_for_reading(path) as f:
+        header, start, entries = _read_preamble_and_header(f, path, expected_format)
+        expected = header["payload_bytes"]
+        size = os.fstat(f.fileno()).st_size
+        found = size - start
+        if found < expected:
+            raise CrftkError(
+                f"truncated: expected {expected} bytes of payload, found {found}", path=path
+            )
+        if found > expected:
+            raise CrftkError(
+                f"corrupted: {found - expected} unexpected bytes after the payload", path=path
+            )
+        payload = f.read(expected)
+        if len(payload) != expected:
+            raise CrftkError(
+                f"truncated: expected {expected} bytes of payload, found {len(payload)}",
+                path=path,
+            )
+    if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
+        raise CrftkError("corrupted: checksum mismatch", path=path)
+
+    arrays = {}
+    for name, dtype, shape, count, offset in entries:
+        try:
+            arr = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape)
+        except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+            raise CrftkError(
+                f"malformed header: array {name!r}: {str(exc).splitlines()[0]}", path=path
+            ) from None
+        if dtype.kind == "b" and count and arr.reshape(-1).view(np.uint8).max() > 1:
+            raise CrftkError(
+                f"corrupted: array {name!r} holds bool bytes other than 0 and 1", path=path
+            )
+        arrays[name] = arr
+    return header["meta"], arrays
+
+
+# ---------------------------------------------------------------------------
+# string lists
+# ---------------------------------------------------------------------------
+
+
+def pack_strings(strings):
+    """Encode a list of str as ``(offsets, blob)`` for storage as two arrays.
+
+    ``blob`` is a 1-D uint8 array holding the UTF-8 bytes of all strings
+    concatenated; ``offsets`` is a 1-D uint64 array of length ``n + 1`` with
+    ``offsets[0] == 0`` and ``offsets[-1] == len(blob)``; string ``i`` is
+    ``blob[offsets[i]:offsets[i + 1]]``.  Both arrays are read-only.
+    Raises TypeError for non-str items and UnicodeEncodeError for strings
+    that are not valid Unicode (lone surrogates).
+    """
+    strings = list(strings)
+    joined = "".join(strings)  # TypeError on non-str items
+    n = len(strings)
+    offsets = np.zeros(n + 1, dtype=np.uint64)
+    if joined.isascii():
+        blob = joined.encode("ascii")
+        lengths = np.fromiter(map(len, strings), dtype=np.uint64, count=n)
+    else:
+        encoded = [s.encode("utf-8") for s in strings]
+        blob = b"".join(encoded)
+        lengths = np.fromiter(map(len, encoded), dtype=np.uint64, count=n)
+    np.cumsum(lengths, out=offsets[1:])
+    offsets.setflags(write=False)
+    return offsets, np.frombuffer(blob, dtype=np.uint8)
+
+
+def unpack_strings(offsets, blob, *, path=None):
+    """Decode ``(offsets, blob)`` made by :func:`pack_strings` into a list of str.
+
+    The whole blob is decoded once and sliced.  Inconsistent offsets or
+    invalid UTF-8 raise CrftkError; pass ``path`` (the model file the arrays
+    came from) so the message names it.
+    """
+    def bad(msg):
+        return CrftkError(f"corrupted string table: {msg}", path=path)
+
+    offsets = np.asarray(offsets)
+    blob = np.asarray(blob)
+    if blob.ndim != 1 or blob.dtype != np.uint8:
+        raise bad(f"blob must be a 1-D uint8 array, not {blob.dtype} with shape {blob.shape}")
+    if offsets.ndim != 1 or offsets.dtype.kind not in "iu" or offsets.size == 0:
+        raise bad("offsets must be a non-empty 1-D integer array")
+    size = blob.size
+    if int(offsets[0]) != 0 or int(offsets[-1]) != size:
+        first, last = int(offsets[0]), int(offsets[-1])
+        raise bad(f"offsets run from {first} to {last}, expected 0 to {size}")
+    if int(offsets.min()) < 0 or int(offsets.max()) > size:
+        raise bad("offsets lie outside the blob")
+    offs = offsets.astype(np.int64)
+    if offs.size > 1 and np.any(offs[1:] < offs[:-1]):
+        raise bad("offsets are not non-decreasing")
+
+    data = blob.tobytes()
+    if data.isascii():
+        text = data.decode("ascii")
+        bounds = offs.tolist()
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise bad(f"invalid UTF-8 at byte {exc.start}") from None
+        # A byte starts a character unless it is a continuation byte 10xxxxxx.
+        starts = (blob & 0xC0) != 0x80
+        inner = offs[(offs > 0) & (offs < size)]
+        if not starts[inner].all():
+            raise bad("an offset splits a UTF-8 character")
+        char_index = np.zeros(size + 1, dtype=np.int64)
+        np.cumsum(starts, out=char_index[1:])
+        bounds = char_index[offs].tolist()
+    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
