@@ -1,0 +1,422 @@
+"""Feature space: dictionaries of column values, attributes and labels; corpus encoding.
+
+Templates are expanded without building a string per token: every value of a
+column read by the templates gets an integer id (the CRF++ padding values
+``_B-k``/``_B+k`` included), a macro's values are gathered for all tokens at
+once, and a template with several macros combines them pairwise into exact
+integer keys (``prefix * radix + value``, where ``prefix`` is the id of the
+combination so far). The sorted key arrays are the attribute dictionary; a key
+missing from them is an attribute unseen in training, which has no weight.
+Strings are made only for the dump, from the keys.
+
+Attribute ids are numbered template by template. A state feature is an
+(attribute, label) pair: "supported" keeps the pairs seen in training,
+"complete" every attribute with every label (Sha & Pereira 2003).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from crftk.errors import CrftkError
+from crftk.templates import padding_value, parse_template
+
+FEATURE_SETS = ("supported", "complete")
+
+
+def _lookup(sorted_keys, query):
+    """Index of each query in sorted_keys, -1 where absent (negative queries are absent)."""
+    if sorted_keys.size == 0:
+        return np.full(query.shape, -1, dtype=np.int64)
+    idx = np.searchsorted(sorted_keys, query)
+    np.minimum(idx, sorted_keys.size - 1, out=idx)
+    found = (sorted_keys[idx] == query) & (query >= 0)
+    return np.where(found, idx, -1)
+
+
+class Vocab:
+    """The values of one column, each with an integer id."""
+
+    def __init__(self, strings=()):
+        self.strings = list(strings)
+        self.index = {s: i for i, s in enumerate(self.strings)}
+
+    def __len__(self):
+        return len(self.strings)
+
+    def add_all(self, values):
+        index, strings = self.index, self.strings
+        for v in values:
+            if v not in index:
+                index[v] = len(strings)
+                strings.append(v)
+
+    def ids(self, values):
+        get = self.index.get
+        return np.fromiter((get(v, -1) for v in values), dtype=np.int64, count=len(values))
+
+
+@dataclass
+class CompiledLine:
+    """A template line with its dictionaries.
+
+    ``steps[i]`` holds the sorted packed keys of the combinations of macros
+    0..i+1 (for lines of three macros or more); ``keys`` the sorted final keys
+    of the attributes kept; attribute ids are ``offset + rank in keys``.
+    """
+
+    line: object
+    steps: list
+    keys: np.ndarray
+    offset: int = 0
+
+    @property
+    def size(self):
+        return int(self.keys.size)
+
+
+@dataclass
+class EncodedCorpus:
+    """Sentences as flat arrays, ready for the lattice kernels."""
+
+    sent_ptr: np.ndarray
+    attr_ptr: np.ndarray
+    attrs: np.ndarray
+    eattr_ptr: np.ndarray
+    eattrs: np.ndarray
+    labels: object          # int32 gold label ids (-1: unknown label) or None
+
+    @property
+    def n_sentences(self):
+        return self.sent_ptr.size - 1
+
+    @property
+    def n_tokens(self):
+        return int(self.sent_ptr[-1])
+
+    def sentence_slices(self):
+        p = self.sent_ptr
+        return [slice(int(p[i]), int(p[i + 1])) for i in range(p.size - 1)]
+
+
+class Positions:
+    """Where each token of a batch sits in its sentence."""
+
+    def __init__(self, lengths):
+        lengths = np.asarray(lengths, dtype=np.int64)
+        self.sent_ptr = np.zeros(lengths.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.sent_ptr[1:])
+        n = int(self.sent_ptr[-1])
+        self.token = np.arange(n, dtype=np.int64)
+        sid = np.repeat(np.arange(lengths.size), lengths)
+        self.start = self.sent_ptr[sid]
+        self.end = self.sent_ptr[sid + 1]
+
+    @property
+    def n_tokens(self):
+        return self.token.size
+
+
+class FeatureSpace:
+    """Labels, column vocabularies, attribute dictionaries and the state features."""
+
+    def __init__(self, template, n_columns, label_col, labels, vocabs, unigram_lines,
+                 bigram_lines, feat_ptr, feat_label, feature_set):
+        self.template = template
+        self.n_columns = n_columns
+        self.label_col = label_col
+        self.labels = list(labels)
+        self.label_index = {s: i for i, s in enumerate(self.labels)}
+        self.vocabs = vocabs                      # column -> Vocab
+        self.unigram_lines = unigram_lines        # CompiledLine list, state attributes
+        self.bigram_lines = bigram_lines          # CompiledLine list, edge attributes
+        self.feat_ptr = np.ascontiguousarray(feat_ptr, dtype=np.int32)
+        self.feat_label = np.ascontiguousarray(feat_label, dtype=np.int32)
+        self.feature_set = feature_set
+        self._number(unigram_lines)
+        self._number(bigram_lines)
+
+    @staticmethod
+    def _number(lines):
+        offset = 0
+        for cl in lines:
+            cl.offset = offset
+            offset += cl.size
+
+    # sizes ---------------------------------------------------------------
+    @property
+    def n_labels(self):
+        return len(self.labels)
+
+    @property
+    def n_attrs(self):
+        return sum(cl.size for cl in self.unigram_lines)
+
+    @property
+    def n_edge_attrs(self):
+        return sum(cl.size for cl in self.bigram_lines)
+
+    @property
+    def n_features(self):
+        return int(self.feat_label.size)
+
+    @property
+    def n_params(self):
+        L = self.n_labels
+        return self.n_features + L * L + 2 * L + self.n_edge_attrs * L * L
+
+    def layout(self):
+        """Slices of the parameter vector: state, trans, start, end, edge."""
+        L, F = self.n_labels, self.n_features
+        t = F + L * L
+        return {"state": slice(0, F), "trans": slice(F, t), "start": slice(t, t + L),
+                "end": slice(t + L, t + 2 * L), "edge": slice(t + 2 * L, self.n_params)}
+
+    # building ------------------------------------------------------------
+    @classmethod
+    def fit(cls, sentences, template, *, label_col=-1, min_freq=1, feature_set="supported",
+            path=None):
+        """Build the feature space from training sentences; returns (space, encoded corpus)."""
+        if feature_set not in FEATURE_SETS:
+            raise CrftkError(f"unknown feature set {feature_set!r}: choose supported or complete")
+        if min_freq < 1:
+            raise CrftkError("--min-freq must be at least 1")
+        if not sentences:
+            raise CrftkError("no training sentences", path)
+        n_columns = len(sentences[0].rows[0])
+        if n_columns < 2:
+            raise CrftkError("training data needs at least two columns: an input and the gold label",
+                             path, sentences[0].line)
+        label_col = _normalize_col(label_col, n_columns, path)
+        template.check_columns(n_columns, label_col, path)
+        labels = sorted({row[label_col] for s in sentences for row in s.rows})
+
+        pos = Positions([len(s) for s in sentences])
+        vocabs = {}
+        for c in template.columns:
+            v = Vocab(padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k))
+            v.add_all(row[c] for s in sentences for row in s.rows)
+            vocabs[c] = v
+        col_ids = {c: vocabs[c].ids([row[c] for s in sentences for row in s.rows]) for c in vocabs}
+
+        space = cls(template, n_columns, label_col, labels, vocabs, [], [],
+                    np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
+        space.unigram_lines = [space._fit_line(tl, col_ids, pos, min_freq) for tl in template.unigrams]
+        space.bigram_lines = [space._fit_line(tl, col_ids, pos, min_freq) for tl in template.bigrams]
+        cls._number(space.unigram_lines)
+        cls._number(space.bigram_lines)
+
+        corpus = space._encode(col_ids, pos, [row[label_col] for s in sentences for row in s.rows])
+        L, A = space.n_labels, space.n_attrs
+        if feature_set == "complete":
+            space.feat_ptr = (np.arange(A + 1, dtype=np.int64) * L).astype(np.int32)
+            space.feat_label = np.tile(np.arange(L, dtype=np.int32), A)
+        else:
+            tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
+            pairs = np.unique(corpus.attrs.astype(np.int64) * L + corpus.labels[tok])
+            space.feat_label = (pairs % L).astype(np.int32)
+            counts = np.bincount(pairs // L, minlength=A)
+            space.feat_ptr = np.zeros(A + 1, dtype=np.int32)
+            np.cumsum(counts, out=space.feat_ptr[1:])
+        if space.n_features >= 2**31 or space.n_params >= 2**31:
+            raise CrftkError(f"{space.n_params} parameters: too many for this version; "
+                             f"raise --min-freq or use the supported feature set")
+        return space, corpus
+
+    def _radix(self, macro):
+        return len(self.vocabs[macro.col])
+
+    def _macro_values(self, macro, col_ids, pos):
+        ids = col_ids[macro.col]
+        if macro.row == 0:
+            return ids
+        target = pos.token + macro.row
+        out = np.empty(pos.n_tokens, dtype=np.int64)
+        inside = (target >= pos.start) & (target < pos.end)
+        out[inside] = ids[target[inside]]
+        vocab = self.vocabs[macro.col]
+        if macro.row < 0:
+            dist = target - pos.start          # negative where outside
+        else:
+            dist = target - pos.end + 1        # positive where outside
+        outside = ~inside
+        if outside.any():
+            pad_ids = {d: vocab.index[padding_value(d)] for d in np.unique(dist[outside]).tolist()}
+            lut_keys = np.array(sorted(pad_ids), dtype=np.int64)
+            lut_vals = np.array([pad_ids[k] for k in lut_keys.tolist()], dtype=np.int64)
+            out[outside] = lut_vals[np.searchsorted(lut_keys, dist[outside])]
+        return out
+
+    def _keys(self, cl, col_ids, pos, grow=False):
+        """Final key of each token for one line (-1: not in the dictionary)."""
+        macros = cl.line.macros
+        if not macros:
+            return np.zeros(pos.n_tokens, dtype=np.int64)
+        key = self._macro_values(macros[0], col_ids, pos)
+        for i in range(1, len(macros)):
+            vals = self._macro_values(macros[i], col_ids, pos)
+            bad = (key < 0) | (vals < 0)
+            packed = np.where(bad, -1, key * self._radix(macros[i]) + vals)
+            if i == len(macros) - 1:
+                return packed
+            if grow:
+                uniq, inv = np.unique(packed[~bad], return_inverse=True)
+                cl.steps.append(uniq)
+                key = np.full(pos.n_tokens, -1, dtype=np.int64)
+                key[~bad] = inv.reshape(-1)
+            else:
+                key = _lookup(cl.steps[i - 1], packed)
+        return key
+
+    def _fit_line(self, tl, col_ids, pos, min_freq):
+        cl = CompiledLine(line=tl, steps=[], keys=np.zeros(0, np.int64))
+        keys = self._keys(cl, col_ids, pos, grow=True)
+        uniq, counts = np.unique(keys[keys >= 0], return_counts=True)
+        kept = uniq[counts >= min_freq]
+        cl.keys = self._prune(cl, kept)
+        return cl
+
+    def _prune(self, cl, kept):
+        """Drop the combinations that no kept attribute uses; returns the re-keyed kept keys.
+
+        Walking down from the final keys, each level keeps only the prefixes
+        the level above uses and renumbers them (monotonically, so every key
+        array stays sorted).
+        """
+        macros = cl.line.macros
+        upper = kept
+        for i in range(len(cl.steps) - 1, -1, -1):
+            radix = self._radix(macros[i + 2])
+            prefix, value = np.divmod(upper, radix)
+            used = np.unique(prefix)
+            rekeyed = np.searchsorted(used, prefix) * radix + value
+            if i == len(cl.steps) - 1:
+                kept = rekeyed
+            else:
+                cl.steps[i + 1] = rekeyed
+            cl.steps[i] = cl.steps[i][used]
+            upper = cl.steps[i]
+        return kept
+
+    # encoding ------------------------------------------------------------
+    def _attribute_csr(self, lines, col_ids, pos):
+        n = pos.n_tokens
+        if not lines:
+            return np.zeros(n + 1, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        ids = np.empty((n, len(lines)), dtype=np.int64)
+        for j, cl in enumerate(lines):
+            rank = _lookup(cl.keys, self._keys(cl, col_ids, pos))
+            ids[:, j] = np.where(rank >= 0, rank + cl.offset, -1)
+        mask = ids >= 0
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(mask.sum(axis=1), out=ptr[1:])
+        return ptr.astype(np.int32), ids[mask].astype(np.int32)
+
+    def _encode(self, col_ids, pos, gold):
+        attr_ptr, attrs = self._attribute_csr(self.unigram_lines, col_ids, pos)
+        eattr_ptr, eattrs = self._attribute_csr(self.bigram_lines, col_ids, pos)
+        labels = None
+        if gold is not None:
+            get = self.label_index.get
+            labels = np.fromiter((get(v, -1) for v in gold), dtype=np.int32, count=len(gold))
+        return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels)
+
+    def input_columns(self, n):
+        """True when rows of n columns carry the gold label, False when they lack it; else raise."""
+        if n == self.n_columns:
+            return True
+        if n == self.n_columns - 1 and self.label_col == self.n_columns - 1:
+            return False
+        expect = f"{self.n_columns}" + (f" (or {self.n_columns - 1} without the label)"
+                                         if self.label_col == self.n_columns - 1 else "")
+        raise CrftkError(f"the model expects {expect} columns, found {n}")
+
+    def encode(self, sentences):
+        """Encode sentences with the frozen dictionaries (gold labels kept when present)."""
+        if not sentences:
+            return EncodedCorpus(np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(0, np.int32),
+                                 np.zeros(1, np.int32), np.zeros(0, np.int32), None)
+        has_gold = self.input_columns(len(sentences[0].rows[0]))
+        pos = Positions([len(s) for s in sentences])
+        col_ids = {c: v.ids([row[c] for s in sentences for row in s.rows]) for c, v in self.vocabs.items()}
+        gold = [row[self.label_col] for s in sentences for row in s.rows] if has_gold else None
+        return self._encode(col_ids, pos, gold)
+
+    def lattices(self, corpus):
+        from crftk._lattice import Lattices
+        return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
+                        self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs)
+
+    # strings (dump) ------------------------------------------------------
+    def _values(self, cl, keys):
+        """Macro value strings of each key of a line."""
+        macros = cl.line.macros
+        cols = []
+        key = keys
+        for i in range(len(macros) - 1, -1, -1):
+            if i == 0:
+                vals = key
+            else:
+                key, vals = np.divmod(key, self._radix(macros[i]))
+                if i >= 2:
+                    key = cl.steps[i - 2][key]
+            strings = self.vocabs[macros[i].col].strings
+            cols.append([strings[v] for v in vals.tolist()])
+        cols.reverse()
+        return list(zip(*cols)) if cols else [()] * keys.size
+
+    def attribute_strings(self, edge=False):
+        """The CRF++ feature string of every attribute, in id order."""
+        out = []
+        for cl in (self.bigram_lines if edge else self.unigram_lines):
+            out.extend(cl.line.render(v) for v in self._values(cl, cl.keys))
+        return out
+
+    # serialization -------------------------------------------------------
+    def to_arrays(self):
+        """(meta, arrays) for the model file."""
+        from crftk.container import pack_strings
+        arrays = {"feat_ptr": self.feat_ptr, "feat_label": self.feat_label}
+        offsets, blob = pack_strings(self.labels)
+        arrays["labels.offsets"], arrays["labels.blob"] = offsets, blob
+        for c, v in self.vocabs.items():
+            arrays[f"vocab{c}.offsets"], arrays[f"vocab{c}.blob"] = pack_strings(v.strings)
+        for prefix, lines in (("u", self.unigram_lines), ("b", self.bigram_lines)):
+            for i, cl in enumerate(lines):
+                arrays[f"{prefix}{i}.keys"] = cl.keys
+                for j, st in enumerate(cl.steps):
+                    arrays[f"{prefix}{i}.step{j}"] = st
+        meta = {"template": self.template.text, "template_path": self.template.path,
+                "n_columns": self.n_columns, "label_col": self.label_col,
+                "feature_set": self.feature_set, "columns": sorted(self.vocabs)}
+        return meta, arrays
+
+    @classmethod
+    def from_arrays(cls, meta, arrays, path=None):
+        from crftk.container import unpack_strings
+        try:
+            template = parse_template(meta["template"], meta.get("template_path", "<model>"))
+            labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"])
+            vocabs = {int(c): Vocab(unpack_strings(arrays[f"vocab{c}.offsets"], arrays[f"vocab{c}.blob"]))
+                      for c in meta["columns"]}
+
+            def lines(prefix, tls):
+                out = []
+                for i, tl in enumerate(tls):
+                    n_steps = max(0, len(tl.macros) - 2)
+                    steps = [np.asarray(arrays[f"{prefix}{i}.step{j}"], dtype=np.int64) for j in range(n_steps)]
+                    out.append(CompiledLine(tl, steps, np.asarray(arrays[f"{prefix}{i}.keys"], dtype=np.int64)))
+                return out
+
+            return cls(template, int(meta["n_columns"]), int(meta["label_col"]), labels, vocabs,
+                       lines("u", template.unigrams), lines("b", template.bigrams),
+                       arrays["feat_ptr"], arrays["feat_label"], meta["feature_set"])
+        except (KeyError, ValueError, TypeError) as e:
+            raise CrftkError(f"model file is incomplete or inconsistent ({e})", path) from None
+
+
+def _normalize_col(col, n_columns, path=None):
+    c = col + n_columns if col < 0 else col
+    if not 0 <= c < n_columns:
+        raise CrftkError(f"label column {col} does not exist in data of {n_columns} columns", path)
+    return c
