@@ -1,0 +1,191 @@
+"""The crftk command line: one small function per subcommand."""
+
+import json
+import sys
+
+import click
+
+from crftk import __version__
+from crftk.errors import CrftkError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class CrftkGroup(click.Group):
+    """Turns crftk errors into one line on stderr and a non-zero exit, never a traceback."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except CrftkError as e:
+            click.echo(f"crftk: error: {e}", err=True)
+            ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("crftk: interrupted", err=True)
+            ctx.exit(130)
+        except BrokenPipeError:
+            # downstream closed the pipe (e.g. `crftk tag ... | head`): quiet exit
+            sys.stderr.close()
+            ctx.exit(0)
+        except MemoryError:
+            click.echo("crftk: error: out of memory (try --min-freq, fewer templates or fewer threads)",
+                       err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=CrftkGroup, context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="crftk")
+def main():
+    """Conditional random fields for sequence labeling on CoNLL column files.
+
+    \b
+    Typical use:
+      crftk train -t templates/chunking-crfpp.tmpl -m chunk.model train.txt --dev dev.txt
+      crftk tag -m chunk.model test.txt > tagged.txt
+      crftk eval tagged.txt
+    """
+
+
+def threads_option(f):
+    return click.option("--threads", "-p", type=click.IntRange(min=0), default=0, show_default=True,
+                        help="Worker threads; 0 uses all cores.")(f)
+
+
+def _train_options(f):
+    """Click options generated from crftk.train.TRAIN_PARAMS (one declaration of each parameter)."""
+    from crftk.train import TRAIN_PARAMS
+    for p in reversed(TRAIN_PARAMS):
+        if p.name == "threads":
+            f = threads_option(f)
+            continue
+        kind = click.Choice(p.choices) if p.choices else p.type
+        f = click.option("--" + p.name.replace("_", "-"), p.name, type=kind, default=p.default,
+                         show_default=True, help=p.help)(f)
+    return f
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("train_files", nargs=-1, required=True, metavar="TRAIN_FILE...")
+@click.option("--template", "-t", "template", required=True, metavar="FILE",
+              help="Feature template file (CRF++ syntax).")
+@click.option("--model", "-m", "model_path", required=True, metavar="FILE",
+              help="Where to write the trained model (written atomically).")
+@click.option("--dev", "dev_file", metavar="FILE",
+              help="Development set scored every iteration; the best iteration's weights are kept.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
+@_train_options
+def train(train_files, template, model_path, dev_file, quiet, **options):
+    """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
+    from crftk.train import train as run
+    run(list(train_files), template, model_path, dev_file=dev_file,
+        log=(lambda msg: None) if quiet else (lambda msg: click.echo(msg, err=True)), **options)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, metavar="[FILE...]")
+@click.option("--model", "-m", "model_path", required=True, metavar="FILE", help="Trained model.")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE",
+              help="Output file ('-' for stdout); a file is written atomically.")
+@click.option("--marginals", "-v", count=True,
+              help="-v: add the probability of each predicted label and a '# prob P' line with the "
+                   "sequence probability per sentence; -vv: also every label's probability "
+                   "(like CRF++ -v1/-v2).")
+@click.option("--nbest", "-n", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Print the N best labelings of each sentence, each after a '# nbest K P' line.")
+@click.option("--batch-tokens", type=click.IntRange(min=1), default=50_000, show_default=True,
+              help="Tokens decoded per batch: memory stays bounded on any input size.")
+@threads_option
+def tag(inputs, model_path, output, marginals, nbest, batch_tokens, threads):
+    """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
+    from crftk.conll import AtomicWriter
+    from crftk.decode import tag_files, tty_progress
+    from crftk.model import Model
+    model = Model.load(model_path)
+    progress = tty_progress()
+    with AtomicWriter(output) as out:
+        tag_files(model, list(inputs) or ["-"], out, marginals=marginals, nbest=nbest,
+                  threads=threads, batch_tokens=batch_tokens, progress=progress)
+    if progress:
+        click.echo("", err=True)
+
+
+@main.command("eval", context_settings=CONTEXT)
+@click.argument("files", nargs=-1, required=True, metavar="FILE [PRED_FILE]")
+@click.option("--gold-col", type=int, default=None,
+              help="Gold label column (default: second to last with one file, last with two).")
+@click.option("--pred-col", type=int, default=-1, show_default=True, help="Predicted label column.")
+@click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
+              default="auto", show_default=True,
+              help="Chunk encoding; auto follows conlleval's rules (handles IOB1/IOB2/IOE/IOBES).")
+@click.option("--mcnemar", "other", metavar="FILE",
+              help="A second system's output on the same data: McNemar's test between the two.")
+@click.option("--unit", type=click.Choice(["token", "sentence"]), default="token", show_default=True,
+              help="What McNemar's test compares: per-token or per-sentence correctness.")
+@click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
+def eval_(files, gold_col, pred_col, scheme, other, unit, as_json):
+    """Score labels like conlleval: chunk P/R/F1 per type, token and sentence accuracy.
+
+    With one FILE, gold and predicted labels are its last two columns (conlleval's
+    convention, as `crftk tag` writes them). With two files, the gold labels come
+    from FILE and the predictions from PRED_FILE.
+    """
+    from crftk.evaluate import evaluate, mcnemar, read_pairs, read_two
+    if len(files) > 2:
+        raise CrftkError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
+    if len(files) == 1:
+        gold, pred = read_pairs(files[0], gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col)
+    else:
+        gold, pred = read_two(files[0], files[1], gold_col=-1 if gold_col is None else gold_col,
+                              pred_col=pred_col)
+    result = evaluate(gold, pred, scheme=scheme)
+    test = None
+    if other:
+        gold_b, pred_b = read_pairs(other, gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col)
+        if gold_b != gold:
+            raise CrftkError("the two systems' outputs do not share the same gold labels", other)
+        test = mcnemar(gold, pred, pred_b, unit=unit)
+    if as_json:
+        doc = result.to_dict()
+        if test is not None:
+            doc["mcnemar"] = test.to_dict()
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo(result.format())
+        if test is not None:
+            click.echo(test.format())
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("model_path", metavar="MODEL")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def info(model_path, as_json):
+    """Summarise a model: labels, templates, features, training record."""
+    from crftk.model import Model
+    summary = Model.load(model_path).summary()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    tr = dict(summary.pop("training") or {})
+    tr.pop("history", None)
+    for key, value in summary.items():
+        click.echo(f"{key:24s} {value}")
+    for key, value in tr.items():
+        click.echo(f"training.{key:15s} {value}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("model_path", metavar="MODEL")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Output file.")
+@click.option("--min-abs", type=float, default=0.0, show_default=True,
+              help="Only state/edge features whose |weight| exceeds this (0: all non-zero).")
+def dump(model_path, output, min_abs):
+    """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""
+    from crftk.conll import AtomicWriter
+    from crftk.model import Model
+    model = Model.load(model_path)
+    with AtomicWriter(output) as out:
+        model.dump(out, min_abs=min_abs)
+
+
+if __name__ == "__main__":
+    main()

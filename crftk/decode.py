@@ -1,0 +1,104 @@
+"""Tagging: stream sentences through a model in batches and write the labels."""
+
+import math
+import sys
+
+import numpy as np
+
+from crftk.conll import chunked, read_sentences
+from crftk.train import resolve_threads
+
+
+class Tagger:
+    """Decodes batches of sentences with a model."""
+
+    def __init__(self, model, *, threads=0):
+        self.model = model
+        self.space = model.space
+        self.weights = model.weights
+        self.n_threads = resolve_threads(threads)
+        self.labels = np.asarray(model.labels, dtype=object)
+
+    def lattices(self, sentences):
+        corpus = self.space.encode(sentences)
+        return corpus, self.space.lattices(corpus)
+
+    def viterbi(self, sentences):
+        """Best label ids per sentence: list of int arrays."""
+        corpus, lat = self.lattices(sentences)
+        pred, _ = lat.viterbi(self.weights, self.n_threads)
+        return [pred[sl] for sl in corpus.sentence_slices()]
+
+    def tag(self, sentences):
+        """Best label strings per sentence."""
+        return [self.labels[p].tolist() for p in self.viterbi(sentences)]
+
+    def write_batch(self, sentences, out, *, marginals=0, nbest=0):
+        """Tag a batch and write it: input columns + predicted label (+ probabilities)."""
+        corpus, lat = self.lattices(sentences)
+        w, nt = self.weights, self.n_threads
+        slices = corpus.sentence_slices()
+        labels = self.labels
+        if nbest > 0:
+            paths, scores, counts = lat.nbest(w, nbest, nt)
+            _, logz = lat.marginals(w, nt)
+            for i, (s, sl) in enumerate(zip(sentences, slices)):
+                for k in range(counts[i]):
+                    prob = math.exp(scores[i, k] - logz[i])
+                    out.write(f"# nbest {k} {prob:.6f}\n")
+                    _write_rows(out, s.rows, [[lab] for lab in labels[paths[k, sl]].tolist()])
+            return
+        pred, vscore = lat.viterbi(w, nt)
+        if not marginals:
+            for s, sl in zip(sentences, slices):
+                _write_rows(out, s.rows, [[lab] for lab in labels[pred[sl]].tolist()])
+            return
+        marg, logz = lat.marginals(w, nt)
+        names = self.model.labels
+        for i, (s, sl) in enumerate(zip(sentences, slices)):
+            out.write(f"# prob {math.exp(vscore[i] - logz[i]):.6f}\n")
+            p = pred[sl]
+            m = marg[sl]
+            extra = []
+            for t, y in enumerate(p.tolist()):
+                cols = [names[y], f"{m[t, y]:.6f}"]
+                if marginals > 1:
+                    cols += [f"{names[j]}/{m[t, j]:.6f}" for j in range(len(names))]
+                extra.append(cols)
+            _write_rows(out, s.rows, extra)
+
+
+def _write_rows(out, rows, extra):
+    out.write("".join("\t".join(r) + "\t" + "\t".join(e) + "\n" for r, e in zip(rows, extra)))
+    out.write("\n")
+
+
+def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_tokens=50_000,
+              progress=None):
+    """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts."""
+    tagger = Tagger(model, threads=threads)
+    space = model.space
+    allowed = {space.n_columns}
+    if space.label_col == space.n_columns - 1:
+        allowed.add(space.n_columns - 1)
+    n_sent = n_tok = 0
+    for path in inputs:
+        stream = read_sentences(path, n_columns=allowed)
+        for batch in chunked(stream, max_tokens=batch_tokens):
+            tagger.write_batch(batch, out, marginals=marginals, nbest=nbest)
+            n_sent += len(batch)
+            n_tok += sum(len(s) for s in batch)
+            if progress:
+                progress(n_sent, n_tok)
+    return n_sent, n_tok
+
+
+def tty_progress(stream=sys.stderr):
+    """A progress reporter for tag_files that writes only when stream is a terminal."""
+    if not stream.isatty():
+        return None
+
+    def report(n_sent, n_tok):
+        stream.write(f"\rtagged {n_sent} sentences, {n_tok} tokens")
+        stream.flush()
+    return report

@@ -1,0 +1,109 @@
+"""A trained model: feature space, weights and training record; saved without pickle."""
+
+import numpy as np
+
+from crftk.container import read_container, read_header, write_container
+from crftk.errors import CrftkError
+from crftk.features import FeatureSpace
+
+FORMAT = "crftk-model"
+
+
+class Model:
+    """Feature space + weight vector + what training recorded (``info``)."""
+
+    def __init__(self, space, weights, info=None):
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        if weights.shape != (space.n_params,):
+            raise CrftkError(f"weights have {weights.size} entries, the feature space needs {space.n_params}")
+        self.space = space
+        self.weights = weights
+        self.info = dict(info or {})
+
+    @property
+    def labels(self):
+        return self.space.labels
+
+    def save(self, path):
+        meta, arrays = self.space.to_arrays()
+        meta["info"] = self.info
+        meta["kind"] = "linear-chain"
+        arrays["weights"] = self.weights
+        write_container(path, meta, arrays)
+
+    @classmethod
+    def load(cls, path):
+        meta, arrays = read_container(path)
+        if meta.get("kind") != "linear-chain":
+            raise CrftkError(f"unsupported model kind {meta.get('kind')!r}", path)
+        space = FeatureSpace.from_arrays(meta, arrays, path)
+        if "weights" not in arrays:
+            raise CrftkError("model file has no weights", path)
+        try:
+            return cls(space, arrays["weights"], meta.get("info"))
+        except CrftkError as e:
+            raise CrftkError(e.message, path) from None
+
+    # summaries ------------------------------------------------------------
+    def summary(self):
+        s, w = self.space, self.weights
+        lay = s.layout()
+        return {
+            "labels": s.labels,
+            "n_labels": s.n_labels,
+            "columns": s.n_columns,
+            "label_column": s.label_col,
+            "templates": {"state": len(s.unigram_lines), "transition": len(s.bigram_lines),
+                          "label_bigram": s.template.label_bigram},
+            "attributes": s.n_attrs,
+            "edge_attributes": s.n_edge_attrs,
+            "feature_set": s.feature_set,
+            "state_features": s.n_features,
+            "parameters": s.n_params,
+            "nonzero_parameters": int(np.count_nonzero(w)),
+            "nonzero_state_features": int(np.count_nonzero(w[lay["state"]])),
+            "training": self.info,
+        }
+
+    def dump(self, out, *, min_abs=0.0):
+        """Write the weights as text: transitions, then one line per state feature."""
+        s, w = self.space, self.weights
+        lay = s.layout()
+        labels = s.labels
+        L = s.n_labels
+        out.write(f"# crftk model: {L} labels, {s.n_attrs} attributes, {s.n_features} state features\n")
+        out.write("[labels]\n")
+        for lab in labels:
+            out.write(lab + "\n")
+        out.write("\n[transitions] previous -> current: weight\n")
+        trans = w[lay["trans"]].reshape(L, L)
+        for i in range(L):
+            for j in range(L):
+                if abs(trans[i, j]) > min_abs or min_abs == 0:
+                    out.write(f"{labels[i]}\t{labels[j]}\t{trans[i, j]:.6f}\n")
+        out.write("\n[start] label: weight\n")
+        for j, v in enumerate(w[lay["start"]]):
+            out.write(f"{labels[j]}\t{v:.6f}\n")
+        out.write("\n[end] label: weight\n")
+        for j, v in enumerate(w[lay["end"]]):
+            out.write(f"{labels[j]}\t{v:.6f}\n")
+        out.write("\n[state] attribute\tlabel\tweight\n")
+        names = s.attribute_strings()
+        ptr, fl = s.feat_ptr, s.feat_label
+        for a, name in enumerate(names):
+            for f in range(ptr[a], ptr[a + 1]):
+                if abs(w[f]) > min_abs:
+                    out.write(f"{name}\t{labels[fl[f]]}\t{w[f]:.6f}\n")
+        if s.n_edge_attrs:
+            out.write("\n[edge] attribute\tprevious\tcurrent\tweight\n")
+            edge = w[lay["edge"]].reshape(s.n_edge_attrs, L, L)
+            for e, name in enumerate(s.attribute_strings(edge=True)):
+                for i in range(L):
+                    for j in range(L):
+                        if abs(edge[e, i, j]) > min_abs:
+                            out.write(f"{name}\t{labels[i]}\t{labels[j]}\t{edge[e, i, j]:.6f}\n")
+
+
+def model_header(path):
+    """The model file's header (meta) without reading the weights."""
+    return read_header(path)

@@ -1,0 +1,191 @@
+"""Training: read data, build the feature space, optimize, keep the best weights, save."""
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from crftk.conll import read_corpus
+from crftk.errors import CrftkError
+from crftk.evaluate import evaluate
+from crftk.features import FEATURE_SETS, FeatureSpace
+from crftk.model import Model
+from crftk.objectives import LogLikelihood
+from crftk.optimize import lbfgs
+from crftk.templates import read_template
+
+
+@dataclass(frozen=True)
+class Param:
+    """A training parameter, declared once: the CLI builds its options from these."""
+
+    name: str
+    default: object
+    type: object
+    help: str
+    choices: tuple = ()
+
+
+TRAIN_PARAMS = (
+    Param("algorithm", "lbfgs", str,
+          "Optimizer. lbfgs: L-BFGS for L2; OWL-QN automatically when --c1 > 0.", ("lbfgs",)),
+    Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
+    Param("c2", 1.0, float, "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
+                            "of variance 1/(2*c2)). 0 disables L2."),
+    Param("max_iter", 1000, int, "Stop after this many iterations."),
+    Param("epsilon", 1e-5, float, "Stop when the objective improved by less than this fraction over "
+                                  "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
+    Param("period", 10, int, "Iterations over which --epsilon measures the improvement."),
+    Param("history", 6, int, "L-BFGS memory: number of correction pairs kept."),
+    Param("min_freq", 1, int, "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
+    Param("feature_set", "supported", str,
+          "supported: only (attribute, label) pairs seen in training; complete: every attribute "
+          "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
+    Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
+    Param("threads", 0, int, "Worker threads for the lattice kernels; 0 uses all cores."),
+)
+DEFAULTS = {p.name: p.default for p in TRAIN_PARAMS}
+
+
+def available_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def resolve_threads(threads):
+    if threads is None or threads <= 0:
+        return available_cores()
+    return threads
+
+
+def _stderr_log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+class DevScorer:
+    """Scores a development set with the current weights (chunk F1 and accuracy)."""
+
+    def __init__(self, space, sentences, n_threads):
+        self.corpus = space.encode(sentences)
+        self.lattices = space.lattices(self.corpus)
+        self.labels = space.labels
+        self.slices = self.corpus.sentence_slices()
+        self.gold = [[row[space.label_col] for row in s.rows] for s in sentences]
+        self.n_threads = n_threads
+
+    def __call__(self, w):
+        pred, _ = self.lattices.viterbi(w, self.n_threads)
+        names = np.asarray(self.labels, dtype=object)[pred]
+        return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
+
+
+def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log, **options):
+    """Train a linear-chain CRF; saves it to model_path (if given) and returns the Model."""
+    unknown = set(options) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown training options: {sorted(unknown)}")
+    opt = {**DEFAULTS, **options}
+    for p in TRAIN_PARAMS:
+        if p.choices and opt[p.name] not in p.choices:
+            raise CrftkError(f"--{p.name.replace('_', '-')} must be one of {', '.join(p.choices)}")
+    if opt["c1"] < 0 or opt["c2"] < 0:
+        raise CrftkError("--c1 and --c2 must not be negative")
+    if opt["max_iter"] < 1 or opt["period"] < 1 or opt["history"] < 1:
+        raise CrftkError("--max-iter, --period and --history must be at least 1")
+    n_threads = resolve_threads(opt["threads"])
+    if isinstance(train_files, (str, os.PathLike)):
+        train_files = [train_files]
+    train_files = [str(p) for p in train_files]
+
+    t0 = time.perf_counter()
+    template = read_template(template_path)
+    sentences = read_corpus(train_files)
+    if not sentences:
+        raise CrftkError("no sentences in the training data", train_files[0])
+    space, corpus = FeatureSpace.fit(sentences, template, label_col=opt["label_col"],
+                                     min_freq=opt["min_freq"], feature_set=opt["feature_set"],
+                                     path=train_files[0])
+    n_tokens = corpus.n_tokens
+    log(f"read {len(sentences)} sentences, {n_tokens} tokens; {space.n_labels} labels, "
+        f"{space.n_attrs} attributes, {space.n_features} state features, "
+        f"{space.n_edge_attrs} transition attributes, {space.n_params} parameters "
+        f"({time.perf_counter() - t0:.2f}s, {n_threads} threads)")
+    del sentences
+
+    dev = None
+    if dev_file is not None:
+        dev_sents = read_corpus(dev_file)
+        if dev_sents:
+            if not space.input_columns(len(dev_sents[0].rows[0])):
+                raise CrftkError("the development set needs the gold label column", dev_file)
+            dev = DevScorer(space, dev_sents, n_threads)
+            log(f"development set: {len(dev_sents)} sentences from {dev_file}")
+
+    lay = space.layout()
+    frozen = None
+    if not template.label_bigram:
+        frozen = np.zeros(space.n_params, dtype=bool)
+        frozen[lay["trans"]] = True
+    objective = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=n_threads, frozen=frozen)
+
+    best = {"f1": -1.0, "iteration": 0, "w": None}
+    history = []
+    clock = [time.perf_counter()]
+
+    def on_iteration(info):
+        now = time.perf_counter()
+        record = {"iteration": info.iteration, "objective": info.f, "gnorm": info.gnorm,
+                  "active": info.n_active, "evals": info.n_evals, "seconds": now - clock[0]}
+        line = (f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}  "
+                f"active {info.n_active}")
+        if dev is not None:
+            score = dev(info.x)
+            record["dev_f1"] = score.overall.f1
+            record["dev_accuracy"] = score.token_accuracy
+            line += f"  dev F1 {score.overall.f1:6.2f} acc {100 * score.token_accuracy:6.2f}"
+            if score.overall.f1 > best["f1"]:
+                best.update(f1=score.overall.f1, iteration=info.iteration, w=info.x.copy())
+        line += f"  {record['seconds']:.2f}s"
+        log(line)
+        history.append(record)
+        clock[0] = time.perf_counter()
+        return False
+
+    start = time.perf_counter()
+    result = lbfgs(objective, np.zeros(space.n_params), c1=opt["c1"], m=opt["history"],
+                   max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
+                   callback=on_iteration)
+    seconds = time.perf_counter() - start
+    log(("converged: " if result.converged else "stopped before convergence: ") + result.reason)
+
+    weights = result.x
+    chosen = result.n_iter
+    if dev is not None and best["w"] is not None:
+        weights, chosen = best["w"], best["iteration"]
+        log(f"keeping the weights of iteration {chosen} (best dev F1 {best['f1']:.2f})")
+    info = {
+        "options": opt,
+        "threads": n_threads,
+        "train_files": train_files,
+        "dev_file": None if dev_file is None else str(dev_file),
+        "sentences": corpus.n_sentences,
+        "tokens": n_tokens,
+        "iterations": result.n_iter,
+        "evaluations": result.n_evals,
+        "chosen_iteration": chosen,
+        "converged": result.converged,
+        "stop_reason": result.reason,
+        "objective": result.f,
+        "seconds": seconds,
+        "best_dev_f1": best["f1"] if dev is not None else None,
+        "history": history,
+    }
+    model = Model(space, weights, info)
+    if model_path is not None:
+        model.save(model_path)
+        log(f"saved {model_path} ({time.perf_counter() - t0:.1f}s in all)")
+    return model
