@@ -451,8 +451,14 @@ cdef class Lattices:
             raise ValueError("eattr_ptr must have one entry per token plus one")
         if attr_ptr[N] != attrs.shape[0] or eattr_ptr[N] != eattrs.shape[0]:
             raise ValueError("attribute pointers do not match the attribute arrays")
-        if feat_ptr[feat_ptr.shape[0] - 1] != feat_label.shape[0]:
+        if feat_ptr.shape[0] < 1 or feat_ptr[0] != 0 or feat_ptr[feat_ptr.shape[0] - 1] != feat_label.shape[0]:
             raise ValueError("feat_ptr does not match feat_label")
+        for name, ptr in (("sent_ptr", sent_ptr), ("attr_ptr", attr_ptr), ("eattr_ptr", eattr_ptr),
+                          ("feat_ptr", feat_ptr)):
+            if ptr.shape[0] > 1 and (np.diff(np.asarray(ptr)) < 0).any():
+                raise ValueError(f"{name} must be non-decreasing")
+        if attr_ptr[0] != 0 or eattr_ptr[0] != 0:
+            raise ValueError("attribute pointers must start at 0")
         if L < 1:
             raise ValueError("need at least one label")
         a_np = np.asarray(attrs)
@@ -683,6 +689,9 @@ cdef class Lattices:
         self._check_w(w)
         if labels.shape[0] != self.n_tokens:
             raise ValueError("labels must have one entry per token")
+        lab = np.asarray(labels)
+        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
+            raise ValueError("label out of range")
         cdef int L = self.n_labels
         out_np = np.zeros(self.n_sentences, dtype=np.float64)
         cdef double[::1] out = out_np
