@@ -1,0 +1,59 @@
+# crftk: set-up, tests, demo, benchmarks and experiments.
+# Data paths are variables: make conll2000 CONLL2000=/path/to/conll2000
+
+PYTHON    ?= python3
+DATA      ?= ../shared/data
+CONLL2000 ?= $(DATA)/conll2000
+CONLL2003 ?= $(DATA)/conll2003
+OUT       ?= out
+THREADS   ?= 0
+CRFTK     ?= $(PYTHON) -m crftk.cli
+
+.PHONY: all install test demo bench bench-quick conll2000 clean help
+
+all: test
+
+help:
+	@echo "make install     build the Cython kernels and install crftk (editable) with test deps"
+	@echo "make test        install, then run the test suite"
+	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
+	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
+	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
+
+# Rebuilt only when the build inputs change.
+$(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx
+	$(PYTHON) -m pip install -q -e '.[test]'
+	@mkdir -p $(OUT) && touch $@
+
+install: $(OUT)/.installed
+
+test: install
+	$(PYTHON) -m pytest -q
+
+demo: install
+	$(CRFTK) train -t templates/chunking-crfpp.tmpl -m $(OUT)/demo.model --max-iter 100 data/demo.train
+	$(CRFTK) tag -m $(OUT)/demo.model -o $(OUT)/demo.tagged data/demo.test
+	$(CRFTK) eval $(OUT)/demo.tagged
+
+bench: install
+	$(PYTHON) -m pip install -q python-crfsuite
+	$(PYTHON) benchmarks/bench_crfsuite.py --data $(CONLL2000) --iterations 100 --repeats 3 \
+		--out $(OUT)/bench-crfsuite.json
+
+bench-quick: install
+	$(PYTHON) -m pip install -q python-crfsuite
+	$(PYTHON) benchmarks/bench_crfsuite.py --data $(CONLL2000) --quick --out $(OUT)/bench-quick.json
+
+# CoNLL-2000 chunking with the CRF++-style template, L2 (c2=1), cut-off 1 and 3.
+conll2000: install
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	for f in 1 3; do \
+	  $(CRFTK) train -t templates/chunking-crfpp.tmpl -m $(OUT)/conll2000-f$$f.model --min-freq $$f \
+	    --threads $(THREADS) --dev $(CONLL2000)/dev.txt $(CONLL2000)/train.txt 2> $(OUT)/conll2000-f$$f.log || exit 1; \
+	  tail -3 $(OUT)/conll2000-f$$f.log; \
+	  $(CRFTK) tag -m $(OUT)/conll2000-f$$f.model -o $(OUT)/conll2000-f$$f.dev.tagged $(CONLL2000)/dev.txt || exit 1; \
+	  $(CRFTK) eval $(OUT)/conll2000-f$$f.dev.tagged | tee $(OUT)/conll2000-f$$f.dev.eval; \
+	done
+
+clean:
+	rm -rf build $(OUT) crftk/*.so csrc/*.c

@@ -1,0 +1,3 @@
+from crftk.cli import main
+
+main()

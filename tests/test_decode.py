@@ -1,0 +1,94 @@
+import io
+
+import numpy as np
+import pytest
+
+from corpora import random_corpus
+from crftk.decode import Tagger, tag_files
+from crftk.features import FeatureSpace
+from crftk.model import Model
+from crftk.templates import parse_template
+
+
+@pytest.fixture(scope="module")
+def model():
+    space, corpus = FeatureSpace.fit(random_corpus(60, seed=1), parse_template("U:%x[0,0]\nU1:%x[0,1]\nB\n"))
+    w = np.random.default_rng(0).normal(size=space.n_params)
+    return Model(space, w)
+
+
+def write(path, sents, drop_label=False):
+    path.write_text("".join("\n".join(" ".join(r[:-1] if drop_label else r) for r in s.rows) + "\n\n"
+                            for s in sents))
+    return str(path)
+
+
+def blocks(text):
+    return [b.splitlines() for b in text.strip("\n").split("\n\n")]
+
+
+def test_tag_appends_viterbi_labels(model, tmp_path):
+    sents = random_corpus(25, seed=2)
+    out = io.StringIO()
+    n_sent, n_tok = tag_files(model, [write(tmp_path / "t", sents)], out)
+    assert (n_sent, n_tok) == (25, sum(len(s) for s in sents))
+    want = Tagger(model, threads=1).tag(sents)
+    got = [[line.split("\t")[-1] for line in b] for b in blocks(out.getvalue())]
+    assert got == want
+    first = blocks(out.getvalue())[0][0].split("\t")
+    assert first[:3] == sents[0].rows[0]
+
+
+def test_small_batches_give_the_same_output(model, tmp_path):
+    path = write(tmp_path / "t", random_corpus(40, seed=3))
+    a, b = io.StringIO(), io.StringIO()
+    tag_files(model, [path], a)
+    tag_files(model, [path], b, batch_tokens=5)
+    assert a.getvalue() == b.getvalue()
+
+
+def test_input_without_gold_column(model, tmp_path):
+    sents = random_corpus(10, seed=4)
+    out = io.StringIO()
+    tag_files(model, [write(tmp_path / "t", sents, drop_label=True)], out)
+    rows = [line.split("\t") for b in blocks(out.getvalue()) for line in b]
+    assert all(len(r) == 3 for r in rows)
+
+
+def test_marginals_output(model, tmp_path):
+    sents = random_corpus(10, seed=5)
+    out = io.StringIO()
+    tag_files(model, [write(tmp_path / "t", sents)], out, marginals=2)
+    corpus = model.space.encode(sents)
+    marg, logz = model.space.lattices(corpus).marginals(model.weights)
+    pred, score = model.space.lattices(corpus).viterbi(model.weights)
+    k = 0
+    for i, b in enumerate(blocks(out.getvalue())):
+        assert b[0].startswith("# prob ")
+        assert float(b[0].split()[2]) == pytest.approx(np.exp(score[i] - logz[i]), abs=1e-6)
+        for line in b[1:]:
+            cols = line.split("\t")
+            assert cols[3] == model.labels[pred[k]]
+            assert float(cols[4]) == pytest.approx(marg[k, pred[k]], abs=1e-6)
+            probs = [float(c.split("/")[-1]) for c in cols[5:]]
+            assert sum(probs) == pytest.approx(1.0, abs=1e-5)
+            k += 1
+
+
+def test_nbest_output(model, tmp_path):
+    sents = random_corpus(6, seed=6, max_len=3)
+    out = io.StringIO()
+    tag_files(model, [write(tmp_path / "t", sents)], out, nbest=4)
+    bl = blocks(out.getvalue())
+    probs = [float(b[0].split()[3]) for b in bl]
+    heads = [b[0].split()[:3] for b in bl]
+    assert heads[:2] == [["#", "nbest", "0"], ["#", "nbest", "1"]]
+    # within each sentence probabilities do not increase and the first labeling is Viterbi's
+    first = Tagger(model).tag(sents)
+    i = 0
+    for s, labels in zip(sents, first):
+        n = min(4, 3 ** len(s))
+        assert probs[i:i + n] == sorted(probs[i:i + n], reverse=True)
+        assert [line.split("\t")[-1] for line in bl[i][1:]] == labels
+        i += n
+    assert i == len(bl)

@@ -1,0 +1,116 @@
+import numpy as np
+import pytest
+
+from corpora import random_corpus
+from crftk.conll import Sentence
+from crftk.errors import CrftkError
+from crftk.features import FeatureSpace
+from crftk.model import Model
+from crftk.objectives import LogLikelihood
+from crftk.templates import parse_template
+from crftk.train import TRAIN_PARAMS, train
+
+TEMPLATE = "U00:%x[0,0]\nU01:%x[0,1]\nU02:%x[-1,0]/%x[0,1]\nB\n"
+
+
+def write_corpus(path, sents):
+    path.write_text("".join("\n".join(" ".join(r) for r in s.rows) + "\n\n" for s in sents))
+    return path
+
+
+def test_objective_gradient_matches_finite_differences():
+    space, corpus = FeatureSpace.fit(random_corpus(8, seed=1, max_len=4), parse_template(TEMPLATE))
+    obj = LogLikelihood(space, corpus, c2=0.7)
+    w = np.random.default_rng(0).normal(scale=0.5, size=space.n_params)
+    f, g = obj(w)
+    eps = 1e-6
+    for i in np.random.default_rng(1).choice(space.n_params, size=25, replace=False):
+        e = np.zeros_like(w)
+        e[i] = eps
+        num = (obj(w + e)[0] - obj(w - e)[0]) / (2 * eps)
+        assert num == pytest.approx(g[i], rel=1e-5, abs=1e-6)
+    lat = space.lattices(corpus)
+    _, logz = lat.marginals(w)
+    gold = lat.sequence_scores(w, corpus.labels)
+    assert f == pytest.approx(np.sum(logz - gold) + 0.7 * w @ w)
+
+
+def test_training_fits_a_learnable_corpus(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(200, seed=2))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    model = train([data], tmpl, tmp_path / "m", log=lambda m: None, c2=0.01, threads=1)
+    corpus = model.space.encode(random_corpus(200, seed=2))
+    pred, _ = model.space.lattices(corpus).viterbi(model.weights)
+    assert (pred == corpus.labels).mean() == 1.0
+    assert Model.load(tmp_path / "m").info["iterations"] == model.info["iterations"]
+
+
+def test_threads_do_not_change_the_result(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(150, seed=3))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    a = train([data], tmpl, log=lambda m: None, threads=1, max_iter=15)
+    b = train([data], tmpl, log=lambda m: None, threads=2, max_iter=15)
+    assert np.allclose(a.weights, b.weights, rtol=1e-6, atol=1e-8)
+
+
+def test_l1_gives_sparse_weights(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(150, seed=4))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    dense = train([data], tmpl, log=lambda m: None, c2=0.1, max_iter=60)
+    sparse = train([data], tmpl, log=lambda m: None, c1=2.0, c2=0.0, max_iter=60)
+    assert np.count_nonzero(dense.weights) > 0.9 * dense.weights.size
+    assert np.count_nonzero(sparse.weights) < 0.5 * sparse.weights.size
+
+
+def test_dev_set_keeps_the_best_iteration(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(120, seed=5))
+    dev = write_corpus(tmp_path / "dev.txt", random_corpus(60, seed=6))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    logs = []
+    model = train([data], tmpl, dev_file=dev, log=logs.append, max_iter=25)
+    hist = model.info["history"]
+    best = max(hist, key=lambda h: h["dev_f1"])
+    assert model.info["chosen_iteration"] == best["iteration"]
+    assert model.info["best_dev_f1"] == best["dev_f1"]
+    assert sum(line.startswith("iter ") and "dev F1" in line for line in logs) == len(hist)
+    assert len(hist) == model.info["iterations"]
+    assert len({h["dev_f1"] for h in hist}) > 1     # the choice is not trivial
+    assert any(line.startswith("keeping the weights of iteration") for line in logs)
+
+
+def test_stop_reason_is_logged(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(50, seed=7))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    logs = []
+    model = train([data], tmpl, log=logs.append, max_iter=3)
+    assert not model.info["converged"]
+    assert any("stopped before convergence" in l and "iteration limit" in l for l in logs)
+
+
+def test_template_without_label_bigram_keeps_transitions_zero(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(50, seed=8))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text("U00:%x[0,0]\n")
+    model = train([data], tmpl, log=lambda m: None, max_iter=20)
+    lay = model.space.layout()
+    assert not model.weights[lay["trans"]].any()
+    assert model.weights[lay["state"]].any()
+
+
+def test_option_checks(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(5))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    with pytest.raises(CrftkError, match="must not be negative"):
+        train([data], tmpl, log=lambda m: None, c2=-1)
+    with pytest.raises(CrftkError, match="feature-set"):
+        train([data], tmpl, log=lambda m: None, feature_set="all")
+    with pytest.raises(TypeError):
+        train([data], tmpl, log=lambda m: None, sigma=1)
+    assert {p.name for p in TRAIN_PARAMS} >= {"c1", "c2", "max_iter", "epsilon", "min_freq", "threads"}
+    assert all(p.help for p in TRAIN_PARAMS)
