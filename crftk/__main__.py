@@ -1,3 +1,3 @@
 from crftk.cli import main
 
-main()
+main(prog_name="crftk")

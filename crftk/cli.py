@@ -188,4 +188,4 @@ def dump(model_path, output, min_abs):
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="crftk")

@@ -23,6 +23,8 @@ The JSON header is an object with these keys::
     "arrays"          list of {"name", "dtype", "shape", "offset", "nbytes"}
     "payload_bytes"   P
     "payload_sha256"  hex SHA-256 digest of the P payload bytes
+    "meta_sha256"     hex SHA-256 of the canonical JSON of "meta" (sorted keys,
+                      no spaces), so a damaged header is caught as well
 
 Each array is stored C-contiguous and little-endian.  ``offset`` is relative
 to the start of the payload and a multiple of 8; ``nbytes`` equals
@@ -88,7 +90,7 @@ _DTYPES = {
 }
 _DTYPE_ALIASES = {"<b1": "|b1", "<i1": "|i1", "<u1": "|u1"}
 
-_HEADER_KEYS = ("format", "version", "meta", "arrays", "payload_bytes", "payload_sha256")
+_HEADER_KEYS = ("format", "version", "meta", "arrays", "payload_bytes", "payload_sha256", "meta_sha256")
 _ENTRY_KEYS = ("name", "dtype", "shape", "offset", "nbytes")
 
 
@@ -171,6 +173,12 @@ def _prepare_arrays(arrays):
     return entries, pos, digest.hexdigest()
 
 
+def _meta_digest(meta):
+    """SHA-256 of the canonical JSON of meta, so the header text is checked too."""
+    text = json.dumps(meta, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _encode_header(fmt, meta, entries, payload_bytes, sha):
     header = {
         "format": fmt,
@@ -179,6 +187,7 @@ def _encode_header(fmt, meta, entries, payload_bytes, sha):
         "arrays": [{k: e[k] for k in _ENTRY_KEYS} for e in entries],
         "payload_bytes": payload_bytes,
         "payload_sha256": sha,
+        "meta_sha256": _meta_digest(meta),
     }
     text = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     data = text.encode("utf-8")
@@ -360,6 +369,8 @@ def _validate_header(header, version, path, expected_format):
         raise bad(f"'version' {header['version']!r} does not match the file version {version}")
     if not isinstance(header["meta"], dict):
         raise bad("'meta' is not an object")
+    if header["meta_sha256"] != _meta_digest(header["meta"]):
+        raise CrftkError("corrupted: header checksum mismatch", path=path)
     payload_bytes = header["payload_bytes"]
     if not _is_int(payload_bytes) or payload_bytes < 0:
         raise bad(f"'payload_bytes' {payload_bytes!r} is not a non-negative integer")

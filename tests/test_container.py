@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from crftk import container
+from crftk.container import _meta_digest  # noqa: E402  (crafted headers need it)
 from crftk.container import (
     FORMAT_VERSION,
     MAGIC,
@@ -101,6 +102,7 @@ def good_header(**overrides):
         "payload_bytes": 16,
     }
     header.update(overrides)
+    header.setdefault("meta_sha256", _meta_digest(header["meta"]))
     return header
 
 
@@ -651,7 +653,7 @@ def test_crafted_bad_header_fields(tmp_path, overrides, fragment):
 
 
 @pytest.mark.parametrize(
-    "drop", ["format", "version", "meta", "arrays", "payload_bytes", "payload_sha256"]
+    "drop", ["format", "version", "meta", "arrays", "payload_bytes", "payload_sha256", "meta_sha256"]
 )
 def test_crafted_header_missing_key(tmp_path, drop):
     path = tmp_path / "m.crftk"
@@ -670,6 +672,17 @@ def test_crafted_bad_checksum_field(tmp_path, sha):
     path.write_bytes(MAGIC + struct.pack("<IQ", 1, len(raw)) + raw + b"\x00" * 16)
     with pytest.raises(CrftkError, match="payload_sha256"):
         read_container(path)
+
+
+def test_edited_meta_is_caught_by_the_header_checksum(tmp_path):
+    path = tmp_path / "m.crftk"
+    write_container(path, {"template": "U00:%x[0,0]"}, {"a": np.arange(3.0)})
+    data = path.read_bytes()
+    assert b"U00:%x[0,0]" in data
+    path.write_bytes(data.replace(b"U00:%x[0,0]", b"U00:%x[0,1]"))
+    for reader in (read_container, read_header):
+        with pytest.raises(CrftkError, match="header checksum mismatch"):
+            reader(path)
 
 
 def test_crafted_header_length_past_end_of_file(tmp_path):
