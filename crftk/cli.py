@@ -91,7 +91,8 @@ def train(train_files, template, model_path, dev_file, quiet, **options):
                    "sequence probability per sentence; -vv: also every label's probability "
                    "(like CRF++ -v1/-v2).")
 @click.option("--nbest", "-n", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Print the N best labelings of each sentence, each after a '# nbest K P' line.")
+              help="Print the N best labelings of each sentence, each after a '# nbest K P' line "
+                   "(P: its probability); with -v each token also gets its label's marginal.")
 @click.option("--batch-tokens", type=click.IntRange(min=1), default=50_000, show_default=True,
               help="Tokens decoded per batch: memory stays bounded on any input size.")
 @threads_option

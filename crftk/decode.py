@@ -41,12 +41,17 @@ class Tagger:
         labels = self.labels
         if nbest > 0:
             paths, scores, counts = lat.nbest(w, nbest, nt)
-            _, logz = lat.marginals(w, nt)
+            marg, logz = lat.marginals(w, nt)
             for i, (s, sl) in enumerate(zip(sentences, slices)):
                 for k in range(counts[i]):
                     prob = math.exp(scores[i, k] - logz[i])
                     out.write(f"# nbest {k} {prob:.6f}\n")
-                    _write_rows(out, s.rows, [[lab] for lab in labels[paths[k, sl]].tolist()])
+                    path = paths[k, sl]
+                    extra = [[lab] for lab in labels[path].tolist()]
+                    if marginals:
+                        for cols, p in zip(extra, marg[sl][np.arange(path.size), path].tolist()):
+                            cols.append(f"{p:.6f}")
+                    _write_rows(out, s.rows, extra)
             return
         pred, vscore = lat.viterbi(w, nt)
         if not marginals:

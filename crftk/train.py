@@ -118,10 +118,9 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
 
     dev = None
     if dev_file is not None:
-        dev_sents = read_corpus(dev_file)
+        # the development set needs the gold column, so exactly the training column count
+        dev_sents = read_corpus(dev_file, n_columns=space.n_columns)
         if dev_sents:
-            if not space.input_columns(len(dev_sents[0].rows[0])):
-                raise CrftkError("the development set needs the gold label column", dev_file)
             dev = DevScorer(space, dev_sents, n_threads)
             log(f"development set: {len(dev_sents)} sentences from {dev_file}")
 
@@ -160,7 +159,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                    max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
                    callback=on_iteration)
     seconds = time.perf_counter() - start
-    log(("converged: " if result.converged else "stopped before convergence: ") + result.reason)
+    log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 
     weights = result.x
     chosen = result.n_iter

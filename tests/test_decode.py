@@ -92,3 +92,21 @@ def test_nbest_output(model, tmp_path):
         assert [line.split("\t")[-1] for line in bl[i][1:]] == labels
         i += n
     assert i == len(bl)
+
+
+def test_nbest_with_marginals_adds_each_labels_marginal(model, tmp_path):
+    sents = random_corpus(4, seed=7, max_len=4)
+    out = io.StringIO()
+    tag_files(model, [write(tmp_path / "t", sents)], out, nbest=2, marginals=1)
+    corpus = model.space.encode(sents)
+    marg, _ = model.space.lattices(corpus).marginals(model.weights)
+    index = {lab: i for i, lab in enumerate(model.labels)}
+    bl = blocks(out.getvalue())
+    start = 0
+    for s in sents:
+        for b in bl[:2]:
+            for t, line in enumerate(b[1:]):
+                cols = line.split("\t")
+                assert float(cols[4]) == pytest.approx(marg[start + t, index[cols[3]]], abs=1e-6)
+        bl = bl[min(2, 3 ** len(s)):]
+        start += len(s)
