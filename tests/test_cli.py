@@ -1,0 +1,826 @@
+"""End-to-end tests of the crftk command line: train, tag, eval, info and dump.
+
+Most commands run in-process through click's CliRunner; the error cases, the
+pipelines and stdin/stdout handling run ``python -m crftk.cli`` in a
+subprocess, so that what is checked is exactly what a user sees (exit code,
+stderr, files left on disk).  All data are written by the tests themselves,
+except for the tests of the demo corpus, which read ``data/demo.*``.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from crftk.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_TRAIN = REPO / "data" / "demo.train"
+DEMO_TEST = REPO / "data" / "demo.test"
+CHUNKING_TEMPLATE = REPO / "templates" / "chunking-crfpp.tmpl"
+
+# A tiny corpus that the template below separates: every word has one label.
+TINY = [
+    [("The", "DT", "B-NP"), ("cat", "NN", "I-NP"), ("sat", "VBD", "B-VP"), ("on", "IN", "B-PP"),
+     ("the", "DT", "B-NP"), ("mat", "NN", "I-NP"), (".", ".", "O")],
+    [("A", "DT", "B-NP"), ("dog", "NN", "I-NP"), ("has", "VBZ", "B-VP"), ("barked", "VBN", "I-VP"),
+     (".", ".", "O")],
+    [("the", "DT", "B-NP"), ("dog", "NN", "I-NP"), ("sat", "VBD", "B-VP"), ("near", "IN", "B-PP"),
+     ("a", "DT", "B-NP"), ("tree", "NN", "I-NP"), (".", ".", "O")],
+    [("The", "DT", "B-NP"), ("bird", "NN", "I-NP"), ("is", "VBZ", "B-VP"), ("happy", "JJ", "B-ADJP"),
+     (".", ".", "O")],
+    [("Birds", "NNS", "B-NP"), ("sing", "VBP", "B-VP"), ("in", "IN", "B-PP"), ("the", "DT", "B-NP"),
+     ("garden", "NN", "I-NP"), (",", ",", "O"), ("and", "CC", "O"), ("cats", "NNS", "B-NP"),
+     ("sleep", "VBP", "B-VP"), (".", ".", "O")],
+]
+TINY_LABELS = sorted({row[2] for s in TINY for row in s})
+
+TEMPLATE = """\
+# test template: words and tags around the current token
+Uw0:%x[0,0]
+Uw-1:%x[-1,0]
+Up0:%x[0,1]
+Up-1p0:%x[-1,1]/%x[0,1]
+
+B
+"""
+
+# Words at -1..+1 and tags at -2..+1: small enough to train in about a second on a
+# few hundred demo sentences, rich enough to score well.
+DEMO_TEMPLATE = """\
+Uw-1:%x[-1,0]
+Uw0:%x[0,0]
+Uw+1:%x[1,0]
+Up-2:%x[-2,1]
+Up-1:%x[-1,1]
+Up0:%x[0,1]
+Up+1:%x[1,1]
+Up-1p0:%x[-1,1]/%x[0,1]
+Up0p+1:%x[0,1]/%x[1,1]
+B
+"""
+
+
+# ---------------------------------------------------------------------------
+# helpers
+
+
+def conll_text(sentences, columns=None, sep=" "):
+    """CoNLL text of sentences (lists of tuples), keeping `columns` (indices) if given."""
+    out = []
+    for s in sentences:
+        for row in s:
+            out.append(sep.join(row if columns is None else [row[c] for c in columns]) + "\n")
+        out.append("\n")
+    return "".join(out)
+
+
+def write(path, text):
+    path = Path(path)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def head_sentences(src, n):
+    """The first n sentences of a CoNLL file, as text."""
+    blocks = Path(src).read_text(encoding="utf-8").split("\n\n")
+    return "\n\n".join(blocks[:n]) + "\n\n"
+
+
+def make_runner():
+    try:
+        return CliRunner(mix_stderr=False)  # click < 8.2
+    except TypeError:
+        return CliRunner()  # click >= 8.2 keeps stderr apart anyway
+
+
+def cli(*args, input=None, ok=True):
+    """Run crftk in-process; re-raise anything but a clean exit, so a bug shows its traceback."""
+    result = make_runner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    if ok:
+        assert result.exit_code == 0, result.stderr
+    return result
+
+
+def run(*args, input=None, cwd=None):
+    """Run `python -m crftk.cli` in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]],
+                          input=input, capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def assert_error(proc, *fragments):
+    """A clean failure: non-zero exit, one 'crftk: error:' line naming the fragments."""
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("crftk: error:"), lines[0]
+    for fragment in fragments:
+        assert str(fragment) in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def listing(directory):
+    return sorted(p.name for p in Path(directory).iterdir())
+
+
+def blocks(text):
+    """Sentences of tagger output: lists of lines (annotation lines included)."""
+    assert text.endswith("\n\n") or text == "", repr(text[-20:])
+    return [b.split("\n") for b in text[:-2].split("\n\n")] if text else []
+
+
+def info_json(model):
+    return json.loads(cli("info", "--json", model).stdout)
+
+
+def eval_json(*args, input=None):
+    return json.loads(cli("eval", "--json", *args, input=input).stdout)
+
+
+def train(tmp, train_files, template_text=TEMPLATE, *extra, name="m.model"):
+    tmpl = write(Path(tmp) / "t.tmpl", template_text)
+    model = Path(tmp) / name
+    cli("train", "-q", "-t", tmpl, "-m", model, *train_files, *extra)
+    return model
+
+
+# ---------------------------------------------------------------------------
+# fixtures
+
+
+class Tiny:
+    """The tiny corpus and a model trained on it (shared: tests must not modify them)."""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    t = Tiny()
+    t.dir = d
+    t.train = write(d / "tiny.train", conll_text(TINY))
+    t.nogold = write(d / "tiny.nogold", conll_text(TINY, columns=(0, 1)))
+    t.template = write(d / "tiny.tmpl", TEMPLATE)
+    t.model = d / "tiny.model"
+    cli("train", "-q", "-t", t.template, "-m", t.model, t.train, "--max-iter", 200)
+    t.tagged = cli("tag", "-m", t.model, t.train).stdout
+    return t
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """300 demo training sentences, 150 test sentences and a model trained with --dev."""
+    d = tmp_path_factory.mktemp("demo")
+    t = Tiny()
+    t.dir = d
+    t.train = write(d / "demo300.train", head_sentences(DEMO_TRAIN, 300))
+    t.dev = write(d / "demo150.dev", head_sentences(DEMO_TEST, 150))
+    t.template = write(d / "demo.tmpl", DEMO_TEMPLATE)
+    t.model = d / "demo.model"
+    cli("train", "-q", "-t", t.template, "-m", t.model, t.train, "--dev", t.dev, "--max-iter", 60)
+    return t
+
+
+# ---------------------------------------------------------------------------
+# the pipeline
+
+
+def test_train_info_tag_eval_pipeline(tmp_path):
+    data = write(tmp_path / "train.txt", conll_text(TINY))
+    tmpl = write(tmp_path / "t.tmpl", TEMPLATE)
+    model = tmp_path / "chunk.model"
+    tagged = tmp_path / "tagged.txt"
+
+    p = run("train", "-t", tmpl, "-m", model, data, "--max-iter", 200)
+    assert p.returncode == 0, p.stderr
+    assert model.is_file()
+    assert "saved" in p.stderr  # progress goes to stderr, nothing to stdout
+    assert p.stdout == ""
+
+    p = run("info", model)
+    assert p.returncode == 0, p.stderr
+    assert "labels" in p.stdout and "B-NP" in p.stdout
+
+    p = run("tag", "-m", model, "-o", tagged, data)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+
+    p = run("eval", tagged)
+    assert p.returncode == 0, p.stderr
+    assert "FB1: 100.00" in p.stdout.splitlines()[1]
+
+    # the same through pipes: tag from stdin, eval from stdin
+    p = run("tag", "-m", model, "-", input=data.read_text())
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == tagged.read_text()
+    p = run("eval", "--json", "-", input=p.stdout)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["overall"]["f1"] == 100.0
+
+
+def test_eval_of_separable_training_data_is_100(tiny):
+    result = eval_json(write(tiny.dir / "tagged-eval.txt", tiny.tagged))
+    n_chunks = sum(1 for s in TINY for row in s if row[2].startswith("B-"))
+    assert result["overall"]["f1"] == 100.0
+    assert result["overall"]["n_gold"] == result["overall"]["n_correct"] == n_chunks
+    assert result["token_accuracy"] == 1.0
+    assert result["n_sentences"] == len(TINY)
+    # two-file form: gold from the training file, predictions from the tagger output
+    assert eval_json(tiny.train, tiny.dir / "tagged-eval.txt")["overall"]["f1"] == 100.0
+
+
+def test_eval_scores_errors_below_100(tmp_path):
+    gold = [[("a", "DT", "B-NP"), ("b", "NN", "I-NP"), ("c", "VBD", "B-VP")]]
+    # the predicted NP is cut short: 1 of 2 chunks right, 1 of 3 predicted
+    pred = [[("a", "DT", "B-NP", "B-NP"), ("b", "NN", "I-NP", "B-NP"), ("c", "VBD", "B-VP", "B-VP")]]
+    result = eval_json(write(tmp_path / "p.txt", conll_text(pred)))
+    assert result["overall"]["n_gold"] == 2
+    assert result["overall"]["n_pred"] == 3
+    assert result["overall"]["n_correct"] == 1
+    assert result["overall"]["f1"] == pytest.approx(40.0)  # P = 1/3, R = 1/2
+    # the same from two files
+    write(tmp_path / "g.txt", conll_text(gold))
+    write(tmp_path / "q.txt", conll_text(pred, columns=(0, 1, 3)))
+    assert eval_json(tmp_path / "g.txt", tmp_path / "q.txt")["overall"]["f1"] == pytest.approx(40.0)
+
+
+# ---------------------------------------------------------------------------
+# info and dump
+
+
+def test_info_json_reports_labels_and_counts(tmp_path):
+    sents = TINY
+    model = train(tmp_path, [write(tmp_path / "d.txt", conll_text(sents))], "Uw0:%x[0,0]\nB\n",
+                  "--max-iter", 50, "--c2", 0.5)
+    info = info_json(model)
+    words = {row[0] for s in sents for row in s}
+    pairs = {(row[0], row[2]) for s in sents for row in s}
+    L = len(TINY_LABELS)
+    assert info["labels"] == TINY_LABELS
+    assert info["n_labels"] == L
+    assert info["columns"] == 3
+    assert info["label_column"] == 2
+    assert info["templates"] == {"state": 1, "transition": 0, "label_bigram": True}
+    assert info["feature_set"] == "supported"
+    assert info["attributes"] == len(words)
+    assert info["edge_attributes"] == 0
+    assert info["state_features"] == len(pairs)
+    assert info["parameters"] == len(pairs) + L * L + 2 * L
+    assert 0 < info["nonzero_parameters"] <= info["parameters"]
+    tr = info["training"]
+    assert tr["sentences"] == len(sents)
+    assert tr["tokens"] == sum(len(s) for s in sents)
+    assert tr["options"]["max_iter"] == 50
+    assert tr["options"]["c2"] == 0.5
+    assert tr["train_files"] == [str(tmp_path / "d.txt")]
+
+
+def test_info_text_lists_the_summary(tiny):
+    out = cli("info", tiny.model).stdout
+    first = {line.split()[0]: line.split(None, 1)[1] for line in out.splitlines() if line.strip()}
+    assert first["n_labels"] == str(len(TINY_LABELS))
+    assert first["labels"] == str(TINY_LABELS)
+    assert first["training.sentences"] == str(len(TINY))
+    assert "training.history" not in first
+
+
+def test_info_json_complete_feature_set(tmp_path):
+    model = train(tmp_path, [write(tmp_path / "d.txt", conll_text(TINY))], "Uw0:%x[0,0]\nB\n",
+                  "--max-iter", 20, "--feature-set", "complete")
+    info = info_json(model)
+    words = {row[0] for s in TINY for row in s}
+    assert info["feature_set"] == "complete"
+    assert info["state_features"] == len(words) * len(TINY_LABELS)
+
+
+def parse_dump(text):
+    """Sections of a dump: {name: [fields of each line]}."""
+    sections = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("["):
+            current = line[1:line.index("]")]
+            sections[current] = []
+        elif line.strip() and current is not None and not line.startswith("#"):
+            sections[current].append(line.split("\t"))
+    return sections
+
+
+def test_dump_lists_transitions_and_state_features_in_crfpp_form(tmp_path):
+    model = train(tmp_path, [write(tmp_path / "d.txt", conll_text(TINY))],
+                  "Uw0:%x[0,0]\nUp-1p0:%x[-1,1]/%x[0,1]\nB\n", "--max-iter", 50)
+    dump = parse_dump(cli("dump", model).stdout)
+    labels = TINY_LABELS
+    assert [row[0] for row in dump["labels"]] == labels
+
+    trans = dump["transitions"]
+    assert sorted((a, b) for a, b, _ in trans) == sorted((a, b) for a in labels for b in labels)
+    for row in trans:
+        float(row[2])
+    assert sorted(row[0] for row in dump["start"]) == labels
+    assert sorted(row[0] for row in dump["end"]) == labels
+
+    state = {(attr, lab) for attr, lab, w in dump["state"] if float(w) != 0.0}
+    expected = {(f"Uw0:{row[0]}", row[2]) for s in TINY for row in s}
+    for s in TINY:
+        prev = ["_B-1"] + [row[1] for row in s]
+        expected |= {(f"Up-1p0:{p}/{row[1]}", row[2]) for p, row in zip(prev, s)}
+    assert state == expected
+    assert ("Uw0:the", "B-NP") in state
+    assert ("Up-1p0:_B-1/DT", "B-NP") in state
+
+
+def test_dump_output_file_and_min_abs(tiny, tmp_path):
+    full = cli("dump", tiny.model).stdout
+    out = tmp_path / "dump.txt"
+    assert cli("dump", "-o", out, tiny.model).stdout == ""
+    assert out.read_text() == full
+    assert listing(tmp_path) == ["dump.txt"]
+    state = parse_dump(full)["state"]
+    cut = sorted(abs(float(w)) for _, _, w in state)[len(state) // 2]
+    kept = parse_dump(cli("dump", "--min-abs", cut, tiny.model).stdout)["state"]
+    assert 0 < len(kept) < len(state)
+    assert all(abs(float(w)) > cut for _, _, w in kept)
+
+
+# ---------------------------------------------------------------------------
+# tag output
+
+
+def test_tag_output_is_input_columns_plus_label(tiny):
+    sents = blocks(tiny.tagged)
+    assert len(sents) == len(TINY)
+    for lines, gold in zip(sents, TINY):
+        assert len(lines) == len(gold)
+        for line, row in zip(lines, gold):
+            fields = line.split("\t")
+            assert fields[:3] == list(row)  # input columns, re-joined with tabs
+            assert len(fields) == 4
+            assert fields[3] == row[2]  # separable data: the prediction is right
+
+
+def test_tag_without_the_gold_column(tiny):
+    out = cli("tag", "-m", tiny.model, tiny.nogold).stdout
+    sents = blocks(out)
+    assert len(sents) == len(TINY)
+    for lines, gold in zip(sents, TINY):
+        for line, row in zip(lines, gold):
+            assert line.split("\t") == [row[0], row[1], row[2]]
+    # the prediction does not depend on the presence of the gold column
+    with_gold = [line.split("\t")[-1] for b in blocks(tiny.tagged) for line in b]
+    without = [line.split("\t")[-1] for b in sents for line in b]
+    assert with_gold == without
+
+
+def parse_marginals(text):
+    """[(sequence prob, [fields...])] of `tag -v` / `-vv` output."""
+    out = []
+    for lines in blocks(text):
+        assert lines[0].startswith("# prob "), lines[0]
+        prob = float(lines[0].split()[2])
+        out.append((prob, [line.split("\t") for line in lines[1:]]))
+    return out
+
+
+def test_tag_v_adds_probabilities(tiny):
+    out = cli("tag", "-v", "-m", tiny.model, tiny.train).stdout
+    sents = parse_marginals(out)
+    assert len(sents) == len(TINY)
+    for (prob, rows), gold in zip(sents, TINY):
+        assert 0 < prob <= 1
+        assert len(rows) == len(gold)
+        for fields, row in zip(rows, gold):
+            assert len(fields) == 5
+            assert fields[:4] == list(row) + [row[2]]
+            p = float(fields[4])
+            assert 0 < p <= 1
+        # a labeling is never more likely than any one of its labels
+        assert prob <= min(float(f[4]) for f in rows) + 1e-6
+    # the labels are those of plain tagging
+    plain = [line.split("\t")[3] for b in blocks(tiny.tagged) for line in b]
+    assert [f[3] for _, rows in sents for f in rows] == plain
+
+
+def test_tag_vv_adds_every_label_probability(tiny):
+    out = cli("tag", "-vv", "-m", tiny.model, tiny.train).stdout
+    sents = parse_marginals(out)
+    assert len(sents) == len(TINY)
+    for prob, rows in sents:
+        assert 0 < prob <= 1
+        for fields in rows:
+            assert len(fields) == 3 + 2 + len(TINY_LABELS)
+            pairs = [f.rsplit("/", 1) for f in fields[5:]]
+            assert [lab for lab, _ in pairs] == TINY_LABELS
+            probs = {lab: float(p) for lab, p in pairs}
+            assert all(0 <= p <= 1 for p in probs.values())
+            assert sum(probs.values()) == pytest.approx(1.0, abs=1e-4)
+            assert probs[fields[3]] == pytest.approx(float(fields[4]), abs=1e-6)
+
+
+def test_tag_nbest(tiny):
+    out = cli("tag", "-n", 3, "-m", tiny.model, tiny.train).stdout
+    lines = out.split("\n")
+    headers = [line for line in lines if line.startswith("# nbest")]
+    assert len(headers) == 3 * len(TINY)
+    by_sentence = [headers[i:i + 3] for i in range(0, len(headers), 3)]
+    viterbi = [[line.split("\t")[3] for line in b] for b in blocks(tiny.tagged)]
+    probs_v = [p for p, _ in parse_marginals(cli("tag", "-v", "-m", tiny.model, tiny.train).stdout)]
+    labelings = []
+    for block in blocks(out):
+        assert block[0].startswith("# nbest ")
+        labelings.append([line.split("\t")[3] for line in block[1:]])
+    for i, hs in enumerate(by_sentence):
+        ks = [int(h.split()[2]) for h in hs]
+        ps = [float(h.split()[3]) for h in hs]
+        assert ks == [0, 1, 2]
+        assert all(0 < p <= 1 for p in ps)
+        assert ps == sorted(ps, reverse=True)
+        assert sum(ps) <= 1 + 1e-5
+        assert ps[0] == pytest.approx(probs_v[i], abs=1e-6)
+        paths = labelings[3 * i:3 * i + 3]
+        assert paths[0] == viterbi[i]  # the best labeling is Viterbi's
+        assert len({tuple(p) for p in paths}) == 3  # three different labelings
+        assert all(len(p) == len(TINY[i]) for p in paths)
+
+
+def test_tag_output_file_is_written_atomically(tiny, tmp_path):
+    out = tmp_path / "tagged.txt"
+    r = cli("tag", "-m", tiny.model, "-o", out, tiny.train)
+    assert r.stdout == ""
+    assert out.read_text() == tiny.tagged
+    assert listing(tmp_path) == ["tagged.txt"]  # no temporary file left
+
+    # an existing file is replaced ...
+    write(out, "old contents\n")
+    cli("tag", "-m", tiny.model, "-o", out, tiny.train)
+    assert out.read_text() == tiny.tagged
+
+    # ... but only by a complete output: a failure half-way (the first batches
+    # are already written) leaves the old file as it was
+    write(out, "old contents\n")
+    bad = write(tmp_path / "bad.txt", conll_text(TINY[:2]) + "x NN B-NP extra\n")
+    p = run("tag", "-m", tiny.model, "-o", out, "--batch-tokens", 1, tiny.train, bad)
+    assert_error(p, f"bad.txt:{sum(len(s) + 1 for s in TINY[:2]) + 1}:")
+    assert out.read_text() == "old contents\n"
+    assert listing(tmp_path) == ["bad.txt", "tagged.txt"]
+
+
+def test_tag_same_file_twice_is_the_concatenation(tiny, tmp_path):
+    assert cli("tag", "-m", tiny.model, tiny.train, tiny.train).stdout == tiny.tagged * 2
+    other = write(tmp_path / "other.txt", conll_text(TINY[::-1]))
+    other_tagged = cli("tag", "-m", tiny.model, other).stdout
+    assert other_tagged != tiny.tagged
+    both = cli("tag", "-m", tiny.model, tiny.train, other).stdout
+    assert both == tiny.tagged + other_tagged
+
+
+def test_tag_small_batches_give_the_same_output(tiny):
+    assert cli("tag", "-m", tiny.model, "--batch-tokens", 1, tiny.train).stdout == tiny.tagged
+    assert cli("tag", "-m", tiny.model, "--threads", 1, tiny.train).stdout == tiny.tagged
+
+
+def test_tag_reads_stdin(tiny):
+    text = tiny.train.read_text()
+    assert cli("tag", "-m", tiny.model, "-", input=text).stdout == tiny.tagged
+    assert cli("tag", "-m", tiny.model, input=text).stdout == tiny.tagged  # no file: stdin
+    # stdin between two files
+    both = cli("tag", "-m", tiny.model, tiny.train, "-", tiny.train, input=text).stdout
+    assert both == tiny.tagged * 3
+
+
+def test_tag_input_with_tabs_crlf_and_docstart(tiny, tmp_path):
+    text = "-DOCSTART- -X- O\n\n" + conll_text(TINY, sep="\t").replace("\n", "\r\n")
+    src = write(tmp_path / "in.txt", text)
+    assert cli("tag", "-m", tiny.model, src).stdout == tiny.tagged
+
+
+def test_tag_output_reads_back_into_eval_and_tag(tiny, tmp_path):
+    """Tagger output (with -v annotations) is valid input for eval."""
+    tagged_v = write(tmp_path / "v.txt", cli("tag", "-v", "-m", tiny.model, tiny.train).stdout)
+    # columns: word POS gold pred prob -> gold and predicted are columns 2 and 3
+    result = eval_json("--gold-col", 2, "--pred-col", 3, tagged_v)
+    assert result["overall"]["f1"] == 100.0
+    assert result["n_sentences"] == len(TINY)
+
+
+# ---------------------------------------------------------------------------
+# training with a development set
+
+
+def test_dev_keeps_the_best_iteration(demo):
+    tr = info_json(demo.model)["training"]
+    history = tr["history"]
+    assert tr["dev_file"] == str(demo.dev)
+    assert len(history) == tr["iterations"] >= 1
+    assert [h["iteration"] for h in history] == list(range(1, len(history) + 1))
+    scores = [h["dev_f1"] for h in history]
+    best = tr["best_dev_f1"]
+    assert best == max(scores)
+    chosen = tr["chosen_iteration"]
+    assert 1 <= chosen <= tr["iterations"]
+    assert history[chosen - 1]["dev_f1"] == best
+    # The saved weights are those of the chosen iteration: tagging the dev set
+    # with the model gives back exactly the best dev F1 (and not the last one's).
+    tagged = cli("tag", "-m", demo.model, demo.dev).stdout
+    result = eval_json("-", input=tagged)
+    assert result["overall"]["f1"] == pytest.approx(best, abs=1e-9)
+    # the demo corpus is learnable but not trivial
+    assert 70 < best < 100
+
+
+def test_dev_equal_to_train_on_separable_data(tmp_path):
+    data = write(tmp_path / "d.txt", conll_text(TINY))
+    model = train(tmp_path, [data], TEMPLATE, "--dev", data, "--max-iter", 100)
+    tr = info_json(model)["training"]
+    assert tr["best_dev_f1"] == 100.0
+    assert tr["history"][tr["chosen_iteration"] - 1]["dev_f1"] == 100.0
+    assert eval_json("-", input=cli("tag", "-m", model, data).stdout)["overall"]["f1"] == 100.0
+
+
+def test_without_dev_the_last_iteration_is_kept(tiny):
+    tr = info_json(tiny.model)["training"]
+    assert tr["dev_file"] is None
+    assert tr["best_dev_f1"] is None
+    assert tr["chosen_iteration"] == tr["iterations"] == len(tr["history"])
+    assert all("dev_f1" not in h for h in tr["history"])
+
+
+def test_train_log_goes_to_stderr_and_quiet_silences_it(tmp_path):
+    data = write(tmp_path / "d.txt", conll_text(TINY))
+    tmpl = write(tmp_path / "t.tmpl", TEMPLATE)
+    loud = cli("train", "-t", tmpl, "-m", tmp_path / "a.model", data, "--max-iter", 5)
+    assert loud.stdout == ""
+    assert "iter    1" in loud.stderr
+    quiet = cli("train", "-q", "-t", tmpl, "-m", tmp_path / "b.model", data, "--max-iter", 5)
+    assert quiet.stdout == "" and quiet.stderr == ""
+    assert info_json(tmp_path / "b.model")["training"]["iterations"] <= 5
+
+
+def test_train_several_files_is_training_on_their_concatenation(tmp_path):
+    a = write(tmp_path / "a.txt", conll_text(TINY[:2]))
+    b = write(tmp_path / "b.txt", conll_text(TINY[2:]))
+    model = train(tmp_path, [a, b], TEMPLATE, "--max-iter", 30)
+    info = info_json(model)
+    assert info["training"]["sentences"] == len(TINY)
+    assert info["labels"] == TINY_LABELS
+    assert info["training"]["train_files"] == [str(a), str(b)]
+
+
+def test_shipped_chunking_template_trains_on_the_demo_corpus(tmp_path):
+    data = write(tmp_path / "d.txt", head_sentences(DEMO_TRAIN, 60))
+    model = tmp_path / "m.model"
+    cli("train", "-q", "-t", CHUNKING_TEMPLATE, "-m", model, data, "--max-iter", 5)
+    info = info_json(model)
+    assert info["templates"]["state"] == sum(
+        1 for line in CHUNKING_TEMPLATE.read_text().splitlines() if line.startswith("U"))
+    assert info["templates"]["label_bigram"] is True
+    assert info["training"]["sentences"] == 60
+
+
+def test_broken_pipe_is_quiet(demo):
+    """`crftk tag ... | head -1`: the reader goes away early; no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", "tag", "-vv", "-m", str(demo.model),
+                             str(DEMO_TEST)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=300) == 0, err
+    assert first.startswith(b"# prob ")
+    assert "Traceback" not in err and "Exception" not in err
+
+
+# ---------------------------------------------------------------------------
+# errors: one line on stderr, file and line named, nothing left behind
+
+
+@pytest.fixture
+def errdir(tmp_path):
+    write(tmp_path / "good.txt", conll_text(TINY))
+    write(tmp_path / "t.tmpl", TEMPLATE)
+    return tmp_path
+
+
+def test_error_training_file_with_wrong_column_count(errdir):
+    rows = conll_text(TINY[:1]) + "A DT B-NP\ndog NN\nbarked VBD B-VP\n\n"
+    bad_line = len(TINY[0]) + 1 + 2  # second line of the second sentence
+    write(errdir / "bad.txt", rows)
+    before = listing(errdir)
+    p = run("train", "-t", "t.tmpl", "-m", "out.model", "bad.txt", cwd=errdir)
+    assert_error(p, f"bad.txt:{bad_line}:", "found 2")
+    assert p.stdout == ""
+    assert listing(errdir) == before
+
+
+def test_error_second_training_file_with_other_column_count(errdir):
+    write(errdir / "four.txt", "a DT x B-NP\n\n")
+    before = listing(errdir)
+    p = run("train", "-t", "t.tmpl", "-m", "out.model", "good.txt", "four.txt", cwd=errdir)
+    assert_error(p, "four.txt:1:")
+    assert listing(errdir) == before
+
+
+def test_error_missing_training_file(errdir):
+    before = listing(errdir)
+    p = run("train", "-t", "t.tmpl", "-m", "out.model", "missing.txt", cwd=errdir)
+    assert_error(p, "missing.txt")
+    assert listing(errdir) == before
+
+
+def test_error_missing_template(errdir):
+    before = listing(errdir)
+    p = run("train", "-t", "nope.tmpl", "-m", "out.model", "good.txt", cwd=errdir)
+    assert_error(p, "nope.tmpl")
+    assert listing(errdir) == before
+
+
+@pytest.mark.parametrize("bad, what", [
+    ("U01:%x[0]", "macro"),             # bad macro: one argument
+    ("U01:%x[a,0]", "macro"),           # bad macro: not an integer
+    ("U01:%y[0,0]", "macro"),           # unknown macro
+    ("X01:%x[0,0]", "must start with"),  # unknown line type
+    ("U01:%x[0,7]", "column 7"),        # a column the data does not have
+    ("U01:%x[-1,2]", "column 2"),       # the gold label column
+])
+def test_error_bad_template(errdir, bad, what):
+    # line 1 comment, line 2 good, line 3 bad
+    write(errdir / "bad.tmpl", f"# comment\nU00:%x[0,0]\n{bad}\nB\n")
+    before = listing(errdir)
+    p = run("train", "-t", "bad.tmpl", "-m", "out.model", "good.txt", cwd=errdir)
+    assert_error(p, "bad.tmpl:3:", what)
+    assert listing(errdir) == before
+
+
+def test_error_tag_with_a_text_file_as_model(errdir):
+    before = listing(errdir)
+    p = run("tag", "-m", "good.txt", "-o", "out.txt", "good.txt", cwd=errdir)
+    assert_error(p, "good.txt", "not a crftk model")
+    assert listing(errdir) == before
+
+
+def test_error_tag_with_missing_model(errdir):
+    before = listing(errdir)
+    p = run("tag", "-m", "nope.model", "-o", "out.txt", "good.txt", cwd=errdir)
+    assert_error(p, "nope.model")
+    assert listing(errdir) == before
+
+
+@pytest.mark.parametrize("cut", ["half", "last-bytes"])
+def test_error_tag_with_truncated_model(tiny, demo, errdir, cut):
+    for model in (tiny.model, demo.model):
+        data = model.read_bytes()
+        keep = len(data) // 2 if cut == "half" else len(data) - 8
+        (errdir / "cut.model").write_bytes(data[:keep])
+        before = listing(errdir)
+        p = run("tag", "-m", "cut.model", "-o", "out.txt", "good.txt", cwd=errdir)
+        assert_error(p, "cut.model", "truncated")
+        assert listing(errdir) == before
+        assert_error(run("info", "cut.model", cwd=errdir), "cut.model")
+        assert_error(run("dump", "cut.model", cwd=errdir), "cut.model")
+
+
+def test_error_tag_with_corrupted_model_payload(tiny, errdir):
+    data = bytearray(tiny.model.read_bytes())
+    data[-5] ^= 0x5A
+    (errdir / "bad.model").write_bytes(bytes(data))
+    before = listing(errdir)
+    p = run("tag", "-m", "bad.model", "-o", "out.txt", "good.txt", cwd=errdir)
+    assert_error(p, "bad.model", "corrupted")
+    assert listing(errdir) == before
+
+
+def test_error_tag_file_with_wrong_number_of_columns(tiny, errdir):
+    text = conll_text(TINY[:1]) + "a DT B-NP extra\n\n"
+    write(errdir / "four.txt", text)
+    before = listing(errdir)
+    p = run("tag", "-m", tiny.model, "-o", "out.txt", "four.txt", cwd=errdir)
+    assert_error(p, f"four.txt:{len(TINY[0]) + 2}:", "found 4")
+    assert listing(errdir) == before
+    write(errdir / "one.txt", "a\nb\n")
+    p = run("tag", "-m", tiny.model, "-o", "out.txt", "one.txt", cwd=errdir)
+    assert_error(p, "one.txt:1:", "found 1")
+
+
+def test_error_eval_inconsistent_columns(errdir):
+    write(errdir / "p.txt", "a DT B-NP B-NP\nb NN I-NP I-NP\n\nc DT B-NP\n")
+    p = run("eval", "p.txt", cwd=errdir)
+    assert_error(p, "p.txt:4:")
+    assert p.stdout == ""
+
+
+def test_error_eval_files_that_do_not_line_up(errdir):
+    write(errdir / "gold.txt", conll_text(TINY))
+    # predictions: the second sentence lacks its last token
+    pred = [list(s) for s in TINY]
+    pred[1] = pred[1][:-1]
+    write(errdir / "pred.txt", conll_text(pred))
+    p = run("eval", "gold.txt", "pred.txt", cwd=errdir)
+    line = len(TINY[0]) + 1 + len(TINY[1])  # the token missing from pred.txt
+    assert_error(p, f"gold.txt:{line}", "pred.txt")
+    assert p.stdout == ""
+    # fewer sentences in the predictions
+    write(errdir / "short.txt", conll_text(TINY[:3]))
+    assert_error(run("eval", "gold.txt", "short.txt", cwd=errdir), "gold.txt:", "short.txt")
+
+
+def test_error_eval_missing_file(errdir):
+    assert_error(run("eval", "nope.txt", cwd=errdir), "nope.txt")
+
+
+def test_error_dev_file_with_wrong_number_of_columns(errdir):
+    write(errdir / "dev.txt", "a DT B-NP extra\n\n")
+    before = listing(errdir)
+    p = run("train", "-q", "-t", "t.tmpl", "-m", "out.model", "good.txt", "--dev", "dev.txt",
+            cwd=errdir)
+    assert_error(p, "dev.txt")
+    assert listing(errdir) == before
+
+
+def test_error_model_path_unwritable(errdir):
+    before = listing(errdir)
+    p = run("train", "-q", "-t", "t.tmpl", "-m", "no/such/dir/out.model", "good.txt", cwd=errdir)
+    assert_error(p, "no/such/dir/out.model")
+    assert listing(errdir) == before
+
+
+# ---------------------------------------------------------------------------
+# help
+
+
+SUBCOMMANDS = ["train", "tag", "eval", "info", "dump"]
+
+
+def test_main_help_lists_the_subcommands():
+    out = cli("--help").stdout
+    for name in SUBCOMMANDS:
+        assert name in out
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_subcommand_help_mentions_every_option(name):
+    out = cli(name, "--help").stdout
+    assert out.startswith("Usage:")
+    command = main.commands[name]
+    options = [p for p in command.params if isinstance(p, click.Option)]
+    assert options
+    for opt in options:
+        for flag in opt.opts + opt.secondary_opts:
+            assert flag in out, (name, flag)
+
+
+@pytest.mark.parametrize("name, flags", [
+    ("train", ["--c1", "--c2", "--max-iter", "--epsilon", "--period", "--min-freq", "--feature-set",
+               "--threads", "--dev", "--template", "--model", "--quiet", "--label-col", "--history"]),
+    ("tag", ["--model", "--output", "--marginals", "-v", "--nbest", "--batch-tokens", "--threads"]),
+    ("eval", ["--gold-col", "--pred-col", "--scheme", "--json"]),
+    ("info", ["--json"]),
+    ("dump", ["--output", "--min-abs"]),
+])
+def test_subcommand_help_documents_the_expected_options(name, flags):
+    for args in ([name, "--help"], [name, "-h"]):
+        out = cli(*args).stdout
+        for flag in flags:
+            assert flag in out, (name, flag)
+
+
+# ---------------------------------------------------------------------------
+# the demo corpus
+
+
+def test_demo_corpus_is_what_the_generator_makes(tmp_path):
+    p = subprocess.run([sys.executable, str(REPO / "data" / "make_demo_corpus.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "demo.train").read_bytes() == DEMO_TRAIN.read_bytes()
+    assert (tmp_path / "demo.test").read_bytes() == DEMO_TEST.read_bytes()
+
+
+@pytest.mark.parametrize("path, n", [(DEMO_TRAIN, 1500), (DEMO_TEST, 300)])
+def test_demo_corpus_is_valid_conll2000(path, n):
+    assert path.stat().st_size < 300_000
+    text = path.read_text(encoding="utf-8")
+    sents = blocks(text)
+    assert len(sents) == n
+    for lines in sents:
+        prev = "O"
+        for line in lines:
+            fields = line.split(" ")
+            assert len(fields) == 3, line
+            label = fields[2]
+            assert label == "O" or label[:2] in ("B-", "I-"), line
+            if label.startswith("I-"):  # IOB2: I-X only continues a chunk of type X
+                assert prev[2:] == label[2:], (prev, line)
+            prev = label
+
+
+def test_demo_test_has_unseen_words():
+    train_words = {line.split(" ")[0] for line in DEMO_TRAIN.read_text().splitlines() if line}
+    test_words = [line.split(" ")[0] for line in DEMO_TEST.read_text().splitlines() if line]
+    unseen = sum(w not in train_words for w in test_words) / len(test_words)
+    assert 0.02 < unseen < 0.2
