@@ -148,15 +148,18 @@ cdef void work_free(Work* wk) noexcept nogil:
 
 cdef double forward_backward(const Data* d, const double* w, const double* E_shared,
                              double shift_shared, Py_ssize_t t0, int T,
-                             Work* wk) noexcept nogil:
+                             Work* wk, double* tacc) noexcept nogil:
     """Scaled forward-backward over one sentence; returns log Z.
 
     Afterwards alpha[t]*beta[t] are the node marginals and
-    alpha[t-1,i]*E[t][i,j]*q[t,j] the edge marginals.
+    alpha[t-1,i]*E[t][i,j]*q[t,j] the edge marginals. When tacc is given,
+    alpha[t-1,i]*q[t,j] is added to it for every position using the shared
+    matrix (the gradient multiplies by that matrix once at the end); doing it
+    in the backward sweep reads q[t] once for both.
     """
     cdef int L = d.L
     cdef int t, i, j
-    cdef double logz, m, c, a, acc, shift
+    cdef double logz, m, c, a, acc, shift, inv
     cdef double* at
     cdef const double* ap
     cdef const double* E
@@ -200,8 +203,9 @@ cdef double forward_backward(const Data* d, const double* w, const double* E_sha
         for j in range(L):
             at[j] *= qt[j]
             c += at[j]
+        inv = 1.0 / c
         for j in range(L):
-            at[j] /= c
+            at[j] *= inv
         wk.scale[t] = c
         logz += log(c)
 
@@ -212,16 +216,27 @@ cdef double forward_backward(const Data* d, const double* w, const double* E_sha
     for t in range(T - 1, 0, -1):
         qt = wk.q + t * L
         bt = wk.beta + t * L
-        c = wk.scale[t]
+        inv = 1.0 / wk.scale[t]
         for j in range(L):
-            qt[j] = qt[j] * bt[j] / c
+            qt[j] = qt[j] * bt[j] * inv
         E = wk.E[t]
         bt = wk.beta + (t - 1) * L
-        for i in range(L):
-            acc = 0.0
-            for j in range(L):
-                acc += E[i * L + j] * qt[j]
-            bt[i] = acc
+        if tacc != NULL and E == E_shared:
+            ap = wk.alpha + (t - 1) * L
+            for i in range(L):
+                acc = 0.0
+                a = ap[i]
+                row = tacc + i * L
+                for j in range(L):
+                    acc += E[i * L + j] * qt[j]
+                    row[j] += a * qt[j]
+                bt[i] = acc
+        else:
+            for i in range(L):
+                acc = 0.0
+                for j in range(L):
+                    acc += E[i * L + j] * qt[j]
+                bt[i] = acc
     return logz
 
 
@@ -242,12 +257,11 @@ cdef double gold_score(const Data* d, const double* w, const double* s, Py_ssize
 
 
 cdef void accumulate_gradient(const Data* d, Py_ssize_t t0, int T, const int* y,
-                              Work* wk, double* g, double* tacc) noexcept nogil:
+                              Work* wk, double* g) noexcept nogil:
     """g += expected counts - observed counts for one sentence.
 
-    Expected transition counts of positions sharing the global matrix are
-    left in tacc (still to be multiplied by that matrix), which saves an L*L
-    product per token.
+    Expected transition counts of positions sharing the global matrix were
+    gathered by forward_backward (its tacc argument).
     """
     cdef int L = d.L
     cdef int t, i, j, k, a, f
@@ -278,11 +292,6 @@ cdef void accumulate_gradient(const Data* d, Py_ssize_t t0, int T, const int* y,
                 for i in range(L * L):
                     blk[i] += wk.mbuf[i]
                 blk[y[t - 1] * L + y[t]] -= 1.0
-        else:
-            for i in range(L):
-                ai = ap[i]
-                for j in range(L):
-                    tacc[i * L + j] += ai * qt[j]
         g[d.off_trans + y[t - 1] * L + y[t]] -= 1.0
 
     # node marginals
@@ -543,9 +552,9 @@ cdef class Lattices:
                 if wk != NULL:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk)
+                    logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, &tacc[tid, 0])
                     total += logz - gold_score(d, wp, wk.s, t0, T, yp + t0)
-                    accumulate_gradient(d, t0, T, yp + t0, wk, &gbuf[tid, 0], &tacc[tid, 0])
+                    accumulate_gradient(d, t0, T, yp + t0, wk, &gbuf[tid, 0])
             work_free(wk)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
@@ -617,7 +626,7 @@ cdef class Lattices:
                 if wk != NULL:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk)
+                    logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, NULL)
                     for t in range(T):
                         for j in range(L):
                             marg[t0 + t, j] = wk.alpha[t * L + j] * wk.beta[t * L + j]
