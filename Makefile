@@ -21,7 +21,7 @@ help:
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 
 # Rebuilt only when the build inputs change.
-$(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx
+$(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx csrc/vector.pyx
 	$(PYTHON) -m pip install -q -e '.[test]'
 	@mkdir -p $(OUT) && touch $@
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
-from scipy.linalg.blas import daxpy as _blas_daxpy
+from crftk._vector import axpy as _kernel_axpy
 
 __all__ = ["IterationInfo", "OptimizeResult", "lbfgs"]
 
@@ -180,10 +180,11 @@ class _History:
 
 
 def _axpy(a, x, y):
-    """y += a * x in place, without a temporary when BLAS can do it."""
-    if y.flags.c_contiguous and x.flags.c_contiguous and y.size:
-        if _blas_daxpy(x, y, a=a) is y:
-            return
+    """y += a * x in place, without a temporary for contiguous float64 vectors."""
+    if (y.flags.c_contiguous and x.flags.c_contiguous and y.dtype == np.float64
+            and x.dtype == np.float64 and y.ndim == 1 and x.ndim == 1):
+        _kernel_axpy(a, x, y)
+        return
     y += a * x
 
 
