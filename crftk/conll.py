@@ -283,6 +283,29 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc):
             close()
 
 
+def iter_corpus(path_or_paths, **kw) -> Iterator[Sentence]:
+    """Stream the sentences of one file, or several concatenated.
+
+    Same conventions as :func:`read_corpus`, without holding the corpus:
+    training reads its data through this, so the rows of every token never
+    sit in memory at once.
+    """
+    if isinstance(path_or_paths, (str, bytes, os.PathLike)) or hasattr(path_or_paths, "read"):
+        paths = [path_or_paths]
+    else:
+        paths = list(path_or_paths)
+    kw = dict(kw)
+    doc = kw.pop("first_doc", 0)
+    for p in paths:
+        last = None
+        for last in read_sentences(p, first_doc=doc, **kw):
+            yield last
+        if last is not None:
+            doc = last.doc + 1
+            if kw.get("n_columns") is None:
+                kw["n_columns"] = len(last.rows[0])
+
+
 def read_corpus(path_or_paths, **kw) -> List[Sentence]:
     """Read one file, or several concatenated, into a list of sentences.
 

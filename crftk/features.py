@@ -14,6 +14,8 @@ Attribute ids are numbered template by template. A state feature is an
 "complete" every attribute with every label (Sha & Pereira 2003).
 """
 
+import itertools
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +56,18 @@ class Vocab:
     def ids(self, values):
         get = self.index.get
         return np.fromiter((get(v, -1) for v in values), dtype=np.int64, count=len(values))
+
+    def add_ids(self, values):
+        """Ids of values, adding the new ones."""
+        index, strings = self.index, self.strings
+        out = []
+        for v in values:
+            i = index.get(v)
+            if i is None:
+                i = index[v] = len(strings)
+                strings.append(v)
+            out.append(i)
+        return out
 
 
 @dataclass
@@ -176,28 +190,46 @@ class FeatureSpace:
     @classmethod
     def fit(cls, sentences, template, *, label_col=-1, min_freq=1, feature_set="supported",
             path=None):
-        """Build the feature space from training sentences; returns (space, encoded corpus)."""
+        """Build the feature space from training sentences; returns (space, encoded corpus).
+
+        ``sentences`` may be any iterable (a stream from the reader): it is read
+        once, straight into integer arrays, so the corpus's rows are never all
+        held as strings.
+        """
         if feature_set not in FEATURE_SETS:
             raise CrftkError(f"unknown feature set {feature_set!r}: choose supported or complete")
         if min_freq < 1:
             raise CrftkError("--min-freq must be at least 1")
-        if not sentences:
+        it = iter(sentences)
+        first = next(it, None)
+        if first is None:
             raise CrftkError("no training sentences", path)
-        n_columns = len(sentences[0].rows[0])
+        n_columns = len(first.rows[0])
         if n_columns < 2:
             raise CrftkError("training data needs at least two columns: an input and the gold label",
-                             path, sentences[0].line)
+                             path, first.line)
         label_col = _normalize_col(label_col, n_columns, path)
         template.check_columns(n_columns, label_col, path)
-        labels = sorted({row[label_col] for s in sentences for row in s.rows})
 
-        pos = Positions([len(s) for s in sentences])
-        vocabs = {}
-        for c in template.columns:
-            v = Vocab(padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k))
-            v.add_all(row[c] for s in sentences for row in s.rows)
-            vocabs[c] = v
-        col_ids = {c: vocabs[c].ids([row[c] for s in sentences for row in s.rows]) for c in vocabs}
+        columns = template.columns
+        pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
+        vocabs = {c: Vocab(pads) for c in columns}
+        col_arrays = {c: array("q") for c in columns}
+        label_vocab = Vocab()
+        label_ids = array("q")
+        lengths = array("q")
+        for s in itertools.chain((first,), it):
+            rows = s.rows
+            lengths.append(len(rows))
+            for c in columns:
+                col_arrays[c].extend(vocabs[c].add_ids([row[c] for row in rows]))
+            label_ids.extend(label_vocab.add_ids([row[label_col] for row in rows]))
+        col_ids = {c: np.frombuffer(a, dtype=np.int64) for c, a in col_arrays.items()}
+        labels = sorted(label_vocab.strings)
+        rank = np.argsort(np.argsort(np.array(label_vocab.strings, dtype=object)))
+        gold = rank[np.frombuffer(label_ids, dtype=np.int64)].astype(np.int32)
+        del label_ids
+        pos = Positions(np.frombuffer(lengths, dtype=np.int64))
 
         space = cls(template, n_columns, label_col, labels, vocabs, [], [],
                     np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
@@ -206,19 +238,26 @@ class FeatureSpace:
         cls._number(space.unigram_lines)
         cls._number(space.bigram_lines)
 
-        corpus = space._encode(col_ids, pos, [row[label_col] for s in sentences for row in s.rows])
+        corpus = space._encode(col_ids, pos, None)
+        corpus.labels = gold
         L, A = space.n_labels, space.n_attrs
+        if A * L >= 2**31:
+            raise CrftkError(f"{A} attributes x {L} labels: too many for this version; raise --min-freq")
         if feature_set == "complete":
             space.feat_ptr = (np.arange(A + 1, dtype=np.int64) * L).astype(np.int32)
             space.feat_label = np.tile(np.arange(L, dtype=np.int32), A)
         else:
-            tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
-            pairs = np.unique(corpus.attrs.astype(np.int64) * L + corpus.labels[tok])
+            # (attribute, label) pairs seen: a bitmap over all pairs is smaller and
+            # faster than sorting one entry per attribute occurrence
+            seen = np.zeros(A * L, dtype=bool)
+            seen[corpus.attrs * np.int32(L) + np.repeat(gold, np.diff(corpus.attr_ptr))] = True
+            pairs = np.flatnonzero(seen)
+            del seen
             space.feat_label = (pairs % L).astype(np.int32)
             counts = np.bincount(pairs // L, minlength=A)
             space.feat_ptr = np.zeros(A + 1, dtype=np.int32)
             np.cumsum(counts, out=space.feat_ptr[1:])
-        if space.n_features >= 2**31 or space.n_params >= 2**31:
+        if space.n_params >= 2**31:
             raise CrftkError(f"{space.n_params} parameters: too many for this version; "
                              f"raise --min-freq or use the supported feature set")
         return space, corpus
@@ -303,14 +342,14 @@ class FeatureSpace:
         n = pos.n_tokens
         if not lines:
             return np.zeros(n + 1, dtype=np.int32), np.zeros(0, dtype=np.int32)
-        ids = np.empty((n, len(lines)), dtype=np.int64)
+        ids = np.empty((n, len(lines)), dtype=np.int32)
         for j, cl in enumerate(lines):
             rank = _lookup(cl.keys, self._keys(cl, col_ids, pos))
             ids[:, j] = np.where(rank >= 0, rank + cl.offset, -1)
         mask = ids >= 0
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(mask.sum(axis=1), out=ptr[1:])
-        return ptr.astype(np.int32), ids[mask].astype(np.int32)
+        ptr = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(mask.sum(axis=1, dtype=np.int32), out=ptr[1:])
+        return ptr, ids[mask]
 
     def _encode(self, col_ids, pos, gold):
         attr_ptr, attrs = self._attribute_csr(self.unigram_lines, col_ids, pos)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.conll import read_corpus
+from crftk.conll import iter_corpus, read_corpus
 from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
@@ -103,18 +103,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
 
     t0 = time.perf_counter()
     template = read_template(template_path)
-    sentences = read_corpus(train_files)
-    if not sentences:
-        raise CrftkError("no sentences in the training data", train_files[0])
-    space, corpus = FeatureSpace.fit(sentences, template, label_col=opt["label_col"],
+    space, corpus = FeatureSpace.fit(iter_corpus(train_files), template, label_col=opt["label_col"],
                                      min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                      path=train_files[0])
     n_tokens = corpus.n_tokens
-    log(f"read {len(sentences)} sentences, {n_tokens} tokens; {space.n_labels} labels, "
+    log(f"read {corpus.n_sentences} sentences, {n_tokens} tokens; {space.n_labels} labels, "
         f"{space.n_attrs} attributes, {space.n_features} state features, "
         f"{space.n_edge_attrs} transition attributes, {space.n_params} parameters "
         f"({time.perf_counter() - t0:.2f}s, {n_threads} threads)")
-    del sentences
 
     dev = None
     if dev_file is not None:
