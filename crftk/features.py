@@ -14,13 +14,14 @@ Attribute ids are numbered template by template. A state feature is an
 "complete" every attribute with every label (Sha & Pereira 2003).
 """
 
-import itertools
-from array import array
 from dataclasses import dataclass
+
+import itertools
 
 import numpy as np
 
 from crftk.errors import CrftkError
+from crftk.extract import Extractor, Vocab, load_lexicons
 from crftk.templates import padding_value, parse_template
 
 FEATURE_SETS = ("supported", "complete")
@@ -34,40 +35,6 @@ def _lookup(sorted_keys, query):
     np.minimum(idx, sorted_keys.size - 1, out=idx)
     found = (sorted_keys[idx] == query) & (query >= 0)
     return np.where(found, idx, -1)
-
-
-class Vocab:
-    """The values of one column, each with an integer id."""
-
-    def __init__(self, strings=()):
-        self.strings = list(strings)
-        self.index = {s: i for i, s in enumerate(self.strings)}
-
-    def __len__(self):
-        return len(self.strings)
-
-    def add_all(self, values):
-        index, strings = self.index, self.strings
-        for v in values:
-            if v not in index:
-                index[v] = len(strings)
-                strings.append(v)
-
-    def ids(self, values):
-        get = self.index.get
-        return np.fromiter((get(v, -1) for v in values), dtype=np.int64, count=len(values))
-
-    def add_ids(self, values):
-        """Ids of values, adding the new ones."""
-        index, strings = self.index, self.strings
-        out = []
-        for v in values:
-            i = index.get(v)
-            if i is None:
-                i = index[v] = len(strings)
-                strings.append(v)
-            out.append(i)
-        return out
 
 
 @dataclass
@@ -114,9 +81,10 @@ class EncodedCorpus:
 
 
 class Positions:
-    """Where each token of a batch sits in its sentence."""
+    """Where each token of a batch sits in its sentence (and its first-mention anchor)."""
 
-    def __init__(self, lengths):
+    def __init__(self, lengths, anchor=None):
+        self.anchor = anchor
         lengths = np.asarray(lengths, dtype=np.int64)
         self.sent_ptr = np.zeros(lengths.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.sent_ptr[1:])
@@ -134,14 +102,15 @@ class Positions:
 class FeatureSpace:
     """Labels, column vocabularies, attribute dictionaries and the state features."""
 
-    def __init__(self, template, n_columns, label_col, labels, vocabs, unigram_lines,
+    def __init__(self, template, n_columns, label_col, labels, extractor, unigram_lines,
                  bigram_lines, feat_ptr, feat_label, feature_set):
         self.template = template
         self.n_columns = n_columns
         self.label_col = label_col
         self.labels = list(labels)
         self.label_index = {s: i for i, s in enumerate(self.labels)}
-        self.vocabs = vocabs                      # column -> Vocab
+        self.extractor = extractor                # vocabularies of the macros' sources
+        self.vocabs = extractor.vocabs            # source key -> Vocab
         self.unigram_lines = unigram_lines        # CompiledLine list, state attributes
         self.bigram_lines = bigram_lines          # CompiledLine list, edge attributes
         self.feat_ptr = np.ascontiguousarray(feat_ptr, dtype=np.int32)
@@ -211,34 +180,25 @@ class FeatureSpace:
         label_col = _normalize_col(label_col, n_columns, path)
         template.check_columns(n_columns, label_col, path)
 
-        columns = template.columns
-        pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
-        vocabs = {c: Vocab(pads) for c in columns}
-        col_arrays = {c: array("q") for c in columns}
+        extractor = Extractor(template, load_lexicons(template))
+        values = extractor.fit(itertools.chain((first,), it), label_col)
         label_vocab = Vocab()
-        label_ids = array("q")
-        lengths = array("q")
-        for s in itertools.chain((first,), it):
-            rows = s.rows
-            lengths.append(len(rows))
-            for c in columns:
-                col_arrays[c].extend(vocabs[c].add_ids([row[c] for row in rows]))
-            label_ids.extend(label_vocab.add_ids([row[label_col] for row in rows]))
-        col_ids = {c: np.frombuffer(a, dtype=np.int64) for c, a in col_arrays.items()}
+        label_ids = np.array(label_vocab.add_ids(values.labels), dtype=np.int64)
+        values.labels = None
         labels = sorted(label_vocab.strings)
         rank = np.argsort(np.argsort(np.array(label_vocab.strings, dtype=object)))
-        gold = rank[np.frombuffer(label_ids, dtype=np.int64)].astype(np.int32)
+        gold = rank[label_ids].astype(np.int32)
         del label_ids
-        pos = Positions(np.frombuffer(lengths, dtype=np.int64))
+        pos = Positions(values.lengths, values.anchor)
 
-        space = cls(template, n_columns, label_col, labels, vocabs, [], [],
+        space = cls(template, n_columns, label_col, labels, extractor, [], [],
                     np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
-        space.unigram_lines = [space._fit_line(tl, col_ids, pos, min_freq) for tl in template.unigrams]
-        space.bigram_lines = [space._fit_line(tl, col_ids, pos, min_freq) for tl in template.bigrams]
+        space.unigram_lines = [space._fit_line(tl, values, pos, min_freq) for tl in template.unigrams]
+        space.bigram_lines = [space._fit_line(tl, values, pos, min_freq) for tl in template.bigrams]
         cls._number(space.unigram_lines)
         cls._number(space.bigram_lines)
 
-        corpus = space._encode(col_ids, pos, None)
+        corpus = space._encode(values, pos, None)
         corpus.labels = gold
         L, A = space.n_labels, space.n_attrs
         if A * L >= 2**31:
@@ -263,53 +223,77 @@ class FeatureSpace:
         return space, corpus
 
     def _radix(self, macro):
-        return len(self.vocabs[macro.col])
+        return len(self.vocabs[macro.source])
 
-    def _macro_values(self, macro, col_ids, pos):
-        ids = col_ids[macro.col]
-        if macro.row == 0:
-            return ids
-        target = pos.token + macro.row
-        out = np.empty(pos.n_tokens, dtype=np.int64)
-        inside = (target >= pos.start) & (target < pos.end)
-        out[inside] = ids[target[inside]]
-        vocab = self.vocabs[macro.col]
-        if macro.row < 0:
-            dist = target - pos.start          # negative where outside
-        else:
-            dist = target - pos.end + 1        # positive where outside
+    def _macro_values(self, macro, values, pos):
+        """Ids of one macro for every token: int64 [N], or CSR (ptr, vals) if multi-valued."""
+        src = values.get(macro.source)
+        base = pos.token
+        start, end = pos.start, pos.end
+        valid = None
+        if macro.anchored:
+            valid = pos.anchor >= 0
+            base = np.where(valid, pos.anchor, 0)
+            start, end = pos.start[base], pos.end[base]
+        if macro.row == 0 and valid is None:
+            return src
+        target = base + macro.row
+        inside = (target >= start) & (target < end)
+        dist = np.where(target < start, target - start, target - end + 1)  # 0 inside
         outside = ~inside
+        if valid is not None:
+            outside &= valid
+            inside &= valid
+        pad = np.full(pos.n_tokens, -1, dtype=np.int64)
         if outside.any():
-            pad_ids = {d: vocab.index[padding_value(d)] for d in np.unique(dist[outside]).tolist()}
-            lut_keys = np.array(sorted(pad_ids), dtype=np.int64)
-            lut_vals = np.array([pad_ids[k] for k in lut_keys.tolist()], dtype=np.int64)
-            out[outside] = lut_vals[np.searchsorted(lut_keys, dist[outside])]
-        return out
+            vocab = self.vocabs[macro.source]
+            lut = {d: vocab.index[padding_value(d)] for d in np.unique(dist[outside]).tolist()}
+            keys = np.array(sorted(lut), dtype=np.int64)
+            pad[outside] = np.array([lut[k] for k in keys.tolist()], dtype=np.int64)[
+                np.searchsorted(keys, dist[outside])]
+        if not macro.multi:
+            out = pad
+            out[inside] = src[target[inside]]
+            return out
+        ptr, vals = src
+        tgt = np.where(inside, target, 0)
+        counts = np.where(inside, ptr[tgt + 1] - ptr[tgt], outside.astype(np.int64))
+        out_ptr = np.zeros(pos.n_tokens + 1, dtype=np.int64)
+        np.cumsum(counts, out=out_ptr[1:])
+        out = np.repeat(pad, counts)
+        take = np.repeat(inside, counts)
+        idx = np.repeat(ptr[tgt] - out_ptr[:-1], counts) + np.arange(out.size)
+        out[take] = vals[idx[take]]
+        return out_ptr, out
 
-    def _keys(self, cl, col_ids, pos, grow=False):
-        """Final key of each token for one line (-1: not in the dictionary)."""
+    def _keys(self, cl, values, pos, grow=False):
+        """Final keys of one line: (owner token of each key, or None for one per token; keys).
+
+        -1 marks a key that is not in the dictionary. Multi-valued macros make
+        one key per combination of their values.
+        """
         macros = cl.line.macros
         if not macros:
-            return np.zeros(pos.n_tokens, dtype=np.int64)
-        key = self._macro_values(macros[0], col_ids, pos)
+            return None, np.zeros(pos.n_tokens, dtype=np.int64)
+        own, key = _items(self._macro_values(macros[0], values, pos), None)
         for i in range(1, len(macros)):
-            vals = self._macro_values(macros[i], col_ids, pos)
+            own, key, vals = _cross(own, key, self._macro_values(macros[i], values, pos))
             bad = (key < 0) | (vals < 0)
             packed = np.where(bad, -1, key * self._radix(macros[i]) + vals)
             if i == len(macros) - 1:
-                return packed
+                return own, packed
             if grow:
                 uniq, inv = np.unique(packed[~bad], return_inverse=True)
                 cl.steps.append(uniq)
-                key = np.full(pos.n_tokens, -1, dtype=np.int64)
+                key = np.full(packed.size, -1, dtype=np.int64)
                 key[~bad] = inv.reshape(-1)
             else:
                 key = _lookup(cl.steps[i - 1], packed)
-        return key
+        return own, key
 
-    def _fit_line(self, tl, col_ids, pos, min_freq):
+    def _fit_line(self, tl, values, pos, min_freq):
         cl = CompiledLine(line=tl, steps=[], keys=np.zeros(0, np.int64))
-        keys = self._keys(cl, col_ids, pos, grow=True)
+        _, keys = self._keys(cl, values, pos, grow=True)
         uniq, counts = np.unique(keys[keys >= 0], return_counts=True)
         kept = uniq[counts >= min_freq]
         cl.keys = self._prune(cl, kept)
@@ -338,22 +322,47 @@ class FeatureSpace:
         return kept
 
     # encoding ------------------------------------------------------------
-    def _attribute_csr(self, lines, col_ids, pos):
+    def _attribute_csr(self, lines, values, pos):
+        """Attribute ids of each token (CSR): one column per single-valued line, plus the
+        variable-length contributions of lines with multi-valued macros."""
         n = pos.n_tokens
-        if not lines:
-            return np.zeros(n + 1, dtype=np.int32), np.zeros(0, dtype=np.int32)
-        ids = np.empty((n, len(lines)), dtype=np.int32)
-        for j, cl in enumerate(lines):
-            rank = _lookup(cl.keys, self._keys(cl, col_ids, pos))
-            ids[:, j] = np.where(rank >= 0, rank + cl.offset, -1)
-        mask = ids >= 0
-        ptr = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(mask.sum(axis=1, dtype=np.int32), out=ptr[1:])
-        return ptr, ids[mask]
+        dense, owners, extra = [], [], []
+        for cl in lines:
+            own, keys = self._keys(cl, values, pos)
+            rank = _lookup(cl.keys, keys)
+            ids = np.where(rank >= 0, rank + cl.offset, -1).astype(np.int32)
+            if own is None:
+                dense.append(ids)
+            else:
+                keep = ids >= 0
+                owners.append(own[keep])
+                extra.append(ids[keep])
+        if dense:
+            mat = np.stack(dense, axis=1)
+            mask = mat >= 0
+            dense_counts = mask.sum(axis=1, dtype=np.int64)
+            dense_ids = mat[mask]
+            del mat, mask
+        else:
+            dense_counts, dense_ids = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        if not owners:
+            ptr = np.zeros(n + 1, dtype=np.int32)
+            np.cumsum(dense_counts, out=ptr[1:])
+            return ptr, dense_ids
+        own = np.concatenate(owners)
+        order = np.argsort(own, kind="stable")
+        extra_ids = np.concatenate(extra)[order]
+        extra_counts = np.bincount(own, minlength=n).astype(np.int64)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(dense_counts + extra_counts, out=ptr[1:])
+        out = np.empty(int(ptr[-1]), dtype=np.int32)
+        out[_slots(ptr[:-1], dense_counts)] = dense_ids
+        out[_slots(ptr[:-1] + dense_counts, extra_counts)] = extra_ids
+        return ptr.astype(np.int32), out
 
-    def _encode(self, col_ids, pos, gold):
-        attr_ptr, attrs = self._attribute_csr(self.unigram_lines, col_ids, pos)
-        eattr_ptr, eattrs = self._attribute_csr(self.bigram_lines, col_ids, pos)
+    def _encode(self, values, pos, gold):
+        attr_ptr, attrs = self._attribute_csr(self.unigram_lines, values, pos)
+        eattr_ptr, eattrs = self._attribute_csr(self.bigram_lines, values, pos)
         labels = None
         if gold is not None:
             get = self.label_index.get
@@ -376,10 +385,8 @@ class FeatureSpace:
             return EncodedCorpus(np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(0, np.int32),
                                  np.zeros(1, np.int32), np.zeros(0, np.int32), None)
         has_gold = self.input_columns(len(sentences[0].rows[0]))
-        pos = Positions([len(s) for s in sentences])
-        col_ids = {c: v.ids([row[c] for s in sentences for row in s.rows]) for c, v in self.vocabs.items()}
-        gold = [row[self.label_col] for s in sentences for row in s.rows] if has_gold else None
-        return self._encode(col_ids, pos, gold)
+        values = self.extractor.values(sentences, self.label_col if has_gold else None)
+        return self._encode(values, Positions(values.lengths, values.anchor), values.labels)
 
     def lattices(self, corpus):
         from crftk._lattice import Lattices
@@ -399,7 +406,7 @@ class FeatureSpace:
                 key, vals = np.divmod(key, self._radix(macros[i]))
                 if i >= 2:
                     key = cl.steps[i - 2][key]
-            strings = self.vocabs[macros[i].col].strings
+            strings = self.vocabs[macros[i].source].strings
             cols.append([strings[v] for v in vals.tolist()])
         cols.reverse()
         return list(zip(*cols)) if cols else [()] * keys.size
@@ -418,8 +425,12 @@ class FeatureSpace:
         arrays = {"feat_ptr": self.feat_ptr, "feat_label": self.feat_label}
         offsets, blob = pack_strings(self.labels)
         arrays["labels.offsets"], arrays["labels.blob"] = offsets, blob
-        for c, v in self.vocabs.items():
-            arrays[f"vocab{c}.offsets"], arrays[f"vocab{c}.blob"] = pack_strings(v.strings)
+        for i, key in enumerate(self.extractor.keys):
+            arrays[f"vocab{i}.offsets"], arrays[f"vocab{i}.blob"] = pack_strings(self.vocabs[key].strings)
+        lexicons = {}
+        for name, lex in self.extractor.lexicons.items():
+            arrays[f"lexicon.{name}.offsets"], arrays[f"lexicon.{name}.blob"] = pack_strings(lex.to_lines())
+            lexicons[name] = {"ignore_case": lex.ignore_case}
         for prefix, lines in (("u", self.unigram_lines), ("b", self.bigram_lines)):
             for i, cl in enumerate(lines):
                 arrays[f"{prefix}{i}.keys"] = cl.keys
@@ -427,7 +438,8 @@ class FeatureSpace:
                     arrays[f"{prefix}{i}.step{j}"] = st
         meta = {"template": self.template.text, "template_path": self.template.path,
                 "n_columns": self.n_columns, "label_col": self.label_col,
-                "feature_set": self.feature_set, "columns": sorted(self.vocabs)}
+                "feature_set": self.feature_set, "n_sources": len(self.extractor.keys),
+                "lexicons": lexicons}
         return meta, arrays
 
     @classmethod
@@ -436,8 +448,16 @@ class FeatureSpace:
         try:
             template = parse_template(meta["template"], meta.get("template_path", "<model>"))
             labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"])
-            vocabs = {int(c): Vocab(unpack_strings(arrays[f"vocab{c}.offsets"], arrays[f"vocab{c}.blob"]))
-                      for c in meta["columns"]}
+            lexicons = {name: _lexicon_from_lines(unpack_strings(arrays[f"lexicon.{name}.offsets"],
+                                                                arrays[f"lexicon.{name}.blob"]),
+                                                 name, opts["ignore_case"])
+                        for name, opts in meta.get("lexicons", {}).items()}
+            keys = Extractor(template, lexicons).keys
+            if len(keys) != meta["n_sources"]:
+                raise ValueError("template and vocabularies disagree")
+            vocabs = {k: Vocab(unpack_strings(arrays[f"vocab{i}.offsets"], arrays[f"vocab{i}.blob"]))
+                      for i, k in enumerate(keys)}
+            extractor = Extractor(template, lexicons, vocabs)
 
             def lines(prefix, tls):
                 out = []
@@ -447,11 +467,49 @@ class FeatureSpace:
                     out.append(CompiledLine(tl, steps, np.asarray(arrays[f"{prefix}{i}.keys"], dtype=np.int64)))
                 return out
 
-            return cls(template, int(meta["n_columns"]), int(meta["label_col"]), labels, vocabs,
+            return cls(template, int(meta["n_columns"]), int(meta["label_col"]), labels, extractor,
                        lines("u", template.unigrams), lines("b", template.bigrams),
                        arrays["feat_ptr"], arrays["feat_label"], meta["feature_set"])
         except (KeyError, ValueError, TypeError) as e:
             raise CrftkError(f"model file is incomplete or inconsistent ({e})", path) from None
+
+
+def _lexicon_from_lines(lines, name, ignore_case):
+    from crftk.lexicon import Lexicon
+    return Lexicon.from_lines(lines, name, ignore_case)
+
+
+def _items(vals, own):
+    """(owner, values) of a macro's ids: owner None when there is one value per token."""
+    if isinstance(vals, tuple):
+        ptr, flat = vals
+        return np.repeat(np.arange(ptr.size - 1), np.diff(ptr)), flat
+    return own, vals
+
+
+def _cross(own, key, vals):
+    """Pair every current key with every value of its token: (owner, keys, values)."""
+    if not isinstance(vals, tuple):
+        return own, key, (vals if own is None else vals[own])
+    ptr, flat = vals
+    if own is None:
+        own = np.arange(ptr.size - 1)
+    counts = (ptr[1:] - ptr[:-1])[own]
+    new_own = np.repeat(own, counts)
+    first = np.repeat(ptr[own], counts)
+    return new_own, np.repeat(key, counts), flat[first + _ranks(counts)]
+
+
+def _ranks(counts):
+    """0..c-1 for each group of c items, concatenated."""
+    total = int(counts.sum())
+    starts = np.cumsum(counts) - counts
+    return np.arange(total) - np.repeat(starts, counts)
+
+
+def _slots(starts, counts):
+    """Positions starts[i] .. starts[i]+counts[i]-1 for every i, concatenated."""
+    return np.repeat(starts, counts) + _ranks(counts)
 
 
 def _normalize_col(col, n_columns, path=None):

@@ -1,4 +1,4 @@
-"""Feature templates: the CRF++ template language.
+"""Feature templates: the CRF++ template language, with crftk's extensions.
 
 A template file has one template per line; ``#`` starts a comment line and
 blank lines are ignored. A line starting with ``U`` makes state (unigram)
@@ -8,26 +8,73 @@ token ``row`` positions away; outside the sentence CRF++'s padding values
 ``_B-1``, ``_B-2``, ... (before) and ``_B+1``, ... (after) are used. Text around
 the macros is kept, so ``U01:%x[-1,0]/%x[0,0]`` yields ``U01:the/cat``. A ``B``
 line without macros is the plain label bigram (the transition matrix).
+
+Extensions (a CRF++ file never uses them, so it reads unchanged):
+
+====================================  ===============================================
+``%X[r,c]``                           the value lower-cased
+``%t[r,c,"re"]``, ``%T[...]``         ``true``/``false``: does the regex match (T: ignoring case)
+``%m[r,c,"re"]``, ``%M[...]``         the text the regex matches (no attribute if none)
+``%shape[r,c]``                       the word classes of McCallum & Li that hold (A, A+, Aa+, ...)
+``%fshape[r,c]``, ``%cshape[r,c]``    full shape ``Xxxx-dd``; collapsed shape ``Xx-d``
+``%pre[r,c,n]``, ``%suf[r,c,n]``      prefix / suffix of n characters (none if shorter)
+``%ngram[r,c,lo,hi]``                 character n-grams of lengths lo..hi of ``<word>``
+``%lex[r,NAME]``                      B/I: position in the longest match of lexicon NAME (column 0)
+``%^x[r,c]`` (``^`` before any name)  the same test at the first earlier mention of this
+                                      (capitalized) word in the document, shifted by r
+``@lexicon NAME FILE [icase]``        declares a lexicon (path relative to the template)
+====================================  ===============================================
+
+Multi-valued tests (shape, ngram) give one attribute per value; a line with
+several macros makes every combination, so conjunctions across offsets are
+written as several macros on one line.
 """
 
+import os
 import re
 from dataclasses import dataclass, field
 
 from crftk.errors import CrftkError
 
-MACRO = re.compile(r"%([A-Za-z])\[([^\]]*)\]")
-ARGS = re.compile(r"^\s*([+-]?\d+)\s*,\s*(\d+)\s*$")
+# name -> (argument kinds after the row, multi-valued)
+MACROS = {
+    "x": (("col",), False), "X": (("col",), False),
+    "t": (("col", "regex"), False), "T": (("col", "regex"), False),
+    "m": (("col", "regex"), False), "M": (("col", "regex"), False),
+    "shape": (("col",), True), "fshape": (("col",), False), "cshape": (("col",), False),
+    "pre": (("col", "int"), False), "suf": (("col", "int"), False),
+    "ngram": (("col", "int", "int"), True),
+    "lex": (("name",), False),
+}
+MACRO_START = re.compile(r"%(\^?)([A-Za-z]+)\[")
+INT = re.compile(r"^[+-]?\d+$")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
 @dataclass(frozen=True)
 class Macro:
-    """One ``%x[row,col]`` reference."""
+    """One macro: a test of column ``col`` at offset ``row`` (``%x[row,col]`` in CRF++)."""
 
     row: int
     col: int
+    kind: str = "x"
+    args: tuple = ()
+    anchored: bool = False
+
+    @property
+    def multi(self):
+        return MACROS[self.kind][1]
+
+    @property
+    def source(self):
+        """What the test reads: a column number for %x, else (kind, col, args)."""
+        return self.col if self.kind == "x" else (self.kind, self.col, self.args)
 
     def __str__(self):
-        return f"%x[{self.row},{self.col}]"
+        parts = [str(self.row)] + ([self.args[0]] if self.kind == "lex" else [str(self.col)])
+        if self.kind != "lex":
+            parts += [f'"{a}"' if isinstance(a, str) else str(a) for a in self.args]
+        return f"%{'^' if self.anchored else ''}{self.kind}[{','.join(parts)}]"
 
 
 @dataclass
@@ -58,15 +105,35 @@ class Template:
     unigrams: list = field(default_factory=list)   # TemplateLine, kind U, any macros
     bigrams: list = field(default_factory=list)    # TemplateLine, kind B, with macros
     label_bigram: bool = False                     # a B line without macros
+    lexicons: dict = field(default_factory=dict)   # name -> (path, ignore_case)
 
     @property
     def lines(self):
         return self.unigrams + self.bigrams
 
     @property
+    def macros(self):
+        return [m for line in self.lines for m in line.macros]
+
+    @property
     def columns(self):
-        """Sorted column indices the templates read."""
-        return sorted({m.col for line in self.lines for m in line.macros})
+        """Sorted column indices the templates read (column 0 for lexicons and first mentions)."""
+        cols = {m.col for m in self.macros}
+        if any(m.anchored for m in self.macros):
+            cols.add(0)
+        return sorted(cols)
+
+    @property
+    def sources(self):
+        """The distinct tests the macros read (columns and derived values), in a stable order."""
+        seen = {}
+        for m in self.macros:
+            seen.setdefault(m.source, None)
+        return list(seen)
+
+    @property
+    def anchored(self):
+        return any(m.anchored for m in self.macros)
 
     @property
     def max_offset(self):
@@ -94,6 +161,9 @@ def parse_template(text, path="<template>"):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        if line.startswith("@"):
+            _directive(tmpl, line, path, lineno)
+            continue
         kind = line[0]
         if kind not in "UB*":
             raise CrftkError(
@@ -111,7 +181,27 @@ def parse_template(text, path="<template>"):
                 continue
             seen[text_k] = lineno
             (tmpl.unigrams if k == "U" else tmpl.bigrams).append(tl)
+    for line in tmpl.lines:
+        for m in line.macros:
+            if m.kind == "lex" and m.args[0] not in tmpl.lexicons:
+                raise CrftkError(f"lexicon {m.args[0]!r} is not declared (add: @lexicon {m.args[0]} FILE)",
+                                 path, line.lineno)
     return tmpl
+
+
+def _directive(tmpl, line, path, lineno):
+    words = line.split()
+    if words[0] != "@lexicon":
+        raise CrftkError(f"unknown directive {words[0]!r}: crftk knows @lexicon", path, lineno)
+    if len(words) not in (3, 4) or (len(words) == 4 and words[3] != "icase"):
+        raise CrftkError("expected: @lexicon NAME FILE [icase]", path, lineno)
+    name, file = words[1], words[2]
+    if not NAME.match(name):
+        raise CrftkError(f"bad lexicon name {name!r}", path, lineno)
+    if name in tmpl.lexicons:
+        raise CrftkError(f"lexicon {name!r} declared twice", path, lineno)
+    base = os.path.dirname(str(path)) if path and not str(path).startswith("<") else ""
+    tmpl.lexicons[name] = (os.path.join(base, file), len(words) == 4)
 
 
 def _with_prefix(parts, k, kind):
@@ -124,23 +214,104 @@ def _with_prefix(parts, k, kind):
 def _parse_parts(line, path, lineno):
     parts = []
     pos = 0
-    for m in MACRO.finditer(line):
+    while True:
+        m = MACRO_START.search(line, pos)
+        if not m:
+            break
         if m.start() > pos:
             parts.append(line[pos:m.start()])
-        name, args = m.group(1), m.group(2)
-        if name != "x":
-            raise CrftkError(f"unknown macro %{name}[...]: this version reads %x[row,col]", path, lineno)
-        a = ARGS.match(args)
-        if not a:
-            raise CrftkError(f"bad macro %x[{args}]: expected %x[row,col] with integers, col >= 0", path, lineno)
-        parts.append(Macro(int(a.group(1)), int(a.group(2))))
-        pos = m.end()
+        anchored, name = m.group(1) == "^", m.group(2)
+        if name not in MACROS:
+            raise CrftkError(f"unknown macro %{name}[...]; known: "
+                             + ", ".join("%" + k for k in MACROS), path, lineno)
+        args, pos = _macro_args(line, m.end(), path, lineno)
+        parts.append(_make_macro(name, args, anchored, path, lineno))
     rest = line[pos:]
-    if "%x" in rest or "%X" in rest:
-        raise CrftkError(f"malformed macro in {rest!r}: expected %x[row,col]", path, lineno)
+    if re.search(r"%\^?[A-Za-z]+\[", rest) or re.search(r"%[xX]\b", rest):
+        raise CrftkError(f"malformed macro in {rest!r}", path, lineno)
     if rest:
         parts.append(rest)
     return parts
+
+
+def _macro_args(line, i, path, lineno):
+    """Split the arguments of a macro whose '[' ends at line[i]; returns (args, end).
+
+    Arguments are separated by commas; a quoted one ("...") may hold commas and
+    brackets, with \\" and \\\\ as its only escapes. Each argument comes back as
+    ("str", text) when quoted, else ("raw", stripped text).
+    """
+    def fail(what):
+        return CrftkError(f"malformed macro: {what}", path, lineno)
+
+    args, n = [], len(line)
+    while True:
+        while i < n and line[i] == " ":
+            i += 1
+        if i < n and line[i] == '"':
+            buf, i = [], i + 1
+            while i < n and line[i] != '"':
+                if line[i] == "\\" and i + 1 < n and line[i + 1] in '"\\':
+                    i += 1
+                buf.append(line[i])
+                i += 1
+            if i >= n:
+                raise fail("missing closing quote")
+            args.append(("str", "".join(buf)))
+            i += 1
+            while i < n and line[i] == " ":
+                i += 1
+        else:
+            j = i
+            while j < n and line[j] not in ",]":
+                j += 1
+            args.append(("raw", line[i:j].strip()))
+            i = j
+        if i >= n:
+            raise fail("missing ']'")
+        if line[i] == "]":
+            return args, i + 1
+        if line[i] != ",":
+            raise fail(f"unexpected {line[i]!r} after an argument")
+        i += 1
+
+
+def _make_macro(name, args, anchored, path, lineno):
+    kinds, _ = MACROS[name]
+    usage = f"%{name}[row," + ",".join({"col": "col", "regex": '"regex"', "int": "n", "name": "NAME"}[k]
+                                       for k in kinds) + "]"
+    if len(args) != 1 + len(kinds):
+        raise CrftkError(f"bad macro %{name}[...]: expected {usage}", path, lineno)
+    if args[0][0] != "raw" or not INT.match(args[0][1]):
+        raise CrftkError(f"bad macro %{name}[...]: the row must be an integer ({usage})", path, lineno)
+    row = int(args[0][1])
+    col, extra = 0, []
+    for kind, (how, text) in zip(kinds, args[1:]):
+        if kind == "col":
+            if how != "raw" or not text.isdigit():
+                raise CrftkError(f"bad macro %{name}[...]: the column must be an integer >= 0 ({usage})",
+                                 path, lineno)
+            col = int(text)
+        elif kind == "int":
+            if how != "raw" or not text.isdigit() or int(text) < 1:
+                raise CrftkError(f"bad macro %{name}[...]: lengths must be integers >= 1 ({usage})",
+                                 path, lineno)
+            extra.append(int(text))
+        elif kind == "regex":
+            if how != "str":
+                raise CrftkError(f'bad macro %{name}[...]: the regex must be quoted ({usage})', path, lineno)
+            try:
+                re.compile(text)
+            except re.error as e:
+                raise CrftkError(f"bad regex {text!r} in %{name}: {e}", path, lineno) from None
+            extra.append(text)
+        else:  # lexicon name
+            if how != "raw" or not NAME.match(text):
+                raise CrftkError(f"bad macro %{name}[...]: expected {usage}", path, lineno)
+            extra.append(text)
+    if name == "ngram" and extra[0] > extra[1]:
+        raise CrftkError("bad macro %ngram[...]: lo must not exceed hi", path, lineno)
+    return Macro(row, col, name, tuple(extra), anchored)
 
 
 def read_template(path):

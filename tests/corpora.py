@@ -43,3 +43,71 @@ def reference_strings(template, sent):
     for i in range(n):
         per_token.append([line.render([value(i, m) for m in line.macros]) for line in template.unigrams])
     return per_token
+
+
+WORDS = ["Bush", "said", "U.S.", "McDonald", "1996", "12", "Rolls-Royce", "the", "IBM", "eBay",
+         "well-known", "3:1", "B52", ".", "Zürich", "a", "Inc", "New", "York", "1,000.5"]
+
+
+def random_docs(n_docs, seed=0, words=WORDS, sents_per_doc=3, max_len=6):
+    """Sentences grouped in documents; column 0 words with varied shapes, 1 a tag, 2 a label."""
+    rng = random.Random(seed)
+    out = []
+    for d in range(n_docs):
+        for _ in range(sents_per_doc):
+            rows = []
+            for _ in range(rng.randint(1, max_len)):
+                w = rng.choice(words)
+                rows.append([w, rng.choice("ABC"), "B-X" if w[0].isupper() else "O"])
+            out.append(Sentence(rows=rows, doc=d, line=1))
+    return out
+
+
+def reference_attributes(template, sents, lexicons=None, folds=None):
+    """Every token's attribute strings (a sorted list, repeats kept), straight from the definitions."""
+    import itertools
+    from crftk.extract import string_test
+
+    tokens = [(si, ti) for si, s in enumerate(sents) for ti in range(len(s.rows))]
+    anchor = {}
+    first = {}
+    for si, ti in tokens:
+        s = sents[si]
+        w = s.rows[ti][0]
+        k = (s.doc, w)
+        if k in first and w[:1].isupper():
+            anchor[(si, ti)] = first[k]
+        first.setdefault(k, (si, ti))
+    lex_tags = {}
+    for name, lex in (lexicons or {}).items():
+        for si, s in enumerate(sents):
+            fold = None if folds is None else folds(s.doc, lex)
+            lex_tags[(name, si)] = lex.match([r[0] for r in s.rows], fold)
+
+    def values(si, ti, m):
+        if m.anchored:
+            if (si, ti) not in anchor:
+                return []
+            si, ti = anchor[(si, ti)]
+        rows = sents[si].rows
+        j = ti + m.row
+        if j < 0:
+            return [padding_value(j)]
+        if j >= len(rows):
+            return [padding_value(j - len(rows) + 1)]
+        if m.kind == "x":
+            return [rows[j][m.col]]
+        if m.kind == "lex":
+            v = lex_tags[(m.args[0], si)][j]
+            return [] if v is None else [v]
+        v = string_test(m.kind, m.args)(rows[j][m.col])
+        return [] if v is None else (v if isinstance(v, list) else [v])
+
+    out = []
+    for si, ti in tokens:
+        attrs = []
+        for line in template.unigrams:
+            for combo in itertools.product(*[values(si, ti, m) for m in line.macros]):
+                attrs.append(line.render(list(combo)))
+        out.append(sorted(attrs))
+    return out

@@ -136,3 +136,66 @@ def test_arrays_round_trip_preserves_encoding():
     assert np.array_equal(a.eattrs, b.eattrs)
     assert back.attribute_strings() == space.attribute_strings()
     assert back.labels == space.labels and back.n_params == space.n_params
+
+
+EXTENDED = r"""U00:%x[0,0]
+U01:%X[-1,0]/%t[0,0,"^[A-Z]"]
+U02:%T[1,0,"^new$"]/%m[0,0,"[0-9]+"]
+U03:%M[0,0,"C[A-Z]*"]
+U04:%shape[0,0]
+U05:%shape[-1,0]/%cshape[0,0]/%fshape[1,0]
+U06:%pre[0,0,2]/%suf[0,0,3]
+U07:%ngram[0,0,2,3]
+U08:%ngram[-1,0,1,2]/%shape[0,0]/%x[0,1]
+U09:%^x[0,0]/%^x[-1,0]
+U10:%^shape[0,0]/%x[1,1]
+B
+"""
+
+
+def test_extended_macros_match_the_reference():
+    from corpora import random_docs, reference_attributes
+    tmpl = parse_template(EXTENDED)
+    train = random_docs(12, seed=1)
+    space, corpus = FeatureSpace.fit(train, tmpl)
+    assert token_strings(space, corpus) == reference_attributes(tmpl, train)
+    # tagging-time encoding: unseen words still get their shape, affix and n-gram attributes
+    test = random_docs(6, seed=2, words=["Xerxes", "1997", "quux", "Bush", "ZZ-Top", "said"])
+    known = set(space.attribute_strings())
+    ref = [sorted(a for a in tok if a in known) for tok in reference_attributes(tmpl, test)]
+    assert token_strings(space, space.encode(test)) == ref
+    assert any(a.startswith("U04:") for tok in ref for a in tok)   # exercised on unseen words
+
+
+def test_first_mention_reads_the_earlier_occurrence_in_the_document():
+    rows = [[["Bush", "A", "B-X"], ["said", "B", "O"]],
+            [["then", "C", "O"], ["Bush", "A", "B-X"]],
+            [["said", "B", "O"], ["said", "B", "O"]]]
+    sents = sentences(rows)
+    space, corpus = FeatureSpace.fit(sents, parse_template("U:%^x[1,0]\nB\n"))
+    got = token_strings(space, corpus)
+    # only the second "Bush" has an earlier capitalized mention; its next word there is "said"
+    assert got == [[], [], [], ["U:said"], [], []]
+    # a new document forgets the earlier mentions
+    sents[1].doc = 1
+    space, corpus = FeatureSpace.fit(sents, parse_template("U:%^x[1,0]\nB\n"))
+    assert token_strings(space, corpus) == [[]] * 6
+
+
+def test_multi_valued_counts_and_duplicates():
+    sents = sentences([[["abab", "A", "O"]]])
+    space, corpus = FeatureSpace.fit(sents, parse_template("U:%ngram[0,0,2,2]\n"))
+    # <a ab ba ab b> : "ab" twice
+    assert token_strings(space, corpus) == [sorted(["U:<a", "U:ab", "U:ba", "U:ab", "U:b>"])]
+
+
+def test_extended_space_round_trips_through_arrays():
+    from corpora import random_docs
+    tmpl = parse_template(EXTENDED)
+    space, _ = FeatureSpace.fit(random_docs(8, seed=3), tmpl, min_freq=2)
+    meta, arrays = space.to_arrays()
+    back = FeatureSpace.from_arrays(meta, arrays)
+    test = random_docs(5, seed=4, words=["Xerxes", "1997", "quux", "Bush", "ZZ-Top", "said"])
+    a, b = space.encode(test), back.encode(test)
+    assert np.array_equal(a.attrs, b.attrs) and np.array_equal(a.attr_ptr, b.attr_ptr)
+    assert back.attribute_strings() == space.attribute_strings()
