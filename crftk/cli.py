@@ -157,6 +157,30 @@ def eval_(files, gold_col, pred_col, scheme, other, unit, as_json):
 
 
 @main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True, metavar="LABELED_FILE...")
+@click.option("--output", "-o", "out_dir", required=True, metavar="DIR",
+              help="Directory for the lexicons: one TYPE.lex file per entity type.")
+@click.option("--label-col", type=int, default=-1, show_default=True, help="Gold label column.")
+@click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
+              default="auto", show_default=True, help="Chunk encoding of the labels.")
+@click.option("--folds", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Jackknife: record in which of K folds of documents (document number mod K) each "
+                   "entry occurs; a training token then only matches entries seen in other folds, so "
+                   "training entries do not leak into their own features. 0: no jackknife.")
+@click.option("--icase", is_flag=True, help="Match ignoring case.")
+@click.option("--min-count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Keep entries seen at least this many times.")
+def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
+    """Build one lexicon per entity type from labeled CoNLL files (WebListing's seed step).
+
+    Use them in a template with '@lexicon NAME DIR/TYPE.lex' and '%lex[row,NAME]'.
+    """
+    from crftk.lexicon import lexicon_command
+    lexicon_command(list(inputs), out_dir, label_col=label_col, scheme=scheme, folds=folds,
+                    ignore_case=icase, min_count=min_count, log=lambda m: click.echo(m, err=True))
+
+
+@main.command(context_settings=CONTEXT)
 @click.argument("model_path", metavar="MODEL")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def info(model_path, as_json):

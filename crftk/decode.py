@@ -87,15 +87,30 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     if space.label_col == space.n_columns - 1:
         allowed.add(space.n_columns - 1)
     n_sent = n_tok = 0
+    batches = chunked_by_document if space.template.anchored else chunked
     for path in inputs:
         stream = read_sentences(path, n_columns=allowed)
-        for batch in chunked(stream, max_tokens=batch_tokens):
+        for batch in batches(stream, max_tokens=batch_tokens):
             tagger.write_batch(batch, out, marginals=marginals, nbest=nbest)
             n_sent += len(batch)
             n_tok += sum(len(s) for s in batch)
             if progress:
                 progress(n_sent, n_tok)
     return n_sent, n_tok
+
+
+def chunked_by_document(sentences, max_tokens=50_000):
+    """Batches of whole documents (first-mention features look back within a document)."""
+    batch, doc, n = [], None, 0
+    for s in sentences:
+        if s.doc != doc and batch and n >= max_tokens:
+            yield batch
+            batch, n = [], 0
+        batch.append(s)
+        doc = s.doc
+        n += len(s)
+    if batch:
+        yield batch
 
 
 def tty_progress(stream=sys.stderr):

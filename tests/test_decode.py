@@ -110,3 +110,26 @@ def test_nbest_with_marginals_adds_each_labels_marginal(model, tmp_path):
                 assert float(cols[4]) == pytest.approx(marg[start + t, index[cols[3]]], abs=1e-6)
         bl = bl[min(2, 3 ** len(s)):]
         start += len(s)
+
+
+def test_first_mention_templates_tag_whole_documents_per_batch(tmp_path):
+    from corpora import random_docs
+    from crftk.decode import chunked_by_document
+    docs = random_docs(6, seed=3, sents_per_doc=4)
+    batches = list(chunked_by_document(iter(docs), max_tokens=5))
+    assert [s for b in batches for s in b] == docs
+    for b in batches[:-1]:
+        assert b[-1].doc != batches[batches.index(b) + 1][0].doc
+    space, _ = FeatureSpace.fit(docs, parse_template("U:%^x[-1,0]\nU1:%x[0,0]\nB\n"))
+    m = Model(space, np.random.default_rng(1).normal(size=space.n_params))
+    path = tmp_path / "d.txt"
+    text = ""
+    for i, s in enumerate(docs):
+        if i == 0 or s.doc != docs[i - 1].doc:
+            text += "-DOCSTART- X O\n\n"
+        text += "\n".join(" ".join(r) for r in s.rows) + "\n\n"
+    path.write_text(text)
+    small, big = io.StringIO(), io.StringIO()
+    tag_files(m, [str(path)], small, batch_tokens=3)
+    tag_files(m, [str(path)], big)
+    assert small.getvalue() == big.getvalue()

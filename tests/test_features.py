@@ -199,3 +199,45 @@ def test_extended_space_round_trips_through_arrays():
     a, b = space.encode(test), back.encode(test)
     assert np.array_equal(a.attrs, b.attrs) and np.array_equal(a.attr_ptr, b.attr_ptr)
     assert back.attribute_strings() == space.attribute_strings()
+
+
+def test_lexicon_macro_with_jackknife_folds_and_embedding(tmp_path):
+    from crftk.lexicon import Lexicon, fold_of
+    from corpora import reference_attributes
+    lex = tmp_path / "loc.lex"
+    lex.write_text("# crftk-lexicon folds=2\nNew York\t0\nYork\t0,1\nParis\t1\n")
+    tmpl_path = tmp_path / "t.tmpl"
+    tmpl_path.write_text("@lexicon LOC loc.lex\nU0:%lex[0,LOC]\nU1:%lex[-1,LOC]/%x[0,0]\nB\n")
+    from crftk.templates import read_template
+    tmpl = read_template(tmpl_path)
+    rows = [["New", "O"], ["York", "O"], ["and", "O"], ["Paris", "O"], ["York", "O"]]
+    train = sentences([rows, rows])
+    train[1].doc = 1                       # document 1 is in fold 1
+    space, corpus = FeatureSpace.fit(train, tmpl)
+    lexicons = {"LOC": Lexicon.read(lex, name="LOC")}
+    ref = reference_attributes(tmpl, train, lexicons, folds=lambda doc, lx: fold_of(doc, lx.n_folds))
+    assert token_strings(space, corpus) == ref
+    # fold 0 cannot see "New York" (only seen in fold 0) but sees Paris (fold 1) and York (0,1)
+    assert "U0:B" not in ref[0] and "U0:B" in ref[3] and "U0:B" in ref[1]
+    # fold 1 sees "New York" as one phrase, not Paris
+    assert "U0:B" in ref[5] and "U0:I" in ref[6] and "U0:B" not in ref[8]
+    # tagging (no fold) sees every entry, from the copy stored in the model
+    meta, arrays = space.to_arrays()
+    lex.unlink()
+    back = FeatureSpace.from_arrays(meta, arrays)
+    test = sentences([rows])
+    known = set(space.attribute_strings())
+    want = [[a for a in tok if a in known] for tok in reference_attributes(tmpl, test, lexicons)]
+    assert token_strings(back, back.encode(test)) == want
+    assert want[0][0] == "U0:B" and "U0:I" in want[1]      # "New York" as one phrase
+
+
+def test_undeclared_or_missing_lexicon(tmp_path):
+    from crftk.templates import read_template
+    p = tmp_path / "t.tmpl"
+    p.write_text("U0:%lex[0,LOC]\n")
+    with pytest.raises(CrftkError, match="not declared"):
+        read_template(p)
+    p.write_text("@lexicon LOC missing.lex\nU0:%lex[0,LOC]\n")
+    with pytest.raises(CrftkError, match="missing.lex"):
+        FeatureSpace.fit(sentences([[["a", "O"]]]), read_template(p))
