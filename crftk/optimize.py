@@ -608,7 +608,7 @@ def lbfgs(
             if rate < epsilon:
                 return finish(
                     True,
-                    f"converged: relative improvement {rate:.2g} over the last "
+                    f"converged: relative improvement {rate:.3e} over the last "
                     f"{period} iterations is below epsilon {epsilon:g}",
                 )
         if n_iter >= max_iter:
