@@ -18,7 +18,10 @@ from crftk.conll import (
 )
 from crftk.errors import CrftkError
 
-CONLL2000_TRAIN = "/work/shared/data/conll2000/train.txt"
+# the shared corpora sit beside the repository (../shared/data), or where CONLL2000 says
+CONLL2000_TRAIN = os.path.join(
+    os.environ.get("CONLL2000", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
+                                             "conll2000")), "train.txt")
 
 
 def write(tmp_path, content, name="in.txt"):
