@@ -62,8 +62,7 @@ class Vocab:
 
     def ids(self, values):
         """Ids of values; -1 for unknown values and None."""
-        get = self.index.get
-        return np.fromiter((-1 if v is None else get(v, -1) for v in values), dtype=np.int64,
+        return np.fromiter(map(self.index.get, values, itertools.repeat(-1)), dtype=np.int64,
                            count=len(values))
 
     def add_ids(self, values):
@@ -102,6 +101,11 @@ def _csr(lists):
     np.cumsum(counts, out=ptr[1:])
     vals = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
     return ptr, vals
+
+
+def _ranks(counts):
+    """0..c-1 for each group of c items, concatenated."""
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def anchors(word_ids, docs, capitalized):
@@ -204,34 +208,40 @@ class Extractor:
         strings = {c: [row[c] for s in sentences for row in s.rows] for c in self.columns}
         single = {c: self.vocabs[c].ids(strings[c]) for c in self.columns}
         multi = {}
+        unseen = {}       # column -> (unseen token positions, their distinct words, word of each)
         for k, test in self.tests.items():
-            col_ids, col_strings = single[k[1]], strings[k[1]]
-            vocab = self.vocabs[k]
-            unseen = np.flatnonzero(col_ids < 0)
-            table = self._table(k)
+            c = k[1]
+            col_ids = single[c]
+            if c not in unseen:
+                where = np.flatnonzero(col_ids < 0)
+                local = Vocab()
+                inverse = np.array(local.add_ids([strings[c][i] for i in where.tolist()]), dtype=np.int64)
+                unseen[c] = (where, local.strings, inverse)
+            where, words, inverse = unseen[c]
+            known = col_ids >= 0
+            safe = np.where(known, col_ids, 0)
+            vocab, table = self.vocabs[k], self._table(k)
             if k[0] in MULTI:
+                # values of the unseen words (CSR over distinct words), then every token's list
+                w_ptr, w_vals = _csr([[i for i in vocab.ids(test(w)).tolist() if i >= 0] for w in words])
                 ptr, vals = table
-                counts = np.where(col_ids >= 0, (ptr[1:] - ptr[:-1])[np.maximum(col_ids, 0)], 0)
-                extra = {}
-                for i in unseen.tolist():
-                    ids = vocab.ids(test(col_strings[i]))
-                    extra[i] = ids[ids >= 0]
-                    counts[i] = extra[i].size
+                counts = np.where(known, (ptr[1:] - ptr[:-1])[safe], 0)
+                counts[where] = (w_ptr[1:] - w_ptr[:-1])[inverse]
                 out_ptr = np.zeros(col_ids.size + 1, dtype=np.int64)
                 np.cumsum(counts, out=out_ptr[1:])
-                out = np.empty(int(out_ptr[-1]), dtype=np.int64)
-                known = np.repeat(col_ids >= 0, counts)
-                src = np.repeat(ptr[np.maximum(col_ids, 0)] - out_ptr[:-1], counts) + np.arange(out.size)
-                out[known] = vals[src[known]]
-                for i, ids in extra.items():
-                    out[out_ptr[i]:out_ptr[i + 1]] = ids
+                rank = _ranks(counts)
+                tok_known = np.repeat(known, counts)
+                first = np.where(known, ptr[safe], 0)
+                if where.size:
+                    first[where] = w_ptr[inverse]
+                src = np.repeat(first, counts) + rank
+                out = np.where(tok_known, vals[np.where(tok_known, src, 0)],
+                               w_vals[np.where(tok_known, 0, src)] if w_vals.size else -1)
                 multi[k] = (out_ptr, out)
             else:
-                out = np.where(col_ids >= 0, table[np.maximum(col_ids, 0)], -1)
-                get = vocab.index.get
-                for i in unseen.tolist():
-                    v = test(col_strings[i])
-                    out[i] = -1 if v is None else get(v, -1)
+                out = np.where(known, table[safe], -1)
+                if where.size:
+                    out[where] = vocab.ids([test(w) for w in words])[inverse]
                 single[k] = out
         for k in self.keys:
             if not isinstance(k, int) and k[0] == "lex":
@@ -240,11 +250,19 @@ class Extractor:
                                                 for v in lex.match([row[0] for row in s.rows], None)])
         anchor = None
         if self.template.anchored:
+            # words: the vocabulary's ids, and new ids past its end for unseen words
+            vocab = self.vocabs[0]
+            word_ids = single[0].copy()
+            unseen = np.flatnonzero(word_ids < 0)
             local = Vocab()
-            word_ids = np.array(local.add_ids(strings[0]), dtype=np.int64)
+            word_ids[unseen] = len(vocab) + np.array(local.add_ids([strings[0][i] for i in unseen.tolist()]),
+                                                     dtype=np.int64)
+            if "capitalized" not in self._tables:
+                self._tables["capitalized"] = _capitalized(vocab.strings)
+            capitalized = np.concatenate([self._tables["capitalized"], _capitalized(local.strings)])
             docs = np.repeat(np.fromiter((s.doc for s in sentences), dtype=np.int64,
                                          count=len(sentences)), lengths)
-            anchor = anchors(word_ids, docs, _capitalized(local.strings)[word_ids])
+            anchor = anchors(word_ids, docs, capitalized[word_ids])
         labels = None
         if label_col is not None:
             labels = [row[label_col] for s in sentences for row in s.rows]

@@ -31,7 +31,14 @@ def _lookup(sorted_keys, query):
     """Index of each query in sorted_keys, -1 where absent (negative queries are absent)."""
     if sorted_keys.size == 0:
         return np.full(query.shape, -1, dtype=np.int64)
-    idx = np.searchsorted(sorted_keys, query)
+    if query.size > 1024 and sorted_keys.size > 4096:
+        # numpy narrows each binary search with the previous answer when the queries
+        # are sorted: sorting first is 3-4x faster on large dictionaries
+        order = np.argsort(query)
+        idx = np.empty(query.size, dtype=np.intp)
+        idx[order] = np.searchsorted(sorted_keys, query[order])
+    else:
+        idx = np.searchsorted(sorted_keys, query)
     np.minimum(idx, sorted_keys.size - 1, out=idx)
     found = (sorted_keys[idx] == query) & (query >= 0)
     return np.where(found, idx, -1)
@@ -50,6 +57,7 @@ class CompiledLine:
     steps: list
     keys: np.ndarray
     offset: int = 0
+    table: object = None      # single-macro lines: rank of every value id (-1: not kept)
 
     @property
     def size(self):
@@ -322,6 +330,15 @@ class FeatureSpace:
         return kept
 
     # encoding ------------------------------------------------------------
+    def _rank(self, cl, keys):
+        """Rank of each key among the line's kept keys (-1: absent)."""
+        if len(cl.line.macros) != 1:
+            return _lookup(cl.keys, keys)
+        if cl.table is None:        # the key is the value id itself: a direct table
+            cl.table = np.full(self._radix(cl.line.macros[0]) + 1, -1, dtype=np.int64)
+            cl.table[cl.keys] = np.arange(cl.keys.size)
+        return cl.table[keys]       # key -1 reads the extra last entry, which is -1
+
     def _attribute_csr(self, lines, values, pos):
         """Attribute ids of each token (CSR): one column per single-valued line, plus the
         variable-length contributions of lines with multi-valued macros."""
@@ -329,7 +346,7 @@ class FeatureSpace:
         dense, owners, extra = [], [], []
         for cl in lines:
             own, keys = self._keys(cl, values, pos)
-            rank = _lookup(cl.keys, keys)
+            rank = self._rank(cl, keys)
             ids = np.where(rank >= 0, rank + cl.offset, -1).astype(np.int32)
             if own is None:
                 dense.append(ids)

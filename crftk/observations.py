@@ -12,8 +12,10 @@ Aa+Aa*, A., D+"; WORD_CLASSES is such a set, written over that class string.
 """
 
 import re
+from functools import lru_cache
 
 
+@lru_cache(maxsize=1 << 16)
 def char_classes(word):
     """'McDonald-2' -> 'AaAaaaaa-D'."""
     out = []
