@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo bench bench-quick conll2000 clean help
+.PHONY: all install test demo bench bench-quick bench-ner conll2000 conll2000-rich conll2003 clean help
 
 all: test
 
@@ -19,6 +19,9 @@ help:
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
+	@echo "make conll2000-rich  the richer chunking template on dev.txt"
+	@echo "make conll2003   CoNLL-2003 NER: train on eng.train, score eng.testa (CONLL2003=...)"
+	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 
 # Rebuilt only when the build inputs change.
 $(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx csrc/vector.pyx
@@ -54,6 +57,29 @@ conll2000: install
 	  $(CRFTK) tag -m $(OUT)/conll2000-f$$f.model -o $(OUT)/conll2000-f$$f.dev.tagged $(CONLL2000)/dev.txt || exit 1; \
 	  $(CRFTK) eval $(OUT)/conll2000-f$$f.dev.tagged | tee $(OUT)/conll2000-f$$f.dev.eval; \
 	done
+
+# The richer chunking template against the CRF++-style one (make conll2000), same settings.
+conll2000-rich: install
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	$(CRFTK) train -t templates/chunking-rich.tmpl -m $(OUT)/conll2000-rich.model --threads $(THREADS) \
+	  --dev $(CONLL2000)/dev.txt $(CONLL2000)/train.txt 2> $(OUT)/conll2000-rich.log
+	tail -3 $(OUT)/conll2000-rich.log
+	$(CRFTK) tag -m $(OUT)/conll2000-rich.model -o $(OUT)/conll2000-rich.dev.tagged $(CONLL2000)/dev.txt
+	$(CRFTK) eval $(OUT)/conll2000-rich.dev.tagged | tee $(OUT)/conll2000-rich.dev.eval
+
+# CoNLL-2003 English NER with the shipped template; eng.testa is the development set.
+conll2003: install
+	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }
+	$(CRFTK) train -t templates/conll2003-ner.tmpl -m $(OUT)/conll2003.model --threads $(THREADS) \
+	  $(CONLL2003)/eng.train 2> $(OUT)/conll2003.log
+	tail -3 $(OUT)/conll2003.log
+	$(CRFTK) tag -m $(OUT)/conll2003.model -o $(OUT)/conll2003.testa.tagged $(CONLL2003)/eng.testa
+	$(CRFTK) eval $(OUT)/conll2003.testa.tagged | tee $(OUT)/conll2003.testa.eval
+
+bench-ner: install
+	$(PYTHON) -m pip install -q python-crfsuite
+	$(PYTHON) benchmarks/bench_ner.py all --data $(CONLL2003) --workdir $(OUT)/bench-ner \
+		--out $(OUT)/bench-ner.json
 
 clean:
 	rm -rf build $(OUT) crftk/*.so csrc/*.c
