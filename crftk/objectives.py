@@ -18,6 +18,9 @@ class LogLikelihood:
             raise CrftkError("training data has no gold label column")
         if (corpus.labels < 0).any():
             raise CrftkError("training data has labels outside the label set")
+        self.space = space
+        self.corpus = corpus
+        self._empirical = None
         self.lattices = space.lattices(corpus)
         self.labels = corpus.labels
         self.c2 = float(c2)
@@ -25,6 +28,25 @@ class LogLikelihood:
         self.frozen = frozen
         self.n_params = space.n_params
         self.n_evals = 0
+
+    def empirical_counts(self):
+        """How often each parameter's feature fires on the gold labels (cached)."""
+        if self._empirical is None:
+            self._empirical = empirical_counts(self.space, self.corpus)
+        return self._empirical
+
+    def expected_counts(self, w):
+        """Model expectation of each feature's count (of the unpenalized likelihood)."""
+        _, grad = self.lattices.loglik(w, self.labels, self.n_threads)
+        self.n_evals += 1
+        return grad + self.empirical_counts()
+
+    def max_active(self):
+        """Most features that can fire on one sentence's labeling (GIS's constant C)."""
+        c = self.corpus
+        per_token = np.diff(c.attr_ptr) + np.diff(c.eattr_ptr) + 1
+        sums = np.add.reduceat(per_token, c.sent_ptr[:-1]) + 1     # + start, end, - first transition
+        return float(sums.max())
 
     def __call__(self, w):
         loss, grad = self.lattices.loglik(w, self.labels, self.n_threads)
@@ -35,3 +57,35 @@ class LogLikelihood:
         if self.frozen is not None:
             grad[self.frozen] = 0.0
         return loss, grad
+
+
+def empirical_counts(space, corpus):
+    """Feature counts of the gold labeling, laid out like the parameter vector."""
+    L = space.n_labels
+    lay = space.layout()
+    counts = np.zeros(space.n_params)
+    y = corpus.labels.astype(np.int64)
+    # state features: the (attribute, gold label) pair of every attribute occurrence
+    tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
+    attr_of_feat = np.repeat(np.arange(space.n_attrs), np.diff(space.feat_ptr))
+    feat_keys = attr_of_feat * L + space.feat_label          # sorted: features are ordered by (attr, label)
+    occ = corpus.attrs.astype(np.int64) * L + y[tok]
+    f = np.searchsorted(feat_keys, occ)
+    f = np.minimum(f, max(feat_keys.size - 1, 0))
+    hit = feat_keys.size > 0
+    if hit:
+        found = feat_keys[f] == occ
+        np.add.at(counts, f[found], 1.0)
+    starts, ends = corpus.sent_ptr[:-1], corpus.sent_ptr[1:] - 1
+    np.add.at(counts, lay["start"].start + y[starts], 1.0)
+    np.add.at(counts, lay["end"].start + y[ends], 1.0)
+    inner = np.ones(corpus.n_tokens, dtype=bool)
+    inner[starts] = False                                     # no transition into a first token
+    t = np.flatnonzero(inner)
+    np.add.at(counts, lay["trans"].start + y[t - 1] * L + y[t], 1.0)
+    etok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.eattr_ptr))
+    keep = inner[etok]
+    etok = etok[keep]
+    e = corpus.eattrs[keep].astype(np.int64)
+    np.add.at(counts, lay["edge"].start + e * L * L + y[etok - 1] * L + y[etok], 1.0)
+    return counts

@@ -114,3 +114,19 @@ def test_option_checks(tmp_path):
         train([data], tmpl, log=lambda m: None, sigma=1)
     assert {p.name for p in TRAIN_PARAMS} >= {"c1", "c2", "max_iter", "epsilon", "min_freq", "threads"}
     assert all(p.help for p in TRAIN_PARAMS)
+
+
+def test_empirical_and_expected_counts_make_the_gradient():
+    tmpl = parse_template(TEMPLATE + "B1:%x[0,1]\n")
+    space, corpus = FeatureSpace.fit(random_corpus(20, seed=11, max_len=5), tmpl)
+    obj = LogLikelihood(space, corpus, c2=0.0)
+    w = np.random.default_rng(2).normal(scale=0.3, size=space.n_params)
+    _, grad = obj(w)
+    emp = obj.empirical_counts()
+    assert np.allclose(obj.expected_counts(w) - emp, grad)
+    # every attribute occurrence, start, end, transition and edge attribute of the gold labels
+    assert emp.sum() == pytest.approx(
+        corpus.attrs.size + 2 * corpus.n_sentences + (corpus.n_tokens - corpus.n_sentences)
+        + sum(1 for i in range(corpus.n_tokens) if i not in set(corpus.sent_ptr[:-1].tolist())
+              for _ in range(corpus.eattr_ptr[i + 1] - corpus.eattr_ptr[i])))
+    assert obj.max_active() >= 3
