@@ -72,12 +72,15 @@ def _train_options(f):
               help="Where to write the trained model (written atomically).")
 @click.option("--dev", "dev_file", metavar="FILE",
               help="Development set scored every iteration; the best iteration's weights are kept.")
+@click.option("--trace", "trace_file", metavar="FILE",
+              help="Write one line per objective evaluation (TSV): evaluation, forward-backward "
+                   "passes, seconds, objective, dev F1 (with --dev).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @_train_options
-def train(train_files, template, model_path, dev_file, quiet, **options):
+def train(train_files, template, model_path, dev_file, trace_file, quiet, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
     from crftk.train import train as run
-    run(list(train_files), template, model_path, dev_file=dev_file,
+    run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         log=(lambda msg: None) if quiet else (lambda msg: click.echo(msg, err=True)), **options)
 
 

@@ -1,5 +1,6 @@
 """Training: read data, build the feature space, optimize, keep the best weights, save."""
 
+import contextlib
 import os
 import sys
 import time
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.conll import iter_corpus, read_corpus
+from crftk.conll import AtomicWriter, iter_corpus, read_corpus
 from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
@@ -83,8 +84,35 @@ class DevScorer:
         return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
 
 
-def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log, **options):
-    """Train a linear-chain CRF; saves it to model_path (if given) and returns the Model."""
+class Trace:
+    """Writes one line per objective evaluation: evaluation, forward-backward passes so
+    far, seconds, objective, and dev F1 when a development set is given (TSV)."""
+
+    COLUMNS = ("evaluation", "passes", "seconds", "objective", "dev_f1")
+
+    def __init__(self, objective, out, dev=None):
+        self.objective, self.out, self.dev = objective, out, dev
+        self.start = time.perf_counter()
+        self.n = 0
+        out.write("\t".join(self.COLUMNS) + "\n")
+
+    def __call__(self, w):
+        f, g = self.objective(w)
+        self.n += 1
+        seconds = time.perf_counter() - self.start     # the dev scoring below is not training time
+        f1 = f"{self.dev(w).overall.f1:.4f}" if self.dev is not None else ""
+        self.out.write(f"{self.n}\t{self.objective.n_evals}\t{seconds:.4f}\t{f:.10g}\t{f1}\n")
+        self.out.flush()
+        return f, g
+
+
+def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
+          trace_file=None, **options):
+    """Train a linear-chain CRF; saves it to model_path (if given) and returns the Model.
+
+    trace_file: a path (written atomically when training ends) or an open text file
+    receiving one line per objective evaluation (see Trace).
+    """
     unknown = set(options) - set(DEFAULTS)
     if unknown:
         raise TypeError(f"unknown training options: {sorted(unknown)}")
@@ -151,9 +179,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         return False
 
     start = time.perf_counter()
-    result = lbfgs(objective, np.zeros(space.n_params), c1=opt["c1"], m=opt["history"],
-                   max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
-                   callback=on_iteration)
+    with contextlib.ExitStack() as stack:
+        fun = objective
+        if trace_file is not None:
+            out = trace_file if hasattr(trace_file, "write") else stack.enter_context(AtomicWriter(trace_file))
+            fun = Trace(objective, out, dev)
+        result = lbfgs(fun, np.zeros(space.n_params), c1=opt["c1"], m=opt["history"],
+                       max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
+                       callback=on_iteration)
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 

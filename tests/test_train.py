@@ -130,3 +130,22 @@ def test_empirical_and_expected_counts_make_the_gradient():
         + sum(1 for i in range(corpus.n_tokens) if i not in set(corpus.sent_ptr[:-1].tolist())
               for _ in range(corpus.eattr_ptr[i + 1] - corpus.eattr_ptr[i])))
     assert obj.max_active() >= 3
+
+
+def test_trace_has_one_line_per_evaluation(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(60, seed=12))
+    dev = write_corpus(tmp_path / "dev.txt", random_corpus(20, seed=13))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    model = train([data], tmpl, dev_file=dev, log=lambda m: None, max_iter=8, trace_file=tmp_path / "tr.tsv")
+    lines = (tmp_path / "tr.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == ["evaluation", "passes", "seconds", "objective", "dev_f1"]
+    rows = [l.split("\t") for l in lines[1:]]
+    assert len(rows) == model.info["evaluations"]
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))
+    assert [int(r[1]) for r in rows] == list(range(1, len(rows) + 1))
+    seconds = [float(r[2]) for r in rows]
+    assert seconds == sorted(seconds)
+    assert float(rows[-1][3]) == pytest.approx(model.info["objective"], rel=1e-6) or \
+        min(float(r[3]) for r in rows) == pytest.approx(model.info["objective"], rel=1e-6)
+    assert all(0 <= float(r[4]) <= 100 for r in rows)

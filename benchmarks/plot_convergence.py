@@ -1,0 +1,77 @@
+"""Convergence figures in the style of Sha & Pereira (2003), Figures 2 and 3.
+
+Reads `crftk train --trace` files and draws (1) the penalized log-likelihood
+against forward-backward passes and (2) dev F1 against passes, one curve per
+training method. Needs matplotlib (pip install 'crftk[plot]'); crftk itself
+does not.
+
+    python benchmarks/plot_convergence.py -o docs/convergence LABEL=TRACE.tsv ...
+"""
+
+import argparse
+import csv
+import sys
+
+
+def read_trace(path):
+    with open(path, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    passes = [int(r["passes"]) for r in rows]
+    objective = [float(r["objective"]) for r in rows]
+    f1 = [float(r["dev_f1"]) if r.get("dev_f1") else None for r in rows]
+    return passes, objective, f1
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("traces", nargs="+", metavar="LABEL=FILE", help="a trace file and its curve label")
+    ap.add_argument("-o", "--output", required=True, help="prefix of the PNG files (-objective.png, -f1.png)")
+    ap.add_argument("--title", default="", help="title prefix")
+    ap.add_argument("--max-passes", type=int, default=None, help="cut the x axis here")
+    args = ap.parse_args(argv)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_convergence: matplotlib is needed for the figures (pip install matplotlib)")
+
+    curves = []
+    for spec in args.traces:
+        label, _, path = spec.partition("=")
+        if not path:
+            label, path = spec, spec
+        curves.append((label, *read_trace(path)))
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for label, passes, objective, _ in curves:
+        ax.plot(passes, [-f for f in objective], label=label)
+    ax.set_xlabel("forward-backward passes")
+    ax.set_ylabel("penalized log-likelihood")
+    lows = [-max(o) for _, _, o, _ in curves]
+    ax.set_ylim(bottom=max(lows) if lows else None)
+    if args.max_passes:
+        ax.set_xlim(0, args.max_passes)
+    ax.set_title((args.title + ": " if args.title else "") + "convergence")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.output + "-objective.png", dpi=120)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for label, passes, _, f1 in curves:
+        pts = [(p, f) for p, f in zip(passes, f1) if f is not None]
+        if pts:
+            ax.plot([p for p, _ in pts], [f for _, f in pts], label=label)
+    ax.set_xlabel("forward-backward passes")
+    ax.set_ylabel("dev F1")
+    if args.max_passes:
+        ax.set_xlim(0, args.max_passes)
+    ax.set_title((args.title + ": " if args.title else "") + "F1 during training")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.output + "-f1.png", dpi=120)
+    print(f"wrote {args.output}-objective.png and {args.output}-f1.png")
+
+
+if __name__ == "__main__":
+    main()
