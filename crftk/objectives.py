@@ -9,8 +9,9 @@ class LogLikelihood:
     """Negative log-likelihood plus ``c2 * ||w||^2`` (CRFsuite's L2 convention).
 
     Calling it returns (value, gradient); ``n_evals`` counts forward-backward
-    passes over the corpus. ``frozen`` marks parameters held at zero (the
-    transitions of a template without a label bigram).
+    passes over the corpus. ``frozen`` marks parameters held at their starting
+    value and left out of the penalty (the transitions of a template without a
+    label bigram, at zero; the pinned weights of hard constraints).
     """
 
     def __init__(self, space, corpus, *, c2=1.0, n_threads=1, frozen=None):
@@ -56,6 +57,9 @@ class LogLikelihood:
             grad += (2.0 * self.c2) * w
         if self.frozen is not None:
             grad[self.frozen] = 0.0
+            if self.c2 > 0:
+                fixed = w[self.frozen]
+                loss -= self.c2 * float(fixed @ fixed)
         return loss, grad
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crftk.constraints import FORBIDDEN, check_gold, forbidden_parameters
 from crftk.conll import AtomicWriter, iter_corpus, read_corpus
 from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
@@ -45,6 +46,10 @@ TRAIN_PARAMS = (
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
     Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
+    Param("constraints", "none", str,
+          "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
+          "another type), iob1 (B-X only between chunks of type X), bioes; none.",
+          ("none", "iob2", "iob1", "bioes")),
     Param("threads", 0, int, "Worker threads for the lattice kernels; 0 uses all cores."),
 )
 DEFAULTS = {p.name: p.default for p in TRAIN_PARAMS}
@@ -149,11 +154,17 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
             log(f"development set: {len(dev_sents)} sentences from {dev_file}")
 
     lay = space.layout()
-    frozen = None
+    frozen = np.zeros(space.n_params, dtype=bool)
+    w0 = np.zeros(space.n_params)
     if not template.label_bigram:
-        frozen = np.zeros(space.n_params, dtype=bool)
         frozen[lay["trans"]] = True
-    objective = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=n_threads, frozen=frozen)
+    if opt["constraints"] != "none":
+        check_gold(space, corpus, opt["constraints"])
+        forbidden = forbidden_parameters(space, opt["constraints"])
+        frozen |= forbidden
+        w0[forbidden] = FORBIDDEN
+    objective = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=n_threads,
+                              frozen=frozen if frozen.any() else None)
 
     best = {"f1": -1.0, "iteration": 0, "w": None}
     history = []
@@ -184,7 +195,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if trace_file is not None:
             out = trace_file if hasattr(trace_file, "write") else stack.enter_context(AtomicWriter(trace_file))
             fun = Trace(objective, out, dev)
-        result = lbfgs(fun, np.zeros(space.n_params), c1=opt["c1"], m=opt["history"],
+        result = lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
                        max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
                        callback=on_iteration)
     seconds = time.perf_counter() - start

@@ -1,0 +1,89 @@
+"""Hard constraints on label sequences of chunk encodings (IOB2, IOB1, BIOES).
+
+A constraint set says which labels may start or end a sentence and which may
+follow which, e.g. in IOB2 no ``I-X`` after ``O``. Training and decoding
+enforce it by pinning the weights of forbidden transitions, starts and ends
+at FORBIDDEN: exponentiated, that is exactly zero probability, and Viterbi
+never takes such a step while an allowed path exists.
+"""
+
+import numpy as np
+
+from crftk.errors import CrftkError
+
+SCHEMES = ("iob2", "iob1", "bioes")
+FORBIDDEN = -1e4
+PREFIXES = {"iob2": "BI", "iob1": "BI", "bioes": "BIES"}
+
+
+def _split(label, scheme):
+    if label == "O":
+        return "O", ""
+    prefix, dash, kind = label.partition("-")
+    if not dash or prefix not in PREFIXES[scheme] or not kind:
+        raise CrftkError(f"label {label!r} is not an {scheme.upper()} tag "
+                         f"({'/'.join(PREFIXES[scheme])}-TYPE or O)")
+    return prefix, kind
+
+
+def _allowed(prev, cur, scheme):
+    """May label cur follow label prev (both (prefix, type))?"""
+    (pp, pt), (cp, ct) = prev, cur
+    if scheme == "iob2":
+        return cp != "I" or (pp in "BI" and pt == ct)
+    if scheme == "iob1":
+        return cp != "B" or (pp in "BI" and pt == ct)
+    inside = pp in "BI"                        # bioes: a chunk is open after B or I
+    if inside:
+        return cp in "IE" and pt == ct
+    return cp in "BSO"
+
+
+def allowed(labels, scheme):
+    """(transitions [L, L], starts [L], ends [L]) boolean masks of what is allowed."""
+    if scheme not in SCHEMES:
+        raise CrftkError(f"unknown constraint scheme {scheme!r}: choose {', '.join(SCHEMES)}")
+    parts = [_split(lab, scheme) for lab in labels]
+    trans = np.array([[_allowed(p, c, scheme) for c in parts] for p in parts], dtype=bool)
+    starts = np.array([_allowed(("O", ""), c, scheme) for c in parts], dtype=bool)
+    if scheme == "bioes":
+        ends = np.array([p in "ESO" for p, _ in parts], dtype=bool)
+    else:
+        ends = np.ones(len(labels), dtype=bool)
+    return trans, starts, ends
+
+
+def forbidden_parameters(space, scheme):
+    """Boolean mask over the parameter vector: the weights pinned at FORBIDDEN."""
+    trans, starts, ends = allowed(space.labels, scheme)
+    lay = space.layout()
+    mask = np.zeros(space.n_params, dtype=bool)
+    mask[lay["trans"]] = ~trans.reshape(-1)
+    mask[lay["start"]] = ~starts
+    mask[lay["end"]] = ~ends
+    return mask
+
+
+def check_gold(space, corpus, scheme):
+    """Raise if a gold labeling breaks the constraints (it would have zero probability)."""
+    trans, starts, ends = allowed(space.labels, scheme)
+    y = corpus.labels
+    first, last = corpus.sent_ptr[:-1], corpus.sent_ptr[1:] - 1
+    inner = np.ones(y.size, dtype=bool)
+    inner[first] = False
+    t = np.flatnonzero(inner)
+    bad = t[~trans[y[t - 1], y[t]]]
+    problems = []
+    if bad.size:
+        problems.append((int(bad[0]), f"{space.labels[y[bad[0] - 1]]} followed by {space.labels[y[bad[0]]]}"))
+    bad = first[~starts[y[first]]]
+    if bad.size:
+        problems.append((int(bad[0]), f"a sentence starts with {space.labels[y[bad[0]]]}"))
+    bad = last[~ends[y[last]]]
+    if bad.size:
+        problems.append((int(bad[0]), f"a sentence ends with {space.labels[y[bad[0]]]}"))
+    if problems:
+        tok, what = min(problems)
+        sentence = int(np.searchsorted(corpus.sent_ptr, tok, side="right"))
+        raise CrftkError(f"the gold labels break the {scheme} constraints ({what}, sentence {sentence}); "
+                         f"choose another --constraints scheme or none")
