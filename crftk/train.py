@@ -15,6 +15,7 @@ from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
 from crftk.objectives import LogLikelihood
+from crftk.online import averaged_perceptron
 from crftk.optimize import lbfgs
 from crftk.templates import read_template
 
@@ -32,7 +33,8 @@ class Param:
 
 TRAIN_PARAMS = (
     Param("algorithm", "lbfgs", str,
-          "Optimizer. lbfgs: L-BFGS for L2; OWL-QN automatically when --c1 > 0.", ("lbfgs",)),
+          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); perceptron: Collins' averaged "
+          "perceptron (ignores --c1/--c2; --max-iter counts epochs).", ("lbfgs", "perceptron")),
     Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
     Param("c2", 1.0, float, "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
                             "of variance 1/(2*c2)). 0 disables L2."),
@@ -174,8 +176,11 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         now = time.perf_counter()
         record = {"iteration": info.iteration, "objective": info.f, "gnorm": info.gnorm,
                   "active": info.n_active, "evals": info.n_evals, "seconds": now - clock[0]}
-        line = (f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}  "
-                f"active {info.n_active}")
+        if opt["algorithm"] == "perceptron":
+            line = f"epoch {info.iteration:4d}  mislabeled tokens {int(info.f)}  active {info.n_active}"
+        else:
+            line = (f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}  "
+                    f"active {info.n_active}")
         if dev is not None:
             score = dev(info.x)
             record["dev_f1"] = score.overall.f1
@@ -195,9 +200,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if trace_file is not None:
             out = trace_file if hasattr(trace_file, "write") else stack.enter_context(AtomicWriter(trace_file))
             fun = Trace(objective, out, dev)
-        result = lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
-                       max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
-                       callback=on_iteration)
+        if opt["algorithm"] == "perceptron":
+            result = averaged_perceptron(objective.lattices, corpus.labels, w0, max_iter=opt["max_iter"],
+                                         epsilon=opt["epsilon"], period=opt["period"],
+                                         frozen=frozen if frozen.any() else None, callback=on_iteration)
+        else:
+            result = lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen,
+                           m=opt["history"], max_iter=opt["max_iter"], epsilon=opt["epsilon"],
+                           period=opt["period"], callback=on_iteration)
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 

@@ -433,6 +433,35 @@ cdef int nbest_one(const Data* d, const double* w, Py_ssize_t t0, int T, int K, 
     return n
 
 
+cdef void add_counts(const Data* d, Py_ssize_t t0, int T, const int* y, double amount,
+                     double* w, double* u, double c) noexcept nogil:
+    """w += amount * F(y) and u += c * amount * F(y) for the labeling y of one sentence."""
+    cdef int L = d.L
+    cdef int t, k, a, f
+    cdef Py_ssize_t idx
+    for t in range(T):
+        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+                if d.feat_label[f] == y[t]:
+                    w[f] += amount
+                    u[f] += c * amount
+                    break
+        if t > 0:
+            idx = d.off_trans + y[t - 1] * L + y[t]
+            w[idx] += amount
+            u[idx] += c * amount
+            if d.has_edges:
+                for k in range(d.eattr_ptr[t0 + t], d.eattr_ptr[t0 + t + 1]):
+                    idx = d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L + y[t - 1] * L + y[t]
+                    w[idx] += amount
+                    u[idx] += c * amount
+    w[d.off_start + y[0]] += amount
+    u[d.off_start + y[0]] += c * amount
+    w[d.off_end + y[T - 1]] += amount
+    u[d.off_end + y[T - 1]] += c * amount
+
+
 cdef class Lattices:
     """The lattices of an encoded corpus, ready for the kernels."""
 
@@ -692,6 +721,59 @@ cdef class Lattices:
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
         return paths_np, scores_np, counts_np
+
+    def perceptron_epoch(self, double[::1] w, double[::1] u, const int[::1] labels,
+                         const int[::1] order, double c):
+        """One pass of Collins' averaged perceptron over the sentences in ``order``.
+
+        For each sentence, Viterbi with the current weights; on a mistake,
+        w += F(gold) - F(predicted). u accumulates c times every update, c
+        counting the sentences seen (starting at 1), so that the averaged
+        weights are w - u / c. Updates w and u in place; returns
+        (sentences with a mistake, tokens with a mistake, c after the pass).
+        """
+        self._check_w(w)
+        if u.shape[0] != w.shape[0] or labels.shape[0] != self.n_tokens:
+            raise ValueError("u must match w and labels the tokens")
+        lab = np.asarray(labels)
+        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
+            raise ValueError("gold label out of range")
+        o = np.asarray(order)
+        if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
+            raise ValueError("sentence index out of range")
+        cdef int L = self.n_labels
+        cdef Work* wk = work_new(self.max_len, L, 0)
+        cdef int* bp = <int*> malloc(max(1, self.max_len) * L * sizeof(int))
+        cdef int* pred = <int*> malloc(max(1, self.max_len) * sizeof(int))
+        cdef double score
+        cdef Py_ssize_t k, s, t0
+        cdef int T, t, wrong
+        cdef long n_sent = 0, n_tok = 0
+        if wk == NULL or bp == NULL or pred == NULL:
+            work_free(wk)
+            free(bp)
+            free(pred)
+            raise MemoryError("cannot allocate lattice buffers")
+        with nogil:
+            for k in range(order.shape[0]):
+                s = order[k]
+                t0 = self.sent_ptr[s]
+                T = <int> (self.sent_ptr[s + 1] - t0)
+                viterbi_one(&self.d, &w[0], t0, T, wk, bp, pred, &score)
+                wrong = 0
+                for t in range(T):
+                    if pred[t] != labels[t0 + t]:
+                        wrong += 1
+                if wrong:
+                    n_sent += 1
+                    n_tok += wrong
+                    add_counts(&self.d, t0, T, &labels[t0], 1.0, &w[0], &u[0], c)
+                    add_counts(&self.d, t0, T, pred, -1.0, &w[0], &u[0], c)
+                c += 1.0
+        work_free(wk)
+        free(bp)
+        free(pred)
+        return n_sent, n_tok, c
 
     def sequence_scores(self, const double[::1] w, const int[::1] labels):
         """Score (unnormalised log potential) of the given labeling of each sentence."""

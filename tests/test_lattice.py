@@ -427,3 +427,42 @@ def test_nbest_k_must_be_positive():
     lat = build()
     with pytest.raises(ValueError):
         lat.nbest(np.zeros(lat.n_params), 0)
+
+
+@pytest.mark.parametrize("seed,edges", [(0, 0), (1, 2), (2, 0)])
+def test_perceptron_epoch_matches_a_plain_reference(seed, edges):
+    from lattice_reference import all_labelings, feature_counts, random_corpus
+    rng = np.random.default_rng(seed)
+    c = random_corpus(rng, 3, [1, 3, 4, 2, 3], n_eattrs=edges)
+    lat = Lattices(*c.arrays())
+    y = rng.integers(0, c.L, size=c.N).astype(I32)
+    order = rng.permutation(c.S).astype(I32)
+    w = rng.normal(size=c.P)
+    u = np.zeros(c.P)
+    w_ref, u_ref, cc = w.copy(), u.copy(), 1.0
+    mistakes = 0
+    for s in order:
+        t0, T = int(c.sent_ptr[s]), int(c.sent_ptr[s + 1] - c.sent_ptr[s])
+        Y = all_labelings(c.L, T)
+        phi = feature_counts(c, t0, Y)
+        best = Y[int(np.argmax(phi @ w_ref))]          # ties: first maximum, as the kernel
+        gold = y[t0:t0 + T]
+        if not np.array_equal(best, gold):
+            mistakes += 1
+            delta = feature_counts(c, t0, gold[None, :])[0] - feature_counts(c, t0, best[None, :])[0]
+            w_ref += delta
+            u_ref += cc * delta
+        cc += 1.0
+    n_sent, _, c_end = lat.perceptron_epoch(w, u, y, order, 1.0)
+    assert n_sent == mistakes and c_end == cc
+    assert np.allclose(w, w_ref) and np.allclose(u, u_ref)
+
+
+def test_perceptron_epoch_validates():
+    lat = build()
+    w = np.zeros(lat.n_params)
+    with pytest.raises(ValueError):
+        lat.perceptron_epoch(w, np.zeros(3), np.zeros(lat.n_tokens, I32), np.zeros(1, I32), 1.0)
+    with pytest.raises(ValueError):
+        lat.perceptron_epoch(w, np.zeros_like(w), np.zeros(lat.n_tokens, I32),
+                             np.array([lat.n_sentences], I32), 1.0)

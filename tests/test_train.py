@@ -149,3 +149,19 @@ def test_trace_has_one_line_per_evaluation(tmp_path):
     assert float(rows[-1][3]) == pytest.approx(model.info["objective"], rel=1e-6) or \
         min(float(r[3]) for r in rows) == pytest.approx(model.info["objective"], rel=1e-6)
     assert all(0 <= float(r[4]) <= 100 for r in rows)
+
+
+def test_averaged_perceptron_training(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(200, seed=14))
+    dev = write_corpus(tmp_path / "dev.txt", random_corpus(60, seed=15))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    logs = []
+    model = train([data], tmpl, dev_file=dev, log=logs.append, algorithm="perceptron", max_iter=20)
+    assert any(l.startswith("epoch    1  mislabeled tokens") for l in logs)
+    corpus = model.space.encode(random_corpus(200, seed=14))
+    pred, _ = model.space.lattices(corpus).viterbi(model.weights)
+    assert (pred == corpus.labels).mean() > 0.98
+    assert model.info["converged"] and "no training sentence mislabeled" in model.info["stop_reason"]
+    hist = model.info["history"]
+    assert model.info["chosen_iteration"] == max(hist, key=lambda h: h["dev_f1"])["iteration"]
