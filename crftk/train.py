@@ -1,6 +1,7 @@
 """Training: read data, build the feature space, optimize, keep the best weights, save."""
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -174,7 +175,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
 
     def on_iteration(info):
         now = time.perf_counter()
-        record = {"iteration": info.iteration, "objective": info.f, "gnorm": info.gnorm,
+        record = {"iteration": info.iteration, "objective": info.f,
+                  "gnorm": info.gnorm if math.isfinite(info.gnorm) else None,
                   "active": info.n_active, "evals": info.n_evals, "seconds": now - clock[0]}
         if opt["algorithm"] == "perceptron":
             line = f"epoch {info.iteration:4d}  mislabeled tokens {int(info.f)}  active {info.n_active}"

@@ -157,7 +157,9 @@ def test_averaged_perceptron_training(tmp_path):
     tmpl = tmp_path / "t.tmpl"
     tmpl.write_text(TEMPLATE)
     logs = []
-    model = train([data], tmpl, dev_file=dev, log=logs.append, algorithm="perceptron", max_iter=20)
+    model = train([data], tmpl, tmp_path / "p.model", dev_file=dev, log=logs.append,
+                  algorithm="perceptron", max_iter=20)
+    assert Model.load(tmp_path / "p.model").info["options"]["algorithm"] == "perceptron"
     assert any(l.startswith("epoch    1  mislabeled tokens") for l in logs)
     corpus = model.space.encode(random_corpus(200, seed=14))
     pred, _ = model.space.lattices(corpus).viterbi(model.weights)
