@@ -65,10 +65,15 @@ class LogLikelihood:
 
 def empirical_counts(space, corpus):
     """Feature counts of the gold labeling, laid out like the parameter vector."""
+    return label_counts(space, corpus, corpus.labels)
+
+
+def label_counts(space, corpus, labels):
+    """Feature counts of a labeling of the corpus (one label id per token), like the parameters."""
     L = space.n_labels
     lay = space.layout()
     counts = np.zeros(space.n_params)
-    y = corpus.labels.astype(np.int64)
+    y = np.asarray(labels).astype(np.int64)
     # state features: the (attribute, gold label) pair of every attribute occurrence
     tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
     attr_of_feat = np.repeat(np.arange(space.n_attrs), np.diff(space.feat_ptr))

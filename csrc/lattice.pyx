@@ -775,6 +775,74 @@ cdef class Lattices:
         free(pred)
         return n_sent, n_tok, c
 
+    def state_matrix(self, const double[::1] w):
+        """Log state potentials [N, L] of every token, start and end weights included."""
+        self._check_w(w)
+        cdef int L = self.n_labels
+        out_np = np.zeros((self.n_tokens, L), dtype=np.float64)
+        cdef double[:, ::1] out = out_np
+        cdef Py_ssize_t s, t0
+        if self.n_tokens == 0:
+            return out_np
+        with nogil:
+            for s in range(self.n_sentences):
+                t0 = self.sent_ptr[s]
+                state_scores(&self.d, &w[0], t0, <int> (self.sent_ptr[s + 1] - t0), &out[t0, 0])
+        return out_np
+
+    def viterbi_scores(self, const double[::1] w):
+        """Forward and backward Viterbi scores [N, L] (max-product messages).
+
+        fwd[t, y]: best score of a labeling of tokens ..t ending in y at t;
+        bwd[t, y]: best score of the rest of the sentence after t given y at t,
+        so fwd + bwd is the best score of a labeling through (t, y).
+        """
+        self._check_w(w)
+        cdef int L = self.n_labels
+        fwd_np = np.zeros((self.n_tokens, L), dtype=np.float64)
+        bwd_np = np.zeros((self.n_tokens, L), dtype=np.float64)
+        cdef double[:, ::1] fwd = fwd_np
+        cdef double[:, ::1] bwd = bwd_np
+        cdef double* sbuf = <double*> malloc(max(1, self.max_len) * L * sizeof(double))
+        cdef double* M = <double*> malloc(L * L * sizeof(double))
+        cdef const double* Tr
+        cdef Py_ssize_t s, t0
+        cdef int T, t, i, j
+        cdef double v, best
+        if sbuf == NULL or M == NULL:
+            free(sbuf)
+            free(M)
+            raise MemoryError()
+        with nogil:
+            for s in range(self.n_sentences):
+                t0 = self.sent_ptr[s]
+                T = <int> (self.sent_ptr[s + 1] - t0)
+                state_scores(&self.d, &w[0], t0, T, sbuf)
+                for j in range(L):
+                    fwd[t0, j] = sbuf[j]
+                    bwd[t0 + T - 1, j] = 0.0
+                for t in range(1, T):
+                    Tr = M if edge_scores(&self.d, &w[0], t0 + t, M) else &w[0] + self.d.off_trans
+                    for j in range(L):
+                        best = -INFINITY
+                        for i in range(L):
+                            v = fwd[t0 + t - 1, i] + Tr[i * L + j]
+                            if v > best:
+                                best = v
+                        fwd[t0 + t, j] = best + sbuf[t * L + j]
+                for t in range(T - 1, 0, -1):
+                    Tr = M if edge_scores(&self.d, &w[0], t0 + t, M) else &w[0] + self.d.off_trans
+                    for i in range(L):
+                        best = -INFINITY
+                        for j in range(L):
+                            v = Tr[i * L + j] + sbuf[t * L + j] + bwd[t0 + t, j]
+                            if v > best:
+                                best = v
+                        bwd[t0 + t - 1, i] = best
+        free(sbuf)
+        free(M)
+        return fwd_np, bwd_np
+
     def sequence_scores(self, const double[::1] w, const int[::1] labels):
         """Score (unnormalised log potential) of the given labeling of each sentence."""
         self._check_w(w)

@@ -466,3 +466,25 @@ def test_perceptron_epoch_validates():
     with pytest.raises(ValueError):
         lat.perceptron_epoch(w, np.zeros_like(w), np.zeros(lat.n_tokens, I32),
                              np.array([lat.n_sentences], I32), 1.0)
+
+
+@pytest.mark.parametrize("seed,edges", [(3, 0), (4, 2)])
+def test_state_matrix_and_viterbi_scores_against_enumeration(seed, edges):
+    from lattice_reference import all_labelings, feature_counts, random_corpus
+    rng = np.random.default_rng(seed)
+    c = random_corpus(rng, 3, [1, 4, 3], n_eattrs=edges)
+    lat = Lattices(*c.arrays())
+    w = rng.normal(size=c.P)
+    S = lat.state_matrix(w)
+    fwd, bwd = lat.viterbi_scores(w)
+    for s, t0, T in c.sentences():
+        Y = all_labelings(c.L, T)
+        scores = feature_counts(c, t0, Y) @ w
+        for t in range(T):
+            for y in range(c.L):
+                through = scores[Y[:, t] == y].max()
+                assert fwd[t0 + t, y] + bwd[t0 + t, y] == pytest.approx(through)
+                # one-token labelings isolate the state potential (with start and end weights)
+        if T == 1:
+            assert np.allclose(S[t0], scores)
+    assert np.allclose(fwd[c.sent_ptr[:-1]], S[c.sent_ptr[:-1]])
