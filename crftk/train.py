@@ -16,7 +16,7 @@ from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
 from crftk.objectives import LogLikelihood
-from crftk.online import averaged_perceptron
+from crftk.online import averaged_perceptron, sgd
 from crftk.optimize import lbfgs
 from crftk.templates import read_template
 
@@ -34,8 +34,10 @@ class Param:
 
 TRAIN_PARAMS = (
     Param("algorithm", "lbfgs", str,
-          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); perceptron: Collins' averaged "
-          "perceptron (ignores --c1/--c2; --max-iter counts epochs).", ("lbfgs", "perceptron")),
+          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); sgd: stochastic gradient "
+          "descent with L2 and a decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); "
+          "perceptron: Collins' averaged perceptron (ignores --c1/--c2; --max-iter counts epochs).",
+          ("lbfgs", "sgd", "perceptron")),
     Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
     Param("c2", 1.0, float, "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
                             "of variance 1/(2*c2)). 0 disables L2."),
@@ -180,6 +182,9 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                   "active": info.n_active, "evals": info.n_evals, "seconds": now - clock[0]}
         if opt["algorithm"] == "perceptron":
             line = f"epoch {info.iteration:4d}  mislabeled tokens {int(info.f)}  active {info.n_active}"
+        elif opt["algorithm"] == "sgd":
+            line = (f"epoch {info.iteration:4d}  objective {info.f:.6e}  rate {info.step:.3e}  "
+                    f"active {info.n_active}")
         else:
             line = (f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}  "
                     f"active {info.n_active}")
@@ -202,7 +207,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if trace_file is not None:
             out = trace_file if hasattr(trace_file, "write") else stack.enter_context(AtomicWriter(trace_file))
             fun = Trace(objective, out, dev)
-        if opt["algorithm"] == "perceptron":
+        if opt["algorithm"] == "sgd":
+            if opt["c1"] > 0:
+                raise CrftkError("--algorithm sgd supports L2 only; use lbfgs for --c1")
+            result = sgd(objective.lattices, corpus.labels, w0, c2=opt["c2"], max_iter=opt["max_iter"],
+                         epsilon=opt["epsilon"], period=opt["period"],
+                         frozen=frozen if frozen.any() else None,
+                         learn_transitions=template.label_bigram, callback=on_iteration, log=log)
+        elif opt["algorithm"] == "perceptron":
             result = averaged_perceptron(objective.lattices, corpus.labels, w0, max_iter=opt["max_iter"],
                                          epsilon=opt["epsilon"], period=opt["period"],
                                          frozen=frozen if frozen.any() else None, callback=on_iteration)

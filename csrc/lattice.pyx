@@ -148,14 +148,15 @@ cdef void work_free(Work* wk) noexcept nogil:
 
 cdef double forward_backward(const Data* d, const double* w, const double* E_shared,
                              double shift_shared, Py_ssize_t t0, int T,
-                             Work* wk, double* tacc) noexcept nogil:
+                             Work* wk, double* tacc, double scale) noexcept nogil:
     """Scaled forward-backward over one sentence; returns log Z.
 
     Afterwards alpha[t]*beta[t] are the node marginals and
     alpha[t-1,i]*E[t][i,j]*q[t,j] the edge marginals. When tacc is given,
     alpha[t-1,i]*q[t,j] is added to it for every position using the shared
     matrix (the gradient multiplies by that matrix once at the end); doing it
-    in the backward sweep reads q[t] once for both.
+    in the backward sweep reads q[t] once for both. The weights are scale * w
+    (SGD keeps them so); E_shared must already be built from the scaled ones.
     """
     cdef int L = d.L
     cdef int t, i, j
@@ -167,9 +168,15 @@ cdef double forward_backward(const Data* d, const double* w, const double* E_sha
     cdef double* bt
 
     state_scores(d, w, t0, T, wk.s)
+    if scale != 1.0:
+        for i in range(T * L):
+            wk.s[i] *= scale
     # exp potentials of the transitions into each position
     for t in range(1, T):
         if edge_scores(d, w, t0 + t, wk.mbuf):
+            if scale != 1.0:
+                for i in range(L * L):
+                    wk.mbuf[i] *= scale
             shift = exp_shifted(wk.mbuf, wk.ebuf + <Py_ssize_t> t * L * L, L * L)
             wk.E[t] = wk.ebuf + <Py_ssize_t> t * L * L
             wk.scale[t] = shift      # log shift, consumed below
@@ -241,24 +248,24 @@ cdef double forward_backward(const Data* d, const double* w, const double* E_sha
 
 
 cdef double gold_score(const Data* d, const double* w, const double* s, Py_ssize_t t0,
-                       int T, const int* y) noexcept nogil:
-    """Score of the labeling y (log potentials; s from state_scores)."""
+                       int T, const int* y, double scale) noexcept nogil:
+    """Score of the labeling y (s: state log potentials, already scaled; weights scale * w)."""
     cdef int L = d.L
     cdef int t, k
-    cdef double total = 0.0
+    cdef double total = 0.0, trans = 0.0
     for t in range(T):
         total += s[t * L + y[t]]
     for t in range(1, T):
-        total += w[d.off_trans + y[t - 1] * L + y[t]]
+        trans += w[d.off_trans + y[t - 1] * L + y[t]]
         if d.has_edges:
             for k in range(d.eattr_ptr[t0 + t], d.eattr_ptr[t0 + t + 1]):
-                total += w[d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L + y[t - 1] * L + y[t]]
-    return total
+                trans += w[d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L + y[t - 1] * L + y[t]]
+    return total + scale * trans
 
 
 cdef void accumulate_gradient(const Data* d, Py_ssize_t t0, int T, const int* y,
-                              Work* wk, double* g) noexcept nogil:
-    """g += expected counts - observed counts for one sentence.
+                              Work* wk, double* g, double factor) noexcept nogil:
+    """g += factor * (expected counts - observed counts) for one sentence.
 
     Expected transition counts of positions sharing the global matrix were
     gathered by forward_backward (its tacc argument).
@@ -284,15 +291,15 @@ cdef void accumulate_gradient(const Data* d, Py_ssize_t t0, int T, const int* y,
             for i in range(L):
                 ai = ap[i]
                 for j in range(L):
-                    wk.mbuf[i * L + j] = ai * E[i * L + j] * qt[j]
+                    wk.mbuf[i * L + j] = factor * ai * E[i * L + j] * qt[j]
             for i in range(L * L):
                 g[d.off_trans + i] += wk.mbuf[i]
             for k in range(d.eattr_ptr[tok], d.eattr_ptr[tok + 1]):
                 blk = g + d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L
                 for i in range(L * L):
                     blk[i] += wk.mbuf[i]
-                blk[y[t - 1] * L + y[t]] -= 1.0
-        g[d.off_trans + y[t - 1] * L + y[t]] -= 1.0
+                blk[y[t - 1] * L + y[t]] -= factor
+        g[d.off_trans + y[t - 1] * L + y[t]] -= factor
 
     # node marginals
     for t in range(T):
@@ -301,19 +308,19 @@ cdef void accumulate_gradient(const Data* d, Py_ssize_t t0, int T, const int* y,
         for j in range(L):
             pt[j] *= bt[j]
     for j in range(L):
-        g[d.off_start + j] += wk.alpha[j]
-        g[d.off_end + j] += wk.alpha[(T - 1) * L + j]
-    g[d.off_start + y[0]] -= 1.0
-    g[d.off_end + y[T - 1]] -= 1.0
+        g[d.off_start + j] += factor * wk.alpha[j]
+        g[d.off_end + j] += factor * wk.alpha[(T - 1) * L + j]
+    g[d.off_start + y[0]] -= factor
+    g[d.off_end + y[T - 1]] -= factor
 
     for t in range(T):
         pt = wk.alpha + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             a = d.attrs[k]
             for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                g[f] += pt[d.feat_label[f]]
+                g[f] += factor * pt[d.feat_label[f]]
                 if d.feat_label[f] == y[t]:
-                    g[f] -= 1.0
+                    g[f] -= factor
 
 
 cdef void viterbi_one(const Data* d, const double* w, Py_ssize_t t0, int T, Work* wk,
@@ -581,9 +588,9 @@ cdef class Lattices:
                 if wk != NULL:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, &tacc[tid, 0])
-                    total += logz - gold_score(d, wp, wk.s, t0, T, yp + t0)
-                    accumulate_gradient(d, t0, T, yp + t0, wk, &gbuf[tid, 0])
+                    logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, &tacc[tid, 0], 1.0)
+                    total += logz - gold_score(d, wp, wk.s, t0, T, yp + t0, 1.0)
+                    accumulate_gradient(d, t0, T, yp + t0, wk, &gbuf[tid, 0], 1.0)
             work_free(wk)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
@@ -655,7 +662,7 @@ cdef class Lattices:
                 if wk != NULL:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, NULL)
+                    logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, NULL, 1.0)
                     for t in range(T):
                         for j in range(L):
                             marg[t0 + t, j] = wk.alpha[t * L + j] * wk.beta[t * L + j]
@@ -775,6 +782,76 @@ cdef class Lattices:
         free(pred)
         return n_sent, n_tok, c
 
+    def sgd_epoch(self, double[::1] v, double a, const int[::1] labels, const int[::1] order,
+                  double lam, double t0_rate, double t, int learn_transitions=1):
+        """One pass of stochastic gradient descent with L2 (CRFsuite's l2sgd).
+
+        The weights are a * v. For each sentence of ``order``, with the rate
+        eta = 1 / (lam * (t0_rate + t)), the weights shrink by (1 - eta*lam)
+        (only a changes) and take a step -eta times the sentence's gradient
+        (only the parameters it touches change). lam is 2*c2/n_sentences.
+        Updates v in place; returns (a, t after the pass, sum of the sentences'
+        negative log-likelihoods, each at the weights before its step).
+        """
+        self._check_w(v)
+        if labels.shape[0] != self.n_tokens:
+            raise ValueError("labels must have one entry per token")
+        lab = np.asarray(labels)
+        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
+            raise ValueError("gold label out of range")
+        o = np.asarray(order)
+        if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
+            raise ValueError("sentence index out of range")
+        if not lam > 0 or not a > 0:
+            raise ValueError("lam and a must be positive")
+        cdef int L = self.n_labels
+        cdef const Data* d = &self.d
+        cdef Work* wk = work_new(self.max_len, L, d.has_edges)
+        cdef double* E = <double*> malloc(L * L * sizeof(double))
+        cdef double* M = <double*> malloc(L * L * sizeof(double))
+        cdef double* tacc = <double*> malloc(L * L * sizeof(double))
+        cdef Py_ssize_t k, s, t0, i, n
+        cdef int T
+        cdef double eta, shift, logz, factor, total = 0.0
+        if wk == NULL or E == NULL or M == NULL or tacc == NULL:
+            work_free(wk)
+            free(E)
+            free(M)
+            free(tacc)
+            raise MemoryError("cannot allocate lattice buffers")
+        n = v.shape[0]
+        with nogil:
+            for k in range(order.shape[0]):
+                s = order[k]
+                t0 = self.sent_ptr[s]
+                T = <int> (self.sent_ptr[s + 1] - t0)
+                for i in range(L * L):
+                    M[i] = a * v[d.off_trans + i]
+                    tacc[i] = 0.0
+                shift = exp_shifted(M, E, L * L)
+                logz = forward_backward(d, &v[0], E, shift, t0, T, wk, tacc, a)
+                total += logz - gold_score(d, &v[0], wk.s, t0, T, &labels[t0], a)
+                eta = 1.0 / (lam * (t0_rate + t))
+                a *= 1.0 - eta * lam
+                factor = -eta / a
+                accumulate_gradient(d, t0, T, &labels[t0], wk, &v[0], factor)
+                if learn_transitions:
+                    for i in range(L * L):
+                        v[d.off_trans + i] += factor * tacc[i] * E[i]
+                else:   # undo what accumulate_gradient put there
+                    for i in range(L * L):
+                        v[d.off_trans + i] = 0.0
+                if a < 1e-9:      # fold the scale back into v before it underflows
+                    for i in range(n):
+                        v[i] *= a
+                    a = 1.0
+                t += 1.0
+        work_free(wk)
+        free(E)
+        free(M)
+        free(tacc)
+        return a, t, total
+
     def state_matrix(self, const double[::1] w):
         """Log state potentials [N, L] of every token, start and end weights included."""
         self._check_w(w)
@@ -864,7 +941,7 @@ cdef class Lattices:
                 t0 = self.sent_ptr[s]
                 T = <int> (self.sent_ptr[s + 1] - t0)
                 state_scores(&self.d, &w[0], t0, T, sbuf)
-                out[s] = gold_score(&self.d, &w[0], sbuf, t0, T, &labels[t0])
+                out[s] = gold_score(&self.d, &w[0], sbuf, t0, T, &labels[t0], 1.0)
         free(sbuf)
         return out_np
 

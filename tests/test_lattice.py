@@ -488,3 +488,33 @@ def test_state_matrix_and_viterbi_scores_against_enumeration(seed, edges):
         if T == 1:
             assert np.allclose(S[t0], scores)
     assert np.allclose(fwd[c.sent_ptr[:-1]], S[c.sent_ptr[:-1]])
+
+
+@pytest.mark.parametrize("seed,edges", [(5, 0), (6, 2)])
+def test_sgd_epoch_matches_dense_updates(seed, edges):
+    from lattice_reference import all_labelings, feature_counts, random_corpus
+    rng = np.random.default_rng(seed)
+    c = random_corpus(rng, 3, [2, 3, 1, 4], n_eattrs=edges)
+    lat = Lattices(*c.arrays())
+    y = rng.integers(0, c.L, size=c.N).astype(I32)
+    order = rng.permutation(c.S).astype(I32)
+    lam, t0_rate = 0.3, 5.0
+    v = rng.normal(size=c.P)
+    a = 0.8
+    w_ref = a * v
+    loss_ref, t = 0.0, 2.0
+    for s in order:
+        t0, T = int(c.sent_ptr[s]), int(c.sent_ptr[s + 1] - c.sent_ptr[s])
+        phi = feature_counts(c, t0, all_labelings(c.L, T))
+        scores = phi @ w_ref
+        logz = np.logaddexp.reduce(scores)
+        gold = feature_counts(c, t0, y[None, t0:t0 + T])[0]
+        loss_ref += logz - gold @ w_ref
+        grad = np.exp(scores - logz) @ phi - gold
+        eta = 1.0 / (lam * (t0_rate + t))
+        w_ref = (1 - eta * lam) * w_ref - eta * grad
+        t += 1
+    a_end, t_end, loss = lat.sgd_epoch(v, a, y, order, lam, t0_rate, 2.0)
+    assert t_end == t
+    assert loss == pytest.approx(loss_ref)
+    assert np.allclose(a_end * v, w_ref)

@@ -167,3 +167,21 @@ def test_averaged_perceptron_training(tmp_path):
     assert model.info["converged"] and "no training sentence mislabeled" in model.info["stop_reason"]
     hist = model.info["history"]
     assert model.info["chosen_iteration"] == max(hist, key=lambda h: h["dev_f1"])["iteration"]
+
+
+def test_sgd_approaches_the_lbfgs_optimum(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(150, seed=16))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    exact = train([data], tmpl, log=lambda m: None, c2=0.5)
+    logs = []
+    approx = train([data], tmpl, tmp_path / "s.model", log=logs.append, algorithm="sgd", c2=0.5,
+                   max_iter=30)
+    space, corpus = exact.space, exact.space.encode(random_corpus(150, seed=16))
+    obj = LogLikelihood(space, corpus, c2=0.5)
+    f_exact, f_sgd = obj(exact.weights)[0], obj(approx.weights)[0]
+    f_zero = obj(np.zeros(space.n_params))[0]
+    assert f_exact <= f_sgd < f_exact + 0.02 * (f_zero - f_exact)
+    assert any(l.startswith("sgd calibration: eta0") for l in logs)
+    with pytest.raises(CrftkError, match="L2 only"):
+        train([data], tmpl, log=lambda m: None, algorithm="sgd", c1=1.0)
