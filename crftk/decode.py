@@ -17,7 +17,25 @@ class Tagger:
         self.space = model.space
         self.weights = model.weights
         self.n_threads = resolve_threads(threads)
-        self.labels = np.asarray(model.labels, dtype=object)
+        self.labels = np.asarray(model.output_labels, dtype=object)
+
+    @property
+    def output_names(self):
+        return sorted(set(self.labels.tolist())) if self.model.order == 2 else self.model.labels
+
+    @property
+    def output_index(self):
+        """Column of each label id in the output marginals."""
+        names = self.output_names
+        return np.array([names.index(x) for x in self.labels.tolist()], dtype=np.int64)
+
+    def output_marginals(self, lat):
+        """Marginals of the output labels [N, K] and log Z; pairs summed into tags for order 2."""
+        marg, logz = lat.marginals(self.weights, self.n_threads)
+        if self.model.order == 2:
+            from crftk.order2 import tag_probabilities
+            marg, _ = tag_probabilities(marg, self.model.labels)
+        return marg, logz
 
     def lattices(self, sentences):
         corpus = self.space.encode(sentences)
@@ -41,7 +59,7 @@ class Tagger:
         labels = self.labels
         if nbest > 0:
             paths, scores, counts = lat.nbest(w, nbest, nt)
-            marg, logz = lat.marginals(w, nt)
+            marg, logz = self.output_marginals(lat)
             for i, (s, sl) in enumerate(zip(sentences, slices)):
                 for k in range(counts[i]):
                     prob = math.exp(scores[i, k] - logz[i])
@@ -49,7 +67,8 @@ class Tagger:
                     path = paths[k, sl]
                     extra = [[lab] for lab in labels[path].tolist()]
                     if marginals:
-                        for cols, p in zip(extra, marg[sl][np.arange(path.size), path].tolist()):
+                        outp = self.output_index[path]
+                        for cols, p in zip(extra, marg[sl][np.arange(path.size), outp].tolist()):
                             cols.append(f"{p:.6f}")
                     _write_rows(out, s.rows, extra)
             return
@@ -58,11 +77,11 @@ class Tagger:
             for s, sl in zip(sentences, slices):
                 _write_rows(out, s.rows, [[lab] for lab in labels[pred[sl]].tolist()])
             return
-        marg, logz = lat.marginals(w, nt)
-        names = self.model.labels
+        marg, logz = self.output_marginals(lat)
+        names = self.output_names
         for i, (s, sl) in enumerate(zip(sentences, slices)):
             out.write(f"# prob {math.exp(vscore[i] - logz[i]):.6f}\n")
-            p = pred[sl]
+            p = self.output_index[pred[sl]]
             m = marg[sl]
             extra = []
             for t, y in enumerate(p.tolist()):

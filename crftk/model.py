@@ -24,6 +24,18 @@ class Model:
     def labels(self):
         return self.space.labels
 
+    @property
+    def order(self):
+        return int(self.info.get("order", 1))
+
+    @property
+    def output_labels(self):
+        """What decoding outputs for each label id: the label, or for order 2 the current tag."""
+        if self.order == 2:
+            from crftk.order2 import current_tag
+            return [current_tag(p) for p in self.labels]
+        return self.labels
+
     def save(self, path):
         meta, arrays = self.space.to_arrays()
         meta["info"] = self.info

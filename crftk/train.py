@@ -18,6 +18,8 @@ from crftk.model import Model
 from crftk.objectives import LogLikelihood
 from crftk.online import averaged_perceptron, sgd
 from crftk.optimize import lbfgs
+from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
+from crftk.order2 import pinned as order2_pinned
 from crftk.templates import read_template
 
 
@@ -51,6 +53,9 @@ TRAIN_PARAMS = (
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
     Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
+    Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
+                           "features on the current tag, as Sha & Pereira; lbfgs only; the pair "
+                           "label set grows as tags squared, so keep the tag set small).", (1, 2)),
     Param("constraints", "none", str,
           "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
           "another type), iob1 (B-X only between chunks of type X), bioes; none.",
@@ -80,10 +85,10 @@ def _stderr_log(msg):
 class DevScorer:
     """Scores a development set with the current weights (chunk F1 and accuracy)."""
 
-    def __init__(self, space, sentences, n_threads):
+    def __init__(self, space, sentences, n_threads, names=None):
         self.corpus = space.encode(sentences)
         self.lattices = space.lattices(self.corpus)
-        self.labels = space.labels
+        self.labels = names if names is not None else space.labels
         self.slices = self.corpus.sentence_slices()
         self.gold = [[row[space.label_col] for row in s.rows] for s in sentences]
         self.n_threads = n_threads
@@ -100,8 +105,9 @@ class Trace:
 
     COLUMNS = ("evaluation", "passes", "seconds", "objective", "dev_f1")
 
-    def __init__(self, objective, out, dev=None):
+    def __init__(self, objective, out, dev=None, to_weights=None):
         self.objective, self.out, self.dev = objective, out, dev
+        self.to_weights = to_weights or (lambda x: x)
         self.start = time.perf_counter()
         self.n = 0
         out.write("\t".join(self.COLUMNS) + "\n")
@@ -110,7 +116,7 @@ class Trace:
         f, g = self.objective(w)
         self.n += 1
         seconds = time.perf_counter() - self.start     # the dev scoring below is not training time
-        f1 = f"{self.dev(w).overall.f1:.4f}" if self.dev is not None else ""
+        f1 = f"{self.dev(self.to_weights(w)).overall.f1:.4f}" if self.dev is not None else ""
         self.out.write(f"{self.n}\t{self.objective.n_evals}\t{seconds:.4f}\t{f:.10g}\t{f1}\n")
         self.out.flush()
         return f, g
@@ -141,7 +147,13 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
 
     t0 = time.perf_counter()
     template = read_template(template_path)
-    space, corpus = FeatureSpace.fit(iter_corpus(train_files), template, label_col=opt["label_col"],
+    order2 = opt["order"] == 2
+    if order2 and opt["algorithm"] != "lbfgs":
+        raise CrftkError("--order 2 trains with --algorithm lbfgs only")
+    stream = iter_corpus(train_files)
+    if order2:
+        stream = pair_sentences(stream, opt["label_col"])
+    space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
                                      min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                      path=train_files[0])
     n_tokens = corpus.n_tokens
@@ -155,7 +167,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         # the development set needs the gold column, so exactly the training column count
         dev_sents = read_corpus(dev_file, n_columns=space.n_columns)
         if dev_sents:
-            dev = DevScorer(space, dev_sents, n_threads)
+            names = [current_tag(p) for p in space.labels] if order2 else None
+            dev = DevScorer(space, dev_sents, n_threads, names)
             log(f"development set: {len(dev_sents)} sentences from {dev_file}")
 
     lay = space.layout()
@@ -163,13 +176,25 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     w0 = np.zeros(space.n_params)
     if not template.label_bigram:
         frozen[lay["trans"]] = True
-    if opt["constraints"] != "none":
+    if order2:
+        forbidden = order2_pinned(space, opt["constraints"])
+        frozen |= forbidden
+        w0[forbidden] = FORBIDDEN
+    elif opt["constraints"] != "none":
         check_gold(space, corpus, opt["constraints"])
         forbidden = forbidden_parameters(space, opt["constraints"])
         frozen |= forbidden
         w0[forbidden] = FORBIDDEN
-    objective = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=n_threads,
+    objective = LogLikelihood(space, corpus, c2=0.0 if order2 else opt["c2"], n_threads=n_threads,
                               frozen=frozen if frozen.any() else None)
+    to_weights = lambda x: x        # noqa: E731  (the tied parameters of order 2 expand to weights)
+    if order2:
+        index, n_backoff = backoff_index(space)
+        objective = Tied(objective, index, n_backoff, c2=opt["c2"], frozen=frozen)
+        to_weights = objective.expand
+        w0 = np.concatenate([w0, np.zeros(n_backoff)])
+        frozen = ~objective.free
+        log(f"order 2: {space.n_labels} label pairs, {n_backoff} backoff features")
 
     best = {"f1": -1.0, "iteration": 0, "w": None}
     history = []
@@ -189,12 +214,12 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
             line = (f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}  "
                     f"active {info.n_active}")
         if dev is not None:
-            score = dev(info.x)
+            score = dev(to_weights(info.x))
             record["dev_f1"] = score.overall.f1
             record["dev_accuracy"] = score.token_accuracy
             line += f"  dev F1 {score.overall.f1:6.2f} acc {100 * score.token_accuracy:6.2f}"
             if score.overall.f1 > best["f1"]:
-                best.update(f1=score.overall.f1, iteration=info.iteration, w=info.x.copy())
+                best.update(f1=score.overall.f1, iteration=info.iteration, w=to_weights(info.x))
         line += f"  {record['seconds']:.2f}s"
         log(line)
         history.append(record)
@@ -206,7 +231,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         fun = objective
         if trace_file is not None:
             out = trace_file if hasattr(trace_file, "write") else stack.enter_context(AtomicWriter(trace_file))
-            fun = Trace(objective, out, dev)
+            fun = Trace(objective, out, dev, to_weights)
         if opt["algorithm"] == "sgd":
             if opt["c1"] > 0:
                 raise CrftkError("--algorithm sgd supports L2 only; use lbfgs for --c1")
@@ -225,13 +250,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 
-    weights = result.x
+    weights = to_weights(result.x)
     chosen = result.n_iter
     if dev is not None and best["w"] is not None:
         weights, chosen = best["w"], best["iteration"]
         log(f"keeping the weights of iteration {chosen} (best dev F1 {best['f1']:.2f})")
     info = {
         "options": opt,
+        "order": opt["order"],
         "threads": n_threads,
         "train_files": train_files,
         "dev_file": None if dev_file is None else str(dev_file),
