@@ -6,6 +6,7 @@ import sys
 import numpy as np
 
 from crftk.conll import chunked, read_sentences
+from crftk.errors import CrftkError
 from crftk.train import resolve_threads
 
 
@@ -44,8 +45,15 @@ class Tagger:
     def viterbi(self, sentences):
         """Best label ids per sentence: list of int arrays."""
         corpus, lat = self.lattices(sentences)
-        pred, _ = lat.viterbi(self.weights, self.n_threads)
+        pred = self._best(corpus, lat)[0]
         return [pred[sl] for sl in corpus.sentence_slices()]
+
+    def _best(self, corpus, lat):
+        """Best labeling of every token, and its score per sentence (None for MEMMs)."""
+        if self.model.model_type == "memm":
+            from crftk.memm import viterbi as memm_viterbi
+            return memm_viterbi(self.space, corpus, self.weights), None
+        return lat.viterbi(self.weights, self.n_threads)
 
     def tag(self, sentences):
         """Best label strings per sentence."""
@@ -57,6 +65,8 @@ class Tagger:
         w, nt = self.weights, self.n_threads
         slices = corpus.sentence_slices()
         labels = self.labels
+        if (nbest or marginals) and self.model.model_type == "memm":
+            raise CrftkError("n-best lists and marginals are computed for CRFs only, not MEMMs")
         if nbest > 0:
             paths, scores, counts = lat.nbest(w, nbest, nt)
             marg, logz = self.output_marginals(lat)
@@ -72,7 +82,7 @@ class Tagger:
                             cols.append(f"{p:.6f}")
                     _write_rows(out, s.rows, extra)
             return
-        pred, vscore = lat.viterbi(w, nt)
+        pred, vscore = self._best(corpus, lat)
         if not marginals:
             for s, sl in zip(sentences, slices):
                 _write_rows(out, s.rows, [[lab] for lab in labels[pred[sl]].tolist()])

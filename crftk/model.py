@@ -25,6 +25,10 @@ class Model:
         return self.space.labels
 
     @property
+    def model_type(self):
+        return self.info.get("model_type", "crf")
+
+    @property
     def order(self):
         return int(self.info.get("order", 1))
 

@@ -15,6 +15,8 @@ from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
+from crftk.memm import MEMMObjective
+from crftk.memm import viterbi as memm_viterbi
 from crftk.objectives import LogLikelihood
 from crftk.online import averaged_perceptron, sgd
 from crftk.optimize import lbfgs
@@ -53,6 +55,10 @@ TRAIN_PARAMS = (
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
     Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
+    Param("model_type", "crf", str,
+          "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
+          "features, normalized per token (Sha & Pereira's comparison; lbfgs, order 1).",
+          ("crf", "memm")),
     Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
                            "features on the current tag, as Sha & Pereira; lbfgs only; the pair "
                            "label set grows as tags squared, so keep the tag set small).", (1, 2)),
@@ -85,7 +91,9 @@ def _stderr_log(msg):
 class DevScorer:
     """Scores a development set with the current weights (chunk F1 and accuracy)."""
 
-    def __init__(self, space, sentences, n_threads, names=None):
+    def __init__(self, space, sentences, n_threads, names=None, memm=False):
+        self.space = space
+        self.memm = memm
         self.corpus = space.encode(sentences)
         self.lattices = space.lattices(self.corpus)
         self.labels = names if names is not None else space.labels
@@ -94,7 +102,10 @@ class DevScorer:
         self.n_threads = n_threads
 
     def __call__(self, w):
-        pred, _ = self.lattices.viterbi(w, self.n_threads)
+        if self.memm:
+            pred = memm_viterbi(self.space, self.corpus, w)
+        else:
+            pred, _ = self.lattices.viterbi(w, self.n_threads)
         names = np.asarray(self.labels, dtype=object)[pred]
         return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
 
@@ -148,8 +159,11 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     t0 = time.perf_counter()
     template = read_template(template_path)
     order2 = opt["order"] == 2
+    memm = opt["model_type"] == "memm"
     if order2 and opt["algorithm"] != "lbfgs":
         raise CrftkError("--order 2 trains with --algorithm lbfgs only")
+    if memm and (order2 or opt["algorithm"] != "lbfgs"):
+        raise CrftkError("--model-type memm trains with --algorithm lbfgs and --order 1 only")
     stream = iter_corpus(train_files)
     if order2:
         stream = pair_sentences(stream, opt["label_col"])
@@ -168,7 +182,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         dev_sents = read_corpus(dev_file, n_columns=space.n_columns)
         if dev_sents:
             names = [current_tag(p) for p in space.labels] if order2 else None
-            dev = DevScorer(space, dev_sents, n_threads, names)
+            dev = DevScorer(space, dev_sents, n_threads, names, memm)
             log(f"development set: {len(dev_sents)} sentences from {dev_file}")
 
     lay = space.layout()
@@ -185,8 +199,11 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         forbidden = forbidden_parameters(space, opt["constraints"])
         frozen |= forbidden
         w0[forbidden] = FORBIDDEN
-    objective = LogLikelihood(space, corpus, c2=0.0 if order2 else opt["c2"], n_threads=n_threads,
-                              frozen=frozen if frozen.any() else None)
+    if memm:
+        objective = MEMMObjective(space, corpus, c2=opt["c2"], frozen=frozen if frozen.any() else None)
+    else:
+        objective = LogLikelihood(space, corpus, c2=0.0 if order2 else opt["c2"], n_threads=n_threads,
+                                  frozen=frozen if frozen.any() else None)
     to_weights = lambda x: x        # noqa: E731  (the tied parameters of order 2 expand to weights)
     if order2:
         index, n_backoff = backoff_index(space)
@@ -258,6 +275,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     info = {
         "options": opt,
         "order": opt["order"],
+        "model_type": opt["model_type"],
         "threads": n_threads,
         "train_files": train_files,
         "dev_file": None if dev_file is None else str(dev_file),
