@@ -314,30 +314,16 @@ def read_corpus(path_or_paths, **kw) -> List[Sentence]:
     ``n_columns`` is not given the first token line of the first file fixes
     the column count for all the files.
     """
-    if isinstance(path_or_paths, (str, bytes, os.PathLike)) or hasattr(path_or_paths, "read"):
-        paths = [path_or_paths]
-    else:
-        paths = list(path_or_paths)
-    kw = dict(kw)
-    doc = kw.pop("first_doc", 0)
-    out = []
     # Building many small lists makes the cyclic garbage collector rescan the
     # growing corpus over and over (it more than doubles the reading time);
     # reading creates no reference cycles, so it is paused meanwhile.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for p in paths:
-            before = len(out)
-            out.extend(read_sentences(p, first_doc=doc, **kw))
-            if len(out) > before:
-                doc = out[-1].doc + 1
-                if kw.get("n_columns") is None:
-                    kw["n_columns"] = len(out[-1].rows[0])
+        return list(iter_corpus(path_or_paths, **kw))
     finally:
         if gc_was_enabled:
             gc.enable()
-    return out
 
 
 def chunked(sentences: Iterable, max_tokens=50_000, max_sentences=5_000) -> Iterator[list]:
@@ -468,7 +454,7 @@ class AtomicWriter:
             _unlink_quietly(tmp)
             reason = e.strerror or str(e)
             raise CrftkError(f"cannot write ({reason})", self.path) from None
-        _fsync_directory(os.path.dirname(target))
+        fsync_directory(os.path.dirname(target))
         return False
 
 
@@ -479,7 +465,7 @@ def _unlink_quietly(path):
         pass
 
 
-def _fsync_directory(directory):
+def fsync_directory(directory):
     """Make a rename durable; best effort (not possible on every platform)."""
     try:
         fd = os.open(directory or ".", os.O_RDONLY)

@@ -55,7 +55,11 @@ def allowed(labels, scheme):
 
 def forbidden_parameters(space, scheme):
     """Boolean mask over the parameter vector: the weights pinned at FORBIDDEN."""
-    trans, starts, ends = allowed(space.labels, scheme)
+    return pinned_mask(space, *allowed(space.labels, scheme))
+
+
+def pinned_mask(space, trans, starts, ends):
+    """The parameters to pin, given what is allowed (transition [L, L], start [L], end [L])."""
     lay = space.layout()
     mask = np.zeros(space.n_params, dtype=bool)
     mask[lay["trans"]] = ~trans.reshape(-1)

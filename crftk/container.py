@@ -52,6 +52,7 @@ import struct
 
 import numpy as np
 
+from crftk.conll import fsync_directory
 from crftk.errors import CrftkError
 
 __all__ = [
@@ -207,21 +208,6 @@ def _open_temp(path):
     raise FileExistsError(f"cannot create a temporary file next to {path}")
 
 
-def _fsync_directory(directory):
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(directory or ".", os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_container(path, meta, arrays, *, format_name=FORMAT_NAME):
     """Write ``meta`` and ``arrays`` to ``path`` atomically.
 
@@ -273,7 +259,7 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME):
                 os.unlink(tmp)
             except OSError:
                 pass
-    _fsync_directory(os.path.dirname(path))
+    fsync_directory(os.path.dirname(path))
 
 
 # ---------------------------------------------------------------------------

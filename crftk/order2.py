@@ -14,7 +14,7 @@ plain tags.
 import numpy as np
 
 from crftk.conll import Sentence
-from crftk.constraints import FORBIDDEN, allowed
+from crftk.constraints import allowed, pinned_mask
 from crftk.errors import CrftkError
 
 BOS = "<s>"
@@ -62,12 +62,7 @@ def pinned(space, scheme="none"):
         trans_ok &= t_ok[ci[:, None], ci[None, :]]
         start_ok &= t_start[ci]
         end_ok &= t_end[ci]
-    lay = space.layout()
-    mask = np.zeros(space.n_params, dtype=bool)
-    mask[lay["trans"]] = ~trans_ok.reshape(-1)
-    mask[lay["start"]] = ~start_ok
-    mask[lay["end"]] = ~end_ok
-    return mask
+    return pinned_mask(space, trans_ok, start_ok, end_ok)
 
 
 def backoff_index(space):

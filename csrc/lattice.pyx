@@ -367,6 +367,28 @@ cdef void viterbi_one(const Data* d, const double* w, Py_ssize_t t0, int T, Work
         out[t - 1] = bp[t * L + out[t]]
 
 
+cdef inline int best_head(const double* sc, const int* cnt, const int* ptr, int L, int K,
+                          const double* Tr, int j, double* best) noexcept nogil:
+    """The list i whose next unused entry (sc[i*K + ptr[i]], plus Tr[i*L+j] when Tr is
+    given) scores highest, its score in best[0]; -1 when every list is used up.
+
+    The lists hold, best first, the partial paths ending in label i at one
+    position; merging them gives the best paths one position further.
+    """
+    cdef int i, bi = -1
+    cdef double v
+    best[0] = -INFINITY
+    for i in range(L):
+        if ptr[i] < cnt[i]:
+            v = sc[<Py_ssize_t> i * K + ptr[i]]
+            if Tr != NULL:
+                v += Tr[i * L + j]
+            if bi < 0 or v > best[0]:
+                best[0] = v
+                bi = i
+    return bi
+
+
 cdef int nbest_one(const Data* d, const double* w, Py_ssize_t t0, int T, int K, Work* wk,
                    double* sc, int* py, int* pk, int* cnt, int* ptr,
                    int* out, Py_ssize_t out_stride, double* out_score) noexcept nogil:
@@ -376,8 +398,8 @@ cdef int nbest_one(const Data* d, const double* w, Py_ssize_t t0, int T, int K, 
     r-th best partial path ending in label y at t; cnt[t*L+y] how many.
     """
     cdef int L = d.L
-    cdef int t, i, j, r, bi, n, src_t
-    cdef double v, best
+    cdef int t, i, j, r, bi, n
+    cdef double best
     cdef const double* Tr
     cdef Py_ssize_t base, pbase
     state_scores(d, w, t0, T, wk.s)
@@ -395,14 +417,7 @@ cdef int nbest_one(const Data* d, const double* w, Py_ssize_t t0, int T, int K, 
                 ptr[i] = 0
             n = 0
             while n < K:
-                bi = -1
-                best = -INFINITY
-                for i in range(L):
-                    if ptr[i] < cnt[(t - 1) * L + i]:
-                        v = sc[((<Py_ssize_t> t - 1) * L + i) * K + ptr[i]] + Tr[i * L + j]
-                        if bi < 0 or v > best:
-                            best = v
-                            bi = i
+                bi = best_head(sc + (<Py_ssize_t> t - 1) * L * K, cnt + (t - 1) * L, ptr, L, K, Tr, j, &best)
                 if bi < 0:
                     break
                 sc[base + n] = best + wk.s[t * L + j]
@@ -416,14 +431,7 @@ cdef int nbest_one(const Data* d, const double* w, Py_ssize_t t0, int T, int K, 
         ptr[i] = 0
     n = 0
     while n < K:
-        bi = -1
-        best = -INFINITY
-        for i in range(L):
-            if ptr[i] < cnt[(T - 1) * L + i]:
-                v = sc[((<Py_ssize_t> T - 1) * L + i) * K + ptr[i]]
-                if bi < 0 or v > best:
-                    best = v
-                    bi = i
+        bi = best_head(sc + (<Py_ssize_t> T - 1) * L * K, cnt + (T - 1) * L, ptr, L, K, NULL, 0, &best)
         if bi < 0:
             break
         out_score[n] = best
