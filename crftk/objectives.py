@@ -22,6 +22,7 @@ class LogLikelihood:
         self.space = space
         self.corpus = corpus
         self._empirical = None
+        self._last = None
         self.lattices = space.lattices(corpus)
         self.labels = corpus.labels
         self.c2 = float(c2)
@@ -36,11 +37,19 @@ class LogLikelihood:
             self._empirical = empirical_counts(self.space, self.corpus)
         return self._empirical
 
+    def _loglik(self, w):
+        """Unpenalized (loss, gradient), reusing the last pass when w is the same point."""
+        last = self._last
+        if last is not None and last[0].shape == w.shape and np.array_equal(last[0], w):
+            return last[1], last[2]
+        loss, grad = self.lattices.loglik(w, self.labels, self.n_threads)
+        self.n_evals += 1
+        self._last = (np.array(w, copy=True), loss, grad)
+        return loss, grad
+
     def expected_counts(self, w):
         """Model expectation of each feature's count (of the unpenalized likelihood)."""
-        _, grad = self.lattices.loglik(w, self.labels, self.n_threads)
-        self.n_evals += 1
-        return grad + self.empirical_counts()
+        return self._loglik(w)[1] + self.empirical_counts()
 
     def max_active(self):
         """Most features that can fire on one sentence's labeling (GIS's constant C)."""
@@ -50,8 +59,8 @@ class LogLikelihood:
         return float(sums.max())
 
     def __call__(self, w):
-        loss, grad = self.lattices.loglik(w, self.labels, self.n_threads)
-        self.n_evals += 1
+        loss, grad = self._loglik(w)
+        grad = grad.copy()
         if self.c2 > 0:
             loss += self.c2 * float(w @ w)
             grad += (2.0 * self.c2) * w

@@ -19,7 +19,7 @@ from crftk.memm import MEMMObjective
 from crftk.memm import viterbi as memm_viterbi
 from crftk.objectives import LogLikelihood
 from crftk.online import averaged_perceptron, sgd
-from crftk.optimize import lbfgs
+from crftk.optimize import cg, gis, lbfgs
 from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
 from crftk.order2 import pinned as order2_pinned
 from crftk.templates import read_template
@@ -38,10 +38,14 @@ class Param:
 
 TRAIN_PARAMS = (
     Param("algorithm", "lbfgs", str,
-          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); sgd: stochastic gradient "
-          "descent with L2 and a decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); "
-          "perceptron: Collins' averaged perceptron (ignores --c1/--c2; --max-iter counts epochs).",
-          ("lbfgs", "sgd", "perceptron")),
+          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); cg: nonlinear conjugate "
+          "gradient; pcg: CG preconditioned by Sha & Pereira's diagonal Hessian approximation "
+          "(expected feature counts + 2*c2); mixed-cg: pcg for --mixed-after iterations, then cg; "
+          "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
+          "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
+          "averaged perceptron (ignores --c1/--c2; --max-iter counts epochs).",
+          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron")),
+    Param("mixed_after", 20, int, "mixed-cg: iterations with the preconditioner before plain CG."),
     Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
     Param("c2", 1.0, float, "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
                             "of variance 1/(2*c2)). 0 disables L2."),
@@ -162,6 +166,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     memm = opt["model_type"] == "memm"
     if order2 and opt["algorithm"] != "lbfgs":
         raise CrftkError("--order 2 trains with --algorithm lbfgs only")
+    if opt["mixed_after"] < 0:
+        raise CrftkError("--mixed-after must not be negative")
     if memm and (order2 or opt["algorithm"] != "lbfgs"):
         raise CrftkError("--model-type memm trains with --algorithm lbfgs and --order 1 only")
     stream = iter_corpus(train_files)
@@ -256,6 +262,27 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                          epsilon=opt["epsilon"], period=opt["period"],
                          frozen=frozen if frozen.any() else None,
                          learn_transitions=template.label_bigram, callback=on_iteration, log=log)
+        elif opt["algorithm"] in ("cg", "pcg", "mixed-cg"):
+            if opt["c1"] > 0:
+                raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs for --c1")
+            precondition = None
+            if opt["algorithm"] != "cg":
+                # Sha & Pereira: the expected sum of squared local features, i.e. the expected
+                # count of a binary feature, plus the prior's curvature; a floor keeps it usable
+                floor = 1e-6 + 2.0 * opt["c2"]
+                precondition = lambda x: objective.expected_counts(x) + floor  # noqa: E731
+            result = cg(fun, w0, precondition=precondition,
+                        mixed_after=opt["mixed_after"] if opt["algorithm"] == "mixed-cg" else None,
+                        max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
+                        callback=on_iteration)
+        elif opt["algorithm"] == "gis":
+            if opt["c1"] > 0:
+                raise CrftkError("--algorithm gis supports L2 only; use lbfgs for --c1")
+            result = gis(objective.expected_counts, objective.empirical_counts(), w0,
+                         C=objective.max_active(), c2=opt["c2"], max_iter=opt["max_iter"],
+                         epsilon=opt["epsilon"], period=opt["period"],
+                         objective=lambda x: fun(x)[0], fixed=frozen if frozen.any() else None,
+                         callback=on_iteration)
         elif opt["algorithm"] == "perceptron":
             result = averaged_perceptron(objective.lattices, corpus.labels, w0, max_iter=opt["max_iter"],
                                          epsilon=opt["epsilon"], period=opt["period"],

@@ -185,3 +185,21 @@ def test_sgd_approaches_the_lbfgs_optimum(tmp_path):
     assert any(l.startswith("sgd calibration: eta0") for l in logs)
     with pytest.raises(CrftkError, match="L2 only"):
         train([data], tmpl, log=lambda m: None, algorithm="sgd", c1=1.0)
+
+
+@pytest.mark.parametrize("algorithm", ["cg", "pcg", "mixed-cg", "gis"])
+def test_batch_algorithms_approach_the_same_optimum(tmp_path, algorithm):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(120, seed=17))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    exact = train([data], tmpl, log=lambda m: None, c2=0.5)
+    trace = tmp_path / "tr.tsv"
+    model = train([data], tmpl, tmp_path / "m.model", log=lambda m: None, c2=0.5, algorithm=algorithm,
+                  mixed_after=3, max_iter=200 if algorithm == "gis" else 300, trace_file=trace)
+    obj = LogLikelihood(exact.space, exact.space.encode(random_corpus(120, seed=17)), c2=0.5)
+    f_exact, f_alg, f_zero = obj(exact.weights)[0], obj(model.weights)[0], obj(np.zeros(obj.n_params))[0]
+    gap = 0.5 if algorithm == "gis" else 1e-3            # GIS is slow: Sha & Pereira's point
+    assert f_exact - 1e-6 * abs(f_exact) <= f_alg < f_exact + gap * (f_zero - f_exact)
+    rows = (tmp_path / "tr.tsv").read_text().splitlines()[1:]
+    # preconditioners and GIS reuse the pass of the point just evaluated: no hidden passes
+    assert int(rows[-1].split("\t")[1]) == model.info["evaluations"]
