@@ -22,12 +22,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # name -> extra `crftk train` options
 METHODS = {
     "lbfgs": ["--algorithm", "lbfgs"],
-    "pcg": ["--algorithm", "pcg"],
-    "mixed-cg": ["--algorithm", "mixed-cg"],
-    "cg": ["--algorithm", "cg"],
-    "gis": ["--algorithm", "gis", "--max-iter", "300"],
-    "perceptron": ["--algorithm", "perceptron", "--max-iter", "30"],
-    "sgd": ["--algorithm", "sgd", "--max-iter", "30"],
+    "pcg": ["--algorithm", "pcg", "--max-iter", "150"],
+    "mixed-cg": ["--algorithm", "mixed-cg", "--max-iter", "150"],
+    "cg": ["--algorithm", "cg", "--max-iter", "150"],
+    "gis": ["--algorithm", "gis", "--max-iter", "150"],
+    "perceptron": ["--algorithm", "perceptron", "--max-iter", "20"],
+    "sgd": ["--algorithm", "sgd", "--max-iter", "20"],
     "memm": ["--model-type", "memm"],
     "order2": ["--order", "2"],
 }
