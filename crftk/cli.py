@@ -66,8 +66,8 @@ def _train_options(f):
 
 @main.command(context_settings=CONTEXT)
 @click.argument("train_files", nargs=-1, required=True, metavar="TRAIN_FILE...")
-@click.option("--template", "-t", "template", required=True, metavar="FILE",
-              help="Feature template file (CRF++ syntax).")
+@click.option("--template", "-t", "template", metavar="FILE",
+              help="Feature template file (CRF++ syntax); required unless --init is given.")
 @click.option("--model", "-m", "model_path", required=True, metavar="FILE",
               help="Where to write the trained model (written atomically).")
 @click.option("--dev", "dev_file", metavar="FILE",
@@ -75,12 +75,18 @@ def _train_options(f):
 @click.option("--trace", "trace_file", metavar="FILE",
               help="Write one line per objective evaluation (TSV): evaluation, forward-backward "
                    "passes, seconds, objective, dev F1 (with --dev).")
+@click.option("--init", "init_model", metavar="MODEL",
+              help="Start from this model's weights and feature space (e.g. MAP weights for "
+                   "--objective mce); --template is then not needed.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @_train_options
-def train(train_files, template, model_path, dev_file, trace_file, quiet, **options):
+def train(train_files, template, model_path, dev_file, trace_file, init_model, quiet, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
     from crftk.train import train as run
+    if template is None and init_model is None:
+        raise CrftkError("train needs --template (or --init MODEL)")
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
+        init_model=init_model,
         log=(lambda msg: None) if quiet else (lambda msg: click.echo(msg, err=True)), **options)
 
 

@@ -15,6 +15,7 @@ from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
+from crftk.mce import MCE
 from crftk.memm import MEMMObjective
 from crftk.memm import viterbi as memm_viterbi
 from crftk.objectives import LogLikelihood
@@ -59,6 +60,14 @@ TRAIN_PARAMS = (
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
     Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
+    Param("objective", "map", str,
+          "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
+          "the smoothed sentence error count, psi = infinity; lbfgs, order 1; start from a MAP "
+          "model with --init; --c2 is its L2 weight, the paper's C=1000 is c2=0.0005).",
+          ("map", "mce")),
+    Param("mce_alpha", 1.0, float, "mce: slope alpha of the smoothing function."),
+    Param("mce_beta", 0.0, float, "mce: offset beta of the smoothing function."),
+    Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing.", ("sigmoid", "logistic")),
     Param("model_type", "crf", str,
           "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
           "features, normalized per token (Sha & Pereira's comparison; lbfgs, order 1).",
@@ -138,11 +147,12 @@ class Trace:
 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
-          trace_file=None, **options):
+          trace_file=None, init_model=None, **options):
     """Train a linear-chain CRF; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
-    receiving one line per objective evaluation (see Trace).
+    receiving one line per objective evaluation (see Trace). init_model: a model file whose
+    feature space and weights training starts from (the template is then not read).
     """
     unknown = set(options) - set(DEFAULTS)
     if unknown:
@@ -160,8 +170,18 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         train_files = [train_files]
     train_files = [str(p) for p in train_files]
 
+    mce = opt["objective"] == "mce"
+    if mce and (opt["algorithm"] != "lbfgs" or opt["order"] != 1 or opt["model_type"] != "crf"
+                or opt["c1"] > 0):
+        raise CrftkError("--objective mce trains a first-order CRF with --algorithm lbfgs and L2 only")
     t0 = time.perf_counter()
-    template = read_template(template_path)
+    init = None
+    if init_model is not None:
+        init = Model.load(init_model)
+        if init.order != 1 or init.model_type != "crf":
+            raise CrftkError("--init takes a first-order CRF model", init_model)
+        template_path = None
+    template = init.space.template if init is not None else read_template(template_path)
     order2 = opt["order"] == 2
     memm = opt["model_type"] == "memm"
     if order2 and opt["algorithm"] != "lbfgs":
@@ -173,9 +193,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     stream = iter_corpus(train_files)
     if order2:
         stream = pair_sentences(stream, opt["label_col"])
-    space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
-                                     min_freq=opt["min_freq"], feature_set=opt["feature_set"],
-                                     path=train_files[0])
+    if init is not None:
+        space = init.space
+        corpus = space.encode(list(stream))
+        if corpus.labels is None or (corpus.labels < 0).any():
+            raise CrftkError("the training data has labels the --init model does not know", train_files[0])
+    else:
+        space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
+                                         min_freq=opt["min_freq"], feature_set=opt["feature_set"],
+                                         path=train_files[0])
     n_tokens = corpus.n_tokens
     log(f"read {corpus.n_sentences} sentences, {n_tokens} tokens; {space.n_labels} labels, "
         f"{space.n_attrs} attributes, {space.n_features} state features, "
@@ -205,7 +231,13 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         forbidden = forbidden_parameters(space, opt["constraints"])
         frozen |= forbidden
         w0[forbidden] = FORBIDDEN
-    if memm:
+    if init is not None:
+        w0 = np.where(w0 != 0, w0, init.weights)    # the pinned (non-zero) weights stay pinned
+    if mce:
+        objective = MCE(space, corpus, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
+                        smoothing=opt["mce_smoothing"], c2=opt["c2"], n_threads=n_threads,
+                        frozen=frozen if frozen.any() else None)
+    elif memm:
         objective = MEMMObjective(space, corpus, c2=opt["c2"], frozen=frozen if frozen.any() else None)
     else:
         objective = LogLikelihood(space, corpus, c2=0.0 if order2 else opt["c2"], n_threads=n_threads,
@@ -303,6 +335,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         "options": opt,
         "order": opt["order"],
         "model_type": opt["model_type"],
+        "init_model": None if init_model is None else str(init_model),
         "threads": n_threads,
         "train_files": train_files,
         "dev_file": None if dev_file is None else str(dev_file),

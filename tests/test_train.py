@@ -203,3 +203,23 @@ def test_batch_algorithms_approach_the_same_optimum(tmp_path, algorithm):
     rows = (tmp_path / "tr.tsv").read_text().splitlines()[1:]
     # preconditioners and GIS reuse the pass of the point just evaluated: no hidden passes
     assert int(rows[-1].split("\t")[1]) == model.info["evaluations"]
+
+
+def test_mce_from_map_weights_does_not_add_training_errors(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(150, seed=18))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    train([data], tmpl, tmp_path / "map.model", log=lambda m: None, c2=1.0, max_iter=15)
+    base = Model.load(tmp_path / "map.model")
+    logs = []
+    model = train([data], None, tmp_path / "mce.model", log=logs.append, init_model=tmp_path / "map.model",
+                  objective="mce", c2=5e-4, max_iter=20)
+    assert model.space.n_params == base.space.n_params
+    assert model.info["init_model"] == str(tmp_path / "map.model")
+    corpus = base.space.encode(random_corpus(150, seed=18))
+    lat = base.space.lattices(corpus)
+    errors = [int((lat.viterbi(m.weights)[0] != corpus.labels).sum()) for m in (base, model)]
+    assert errors[1] <= errors[0]
+    assert not np.array_equal(model.weights, base.weights)
+    with pytest.raises(CrftkError, match="objective mce"):
+        train([data], tmpl, log=lambda m: None, objective="mce", algorithm="perceptron")
