@@ -10,6 +10,7 @@ does not.
 
 import argparse
 import csv
+import itertools
 import sys
 
 
@@ -44,12 +45,18 @@ def main(argv=None):
         curves.append((label, *read_trace(path)))
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    starts, tops = [], []
     for label, passes, objective, _ in curves:
-        ax.plot(passes, [-f for f in objective], label=label)
+        # the best value reached so far: line-search trials that overshoot are not progress
+        best = [-f for f in itertools.accumulate(objective, min)]
+        ax.plot(passes, best, label=label)
+        starts.append(best[0])
+        tops.append(best[-1])
     ax.set_xlabel("forward-backward passes")
-    ax.set_ylabel("penalized log-likelihood")
-    lows = [-max(o) for _, _, o, _ in curves]
-    ax.set_ylim(bottom=max(lows) if lows else None)
+    ax.set_ylabel("penalized log-likelihood (best so far)")
+    if starts:
+        top = max(tops)
+        ax.set_ylim(min(starts), top + 0.02 * (top - min(starts)))
     if args.max_passes:
         ax.set_xlim(0, args.max_passes)
     ax.set_title((args.title + ": " if args.title else "") + "convergence")
