@@ -557,17 +557,25 @@ cdef class Lattices:
         if w.shape[0] != self.n_params:
             raise ValueError(f"weight vector has {w.shape[0]} entries, expected {self.n_params}")
 
+    def _check_labels(self, labels):
+        if labels.shape[0] != self.n_tokens:
+            raise ValueError("labels must have one entry per token")
+        lab = np.asarray(labels)
+        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
+            raise ValueError("label out of range")
+
+    def _check_order(self, order):
+        o = np.asarray(order)
+        if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
+            raise ValueError("sentence index out of range")
+
     def loglik(self, const double[::1] w, const int[::1] labels, int n_threads=1):
         """Negative log-likelihood of the gold labels and its gradient.
 
         Returns (loss, grad): loss = sum over sentences of log Z - score(gold).
         """
         self._check_w(w)
-        if labels.shape[0] != self.n_tokens:
-            raise ValueError("labels must have one entry per token")
-        lab = np.asarray(labels)
-        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
-            raise ValueError("gold label out of range")
+        self._check_labels(labels)
         n_threads = max(1, n_threads)
         cdef int L = self.n_labels
         gbuf_np = np.zeros((n_threads, self.n_params), dtype=np.float64)
@@ -748,14 +756,10 @@ cdef class Lattices:
         (sentences with a mistake, tokens with a mistake, c after the pass).
         """
         self._check_w(w)
-        if u.shape[0] != w.shape[0] or labels.shape[0] != self.n_tokens:
-            raise ValueError("u must match w and labels the tokens")
-        lab = np.asarray(labels)
-        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
-            raise ValueError("gold label out of range")
-        o = np.asarray(order)
-        if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
-            raise ValueError("sentence index out of range")
+        if u.shape[0] != w.shape[0]:
+            raise ValueError("u must match w")
+        self._check_labels(labels)
+        self._check_order(order)
         cdef int L = self.n_labels
         cdef Work* wk = work_new(self.max_len, L, 0)
         cdef int* bp = <int*> malloc(max(1, self.max_len) * L * sizeof(int))
@@ -802,14 +806,8 @@ cdef class Lattices:
         negative log-likelihoods, each at the weights before its step).
         """
         self._check_w(v)
-        if labels.shape[0] != self.n_tokens:
-            raise ValueError("labels must have one entry per token")
-        lab = np.asarray(labels)
-        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
-            raise ValueError("gold label out of range")
-        o = np.asarray(order)
-        if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
-            raise ValueError("sentence index out of range")
+        self._check_labels(labels)
+        self._check_order(order)
         if not lam > 0 or not a > 0:
             raise ValueError("lam and a must be positive")
         cdef int L = self.n_labels
@@ -931,11 +929,7 @@ cdef class Lattices:
     def sequence_scores(self, const double[::1] w, const int[::1] labels):
         """Score (unnormalised log potential) of the given labeling of each sentence."""
         self._check_w(w)
-        if labels.shape[0] != self.n_tokens:
-            raise ValueError("labels must have one entry per token")
-        lab = np.asarray(labels)
-        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
-            raise ValueError("label out of range")
+        self._check_labels(labels)
         cdef int L = self.n_labels
         out_np = np.zeros(self.n_sentences, dtype=np.float64)
         cdef double[::1] out = out_np
