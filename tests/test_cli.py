@@ -810,7 +810,7 @@ def test_demo_corpus_is_valid_conll2000(path, n):
     for lines in sents:
         prev = "O"
         for line in lines:
-            fields = line.split(" ")
+            fields = line.split("\t")           # tab-separated (see make_demo_corpus.py)
             assert len(fields) == 3, line
             label = fields[2]
             assert label == "O" or label[:2] in ("B-", "I-"), line
