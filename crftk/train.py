@@ -44,7 +44,7 @@ TRAIN_PARAMS = (
           "(expected feature counts + 2*c2); mixed-cg: pcg for --mixed-after iterations, then cg; "
           "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
           "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
-          "averaged perceptron (ignores --c1/--c2; --max-iter counts epochs).",
+          "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs). Only lbfgs takes --c1.",
           ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron")),
     Param("mixed_after", 20, int, "mixed-cg: iterations with the preconditioner before plain CG."),
     Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
@@ -146,6 +146,32 @@ class Trace:
         return f, g
 
 
+def _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, callback, log):
+    """Run the chosen training method; fun is the objective as the batch methods see it."""
+    algorithm = opt["algorithm"]
+    fixed = frozen if frozen.any() else None
+    common = dict(max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"], callback=callback)
+    if algorithm == "sgd":
+        return sgd(objective.lattices, corpus.labels, w0, c2=opt["c2"], frozen=fixed,
+                   learn_transitions=template.label_bigram, log=log, **common)
+    if algorithm == "perceptron":
+        return averaged_perceptron(objective.lattices, corpus.labels, w0, frozen=fixed, **common)
+    if algorithm in ("cg", "pcg", "mixed-cg"):
+        precondition = None
+        if algorithm != "cg":
+            # Sha & Pereira: the expected sum of squared local features, i.e. the expected
+            # count of a binary feature, plus the prior's curvature; a floor keeps it usable
+            floor = 1e-6 + 2.0 * opt["c2"]
+            precondition = lambda x: objective.expected_counts(x) + floor  # noqa: E731
+        return cg(fun, w0, precondition=precondition,
+                  mixed_after=opt["mixed_after"] if algorithm == "mixed-cg" else None, **common)
+    if algorithm == "gis":
+        return gis(objective.expected_counts, objective.empirical_counts(), w0, C=objective.max_active(),
+                   c2=opt["c2"], objective=lambda x: fun(x)[0], fixed=fixed, **common)
+    return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
+                 **common)
+
+
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, **options):
     """Train a linear-chain CRF; saves it to model_path (if given) and returns the Model.
@@ -170,6 +196,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         train_files = [train_files]
     train_files = [str(p) for p in train_files]
 
+    if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
+        raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
     mce = opt["objective"] == "mce"
     if mce and (opt["algorithm"] != "lbfgs" or opt["order"] != 1 or opt["model_type"] != "crf"
                 or opt["c1"] > 0):
@@ -287,42 +315,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if trace_file is not None:
             out = trace_file if hasattr(trace_file, "write") else stack.enter_context(AtomicWriter(trace_file))
             fun = Trace(objective, out, dev, to_weights)
-        if opt["algorithm"] == "sgd":
-            if opt["c1"] > 0:
-                raise CrftkError("--algorithm sgd supports L2 only; use lbfgs for --c1")
-            result = sgd(objective.lattices, corpus.labels, w0, c2=opt["c2"], max_iter=opt["max_iter"],
-                         epsilon=opt["epsilon"], period=opt["period"],
-                         frozen=frozen if frozen.any() else None,
-                         learn_transitions=template.label_bigram, callback=on_iteration, log=log)
-        elif opt["algorithm"] in ("cg", "pcg", "mixed-cg"):
-            if opt["c1"] > 0:
-                raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs for --c1")
-            precondition = None
-            if opt["algorithm"] != "cg":
-                # Sha & Pereira: the expected sum of squared local features, i.e. the expected
-                # count of a binary feature, plus the prior's curvature; a floor keeps it usable
-                floor = 1e-6 + 2.0 * opt["c2"]
-                precondition = lambda x: objective.expected_counts(x) + floor  # noqa: E731
-            result = cg(fun, w0, precondition=precondition,
-                        mixed_after=opt["mixed_after"] if opt["algorithm"] == "mixed-cg" else None,
-                        max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"],
-                        callback=on_iteration)
-        elif opt["algorithm"] == "gis":
-            if opt["c1"] > 0:
-                raise CrftkError("--algorithm gis supports L2 only; use lbfgs for --c1")
-            result = gis(objective.expected_counts, objective.empirical_counts(), w0,
-                         C=objective.max_active(), c2=opt["c2"], max_iter=opt["max_iter"],
-                         epsilon=opt["epsilon"], period=opt["period"],
-                         objective=lambda x: fun(x)[0], fixed=frozen if frozen.any() else None,
-                         callback=on_iteration)
-        elif opt["algorithm"] == "perceptron":
-            result = averaged_perceptron(objective.lattices, corpus.labels, w0, max_iter=opt["max_iter"],
-                                         epsilon=opt["epsilon"], period=opt["period"],
-                                         frozen=frozen if frozen.any() else None, callback=on_iteration)
-        else:
-            result = lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen,
-                           m=opt["history"], max_iter=opt["max_iter"], epsilon=opt["epsilon"],
-                           period=opt["period"], callback=on_iteration)
+        result = _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, on_iteration, log)
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 
