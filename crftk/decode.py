@@ -10,6 +10,14 @@ from crftk.errors import CrftkError
 from crftk.train import resolve_threads
 
 
+def best_labeling(space, corpus, lattices, w, n_threads, model_type="crf"):
+    """Best labeling of every token, and its score per sentence (None for MEMMs)."""
+    if model_type == "memm":
+        from crftk.memm import viterbi as memm_viterbi
+        return memm_viterbi(space, corpus, w), None
+    return lattices.viterbi(w, n_threads)
+
+
 class Tagger:
     """Decodes batches of sentences with a model."""
 
@@ -49,11 +57,7 @@ class Tagger:
         return [pred[sl] for sl in corpus.sentence_slices()]
 
     def _best(self, corpus, lat):
-        """Best labeling of every token, and its score per sentence (None for MEMMs)."""
-        if self.model.model_type == "memm":
-            from crftk.memm import viterbi as memm_viterbi
-            return memm_viterbi(self.space, corpus, self.weights), None
-        return lat.viterbi(self.weights, self.n_threads)
+        return best_labeling(self.space, corpus, lat, self.weights, self.n_threads, self.model.model_type)
 
     def tag(self, sentences):
         """Best label strings per sentence."""

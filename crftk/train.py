@@ -17,7 +17,6 @@ from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
 from crftk.mce import MCE
 from crftk.memm import MEMMObjective
-from crftk.memm import viterbi as memm_viterbi
 from crftk.objectives import LogLikelihood
 from crftk.online import averaged_perceptron, sgd
 from crftk.optimize import cg, gis, lbfgs
@@ -115,10 +114,9 @@ class DevScorer:
         self.n_threads = n_threads
 
     def __call__(self, w):
-        if self.memm:
-            pred = memm_viterbi(self.space, self.corpus, w)
-        else:
-            pred, _ = self.lattices.viterbi(w, self.n_threads)
+        from crftk.decode import best_labeling   # decode imports this module
+        pred, _ = best_labeling(self.space, self.corpus, self.lattices, w, self.n_threads,
+                                "memm" if self.memm else "crf")
         names = np.asarray(self.labels, dtype=object)[pred]
         return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
 
