@@ -15,11 +15,11 @@ from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
-from crftk.mce import MCE
+from crftk.mce import MCE, MCEF
 from crftk.memm import MEMMObjective
 from crftk.objectives import LogLikelihood
 from crftk.online import averaged_perceptron, sgd
-from crftk.optimize import cg, gis, lbfgs
+from crftk.optimize import cg, gis, lbfgs, quickprop
 from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
 from crftk.order2 import pinned as order2_pinned
 from crftk.templates import read_template
@@ -43,9 +43,14 @@ TRAIN_PARAMS = (
           "(expected feature counts + 2*c2); mixed-cg: pcg for --mixed-after iterations, then cg; "
           "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
           "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
-          "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs). Only lbfgs takes --c1.",
-          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron")),
+          "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs); "
+          "quickprop: Fahlman's QuickProp, fixed-rule steps without a line search (for "
+          "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
+          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
     Param("mixed_after", 20, int, "mixed-cg: iterations with the preconditioner before plain CG."),
+    Param("first_step", 0.1, float, "quickprop: the largest change of any weight in the first step "
+                                    "(this fixes the learning rate of the gradient terms)."),
+    Param("gpd_iter", 0, int, "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
     Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
     Param("c2", 1.0, float, "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
                             "of variance 1/(2*c2)). 0 disables L2."),
@@ -61,12 +66,16 @@ TRAIN_PARAMS = (
     Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
     Param("objective", "map", str,
           "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
-          "the smoothed sentence error count, psi = infinity; lbfgs, order 1; start from a MAP "
-          "model with --init; --c2 is its L2 weight, the paper's C=1000 is c2=0.0005).",
-          ("map", "mce")),
+          "the smoothed sentence error count, psi = infinity; lbfgs or quickprop; the paper's "
+          "C=1000 is --c2 0.0005); mce-f: the smoothed segmentation F-score loss (Suzuki et al. "
+          "eq. 16; --algorithm quickprop; the paper's C=1e5 (chunking) / 1e4 (NER) is --c2 "
+          "5e-6 / 5e-5). Both train a first-order CRF; start them from a MAP model with --init.",
+          ("map", "mce", "mce-f")),
     Param("mce_alpha", 1.0, float, "mce: slope alpha of the smoothing function."),
     Param("mce_beta", 0.0, float, "mce: offset beta of the smoothing function."),
-    Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing.", ("sigmoid", "logistic")),
+    Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing (mce-f: sigmoid).",
+          ("sigmoid", "logistic")),
+    Param("mce_gamma", 1.0, float, "mce-f: gamma of the F-score F_gamma (1: F1)."),
     Param("model_type", "crf", str,
           "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
           "features, normalized per token (Sha & Pereira's comparison; lbfgs, order 1).",
@@ -163,6 +172,9 @@ def _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, callback, 
             precondition = lambda x: objective.expected_counts(x) + floor  # noqa: E731
         return cg(fun, w0, precondition=precondition,
                   mixed_after=opt["mixed_after"] if algorithm == "mixed-cg" else None, **common)
+    if algorithm == "quickprop":
+        # no gradient rule: where the objective jumps, its gradient need not vanish at a minimum
+        return quickprop(fun, w0, first_step=opt["first_step"], gpd_iter=opt["gpd_iter"], gtol=0.0, **common)
     if algorithm == "gis":
         return gis(objective.expected_counts, objective.empirical_counts(), w0, C=objective.max_active(),
                    c2=opt["c2"], objective=lambda x: fun(x)[0], fixed=fixed, **common)
@@ -196,10 +208,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
 
     if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
         raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
-    mce = opt["objective"] == "mce"
-    if mce and (opt["algorithm"] != "lbfgs" or opt["order"] != 1 or opt["model_type"] != "crf"
-                or opt["c1"] > 0):
-        raise CrftkError("--objective mce trains a first-order CRF with --algorithm lbfgs and L2 only")
+    mce = opt["objective"] != "map"
+    if mce and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
+                or opt["model_type"] != "crf" or opt["c1"] > 0):
+        raise CrftkError(f"--objective {opt['objective']} trains a first-order CRF with --algorithm "
+                         "lbfgs or quickprop and L2 only")
+    if opt["objective"] == "mce-f" and opt["algorithm"] != "quickprop":
+        raise CrftkError("--objective mce-f is not continuous (it jumps wherever the best incorrect "
+                         "labeling changes), so line searches fail on it: use --algorithm quickprop")
     t0 = time.perf_counter()
     init = None
     if init_model is not None:
@@ -210,12 +226,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     template = init.space.template if init is not None else read_template(template_path)
     order2 = opt["order"] == 2
     memm = opt["model_type"] == "memm"
-    if order2 and opt["algorithm"] != "lbfgs":
-        raise CrftkError("--order 2 trains with --algorithm lbfgs only")
-    if opt["mixed_after"] < 0:
-        raise CrftkError("--mixed-after must not be negative")
-    if memm and (order2 or opt["algorithm"] != "lbfgs"):
-        raise CrftkError("--model-type memm trains with --algorithm lbfgs and --order 1 only")
+    if order2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
+        raise CrftkError("--order 2 trains with --algorithm lbfgs or quickprop only")
+    if opt["mixed_after"] < 0 or opt["gpd_iter"] < 0:
+        raise CrftkError("--mixed-after and --gpd-iter must not be negative")
+    if not (math.isfinite(opt["first_step"]) and opt["first_step"] > 0):
+        raise CrftkError("--first-step must be a positive number")
+    if memm and (order2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
+        raise CrftkError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
     stream = iter_corpus(train_files)
     if order2:
         stream = pair_sentences(stream, opt["label_col"])
@@ -259,10 +277,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         w0[forbidden] = FORBIDDEN
     if init is not None:
         w0 = np.where(w0 != 0, w0, init.weights)    # the pinned (non-zero) weights stay pinned
-    if mce:
+    if opt["objective"] == "mce":
         objective = MCE(space, corpus, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
                         smoothing=opt["mce_smoothing"], c2=opt["c2"], n_threads=n_threads,
                         frozen=frozen if frozen.any() else None)
+    elif opt["objective"] == "mce-f":
+        objective = MCEF(space, corpus, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
+                         gamma=opt["mce_gamma"], c2=opt["c2"], n_threads=n_threads,
+                         frozen=frozen if frozen.any() else None)
     elif memm:
         objective = MEMMObjective(space, corpus, c2=opt["c2"], frozen=frozen if frozen.any() else None)
     else:

@@ -1,10 +1,10 @@
-"""Tests for crftk.optimize (L-BFGS, OWL-QN, conjugate gradient, GIS)."""
+"""Tests for crftk.optimize (L-BFGS, OWL-QN, conjugate gradient, GIS, QuickProp)."""
 
 import numpy as np
 import pytest
 import scipy.optimize
 
-from crftk.optimize import IterationInfo, OptimizeResult, _gis_step, cg, gis, lbfgs
+from crftk.optimize import IterationInfo, OptimizeResult, _gis_step, cg, gis, lbfgs, quickprop
 
 
 # ---------------------------------------------------------------- helpers
@@ -1279,3 +1279,94 @@ def test_gis_invalid_inputs():
         gis(lambda w: e(w) - 1000.0, emp, x0, C=C)
     with pytest.raises(ValueError, match="fixed"):
         gis(e, emp, x0, C=C, fixed=np.zeros(3, dtype=bool))
+
+
+# ---------------------------------------------------------------- QuickProp
+
+
+def reference_quickprop(fun, x0, first_step, growth, gpd_iter, n_iter):
+    """Fahlman's rules written per weight with plain Python branches."""
+    x = np.array(x0, dtype=float)
+    f, g = fun(x)
+    rate = first_step / np.max(np.abs(g))
+    shrink = growth / (1.0 + growth)
+    prev_dx = prev_s = None
+    xs = []
+    for it in range(n_iter):
+        s = -g
+        if prev_dx is None or it < gpd_iter:
+            dx = rate * s
+        else:
+            dx = np.zeros_like(x)
+            for i in range(x.size):
+                if prev_dx[i] > 0:
+                    step = rate * s[i] if s[i] > 0 else 0.0
+                    step += growth * prev_dx[i] if s[i] > shrink * prev_s[i] else prev_dx[i] * s[i] / (prev_s[i] - s[i])
+                elif prev_dx[i] < 0:
+                    step = rate * s[i] if s[i] < 0 else 0.0
+                    step += growth * prev_dx[i] if s[i] < shrink * prev_s[i] else prev_dx[i] * s[i] / (prev_s[i] - s[i])
+                else:
+                    step = rate * s[i]
+                dx[i] = step
+        x = x + dx
+        f, g = fun(x)
+        prev_dx, prev_s = dx, s
+        xs.append(x)
+    return xs
+
+
+@pytest.mark.parametrize("gpd_iter", [0, 3])
+def test_quickprop_steps_follow_fahlmans_rules(gpd_iter):
+    fun, n = logistic_problem()
+    x0 = np.full(n, 0.1)
+    res, rec, accepted, infos = run_recorded(
+        quickprop, fun, x0, first_step=0.05, gpd_iter=gpd_iter, max_iter=12, epsilon=0.0, gtol=0.0)
+    expected = reference_quickprop(fun, x0, 0.05, 1.75, gpd_iter, 12)
+    assert len(infos) == 12 and rec.calls == 13
+    for info, x in zip(infos, expected):
+        np.testing.assert_allclose(info.x, x, rtol=1e-12, atol=1e-14)
+    # the first step moves the largest-gradient weight by exactly first_step
+    assert np.max(np.abs(accepted[1] - x0)) == pytest.approx(0.05)
+    assert_inputs_untouched(rec)
+
+
+def test_quickprop_solves_a_separable_quadratic_exactly():
+    h, c, fun = diagonal_quadratic(n=20, cond=100.0)
+    res = quickprop(fun, np.zeros(20), first_step=0.01, max_iter=50, epsilon=0.0, gtol=1e-12)
+    # the secant through two gradients of a parabola lands on its minimum
+    np.testing.assert_allclose(res.x, c / h, rtol=1e-9)
+    assert res.converged
+
+
+def test_quickprop_minimises_logistic_regression():
+    fun, n = logistic_problem()
+    ref = precise_minimum(fun, np.zeros(n))
+    res = quickprop(fun, np.zeros(n), first_step=0.01, max_iter=2000, epsilon=0.0, gtol=1e-7)
+    assert res.converged
+    assert res.f == pytest.approx(ref.f, rel=1e-10)
+
+
+def test_quickprop_returns_the_best_point_of_a_rising_objective():
+    # a step too large for a steep bowl: QuickProp's first steps overshoot
+    fun = lambda x: (float(50.0 * x @ x), 100.0 * x)  # noqa: E731
+    calls = Recorder(fun)
+    res = quickprop(calls, np.ones(3), first_step=5.0, max_iter=4, epsilon=0.0, gtol=0.0)
+    assert res.f == min(calls.fs)
+    np.testing.assert_array_equal(res.x, calls.xs[int(np.argmin(calls.fs))])
+
+
+def test_quickprop_relative_rule_uses_the_best_value():
+    values = iter([10.0, 9.0, 12.0, 11.0, 13.0, 14.0, 15.0])
+    fun = lambda x: (next(values), np.ones_like(x))  # noqa: E731
+    res = quickprop(fun, np.zeros(2), first_step=0.1, max_iter=100, epsilon=1e-3, period=3)
+    # the best value stayed 9 over the last 3 iterations
+    assert res.converged and res.n_iter == 4 and res.f == 9.0
+    assert "relative improvement" in res.reason
+
+
+@pytest.mark.parametrize("kw", [dict(first_step=0.0), dict(first_step=np.inf), dict(growth=-1.0),
+                                dict(gpd_iter=-1), dict(gpd_iter=1.5)])
+def test_quickprop_invalid_options(kw):
+    fun, n = logistic_problem()
+    with pytest.raises(ValueError):
+        quickprop(fun, np.zeros(n), **kw)

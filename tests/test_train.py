@@ -223,3 +223,45 @@ def test_mce_from_map_weights_does_not_add_training_errors(tmp_path):
     assert not np.array_equal(model.weights, base.weights)
     with pytest.raises(CrftkError, match="objective mce"):
         train([data], tmpl, log=lambda m: None, objective="mce", algorithm="perceptron")
+
+
+def test_mce_f_with_quickprop_from_map_lowers_its_objective(tmp_path):
+    from crftk.mce import MCEF
+    sents = random_corpus(150, seed=21)
+    data = write_corpus(tmp_path / "train.txt", sents)
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    train([data], tmpl, tmp_path / "map.model", log=lambda m: None, c2=1.0, max_iter=8)
+    base = Model.load(tmp_path / "map.model")
+    logs = []
+    model = train([data], None, tmp_path / "mcef.model", log=logs.append, init_model=tmp_path / "map.model",
+                  objective="mce-f", algorithm="quickprop", c2=5e-6, max_iter=15, first_step=0.05)
+    assert model.info["options"]["objective"] == "mce-f"
+    corpus = base.space.encode(sents)
+    obj = MCEF(base.space, corpus, c2=5e-6)
+    # the weights kept are the best point QuickProp met: never worse than the start
+    assert obj(model.weights)[0] < obj(base.weights)[0]
+    assert sum(line.startswith("iter") for line in logs) == len(model.info["history"])
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(objective="mce-f"), "use --algorithm quickprop"),
+    (dict(objective="mce-f", algorithm="cg"), "objective mce-f"),
+    (dict(algorithm="quickprop", first_step=0.0), "--first-step"),
+    (dict(algorithm="quickprop", gpd_iter=-1), "--gpd-iter"),
+])
+def test_quickprop_and_mce_f_option_errors(tmp_path, options, message):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(20, seed=3))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    with pytest.raises(CrftkError, match=message):
+        train([data], tmpl, log=lambda m: None, **options)
+
+
+def test_quickprop_trains_a_map_model(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(120, seed=5))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    model = train([data], tmpl, log=lambda m: None, algorithm="quickprop", first_step=0.5, max_iter=60)
+    obj = LogLikelihood(model.space, model.space.encode(random_corpus(120, seed=5)), c2=1.0)
+    assert obj(model.weights)[0] < 0.5 * obj(np.zeros(obj.n_params))[0]
