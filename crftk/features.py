@@ -230,6 +230,86 @@ class FeatureSpace:
                              f"raise --min-freq or use the supported feature set")
         return space, corpus
 
+    @classmethod
+    def from_predicates(cls, atomic, predicates, labels):
+        """A feature space whose attributes are the given conjunctions of atomic attributes.
+
+        ``atomic`` is fitted on a template with one macro per U line, so its
+        attributes are atomic tests; each predicate is a tuple of them (from
+        distinct lines) and ``labels[j]`` the sorted label ids of predicate j's
+        state features. Single tests stay on their atomic lines; each set of
+        lines that predicates combine becomes one U line appended to the
+        template, the atomic texts joined by "/" (``U01:%x[-1,0]/U05:%x[0,1]``).
+        No data is read. Returns (space, attr_of), attr_of[j] the attribute id
+        of predicate j.
+        """
+        lines = atomic.unigram_lines
+        path = atomic.template.path
+        if any(len(cl.line.macros) != 1 for cl in lines):
+            raise CrftkError("conjunctions need an atomic template: exactly one macro per U line", path)
+        if len(labels) != len(predicates):
+            raise ValueError(f"{len(predicates)} predicates but {len(labels)} label sets")
+        n_atoms = atomic.n_attrs
+        line_of = np.repeat(np.arange(len(lines)), [cl.size for cl in lines]).tolist()
+        value_of = np.concatenate([np.zeros(0, np.int64)] + [cl.keys for cl in lines]).tolist()
+        groups = {}       # signature (sorted atomic line indices) -> ([predicate], [value ids])
+        seen = set()
+        for j, pred in enumerate(predicates):
+            tests = tuple(sorted(int(a) for a in pred))
+            if not tests or tests[0] < 0 or tests[-1] >= n_atoms:
+                raise ValueError(f"predicate {j}: {tests} is empty or not in 0..{n_atoms - 1}")
+            sig = tuple(line_of[a] for a in tests)     # ids are numbered line by line: sig is sorted
+            if len(set(sig)) != len(sig):
+                raise ValueError(f"predicate {j}: {tests} has two tests of one template line")
+            if tests in seen:
+                raise ValueError(f"predicate {j}: {tests} is given twice")
+            seen.add(tests)
+            group = groups.setdefault(sig, ([], []))
+            group[0].append(j)
+            group[1].append([value_of[a] for a in tests])
+        label_arrays = [np.asarray(lab, dtype=np.int64).reshape(-1) for lab in labels]
+        for j, lab in enumerate(label_arrays):
+            if lab.size == 0 or lab[0] < 0 or lab[-1] >= atomic.n_labels or np.any(np.diff(lab) <= 0):
+                raise ValueError(f"predicate {j}: labels must be sorted, unique, non-empty label ids")
+
+        conj = sorted(sig for sig in groups if len(sig) > 1)
+        generated = ["/".join(lines[i].line.text for i in sig) for sig in conj]
+        text = atomic.template.text
+        if text and not text.endswith("\n"):
+            text += "\n"
+        template = parse_template(text + "".join(g + "\n" for g in generated), path)
+        # the parser merges identical lines: two signatures can only join into one text when
+        # atomic literals hold "/U...", and the merged line would misnumber the attributes
+        if [tl.text for tl in template.unigrams[len(lines):]] != generated:
+            raise CrftkError("generated conjunction lines collide; avoid '/' in the atomic lines' text", path)
+        extractor = Extractor(template, atomic.extractor.lexicons, atomic.vocabs)
+        if extractor.keys != atomic.extractor.keys:   # the same macros: the same sources, in the same order
+            raise CrftkError("conjunction template reads other sources than the atomic one", path)
+
+        sigs = [(i,) for i in range(len(lines))] + conj
+        unigram, row_keys = [], []       # row_keys: the final key of each predicate of a line
+        for tl, sig in zip(template.unigrams, sigs):
+            vals = groups[sig][1] if sig in groups else []
+            radices = [atomic._radix(lines[i].line.macros[0]) for i in sig]
+            steps, key = _pack(np.array(vals, dtype=np.int64).reshape(-1, len(sig)), radices)
+            unigram.append(CompiledLine(tl, steps, np.unique(key)))
+            row_keys.append(key)
+        bigram = [CompiledLine(tl, list(cl.steps), cl.keys)
+                  for tl, cl in zip(template.bigrams, atomic.bigram_lines)]
+        cls._number(unigram)
+
+        attr_of = np.zeros(len(predicates), dtype=np.int64)
+        for sig, cl, key in zip(sigs, unigram, row_keys):
+            if sig in groups:
+                attr_of[groups[sig][0]] = cl.offset + np.searchsorted(cl.keys, key)
+        order = np.argsort(attr_of)         # a bijection: one attribute per predicate
+        feat_ptr = np.zeros(len(predicates) + 1, dtype=np.int64)
+        np.cumsum(np.array([label_arrays[j].size for j in order], dtype=np.int64), out=feat_ptr[1:])
+        feat_label = np.concatenate([np.zeros(0, np.int64)] + [label_arrays[j] for j in order])
+        space = cls(template, atomic.n_columns, atomic.label_col, atomic.labels, extractor, unigram,
+                    bigram, feat_ptr, feat_label, atomic.feature_set)
+        return space, attr_of
+
     def _radix(self, macro):
         return len(self.vocabs[macro.source])
 
@@ -494,6 +574,23 @@ class FeatureSpace:
 def _lexicon_from_lines(lines, name, ignore_case):
     from crftk.lexicon import Lexicon
     return Lexicon.from_lines(lines, name, ignore_case)
+
+
+def _pack(values, radices):
+    """(steps, final key of each row) for rows of macro value ids, packed as ``_keys`` packs them.
+
+    Each row is one kept combination, so every prefix is used and, unlike
+    ``_fit_line``, nothing needs pruning.
+    """
+    key = values[:, 0]
+    steps = []
+    for i in range(1, values.shape[1]):
+        key = key * radices[i] + values[:, i]
+        if i < values.shape[1] - 1:
+            uniq, inv = np.unique(key, return_inverse=True)
+            steps.append(uniq)
+            key = inv.reshape(-1)
+    return steps, key
 
 
 def _items(vals, own):
