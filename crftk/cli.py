@@ -51,17 +51,28 @@ def threads_option(f):
                         help="Worker threads; 0 uses all cores.")(f)
 
 
+def _param_options(params):
+    """Click options generated from Param declarations (one declaration of each parameter)."""
+    def decorate(f):
+        for p in reversed(params):
+            if p.name == "threads":
+                f = threads_option(f)
+                continue
+            kind = click.Choice(p.choices) if p.choices else p.type
+            f = click.option("--" + p.name.replace("_", "-"), p.name, type=kind, default=p.default,
+                             show_default=True, help=p.help)(f)
+        return f
+    return decorate
+
+
 def _train_options(f):
-    """Click options generated from crftk.train.TRAIN_PARAMS (one declaration of each parameter)."""
     from crftk.train import TRAIN_PARAMS
-    for p in reversed(TRAIN_PARAMS):
-        if p.name == "threads":
-            f = threads_option(f)
-            continue
-        kind = click.Choice(p.choices) if p.choices else p.type
-        f = click.option("--" + p.name.replace("_", "-"), p.name, type=kind, default=p.default,
-                         show_default=True, help=p.help)(f)
-    return f
+    return _param_options(TRAIN_PARAMS)(f)
+
+
+def _induce_options(f):
+    from crftk.induce import INDUCE_PARAMS
+    return _param_options(INDUCE_PARAMS)(f)
 
 
 @main.command(context_settings=CONTEXT)
@@ -87,6 +98,26 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, q
         raise CrftkError("train needs --template (or --init MODEL)")
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model,
+        log=(lambda msg: None) if quiet else (lambda msg: click.echo(msg, err=True)), **options)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("train_files", nargs=-1, required=True, metavar="TRAIN_FILE...")
+@click.option("--template", "-t", "template", required=True, metavar="FILE",
+              help="Template of atomic tests: one macro per U line (a test at one offset), and a "
+                   "'B' line for label transitions.")
+@click.option("--model", "-m", "model_path", required=True, metavar="FILE",
+              help="Where to write the induced model (an ordinary model file; written atomically).")
+@click.option("--dev", "dev_file", metavar="FILE", help="Development set scored after every round.")
+@click.option("--report", "report_path", metavar="FILE",
+              help="Write the features added in each round with their gain, label and starting weight.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
+@_induce_options
+def induce(train_files, template, model_path, dev_file, report_path, quiet, **options):
+    """Grow a CRF's features by induction (McCallum 2003): conjunctions of atomic tests that
+    raise the likelihood, a round at a time."""
+    from crftk.induce import induce as run
+    run(list(train_files), template, model_path, dev_file=dev_file, report_path=report_path,
         log=(lambda msg: None) if quiet else (lambda msg: click.echo(msg, err=True)), **options)
 
 

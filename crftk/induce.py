@@ -1,0 +1,361 @@
+"""Feature induction for linear-chain CRFs (McCallum 2003; McCallum & Li 2003).
+
+The template lists atomic tests, one macro per U line (a test at one offset).
+Induction starts from a model with transition weights only and grows it in
+rounds:
+
+1. decode the training data; the error tokens are those Viterbi mislabels;
+2. score every candidate on the error tokens only, with the weights of the
+   model fixed and the mean-field approximation (each token's label
+   distribution is its forward-backward marginal, tokens independent): the
+   gain of adding predicate b with label y and weight mu is
+   ``sum_t [mu 1(y_t = y) - log(1 + p_t(y)(e^mu - 1))] - mu^2 / (2 sigma^2)``
+   over the error tokens where b fires, maximised in mu by Newton's method
+   (crftk._induce). Candidates are the atomic tests, the predicates already in
+   the model (with a label they lack) and the binary conjunctions of the top K
+   of those with the atomic tests firing on the same token, so conjunctions
+   of any length can grow. A candidate is scored as a state feature, whatever
+   the previous label;
+3. add the N candidates of highest gain above a threshold, each with its
+   Newton weight as the starting value;
+4. run a few L-BFGS iterations on all weights.
+
+The model's features are kept as predicates (tuples of atomic attribute ids)
+with label sets; each round builds an ordinary FeatureSpace for them
+(FeatureSpace.from_predicates), so the final model is a normal model file.
+"""
+
+import math
+import time
+
+import numpy as np
+
+from crftk.conll import AtomicWriter, read_corpus
+from crftk.errors import CrftkError
+from crftk.features import FeatureSpace
+from crftk.model import Model
+from crftk.objectives import LogLikelihood
+from crftk.optimize import lbfgs
+from crftk.templates import read_template
+from crftk.train import DevScorer, Param, resolve_threads, _stderr_log
+
+INDUCE_PARAMS = (
+    Param("rounds", 20, int, "Most rounds of induction (it also stops when no candidate passes "
+                             "--gain-threshold)."),
+    Param("per_round", 1000, int, "Most features added per round (McCallum & Li: 1000)."),
+    Param("gain_threshold", 5.0, float, "Smallest gain (in log-likelihood) of a feature to add "
+                                        "(McCallum & Li: 5)."),
+    Param("conjoin_top", 1000, int, "Conjunction candidates are formed from this many atomic tests "
+                                    "and model features of highest gain (McCallum & Li: 1000)."),
+    Param("round_iter", 10, int, "L-BFGS iterations after each round (McCallum & Li: 10)."),
+    Param("final_iter", 0, int, "L-BFGS iterations after the last round (0: none, as the paper)."),
+    Param("newton_iter", 20, int, "Most Newton iterations for a candidate's weight."),
+    Param("c2", 1.0, float, "L2 coefficient c2 of training and of the gain's prior on the new "
+                            "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
+    Param("min_freq", 1, int, "Drop atomic tests seen fewer than this many times in training."),
+    Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
+    Param("threads", 0, int, "Worker threads; 0 uses all cores."),
+)
+DEFAULTS = {p.name: p.default for p in INDUCE_PARAMS}
+
+_HASH_SEED = 20031
+
+
+class _Csr:
+    """Rows of int ids (e.g. the tests or predicates firing on each token)."""
+
+    def __init__(self, ptr, ids):
+        self.ptr = np.asarray(ptr, dtype=np.int64)
+        self.ids = np.asarray(ids, dtype=np.int64)
+
+    def rows(self, which):
+        """(row of each entry, id) for the given rows, in row order of ``which``."""
+        start, stop = self.ptr[which], self.ptr[np.asarray(which) + 1]
+        counts = stop - start
+        owner = np.repeat(np.arange(len(which), dtype=np.int64), counts)
+        idx = np.repeat(start - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        return owner, self.ids[idx]
+
+
+def _grouped(keys, tokens):
+    """CSR over the distinct keys: (unique keys, ptr, tokens sorted by key) without duplicate pairs."""
+    order = np.lexsort((tokens, keys))
+    keys, tokens = keys[order], tokens[order]
+    if keys.size:
+        fresh = np.ones(keys.size, dtype=bool)
+        fresh[1:] = (keys[1:] != keys[:-1]) | (tokens[1:] != tokens[:-1])
+        keys, tokens = keys[fresh], tokens[fresh]
+    uniq, start = np.unique(keys, return_index=True)
+    ptr = np.append(start, keys.size).astype(np.int64)
+    return uniq, ptr, tokens.astype(np.int32)
+
+
+class Inducer:
+    """The state of an induction: atomic tests, the model's predicates and weights."""
+
+    def __init__(self, sentences, template, opt, log):
+        self.opt, self.log = opt, log
+        self.sentences = sentences
+        for line in template.unigrams:
+            if len(line.macros) != 1:
+                raise CrftkError(f"induce needs atomic tests: one macro per U line, line {line.lineno} "
+                                 f"has {len(line.macros)} ({line.text})", template.path, line.lineno)
+        self.atomic, corpus = FeatureSpace.fit(sentences, template, label_col=opt["label_col"],
+                                               min_freq=opt["min_freq"])
+        self.gold = corpus.labels
+        self.tests = _Csr(corpus.attr_ptr, corpus.attrs)
+        self.n_tests = self.atomic.n_attrs
+        self.line_of = np.repeat(np.arange(len(self.atomic.unigram_lines)),
+                                 [cl.size for cl in self.atomic.unigram_lines])
+        self.test_names = self.atomic.attribute_strings()
+        rng = np.random.default_rng(_HASH_SEED)
+        # a conjunction is identified by the sum of its tests' random 64-bit codes
+        self.code = rng.integers(0, 2**63, size=self.n_tests, dtype=np.int64).astype(np.uint64)
+        self.predicates = []            # tuples of atomic test ids, sorted
+        self.labels = []                # per predicate: set of label ids
+        self.weight = {}                # (predicate, label) -> weight
+        self.index = {}                 # predicate -> position in self.predicates
+        self.base = None                # transition, start and end weights
+        self.n_threads = resolve_threads(opt["threads"])
+
+    # -- the model as an ordinary feature space --------------------------------
+    def build(self):
+        """Feature space, encoded corpus and weights of the current model."""
+        labels = [np.array(sorted(s), dtype=np.int64) for s in self.labels]
+        space, attr_of = FeatureSpace.from_predicates(self.atomic, self.predicates, labels)
+        corpus = space.encode(self.sentences)
+        w = np.zeros(space.n_params)
+        F = space.n_features
+        for j, pred in enumerate(self.predicates):
+            a = attr_of[j]
+            for f in range(space.feat_ptr[a], space.feat_ptr[a + 1]):
+                w[f] = self.weight.get((pred, int(space.feat_label[f])), 0.0)
+        if self.base is not None:
+            w[F:] = self.base
+        pred_of = np.full(space.n_attrs, -1, dtype=np.int64)
+        pred_of[attr_of] = np.arange(len(self.predicates))
+        return space, corpus, w, attr_of, pred_of
+
+    def absorb(self, space, attr_of, w):
+        """Keep trained weights by predicate and label."""
+        F = space.n_features
+        for j, pred in enumerate(self.predicates):
+            a = attr_of[j]
+            for f in range(space.feat_ptr[a], space.feat_ptr[a + 1]):
+                self.weight[(pred, int(space.feat_label[f]))] = float(w[f])
+        self.base = np.array(w[F:], copy=True)
+
+    def n_features(self):
+        return sum(len(s) for s in self.labels)
+
+    def name(self, pred):
+        return " & ".join(self.test_names[t] for t in pred)
+
+    # -- one round of candidate scoring -----------------------------------------
+    def candidates(self, space, corpus, w, pred_of):
+        """Score the candidates; returns (gain, label, mu, predicate tuples) and counts."""
+        from crftk._induce import predicate_gains
+        lat = space.lattices(corpus)
+        pred, _ = lat.viterbi(w, self.n_threads)
+        errors = np.flatnonzero(pred != self.gold)
+        stats = {"errors": int(errors.size)}
+        if errors.size == 0:
+            return None, stats
+        marg, _ = lat.marginals(w, self.n_threads)
+        marg = np.ascontiguousarray(marg[errors], dtype=np.float64)
+        gold = np.ascontiguousarray(self.gold[errors], dtype=np.int32)
+        opt = self.opt
+        inv_var = 2.0 * opt["c2"]
+
+        def gains(ptr, tok):
+            return predicate_gains(marg, gold, ptr, tok, inv_var=inv_var, max_newton=opt["newton_iter"],
+                                   n_threads=self.n_threads)
+
+        # atomic tests and model predicates firing on the error tokens
+        t_tok, t_id = self.tests.rows(errors)
+        m_tok, m_attr = _Csr(corpus.attr_ptr, corpus.attrs).rows(errors)
+        m_id = pred_of[m_attr]
+        tests, t_ptr, t_toks = _grouped(t_id, t_tok)
+        preds, p_ptr, p_toks = _grouped(m_id, m_tok)
+        tg, tl, tm = gains(t_ptr, t_toks)
+        pg, pl, pm = gains(p_ptr, p_toks)
+
+        # bases of conjunctions: the top K atomic tests and model predicates by gain
+        base_tuples = [(int(t),) for t in tests] + [self.predicates[p] for p in preds]
+        base_gain = np.concatenate([tg, pg])
+        top = np.argsort(-base_gain, kind="stable")[: opt["conjoin_top"]]
+        top = top[base_gain[top] > 0]
+        n_lines = len(self.atomic.unigram_lines)
+        base_lines = np.zeros((top.size, n_lines), dtype=bool)
+        base_code = np.zeros(top.size, dtype=np.uint64)
+        for i, b in enumerate(top.tolist()):
+            tup = base_tuples[b]
+            base_lines[i, self.line_of[list(tup)]] = True
+            base_code[i] = np.sum(self.code[list(tup)], dtype=np.uint64)
+        # (token, base) pairs: a test base fires where its test does, a predicate where it does
+        rank = np.full(base_gain.size, -1, dtype=np.int64)
+        rank[top] = np.arange(top.size)
+        tb = rank[np.searchsorted(tests, t_id)]
+        pb = rank[tests.size + np.searchsorted(preds, m_id)] if preds.size else np.zeros(0, np.int64)
+        b_tok = np.concatenate([t_tok[tb >= 0], m_tok[pb >= 0]])
+        b_id = np.concatenate([tb[tb >= 0], pb[pb >= 0]])
+        # cross every base on a token with every atomic test on that token
+        n_err = errors.size
+        per_tok = np.bincount(t_tok, minlength=n_err)
+        a_start = np.zeros(n_err + 1, dtype=np.int64)
+        np.cumsum(per_tok, out=a_start[1:])          # t_tok is sorted: rows() keeps row order
+        reps = per_tok[b_tok]
+        c_base = np.repeat(b_id, reps)
+        c_tok = np.repeat(b_tok, reps)
+        offs = np.repeat(a_start[b_tok] - np.cumsum(reps) + reps, reps) + np.arange(int(reps.sum()))
+        c_test = t_id[offs]
+        ok = ~base_lines[c_base, self.line_of[c_test]]
+        c_base, c_tok, c_test = c_base[ok], c_tok[ok], c_test[ok]
+        c_code = base_code[c_base] + self.code[c_test]
+        stats["pairs"] = int(c_code.size)
+        codes, c_ptr, c_toks = _grouped(c_code, c_tok)
+        # one (base, test) making each conjunction, to spell it out
+        first = np.unique(c_code, return_index=True)[1]
+        known = np.array([np.sum(self.code[list(p)], dtype=np.uint64) for p in self.predicates],
+                         dtype=np.uint64)
+        fresh = ~np.isin(codes, known)
+        cg, cl, cm = gains(c_ptr, c_toks)
+        cg = np.where(fresh, cg, -np.inf)
+        stats.update(tests=int(tests.size), predicates=int(preds.size), conjunctions=int(codes.size))
+
+        # every candidate: (gain, label, mu, tuple maker)
+        gain = np.concatenate([tg, pg, cg])
+        label = np.concatenate([tl, pl, cl])
+        mu = np.concatenate([tm, pm, cm])
+        n_t, n_p = tests.size, preds.size
+
+        def tuple_of(i):
+            if i < n_t:
+                return (int(tests[i]),)
+            if i < n_t + n_p:
+                return self.predicates[int(preds[i - n_t])]
+            k = first[i - n_t - n_p]
+            return tuple(sorted(base_tuples[int(top[c_base[k]])] + (int(c_test[k]),)))
+
+        return (gain, label, mu, tuple_of), stats
+
+    def select(self, scored):
+        """Add the best candidates; returns the list of (gain, predicate, label, mu) added."""
+        gain, label, mu, tuple_of = scored
+        order = np.argsort(-gain, kind="stable")
+        added = []
+        for i in order.tolist():
+            if len(added) >= self.opt["per_round"] or not gain[i] > self.opt["gain_threshold"]:
+                break
+            pred, y = tuple_of(i), int(label[i])
+            j = self.index.get(pred)
+            if j is None:
+                j = self.index[pred] = len(self.predicates)
+                self.predicates.append(pred)
+                self.labels.append(set())
+            if y in self.labels[j]:
+                continue        # an existing feature scored again: it keeps training anyway
+            self.labels[j].add(y)
+            self.weight[(pred, y)] = float(mu[i])
+            added.append((float(gain[i]), pred, y, float(mu[i])))
+        return added
+
+
+def induce(train_files, template_path, model_path=None, *, dev_file=None, report_path=None,
+           log=_stderr_log, **options):
+    """Induce features on the training files; saves the model (if model_path) and returns it."""
+    unknown = set(options) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown induction options: {sorted(unknown)}")
+    opt = {**DEFAULTS, **options}
+    for name in ("rounds", "per_round", "conjoin_top", "newton_iter", "min_freq"):
+        if opt[name] < 1:
+            raise CrftkError(f"--{name.replace('_', '-')} must be at least 1")
+    if opt["round_iter"] < 0 or opt["final_iter"] < 0 or opt["c2"] < 0:
+        raise CrftkError("--round-iter, --final-iter and --c2 must not be negative")
+    if not math.isfinite(opt["gain_threshold"]):
+        raise CrftkError("--gain-threshold must be a number")
+    if isinstance(train_files, str):
+        train_files = [train_files]
+    t0 = time.perf_counter()
+    template = read_template(template_path)
+    if not template.label_bigram:
+        raise CrftkError("induce needs a label bigram: add a line 'B' to the template", template_path)
+    sentences = []
+    for path in train_files:
+        sentences.extend(read_corpus(path))
+    if not sentences:
+        raise CrftkError("no training sentences", train_files[0])
+    ind = Inducer(sentences, template, opt, log)
+    log(f"read {len(sentences)} sentences, {ind.gold.size} tokens; {ind.atomic.n_labels} labels, "
+        f"{ind.n_tests} atomic tests from {len(template.unigrams)} template lines "
+        f"({time.perf_counter() - t0:.1f}s)")
+    dev_sents = read_corpus(dev_file, n_columns=ind.atomic.n_columns) if dev_file else []
+
+    report = []
+    history = []
+
+    def fit(space, corpus, w, iterations):
+        obj = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=ind.n_threads)
+        if iterations == 0:
+            return w, obj(w)[0]
+        res = lbfgs(obj, w, max_iter=iterations, epsilon=0.0)
+        return res.x, res.f
+
+    def dev_f1(space, w):
+        if not dev_sents:
+            return None
+        return DevScorer(space, dev_sents, ind.n_threads)(w).overall.f1
+
+    space, corpus, w, attr_of, pred_of = ind.build()
+    w, f = fit(space, corpus, w, opt["round_iter"])
+    ind.absorb(space, attr_of, w)
+    log(f"round 0: transitions only, objective {f:.6e}")
+    rounds = 0
+    for r in range(1, opt["rounds"] + 1):
+        start = time.perf_counter()
+        scored, stats = ind.candidates(space, corpus, w, pred_of)
+        added = ind.select(scored) if scored is not None else []
+        score_s = time.perf_counter() - start
+        if not added:
+            log(f"round {r}: {stats['errors']} error tokens; no candidate above gain "
+                f"{opt['gain_threshold']:g}: induction stops")
+            break
+        rounds = r
+        space, corpus, w, attr_of, pred_of = ind.build()
+        w, f = fit(space, corpus, w, opt["round_iter"])
+        ind.absorb(space, attr_of, w)
+        f1 = dev_f1(space, w)
+        seconds = time.perf_counter() - start
+        record = {"round": r, **stats, "added": len(added), "predicates": len(ind.predicates),
+                  "features": ind.n_features(), "objective": f, "dev_f1": f1,
+                  "scoring_seconds": score_s, "seconds": seconds,
+                  "best_gain": added[0][0], "last_gain": added[-1][0]}
+        history.append(record)
+        log(f"round {r}: {stats['errors']} error tokens, {stats['tests']} tests + "
+            f"{stats['predicates']} features + {stats['conjunctions']} conjunctions scored "
+            f"({score_s:.1f}s); added {len(added)} (gain {added[0][0]:.1f} .. {added[-1][0]:.1f}); "
+            f"{ind.n_features()} features; objective {f:.6e}"
+            + (f"; dev F1 {f1:.2f}" if f1 is not None else "") + f"; {seconds:.1f}s")
+        report.append(f"# round {r}: {len(added)} features added, {stats['errors']} error tokens")
+        names = space.labels
+        report.extend(f"{g:.3f}\t{names[y]}\t{m:+.4f}\t{ind.name(p)}" for g, p, y, m in added)
+    if opt["final_iter"] > 0:
+        w, f = fit(space, corpus, w, opt["final_iter"])
+        log(f"final training: {opt['final_iter']} iterations, objective {f:.6e}"
+            + (f"; dev F1 {dev_f1(space, w):.2f}" if dev_sents else ""))
+    seconds = time.perf_counter() - t0
+    info = {"options": opt, "order": 1, "model_type": "crf", "induced": True,
+            "train_files": [str(p) for p in train_files], "dev_file": dev_file,
+            "rounds": rounds, "predicates": len(ind.predicates), "features": ind.n_features(),
+            "objective": f, "seconds": seconds, "history": history}
+    model = Model(space, w, info)
+    if report_path is not None:
+        with AtomicWriter(report_path) as out:
+            out.write("# gain\tlabel\tweight\tfeature (atomic tests joined by &)\n")
+            out.write("\n".join(report) + "\n")
+    if model_path is not None:
+        model.save(model_path)
+        log(f"saved {model_path}: {ind.n_features()} features on {len(ind.predicates)} predicates, "
+            f"{rounds} rounds, {seconds:.1f}s")
+    return model
