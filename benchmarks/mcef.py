@@ -22,7 +22,7 @@ DATA = os.path.join(REPO, "..", "shared", "data")
 
 TASKS = {
     # task: (data variable, train file, dev file, template, MCE-F c2)
-    "chunk": ("CONLL2000", "train.txt", "dev.txt", "templates/chunking-crfpp.tmpl", "5e-6"),
+    "chunk": ("CONLL2000", "train.txt", "dev.txt", "templates/chunking-crfpp.tmpl", "5e-7"),
     "ner": ("CONLL2003", "eng.train", "eng.testa", "templates/conll2003-ner.tmpl", "5e-7"),
 }
 

@@ -16,8 +16,8 @@ rounds:
    of those with the atomic tests firing on the same token, so conjunctions
    of any length can grow. A candidate is scored as a state feature, whatever
    the previous label;
-3. add the N candidates of highest gain above a threshold, each with its
-   Newton weight as the starting value;
+3. add the N candidates of highest gain above a threshold (their weights start
+   at zero: each Newton weight assumes that it alone is added);
 4. run a few L-BFGS iterations on all weights.
 
 The model's features are kept as predicates (tuples of atomic attribute ids)
@@ -48,7 +48,8 @@ INDUCE_PARAMS = (
     Param("conjoin_top", 1000, int, "Conjunction candidates are formed from this many atomic tests "
                                     "and model features of highest gain (McCallum & Li: 1000)."),
     Param("round_iter", 10, int, "L-BFGS iterations after each round (McCallum & Li: 10)."),
-    Param("final_iter", 0, int, "L-BFGS iterations after the last round (0: none, as the paper)."),
+    Param("final_iter", 0, int, "Most L-BFGS iterations after the last round, stopping at "
+                                "convergence as train does (0: none, as the paper)."),
     Param("newton_iter", 20, int, "Most Newton iterations for a candidate's weight."),
     Param("c2", 1.0, float, "L2 coefficient c2 of training and of the gain's prior on the new "
                             "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
@@ -153,7 +154,7 @@ class Inducer:
 
     # -- one round of candidate scoring -----------------------------------------
     def candidates(self, space, corpus, w, pred_of):
-        """Score the candidates; returns (gain, label, mu, predicate tuples) and counts."""
+        """Score the candidates: (gain, label, mu, error-token set code, tuple maker), counts."""
         from crftk._induce import predicate_gains
         lat = space.lattices(corpus)
         pred, _ = lat.viterbi(w, self.n_threads)
@@ -162,14 +163,20 @@ class Inducer:
         if errors.size == 0:
             return None, stats
         marg, _ = lat.marginals(w, self.n_threads)
-        marg = np.ascontiguousarray(marg[errors], dtype=np.float64)
+        marg = np.clip(marg[errors], 0.0, 1.0)      # rounding can leave 1 + 2e-16
         gold = np.ascontiguousarray(self.gold[errors], dtype=np.int32)
         opt = self.opt
         inv_var = 2.0 * opt["c2"]
 
+        tok_code = np.random.default_rng(_HASH_SEED + 1).integers(
+            0, 2**63, size=errors.size, dtype=np.int64).astype(np.uint64)
+
         def gains(ptr, tok):
-            return predicate_gains(marg, gold, ptr, tok, inv_var=inv_var, max_newton=opt["newton_iter"],
-                                   n_threads=self.n_threads)
+            """(gain, label, mu, code of the set of error tokens) of each predicate."""
+            g, y, m = predicate_gains(marg, gold, ptr, tok, inv_var=inv_var, max_newton=opt["newton_iter"],
+                                      n_threads=self.n_threads)
+            codes = np.add.reduceat(tok_code[tok], ptr[:-1]) if tok.size else np.zeros(0, np.uint64)
+            return g, y, m, codes
 
         # atomic tests and model predicates firing on the error tokens
         t_tok, t_id = self.tests.rows(errors)
@@ -177,8 +184,8 @@ class Inducer:
         m_id = pred_of[m_attr]
         tests, t_ptr, t_toks = _grouped(t_id, t_tok)
         preds, p_ptr, p_toks = _grouped(m_id, m_tok)
-        tg, tl, tm = gains(t_ptr, t_toks)
-        pg, pl, pm = gains(p_ptr, p_toks)
+        tg, tl, tm, tc = gains(t_ptr, t_toks)
+        pg, pl, pm, pc = gains(p_ptr, p_toks)
 
         # bases of conjunctions: the top K atomic tests and model predicates by gain
         base_tuples = [(int(t),) for t in tests] + [self.predicates[p] for p in preds]
@@ -219,11 +226,12 @@ class Inducer:
         known = np.array([np.sum(self.code[list(p)], dtype=np.uint64) for p in self.predicates],
                          dtype=np.uint64)
         fresh = ~np.isin(codes, known)
-        cg, cl, cm = gains(c_ptr, c_toks)
+        cg, cl, cm, cc = gains(c_ptr, c_toks)
         cg = np.where(fresh, cg, -np.inf)
         stats.update(tests=int(tests.size), predicates=int(preds.size), conjunctions=int(codes.size))
 
-        # every candidate: (gain, label, mu, tuple maker)
+        # every candidate: (gain, label, mu, error tokens, tuple maker)
+        tokens = np.concatenate([tc, pc, cc])
         gain = np.concatenate([tg, pg, cg])
         label = np.concatenate([tl, pl, cl])
         mu = np.concatenate([tm, pm, cm])
@@ -237,16 +245,22 @@ class Inducer:
             k = first[i - n_t - n_p]
             return tuple(sorted(base_tuples[int(top[c_base[k]])] + (int(c_test[k]),)))
 
-        return (gain, label, mu, tuple_of), stats
+        return (gain, label, mu, tokens, tuple_of), stats
 
     def select(self, scored):
         """Add the best candidates; returns the list of (gain, predicate, label, mu) added."""
-        gain, label, mu, tuple_of = scored
+        gain, label, mu, tokens, tuple_of = scored
         order = np.argsort(-gain, kind="stable")
         added = []
+        seen = set()
         for i in order.tolist():
             if len(added) >= self.opt["per_round"] or not gain[i] > self.opt["gain_threshold"]:
                 break
+            # tests that fire on the same error tokens (the padding of every line at the
+            # sentence start, a word and its word class...) score the same: keep the first
+            if (int(label[i]), int(tokens[i])) in seen:
+                continue
+            seen.add((int(label[i]), int(tokens[i])))
             pred, y = tuple_of(i), int(label[i])
             j = self.index.get(pred)
             if j is None:
@@ -256,7 +270,8 @@ class Inducer:
             if y in self.labels[j]:
                 continue        # an existing feature scored again: it keeps training anyway
             self.labels[j].add(y)
-            self.weight[(pred, y)] = float(mu[i])
+            # each Newton weight assumes it is the only feature added: together they overshoot
+            self.weight[(pred, y)] = 0.0
             added.append((float(gain[i]), pred, y, float(mu[i])))
         return added
 
@@ -295,11 +310,11 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     report = []
     history = []
 
-    def fit(space, corpus, w, iterations):
+    def fit(space, corpus, w, iterations, epsilon=0.0):
         obj = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=ind.n_threads)
         if iterations == 0:
             return w, obj(w)[0]
-        res = lbfgs(obj, w, max_iter=iterations, epsilon=0.0)
+        res = lbfgs(obj, w, max_iter=iterations, epsilon=epsilon)
         return res.x, res.f
 
     def dev_f1(space, w):
@@ -341,8 +356,8 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         names = space.labels
         report.extend(f"{g:.3f}\t{names[y]}\t{m:+.4f}\t{ind.name(p)}" for g, p, y, m in added)
     if opt["final_iter"] > 0:
-        w, f = fit(space, corpus, w, opt["final_iter"])
-        log(f"final training: {opt['final_iter']} iterations, objective {f:.6e}"
+        w, f = fit(space, corpus, w, opt["final_iter"], epsilon=1e-5)
+        log(f"final training: at most {opt['final_iter']} iterations, objective {f:.6e}"
             + (f"; dev F1 {dev_f1(space, w):.2f}" if dev_sents else ""))
     seconds = time.perf_counter() - t0
     info = {"options": opt, "order": 1, "model_type": "crf", "induced": True,

@@ -60,7 +60,7 @@ def test_gain_equals_the_exact_likelihood_change_without_transition_weights():
     ind.weight = {((0,), 1): 0.8}
     space, corpus, w, attr_of, pred_of = ind.build()
     assert not w[space.n_features:].any()            # no transition, start or end weight
-    (gain, label, mu, tuple_of), stats = ind.candidates(space, corpus, w, pred_of)
+    (gain, label, mu, _, tuple_of), stats = ind.candidates(space, corpus, w, pred_of)
     lat = space.lattices(corpus)
     errors = np.flatnonzero(lat.viterbi(w)[0] != corpus.labels)
     assert stats["errors"] == errors.size > 0
