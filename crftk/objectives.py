@@ -30,6 +30,7 @@ class LogLikelihood:
         self.frozen = frozen
         self.n_params = space.n_params
         self.n_evals = 0
+        self.track_curvature = False
 
     def empirical_counts(self):
         """How often each parameter's feature fires on the gold labels (cached)."""
@@ -37,15 +38,36 @@ class LogLikelihood:
             self._empirical = empirical_counts(self.space, self.corpus)
         return self._empirical
 
-    def _loglik(self, w):
+    def _loglik(self, w, need_curvature=False):
         """Unpenalized (loss, gradient), reusing the last pass when w is the same point."""
         last = self._last
-        if last is not None and last[0].shape == w.shape and np.array_equal(last[0], w):
+        if (last is not None and last[0].shape == w.shape and np.array_equal(last[0], w)
+                and (last[3] is not None or not need_curvature)):
             return last[1], last[2]
-        loss, grad = self.lattices.loglik(w, self.labels, self.n_threads)
+        # once asked for, the curvature rides along every pass (pcg asks at each iterate)
+        self.track_curvature |= need_curvature
+        h = np.empty(self.n_params) if self.track_curvature else None
+        loss, grad = self.lattices.loglik(w, self.labels, self.n_threads, h)
         self.n_evals += 1
-        self._last = (np.array(w, copy=True), loss, grad)
+        self._last = (np.array(w, copy=True), loss, grad, h)
         return loss, grad
+
+    def curvature(self, w):
+        """Sha & Pereira's diagonal approximation of the Hessian of the unpenalized loss at w.
+
+        Each feature taken as independent of the others and each token of the others:
+        sum over tokens of p(1 - p) for the state features, start and end weights (the
+        per-sentence E[sum_t f_t^2] - E[F]^2 of Sha & Pereira when a feature fires at
+        most once in a sentence, and never negative); the expected counts for the
+        transitions. Computed in the pass of w.
+        """
+        self._loglik(w, need_curvature=True)
+        h = self._last[3].copy()
+        E = self.expected_counts(w)
+        lay = self.space.layout()
+        for part in ("trans", "edge"):
+            h[lay[part]] = E[lay[part]]
+        return h
 
     def expected_counts(self, w):
         """Model expectation of each feature's count (of the unpenalized likelihood)."""

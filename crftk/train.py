@@ -40,7 +40,7 @@ TRAIN_PARAMS = (
     Param("algorithm", "lbfgs", str,
           "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); cg: nonlinear conjugate "
           "gradient; pcg: CG preconditioned by Sha & Pereira's diagonal Hessian approximation "
-          "(expected feature counts + 2*c2); mixed-cg: pcg for --mixed-after iterations, then cg; "
+          "(see --precondition); mixed-cg: pcg for --mixed-after iterations, then cg; "
           "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
           "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
           "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs); "
@@ -48,6 +48,12 @@ TRAIN_PARAMS = (
           "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
           ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
     Param("mixed_after", 20, int, "mixed-cg: iterations with the preconditioner before plain CG."),
+    Param("precondition", "variance", str,
+          "pcg, mixed-cg: the diagonal Hessian approximation (Sha & Pereira: features and tokens "
+          "taken as independent). variance: sum over tokens of p(1-p) for state features, expected "
+          "counts for transitions; counts: expected feature counts (the sum of squares of local "
+          "features alone). Both get + 2*c2 and are checked to be finite and positive.",
+          ("variance", "counts")),
     Param("first_step", 0.1, float, "quickprop: the largest change of any weight in the first step "
                                     "(this fixes the learning rate of the gradient terms)."),
     Param("gpd_iter", 0, int, "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
@@ -166,10 +172,13 @@ def _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, callback, 
     if algorithm in ("cg", "pcg", "mixed-cg"):
         precondition = None
         if algorithm != "cg":
-            # Sha & Pereira: the expected sum of squared local features, i.e. the expected
-            # count of a binary feature, plus the prior's curvature; a floor keeps it usable
+            # plus the prior's curvature; the floor keeps it usable without a prior
             floor = 1e-6 + 2.0 * opt["c2"]
-            precondition = lambda x: objective.expected_counts(x) + floor  # noqa: E731
+            diagonal = objective.expected_counts
+            if opt["precondition"] == "variance":
+                objective.track_curvature = True        # in every pass, the first one included
+                diagonal = objective.curvature
+            precondition = lambda x: diagonal(x) + floor  # noqa: E731
         return cg(fun, w0, precondition=precondition,
                   mixed_after=opt["mixed_after"] if algorithm == "mixed-cg" else None, **common)
     if algorithm == "quickprop":

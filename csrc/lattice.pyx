@@ -323,6 +323,31 @@ cdef void accumulate_gradient(const Data* d, Py_ssize_t t0, int T, const int* y,
                     g[f] -= factor
 
 
+cdef void accumulate_curvature(const Data* d, Py_ssize_t t0, int T, Work* wk, double* h) noexcept nogil:
+    """h += p(1 - p) summed over the tokens, for every state feature, start and end weight.
+
+    The Hessian diagonal if the tokens were independent (Sha & Pereira's feature
+    independence approximation); needs the node marginals that
+    accumulate_gradient leaves in wk.alpha.
+    """
+    cdef int L = d.L
+    cdef int t, j, k, a, f
+    cdef double p
+    cdef const double* pt
+    for j in range(L):
+        p = wk.alpha[j]
+        h[d.off_start + j] += p * (1.0 - p)
+        p = wk.alpha[(T - 1) * L + j]
+        h[d.off_end + j] += p * (1.0 - p)
+    for t in range(T):
+        pt = wk.alpha + t * L
+        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+                p = pt[d.feat_label[f]]
+                h[f] += p * (1.0 - p)
+
+
 cdef void viterbi_one(const Data* d, const double* w, Py_ssize_t t0, int T, Work* wk,
                       int* bp, int* out, double* score) noexcept nogil:
     """Best labeling of one sentence into out[0:T]; its score into score[0]."""
@@ -569,10 +594,13 @@ cdef class Lattices:
         if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
             raise ValueError("sentence index out of range")
 
-    def loglik(self, const double[::1] w, const int[::1] labels, int n_threads=1):
+    def loglik(self, const double[::1] w, const int[::1] labels, int n_threads=1, curvature=None):
         """Negative log-likelihood of the gold labels and its gradient.
 
         Returns (loss, grad): loss = sum over sentences of log Z - score(gold).
+        curvature: an optional float64 array [n_params] that receives, in the same
+        pass, sum over tokens of p(1 - p) of each state feature, start and end weight
+        (see accumulate_curvature); its other entries are set to 0.
         """
         self._check_w(w)
         self._check_labels(labels)
@@ -584,6 +612,12 @@ cdef class Lattices:
         cdef double[:, ::1] gbuf = gbuf_np
         cdef double[:, ::1] tacc = tacc_np
         cdef int[::1] flags = flags_np
+        cdef bint want_h = curvature is not None
+        if want_h and (not isinstance(curvature, np.ndarray) or curvature.dtype != np.float64
+                       or curvature.shape != (self.n_params,) or not curvature.flags.c_contiguous):
+            raise ValueError(f"curvature must be a contiguous float64 array of {self.n_params} elements")
+        hbuf_np = np.zeros((n_threads if want_h else 1, self.n_params if want_h else 1), dtype=np.float64)
+        cdef double[:, ::1] hbuf = hbuf_np
         cdef double total = 0.0
         cdef Py_ssize_t s, t0
         cdef int T, tid
@@ -607,9 +641,13 @@ cdef class Lattices:
                     logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, &tacc[tid, 0], 1.0)
                     total += logz - gold_score(d, wp, wk.s, t0, T, yp + t0, 1.0)
                     accumulate_gradient(d, t0, T, yp + t0, wk, &gbuf[tid, 0], 1.0)
+                    if want_h:
+                        accumulate_curvature(d, t0, T, wk, &hbuf[tid, 0])
             work_free(wk)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
+        if want_h:
+            np.sum(hbuf_np, axis=0, out=curvature)
         grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
         grad[self.d.off_trans:self.d.off_trans + L * L] += tacc_np.sum(axis=0) * E_np
         return total, grad

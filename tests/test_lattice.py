@@ -518,3 +518,29 @@ def test_sgd_epoch_matches_dense_updates(seed, edges):
     assert t_end == t
     assert loss == pytest.approx(loss_ref)
     assert np.allclose(a_end * v, w_ref)
+
+
+@case_params
+def test_loglik_curvature_is_the_independent_token_variance(seed, L, feats, edges):
+    """The curvature output: sum over tokens of p(1-p) for each state feature (with the
+    enumerated marginals), start and end; zero elsewhere; loss and gradient unchanged."""
+    k = small_case(seed, L, feats, edges)
+    c = k.c
+    h = np.full(c.P, np.nan)
+    loss, grad = k.lat.loglik(k.w, k.gold, 2, h)
+    loss1, grad1 = k.lat.loglik(k.w, k.gold, 1)
+    assert loss == pytest.approx(loss1, rel=1e-12)
+    np.testing.assert_allclose(grad, grad1, rtol=1e-12, atol=1e-12)
+    expect = np.zeros(c.P)
+    for (s, t0, T), en in zip(c.sentences(), k.enums):
+        m = en.node_marginals(k.w, L)
+        v = m * (1.0 - m)
+        expect[c.off_start:c.off_start + L] += v[0]
+        expect[c.off_end:c.off_end + L] += v[T - 1]
+        for t in range(T):
+            for a in c.token_attrs(t0 + t):
+                for f, y in c.features(a):
+                    expect[f] += v[t, y]
+    np.testing.assert_allclose(h, expect, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="curvature"):
+        k.lat.loglik(k.w, k.gold, 1, np.zeros(c.P + 1))
