@@ -9,7 +9,8 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo bench bench-quick bench-ner conll2000 conll2000-rich conll2003 clean help
+.PHONY: all install test demo bench bench-quick bench-ner conll2000 conll2000-rich conll2003 methods \
+	convergence-figures mcef induction clean help
 
 all: test
 
@@ -22,9 +23,13 @@ help:
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
 	@echo "make conll2003   CoNLL-2003 NER: train on eng.train, score eng.testa (CONLL2003=...)"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
+	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
+	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
+	@echo "make mcef        MCE-F from MAP against MAP on dev.txt and eng.testa"
+	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
 
 # Rebuilt only when the build inputs change.
-$(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx csrc/vector.pyx
+$(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx csrc/vector.pyx csrc/induce.pyx
 	$(PYTHON) -m pip install -q -e '.[test]'
 	@mkdir -p $(OUT) && touch $@
 
@@ -80,6 +85,32 @@ bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite
 	$(PYTHON) benchmarks/bench_ner.py all --data $(CONLL2003) --workdir $(OUT)/bench-ner \
 		--out $(OUT)/bench-ner.json
+
+# Training methods side by side (about 40 minutes on 2 cores); the figures need matplotlib.
+BATCH_METHODS = lbfgs pcg mixed-cg cg gis
+methods: install
+	$(PYTHON) -m pip install -q matplotlib
+	$(PYTHON) benchmarks/methods.py --data $(CONLL2000) --task np --out $(OUT)/methods-np
+	$(PYTHON) benchmarks/methods.py --data $(CONLL2000) --task all --out $(OUT)/methods-all \
+	  --methods lbfgs,pcg,mixed-cg,cg,gis,perceptron,sgd,memm
+	$(MAKE) convergence-figures
+
+convergence-figures:
+	@mkdir -p docs
+	for task in np all; do \
+	  $(PYTHON) benchmarks/plot_convergence.py -o docs/convergence-$$task --title "CoNLL-2000 $$task" \
+	    $(foreach m,$(BATCH_METHODS),$(m)=$(OUT)/methods-$$task/$(m).trace.tsv) || exit 1; \
+	done
+
+# MCE-F (Suzuki et al.) from MAP models: CoNLL-2000 dev.txt and CoNLL-2003 eng.testa.
+mcef: install
+	$(PYTHON) benchmarks/mcef.py --task chunk --data $(CONLL2000) --out $(OUT)/mcef
+	$(PYTHON) benchmarks/mcef.py --task ner --data $(CONLL2003) --out $(OUT)/mcef
+
+# Feature induction (McCallum & Li) against fixed pairwise conjunctions.
+induction: install
+	$(PYTHON) benchmarks/induce.py --task ner --data $(CONLL2003) --out $(OUT)/induce
+	$(PYTHON) benchmarks/induce.py --task chunk --data $(CONLL2000) --out $(OUT)/induce
 
 clean:
 	rm -rf build $(OUT) crftk/*.so csrc/*.c
