@@ -17,7 +17,9 @@ rounds:
    of any length can grow. A candidate is scored as a state feature, whatever
    the previous label;
 3. add the N candidates of highest gain above a threshold (their weights start
-   at zero: each Newton weight assumes that it alone is added);
+   at zero: each Newton weight assumes that it alone is added); a selected
+   predicate then gets a weight for every label it occurs with in training (the
+   aggregate feature expanded);
 4. run a few L-BFGS iterations on all weights.
 
 The model's features are kept as predicates (tuples of atomic attribute ids)
@@ -51,6 +53,10 @@ INDUCE_PARAMS = (
     Param("final_iter", 0, int, "Most L-BFGS iterations after the last round, stopping at "
                                 "convergence as train does (0: none, as the paper)."),
     Param("newton_iter", 20, int, "Most Newton iterations for a candidate's weight."),
+    Param("expand", "labels", str, "labels: a selected predicate gets a weight for every label it "
+                                   "occurs with in training (the aggregate feature expanded, as the "
+                                   "paper); none: only the label it was selected with.",
+          ("labels", "none")),
     Param("c2", 1.0, float, "L2 coefficient c2 of training and of the gain's prior on the new "
                             "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
     Param("min_freq", 1, int, "Drop atomic tests seen fewer than this many times in training."),
@@ -125,6 +131,11 @@ class Inducer:
         labels = [np.array(sorted(s), dtype=np.int64) for s in self.labels]
         space, attr_of = FeatureSpace.from_predicates(self.atomic, self.predicates, labels)
         corpus = space.encode(self.sentences)
+        if self.opt["expand"] == "labels" and self.predicates:
+            self.expand(space, corpus, attr_of)
+            labels = [np.array(sorted(s), dtype=np.int64) for s in self.labels]
+            # the attributes depend on the predicates only: the encoding stays valid
+            space, attr_of = FeatureSpace.from_predicates(self.atomic, self.predicates, labels)
         w = np.zeros(space.n_params)
         F = space.n_features
         for j, pred in enumerate(self.predicates):
@@ -136,6 +147,17 @@ class Inducer:
         pred_of = np.full(space.n_attrs, -1, dtype=np.int64)
         pred_of[attr_of] = np.arange(len(self.predicates))
         return space, corpus, w, attr_of, pred_of
+
+    def expand(self, space, corpus, attr_of):
+        """Give every predicate each label it occurs with in the training data."""
+        L = space.n_labels
+        tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
+        pairs = np.unique(corpus.attrs.astype(np.int64) * L + self.gold[tok])
+        attr, label = np.divmod(pairs, L)
+        start = np.searchsorted(attr, attr_of)
+        stop = np.searchsorted(attr, attr_of, side="right")
+        for j in range(len(self.predicates)):
+            self.labels[j].update(label[start[j]:stop[j]].tolist())
 
     def absorb(self, space, attr_of, w):
         """Keep trained weights by predicate and label."""
@@ -350,7 +372,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         log(f"round {r}: {stats['errors']} error tokens, {stats['tests']} tests + "
             f"{stats['predicates']} features + {stats['conjunctions']} conjunctions scored "
             f"({score_s:.1f}s); added {len(added)} (gain {added[0][0]:.1f} .. {added[-1][0]:.1f}); "
-            f"{ind.n_features()} features; objective {f:.6e}"
+            f"{len(ind.predicates)} predicates, {ind.n_features()} features; objective {f:.6e}"
             + (f"; dev F1 {f1:.2f}" if f1 is not None else "") + f"; {seconds:.1f}s")
         report.append(f"# round {r}: {len(added)} features added, {stats['errors']} error tokens")
         names = space.labels
