@@ -4,7 +4,8 @@ The fixed-pattern model uses the same atomic tests plus every pairwise
 conjunction of the template's lines (all pairs in the window), trained with
 L-BFGS to convergence; the induced model grows its conjunctions with
 `crftk induce` (McCallum & Li's settings), then, as a second row, is trained on
-to convergence with `crftk train --init`. Both are scored on the development set with `crftk eval`.
+to convergence with `crftk train --init`. Both are scored on the development
+set with `crftk eval`.
 
     python benchmarks/induce.py --task ner --out out/induce      # CoNLL-2003 eng.testa
     python benchmarks/induce.py --task chunk --out out/induce    # CoNLL-2000 dev.txt
@@ -14,12 +15,10 @@ import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(REPO, "..", "shared", "data")
+from common import REPO, corpus_files, crftk, note as _note
+
 
 TASKS = {
     "ner": ("CONLL2003", "eng.train", "eng.testa", "templates/conll2003-atomic.tmpl"),
@@ -28,14 +27,7 @@ TASKS = {
 
 
 def note(msg):
-    print(f"[induce {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def crftk(*args, log=None):
-    cmd = [sys.executable, "-m", "crftk", *args]
-    with open(log, "w") if log else open(os.devnull, "w") as err:
-        out = subprocess.run(cmd, check=True, text=True, stdout=subprocess.PIPE, stderr=err, cwd=REPO)
-    return out.stdout
+    _note("induce", msg)
 
 
 def pairwise_template(atomic_text):
@@ -66,11 +58,7 @@ def main(argv=None):
     ap.add_argument("--skip-fixed", action="store_true", help="reuse the fixed-pattern results of an earlier run")
     a = ap.parse_args(argv)
     var, train_name, dev_name, atomic = TASKS[a.task]
-    data = a.data or os.environ.get(var) or os.path.join(DATA, var.lower())
-    train, dev = os.path.join(data, train_name), os.path.join(data, dev_name)
-    for path in (train, dev):
-        if not os.path.exists(path):
-            sys.exit(f"induce.py: {path} not found (set --data or ${var})")
+    train, dev = corpus_files(var, (train_name, dev_name), a.data, "induce.py")
     os.makedirs(a.out, exist_ok=True)
     p = lambda name: os.path.join(a.out, f"{a.task}-{name}")  # noqa: E731
     rows = {}

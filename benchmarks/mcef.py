@@ -13,12 +13,10 @@ chunk F1, sentence accuracy and McNemar's test (tokens and sentences).
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(REPO, "..", "shared", "data")
+from common import corpus_files, crftk, note as _note
+
 
 TASKS = {
     # task: (data variable, train file, dev file, template, MCE-F c2)
@@ -28,14 +26,7 @@ TASKS = {
 
 
 def note(msg):
-    print(f"[mcef {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def crftk(*args, log=None):
-    cmd = [sys.executable, "-m", "crftk", *args]
-    with open(log, "w") if log else open(os.devnull, "w") as err:
-        out = subprocess.run(cmd, check=True, text=True, stdout=subprocess.PIPE, stderr=err, cwd=REPO)
-    return out.stdout
+    _note("mcef", msg)
 
 
 def scores(tagged, other=None, unit="token"):
@@ -54,11 +45,7 @@ def main(argv=None):
     ap.add_argument("--threads", default="0")
     a = ap.parse_args(argv)
     var, train_name, dev_name, template, c2 = TASKS[a.task]
-    data = a.data or os.environ.get(var) or os.path.join(DATA, var.lower())
-    train, dev = os.path.join(data, train_name), os.path.join(data, dev_name)
-    for path in (train, dev):
-        if not os.path.exists(path):
-            sys.exit(f"mcef.py: {path} not found (set --data or ${var})")
+    train, dev = corpus_files(var, (train_name, dev_name), a.data, "mcef.py")
     c2 = a.c2 or c2
     os.makedirs(a.out, exist_ok=True)
     p = lambda name: os.path.join(a.out, f"{a.task}-{name}")  # noqa: E731
