@@ -98,7 +98,7 @@ methods: install
 convergence-figures:
 	@mkdir -p docs
 	for task in np all; do \
-	  $(PYTHON) benchmarks/plot_convergence.py -o docs/convergence-$$task --title "CoNLL-2000 $$task" \
+	  $(PYTHON) benchmarks/plot_convergence.py -o docs/convergence-$$task --title "CoNLL-2000 $$task" --max-passes 300 \
 	    $(foreach m,$(BATCH_METHODS),$(m)=$(OUT)/methods-$$task/$(m).trace.tsv) || exit 1; \
 	done
 

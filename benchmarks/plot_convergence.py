@@ -65,12 +65,16 @@ def main(argv=None):
     fig.savefig(args.output + "-objective.png", dpi=120)
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    best_f1 = None
     for label, passes, _, f1 in curves:
         pts = [(p, f) for p, f in zip(passes, f1) if f is not None]
         if pts:
             ax.plot([p for p, _ in pts], [f for _, f in pts], label=label)
+            best_f1 = max([f for _, f in pts] + ([best_f1] if best_f1 is not None else []))
     ax.set_xlabel("forward-backward passes")
     ax.set_ylabel("dev F1")
+    if best_f1 is not None:
+        ax.set_ylim(best_f1 - 10.0, best_f1 + 0.5)     # the first passes score near zero
     if args.max_passes:
         ax.set_xlim(0, args.max_passes)
     ax.set_title((args.title + ": " if args.title else "") + "F1 during training")
