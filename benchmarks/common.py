@@ -31,3 +31,10 @@ def corpus_files(variable, names, data=None, script="benchmark"):
         if not os.path.exists(path):
             sys.exit(f"{script}: {path} not found (set --data or ${variable})")
     return paths
+
+
+def publish(text, path):
+    """Print a result table and keep it in a file."""
+    print(text)
+    with open(path, "w") as fh:
+        fh.write(text + "\n")

@@ -17,7 +17,7 @@ import os
 import re
 import time
 
-from common import REPO, corpus_files, crftk, note as _note
+from common import REPO, corpus_files, crftk, note as _note, publish
 
 
 TASKS = {
@@ -105,16 +105,13 @@ def main(argv=None):
     lines = [f"| {a.task}: {dev_name} | state features | % of fixed | rounds | seconds | F1 | P | R |",
              "|---|---|---|---|---|---|---|---|"]
     names = {"fixed": "fixed patterns (atomic + all pairs)", "induced": "induced (rounds only)",
-             "induced-final": f"induced, then trained to convergence"}
+             "induced-final": "induced, then trained to convergence"}
     for key, r in rows.items():
         o = r["eval"]["overall"]
         lines.append(f"| {names[key]} | {r['state_features']:,} | {100 * r['state_features'] / fixed:.2f} | "
                      f"{r.get('rounds', '-')} | {r['seconds']:.0f} | {o['f1']:.2f} | {o['precision']:.2f} | "
                      f"{o['recall']:.2f} |")
-    text = "\n".join(lines)
-    print(text)
-    with open(p("results.md"), "w") as fh:
-        fh.write(text + "\n")
+    publish("\n".join(lines), p("results.md"))
 
 
 if __name__ == "__main__":

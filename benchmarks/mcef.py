@@ -15,7 +15,7 @@ import json
 import os
 import time
 
-from common import corpus_files, crftk, note as _note
+from common import corpus_files, crftk, note as _note, publish
 
 
 TASKS = {
@@ -74,10 +74,7 @@ def main(argv=None):
     lines.append("")
     lines.append(f"McNemar MCE-F vs MAP: tokens p = {tok['mcnemar']['p_value']:.3g}, "
                  f"sentences p = {sent['mcnemar']['p_value']:.3g}")
-    text = "\n".join(lines)
-    print(text)
-    with open(p("results.md"), "w") as fh:
-        fh.write(text + "\n")
+    publish("\n".join(lines), p("results.md"))
 
 
 if __name__ == "__main__":
