@@ -84,10 +84,10 @@ TRAIN_PARAMS = (
     Param("mce_gamma", 1.0, float, "mce-f: gamma of the F-score F_gamma (1: F1)."),
     Param("model_type", "crf", str,
           "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
-          "features, normalized per token (Sha & Pereira's comparison; lbfgs, order 1).",
+          "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1).",
           ("crf", "memm")),
     Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
-                           "features on the current tag, as Sha & Pereira; lbfgs only; the pair "
+                           "features on the current tag, as Sha & Pereira; lbfgs or quickprop; the pair "
                            "label set grows as tags squared, so keep the tag set small).", (1, 2)),
     Param("constraints", "none", str,
           "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
