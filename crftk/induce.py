@@ -138,10 +138,8 @@ class Inducer:
             space, attr_of = FeatureSpace.from_predicates(self.atomic, self.predicates, labels)
         w = np.zeros(space.n_params)
         F = space.n_features
-        for j, pred in enumerate(self.predicates):
-            a = attr_of[j]
-            for f in range(space.feat_ptr[a], space.feat_ptr[a + 1]):
-                w[f] = self.weight.get((pred, int(space.feat_label[f])), 0.0)
+        for f, key in self._features(space, attr_of):
+            w[f] = self.weight.get(key, 0.0)
         if self.base is not None:
             w[F:] = self.base
         pred_of = np.full(space.n_attrs, -1, dtype=np.int64)
@@ -159,13 +157,17 @@ class Inducer:
         for j in range(len(self.predicates)):
             self.labels[j].update(label[start[j]:stop[j]].tolist())
 
-    def absorb(self, space, attr_of, w):
-        """Keep trained weights by predicate and label."""
-        F = space.n_features
+    def _features(self, space, attr_of):
+        """(parameter index, (predicate, label)) of every state feature of the model."""
         for j, pred in enumerate(self.predicates):
             a = attr_of[j]
             for f in range(space.feat_ptr[a], space.feat_ptr[a + 1]):
-                self.weight[(pred, int(space.feat_label[f]))] = float(w[f])
+                yield f, (pred, int(space.feat_label[f]))
+
+    def absorb(self, space, attr_of, w):
+        """Keep trained weights by predicate and label."""
+        F = space.n_features
+        self.weight.update((key, float(w[f])) for f, key in self._features(space, attr_of))
         self.base = np.array(w[F:], copy=True)
 
     def n_features(self):
