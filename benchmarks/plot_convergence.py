@@ -23,6 +23,16 @@ def read_trace(path):
     return passes, objective, f1
 
 
+def save(fig, ax, args, title, suffix):
+    """The finish both figures share: x range, title, legend, PNG file."""
+    if args.max_passes:
+        ax.set_xlim(0, args.max_passes)
+    ax.set_title((args.title + ": " if args.title else "") + title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.output + suffix, dpi=120)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="+", metavar="LABEL=FILE", help="a trace file and its curve label")
@@ -57,12 +67,7 @@ def main(argv=None):
     if starts:
         top = max(tops)
         ax.set_ylim(min(starts), top + 0.02 * (top - min(starts)))
-    if args.max_passes:
-        ax.set_xlim(0, args.max_passes)
-    ax.set_title((args.title + ": " if args.title else "") + "convergence")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.output + "-objective.png", dpi=120)
+    save(fig, ax, args, "convergence", "-objective.png")
 
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     best_f1 = None
@@ -75,12 +80,7 @@ def main(argv=None):
     ax.set_ylabel("dev F1")
     if best_f1 is not None:
         ax.set_ylim(best_f1 - 10.0, best_f1 + 0.5)     # the first passes score near zero
-    if args.max_passes:
-        ax.set_xlim(0, args.max_passes)
-    ax.set_title((args.title + ": " if args.title else "") + "F1 during training")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.output + "-f1.png", dpi=120)
+    save(fig, ax, args, "F1 during training", "-f1.png")
     print(f"wrote {args.output}-objective.png and {args.output}-f1.png")
 
 
