@@ -22,6 +22,13 @@ rounds:
    aggregate feature expanded);
 4. run a few L-BFGS iterations on all weights.
 
+Beyond the paper, three options: ``start="atomic"`` begins from every atomic
+test with the labels it occurs with, trained to convergence, so rounds add
+conjunctions only (Mallet's CRF induction also keeps the input features);
+``gain_tokens="all"`` scores the best candidates again over every token where
+they fire, so the correct tokens a candidate would hurt count against it; and
+``error_below`` also treats tokens whose gold marginal is low as error tokens.
+
 The model's features are kept as predicates (tuples of atomic attribute ids)
 with label sets; each round builds an ordinary FeatureSpace for them
 (FeatureSpace.from_predicates), so the final model is a normal model file.
@@ -42,11 +49,25 @@ from crftk.templates import read_template
 from crftk.train import DevScorer, Param, resolve_threads, _stderr_log
 
 INDUCE_PARAMS = (
+    Param("start", "empty", str, "empty: the model starts with no state features (McCallum & Li); "
+                                 "atomic: it starts with every atomic test, with each label the test "
+                                 "occurs with, trained to convergence, and rounds add conjunctions "
+                                 "(as Mallet's CRF induction, which keeps the input features).",
+          ("empty", "atomic")),
     Param("rounds", 20, int, "Most rounds of induction (it also stops when no candidate passes "
                              "--gain-threshold)."),
     Param("per_round", 1000, int, "Most features added per round (McCallum & Li: 1000)."),
     Param("gain_threshold", 5.0, float, "Smallest gain (in log-likelihood) of a feature to add "
                                         "(McCallum & Li: 5)."),
+    Param("gain_tokens", "errors", str,
+          "errors: a candidate's gain is summed over the error tokens only (McCallum & Li); all: "
+          "the best --rescore candidates by that gain are scored again over every training token "
+          "where they fire, so the tokens a candidate would hurt count too.", ("errors", "all")),
+    Param("rescore", 20000, int, "With --gain-tokens all: how many conjunctions (besides every "
+                                 "atomic test and model feature) are scored again over all tokens."),
+    Param("error_below", 0.0, float, "Tokens whose gold label has a marginal below this also count "
+                                     "as error tokens (0: only the tokens Viterbi mislabels, as the "
+                                     "paper)."),
     Param("conjoin_top", 1000, int, "Conjunction candidates are formed from this many atomic tests "
                                     "and model features of highest gain (McCallum & Li: 1000)."),
     Param("round_iter", 10, int, "L-BFGS iterations after each round (McCallum & Li: 10)."),
@@ -122,8 +143,45 @@ class Inducer:
         self.labels = []                # per predicate: set of label ids
         self.weight = {}                # (predicate, label) -> weight
         self.index = {}                 # predicate -> position in self.predicates
+        self.pred_code = []             # per predicate: the sum of its tests' codes
         self.base = None                # transition, start and end weights
         self.n_threads = resolve_threads(opt["threads"])
+        if opt["gain_tokens"] == "all":
+            self.index_tokens(template)
+
+    def index_tokens(self, template):
+        """The test of each line on each token, and the tokens of each test (for all-token gains)."""
+        n_tok, n_lines = self.gold.size, len(self.atomic.unigram_lines)
+        tok = np.repeat(np.arange(n_tok, dtype=np.int64), np.diff(self.tests.ptr))
+        line = self.line_of[self.tests.ids]
+        cell = tok * n_lines + line
+        if np.unique(cell).size != cell.size:
+            bad = template.unigrams[int(line[np.flatnonzero(np.bincount(cell) > 1)[0] % n_lines])]
+            raise CrftkError(f"--gain-tokens all needs at most one value per template line and token; "
+                             f"line {bad.lineno} gives several ({bad.text})", template.path, bad.lineno)
+        self.test_at = np.full((n_tok, n_lines), -1, dtype=np.int32)
+        self.test_at[tok, line] = self.tests.ids
+        order = np.argsort(self.tests.ids, kind="stable")
+        self.post_tok = tok[order].astype(np.int32)
+        self.post_ptr = np.zeros(self.n_tests + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.tests.ids, minlength=self.n_tests), out=self.post_ptr[1:])
+
+    def add_predicate(self, pred):
+        """Position of the predicate (a sorted tuple of tests), added without labels if new."""
+        j = self.index.get(pred)
+        if j is None:
+            j = self.index[pred] = len(self.predicates)
+            self.predicates.append(pred)
+            self.labels.append(set())
+            self.pred_code.append(np.sum(self.code[list(pred)], dtype=np.uint64))
+        return j
+
+    def seed_atomic(self):
+        """Start from every atomic test, with the labels it occurs with in training."""
+        a = self.atomic
+        for t in range(self.n_tests):
+            j = self.add_predicate((t,))
+            self.labels[j].update(a.feat_label[a.feat_ptr[t]:a.feat_ptr[t + 1]].tolist())
 
     # -- the model as an ordinary feature space --------------------------------
     def build(self):
@@ -179,15 +237,19 @@ class Inducer:
     # -- one round of candidate scoring -----------------------------------------
     def candidates(self, space, corpus, w, pred_of):
         """Score the candidates: (gain, label, mu, error-token set code, tuple maker), counts."""
-        from crftk._induce import predicate_gains
+        from crftk._induce import conjunction_gains, predicate_gains
         lat = space.lattices(corpus)
         pred, _ = lat.viterbi(w, self.n_threads)
-        errors = np.flatnonzero(pred != self.gold)
+        marg_all, _ = lat.marginals(w, self.n_threads)
+        marg_all = np.clip(marg_all, 0.0, 1.0)      # rounding can leave 1 + 2e-16
+        wrong = pred != self.gold
+        if self.opt["error_below"] > 0:
+            wrong |= marg_all[np.arange(self.gold.size), self.gold] < self.opt["error_below"]
+        errors = np.flatnonzero(wrong)
         stats = {"errors": int(errors.size)}
         if errors.size == 0:
             return None, stats
-        marg, _ = lat.marginals(w, self.n_threads)
-        marg = np.clip(marg[errors], 0.0, 1.0)      # rounding can leave 1 + 2e-16
+        marg = marg_all[errors]
         gold = np.ascontiguousarray(self.gold[errors], dtype=np.int32)
         opt = self.opt
         inv_var = 2.0 * opt["c2"]
@@ -247,8 +309,7 @@ class Inducer:
         codes, c_ptr, c_toks = _grouped(c_code, c_tok)
         # one (base, test) making each conjunction, to spell it out
         first = np.unique(c_code, return_index=True)[1]
-        known = np.array([np.sum(self.code[list(p)], dtype=np.uint64) for p in self.predicates],
-                         dtype=np.uint64)
+        known = np.array(self.pred_code, dtype=np.uint64)
         fresh = ~np.isin(codes, known)
         cg, cl, cm, cc = gains(c_ptr, c_toks)
         cg = np.where(fresh, cg, -np.inf)
@@ -269,6 +330,24 @@ class Inducer:
             k = first[i - n_t - n_p]
             return tuple(sorted(base_tuples[int(top[c_base[k]])] + (int(c_test[k]),)))
 
+        if opt["gain_tokens"] == "all":
+            # the error-token gain ignores the correct tokens a candidate would hurt: score the
+            # atomic tests, the model's predicates and the best conjunctions again on all tokens
+            conj = n_t + n_p + np.argsort(-cg, kind="stable")[: opt["rescore"]]
+            conj = conj[np.isfinite(gain[conj])]
+            short = np.concatenate([np.arange(n_t + n_p), conj])
+            tuples = [tuple_of(int(i)) for i in short]
+            c_ptr = np.zeros(len(tuples) + 1, dtype=np.int64)
+            np.cumsum([len(t) for t in tuples], out=c_ptr[1:])
+            c_tests = np.fromiter((x for t in tuples for x in t), dtype=np.int32, count=int(c_ptr[-1]))
+            rg, rl, rm, _ = conjunction_gains(
+                marg_all, self.gold.astype(np.int32), self.test_at, self.line_of.astype(np.int32),
+                self.post_ptr, self.post_tok, c_ptr, c_tests, inv_var=inv_var,
+                max_newton=opt["newton_iter"], n_threads=self.n_threads)
+            gain = np.full(gain.size, -np.inf)
+            gain[short], label[short], mu[short] = rg, rl, rm
+            stats["rescored"] = int(short.size)
+
         return (gain, label, mu, tokens, tuple_of), stats
 
     def select(self, scored):
@@ -286,11 +365,7 @@ class Inducer:
                 continue
             seen.add((int(label[i]), int(tokens[i])))
             pred, y = tuple_of(i), int(label[i])
-            j = self.index.get(pred)
-            if j is None:
-                j = self.index[pred] = len(self.predicates)
-                self.predicates.append(pred)
-                self.labels.append(set())
+            j = self.add_predicate(pred)
             if y in self.labels[j]:
                 continue        # an existing feature scored again: it keeps training anyway
             self.labels[j].add(y)
@@ -307,11 +382,13 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     if unknown:
         raise TypeError(f"unknown induction options: {sorted(unknown)}")
     opt = {**DEFAULTS, **options}
-    for name in ("rounds", "per_round", "conjoin_top", "newton_iter", "min_freq"):
+    for name in ("rounds", "per_round", "conjoin_top", "newton_iter", "min_freq", "rescore"):
         if opt[name] < 1:
             raise CrftkError(f"--{name.replace('_', '-')} must be at least 1")
     if opt["round_iter"] < 0 or opt["final_iter"] < 0 or opt["c2"] < 0:
         raise CrftkError("--round-iter, --final-iter and --c2 must not be negative")
+    if not 0.0 <= opt["error_below"] <= 1.0:
+        raise CrftkError("--error-below must lie in [0, 1]")
     if not math.isfinite(opt["gain_threshold"]):
         raise CrftkError("--gain-threshold must be a number")
     if isinstance(train_files, str):
@@ -346,10 +423,19 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
             return None
         return DevScorer(space, dev_sents, ind.n_threads)(w).overall.f1
 
+    if opt["start"] == "atomic":
+        ind.seed_atomic()
     space, corpus, w, attr_of, pred_of = ind.build()
-    w, f = fit(space, corpus, w, opt["round_iter"])
+    if opt["start"] == "atomic":
+        # the atomic CRF is the model that the conjunctions are to improve: train it as train does
+        w, f = fit(space, corpus, w, 1000, epsilon=1e-5)
+        f1 = dev_f1(space, w)
+        log(f"round 0: {len(ind.predicates)} atomic tests, {ind.n_features()} features, trained to "
+            f"convergence: objective {f:.6e}" + (f"; dev F1 {f1:.2f}" if f1 is not None else ""))
+    else:
+        w, f = fit(space, corpus, w, opt["round_iter"])
+        log(f"round 0: transitions only, objective {f:.6e}")
     ind.absorb(space, attr_of, w)
-    log(f"round 0: transitions only, objective {f:.6e}")
     rounds = 0
     for r in range(1, opt["rounds"] + 1):
         start = time.perf_counter()
@@ -372,8 +458,9 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
                   "best_gain": added[0][0], "last_gain": added[-1][0]}
         history.append(record)
         log(f"round {r}: {stats['errors']} error tokens, {stats['tests']} tests + "
-            f"{stats['predicates']} features + {stats['conjunctions']} conjunctions scored "
-            f"({score_s:.1f}s); added {len(added)} (gain {added[0][0]:.1f} .. {added[-1][0]:.1f}); "
+            f"{stats['predicates']} features + {stats['conjunctions']} conjunctions scored"
+            + (f", {stats['rescored']} again on all tokens" if "rescored" in stats else "")
+            + f" ({score_s:.1f}s); added {len(added)} (gain {added[0][0]:.1f} .. {added[-1][0]:.1f}); "
             f"{len(ind.predicates)} predicates, {ind.n_features()} features; objective {f:.6e}"
             + (f"; dev F1 {f1:.2f}" if f1 is not None else "") + f"; {seconds:.1f}s")
         report.append(f"# round {r}: {len(added)} features added, {stats['errors']} error tokens")

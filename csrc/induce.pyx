@@ -113,8 +113,13 @@ cdef void newton(const Problem* P, const int* tok, Py_ssize_t n, int y, double n
 cdef void score_predicate(const Problem* P, Py_ssize_t c, double* cnt,
                           double* gain, double* lam) noexcept nogil:
     """gain[y], lam[y] for every label y of predicate c; cnt is L scratch."""
-    cdef const int* tok = P.tok + P.ptr[c]
-    cdef Py_ssize_t k, n = <Py_ssize_t> (P.ptr[c + 1] - P.ptr[c])
+    score_tokens(P, P.tok + P.ptr[c], <Py_ssize_t> (P.ptr[c + 1] - P.ptr[c]), cnt, gain, lam)
+
+
+cdef void score_tokens(const Problem* P, const int* tok, Py_ssize_t n, double* cnt,
+                       double* gain, double* lam) noexcept nogil:
+    """gain[y], lam[y] for every label y of a predicate firing on tok[:n]."""
+    cdef Py_ssize_t k
     cdef int y
     memset(cnt, 0, P.L * sizeof(double))
     for k in range(n):
@@ -248,14 +253,115 @@ def predicate_gains(const double[:, ::1] marginals, const int[::1] gold,
         for c in prange(C, schedule="dynamic", chunksize=16):
             if buf != NULL and ptr[c + 1] > ptr[c]:
                 score_predicate(&P, c, buf, buf + L, buf + 2 * L)
-                b = 0
-                for y in range(1, L):
-                    if buf[L + y] > buf[L + b]:
-                        b = y
-                best_gain[c] = buf[L + b]
-                best_label[c] = b
-                best_lam[c] = buf[2 * L + b]
+                keep_best(buf + L, buf + 2 * L, L, &best_gain[c], &best_label[c], &best_lam[c])
         free(buf)
     if flags_np.any():
         raise MemoryError("cannot allocate induction buffers")
     return best_gain_np, best_label_np, best_lam_np
+
+
+cdef inline void keep_best(const double* gain, const double* lam, int L,
+                           double* best_gain, int* best_label, double* best_lam) noexcept nogil:
+    """The label of highest gain (ties to the lowest)."""
+    cdef int y, b = 0
+    for y in range(1, L):
+        if gain[y] > gain[b]:
+            b = y
+    best_gain[0] = gain[b]
+    best_label[0] = b
+    best_lam[0] = lam[b]
+
+
+def conjunction_gains(const double[:, ::1] marginals, const int[::1] gold,
+                      const int[:, ::1] test_at, const int[::1] line_of,
+                      const long long[::1] post_ptr, const int[::1] post_tok,
+                      const long long[::1] cand_ptr, const int[::1] cand_test,
+                      double inv_var=0.0, int max_newton=20, double tol=1e-6,
+                      double max_step=5.0, double max_weight=20.0, int n_threads=1):
+    """Best label of every conjunction of tests over all the tokens where it fires.
+
+    Like ``predicate_gains`` with ``marginals[N, L]`` and ``gold[N]`` for every
+    token; candidate c is the conjunction of the tests
+    ``cand_test[cand_ptr[c]:cand_ptr[c+1]]``, firing where all of them do.
+    ``test_at[t, l]`` is the test of template line l on token t (-1: none),
+    ``line_of[x]`` the line of test x, and test x fires on the tokens
+    ``post_tok[post_ptr[x]:post_ptr[x+1]]``. The token sets are built per
+    candidate from its rarest test, so they are never all held at once.
+    Returns (gain[C], label[C] int32, lambda[C], tokens[C] int64).
+    """
+    cdef Py_ssize_t N = marginals.shape[0], C = cand_ptr.shape[0] - 1
+    cdef Py_ssize_t X = line_of.shape[0]
+    cdef int L = <int> marginals.shape[1]
+    if test_at.shape[0] != N:
+        raise ValueError(f"test_at has {test_at.shape[0]} rows, expected one per token ({N})")
+    if post_ptr.shape[0] != X + 1 or post_ptr[0] != 0 or post_ptr[X] != post_tok.shape[0]:
+        raise ValueError("post_ptr must have one entry per test plus one, from 0 to len(post_tok)")
+    ct = np.asarray(cand_test)
+    if ct.size and (ct.min() < 0 or ct.max() >= X):
+        raise ValueError(f"candidate test out of range [0, {X})")
+    lo = np.asarray(line_of)
+    if lo.size and (lo.min() < 0 or lo.max() >= test_at.shape[1]):
+        raise ValueError("line_of out of range of test_at's columns")
+    pt = np.asarray(post_tok)
+    if pt.size and (pt.min() < 0 or pt.max() >= N):
+        raise ValueError(f"posting token out of range [0, {N})")
+    all_ptr = np.array([0, N], dtype=np.int64)
+    all_tok = np.zeros(N, dtype=np.int32)  # one predicate on every token, for check_inputs
+    logp, log1mp = check_inputs(marginals, gold, all_ptr, all_tok, inv_var, max_newton, tol,
+                                max_step, max_weight)
+    n_threads = max(1, n_threads)
+    best_gain_np = np.zeros(C, dtype=np.float64)
+    best_label_np = np.full(C, -1, dtype=np.int32)
+    best_lam_np = np.zeros(C, dtype=np.float64)
+    count_np = np.zeros(C, dtype=np.int64)
+    flags_np = np.zeros(n_threads, dtype=np.int32)
+    cdef double[::1] best_gain = best_gain_np
+    cdef int[::1] best_label = best_label_np
+    cdef double[::1] best_lam = best_lam_np
+    cdef long long[::1] count = count_np
+    cdef int[::1] flags = flags_np
+    cdef long long[::1] ap = all_ptr
+    cdef int[::1] at = all_tok
+    cdef Problem P = make_problem(logp, log1mp, gold, ap, at, inv_var, max_newton, tol,
+                                  max_step, max_weight)
+    cdef double* buf
+    cdef int* toks
+    cdef Py_ssize_t c, k, j, n, rare
+    cdef int t, x
+    cdef bint fires
+    if C == 0:
+        return best_gain_np, best_label_np, best_lam_np, count_np
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double*> malloc(3 * L * sizeof(double))
+        toks = <int*> malloc((N + 1) * sizeof(int))
+        if buf == NULL or toks == NULL:
+            flags[threadid()] = 1
+        for c in prange(C, schedule="dynamic", chunksize=8):
+            if buf == NULL or toks == NULL or cand_ptr[c + 1] <= cand_ptr[c]:
+                continue
+            rare = cand_test[cand_ptr[c]]
+            for j in range(cand_ptr[c] + 1, cand_ptr[c + 1]):
+                x = cand_test[j]
+                if post_ptr[x + 1] - post_ptr[x] < post_ptr[rare + 1] - post_ptr[rare]:
+                    rare = x
+            n = 0
+            for k in range(post_ptr[rare], post_ptr[rare + 1]):
+                t = post_tok[k]
+                fires = True
+                for j in range(cand_ptr[c], cand_ptr[c + 1]):
+                    x = cand_test[j]
+                    if test_at[t, line_of[x]] != x:
+                        fires = False
+                        break
+                if fires:
+                    toks[n] = t
+                    n = n + 1
+            count[c] = n
+            if n > 0:
+                score_tokens(&P, toks, n, buf, buf + L, buf + 2 * L)
+                keep_best(buf + L, buf + 2 * L, L, &best_gain[c], &best_label[c], &best_lam[c])
+        free(buf)
+        free(toks)
+    if flags_np.any():
+        raise MemoryError("cannot allocate induction buffers")
+    return best_gain_np, best_label_np, best_lam_np, count_np

@@ -55,8 +55,7 @@ def test_gain_equals_the_exact_likelihood_change_without_transition_weights():
     opt = {**DEFAULTS, "threads": 1, "c2": 0.5}
     ind = Inducer(sents, parse_template(ATOMIC), opt, quiet)
     # one feature already in the model, with a weight, so that the marginals are not uniform
-    ind.predicates, ind.labels = [(0,)], [{1}]
-    ind.index = {(0,): 0}
+    ind.labels[ind.add_predicate((0,))].add(1)
     ind.weight = {((0,), 1): 0.8}
     space, corpus, w, attr_of, pred_of = ind.build()
     assert not w[space.n_features:].any()            # no transition, start or end weight
@@ -68,11 +67,9 @@ def test_gain_equals_the_exact_likelihood_change_without_transition_weights():
     def exact(pred, y, m):
         """Log-likelihood change of the error tokens when (pred, y) gets weight m, minus c2 m^2."""
         trial = Inducer(sents, parse_template(ATOMIC), opt, quiet)
-        preds = [p for p in ind.predicates if p != pred] + [pred]
-        labels = [set(ind.labels[ind.index[p]]) for p in preds[:-1]]
-        labels.append(set(ind.labels[ind.index[pred]]) | {y} if pred in ind.index else {y})
-        trial.predicates, trial.labels = preds, labels
-        trial.index = {p: i for i, p in enumerate(preds)}
+        for p in [p for p in ind.predicates if p != pred] + [pred]:
+            trial.labels[trial.add_predicate(p)].update(ind.labels[ind.index[p]] if p in ind.index else ())
+        trial.labels[trial.index[pred]].add(y)
         trial.weight = dict(ind.weight)
         trial.weight[(pred, y)] = trial.weight.get((pred, y), 0.0) + m
         sp, co, w2, _, _ = trial.build()
@@ -187,9 +184,72 @@ def test_bad_templates_are_one_line_errors(tmp_path, template, message):
     assert not (tmp_path / "m.model").exists()
 
 
-@pytest.mark.parametrize("option", ["rounds", "per_round", "conjoin_top"])
+@pytest.mark.parametrize("option", ["rounds", "per_round", "conjoin_top", "rescore"])
 def test_option_checks(tmp_path, option):
     write(tmp_path / "train.txt", xor_corpus(5, seed=7))
     (tmp_path / "t.tmpl").write_text(ATOMIC)
     with pytest.raises(CrftkError, match=option.replace("_", "-")):
         induce([str(tmp_path / "train.txt")], str(tmp_path / "t.tmpl"), log=quiet, **{option: 0})
+
+
+def test_atomic_start_keeps_every_atomic_feature_and_adds_the_conjunction(tmp_path):
+    from crftk.features import FeatureSpace
+    train = xor_corpus(300, seed=2)
+    (tmp_path / "t.tmpl").write_text(ATOMIC)
+    model = induce([str(write(tmp_path / "train.txt", train))], str(tmp_path / "t.tmpl"), None,
+                   log=quiet, rounds=3, threads=1, start="atomic")
+    atomic, _ = FeatureSpace.fit(train, parse_template(ATOMIC))
+
+    def features(space):
+        names = space.attribute_strings()
+        return {(names[a], space.labels[space.feat_label[f]]) for a in range(space.n_attrs)
+                for f in range(space.feat_ptr[a], space.feat_ptr[a + 1])}
+
+    have = features(model.space)
+    assert features(atomic) < have
+    assert any("/" in name for name, _ in have - features(atomic))
+    test = xor_corpus(100, seed=3)
+    gold = [[r[-1] for r in s.rows] for s in test]
+    assert evaluate(gold, model_tags(model, test)).token_accuracy == 1.0
+
+
+def test_gains_over_all_tokens_are_the_mean_field_gains_of_every_token_that_fires():
+    from scipy.optimize import minimize_scalar
+    sents = xor_corpus(60, seed=9)
+    opt = {**DEFAULTS, "threads": 1, "c2": 0.5, "gain_tokens": "all", "rescore": 10}
+    ind = Inducer(sents, parse_template(ATOMIC), opt, quiet)
+    ind.labels[ind.add_predicate((0,))].add(1)
+    ind.weight = {((0,), 1): 0.8}
+    space, corpus, w, attr_of, pred_of = ind.build()
+    (gain, label, mu, _, tuple_of), stats = ind.candidates(space, corpus, w, pred_of)
+    marg = space.lattices(corpus).marginals(w)[0]
+    gold = corpus.labels
+    fires = np.zeros((gold.size, ind.n_tests), dtype=bool)
+    fires[np.repeat(np.arange(gold.size), np.diff(ind.tests.ptr)), ind.tests.ids] = True
+    scored = np.flatnonzero(np.isfinite(gain))
+    assert stats["errors"] < gold.size and 0 < scored.size == stats["rescored"] < gain.size
+    conjunctions = 0
+    for i in scored.tolist():
+        pred = tuple_of(i)
+        conjunctions += len(pred) > 1
+        t = np.flatnonzero(fires[:, list(pred)].all(axis=1))
+        y = int(label[i])
+
+        def value(x):
+            return x * np.sum(gold[t] == y) - np.log(1 + marg[t, y] * np.expm1(x)).sum() - 0.5 * x * x
+
+        assert gain[i] == pytest.approx(value(mu[i]), rel=1e-9, abs=1e-9)
+        best = minimize_scalar(lambda x: -value(x), bounds=(-20, 20), method="bounded")
+        assert gain[i] >= -best.fun - 1e-6
+    assert conjunctions > 0
+
+
+def test_error_below_counts_uncertain_tokens_as_errors():
+    sents = xor_corpus(30, seed=4)
+    n_tokens = sum(len(s.rows) for s in sents)
+    counts = []
+    for below in (0.0, 1.0):
+        ind = Inducer(sents, parse_template(ATOMIC), {**DEFAULTS, "threads": 1, "error_below": below}, quiet)
+        space, corpus, w, attr_of, pred_of = ind.build()
+        counts.append(ind.candidates(space, corpus, w, pred_of)[1]["errors"])
+    assert counts[0] < counts[1] == n_tokens

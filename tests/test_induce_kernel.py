@@ -230,3 +230,38 @@ def test_bad_input_raises(f):
         f(m, gold, ptr, tok, inv_var=-1.0)
     with pytest.raises(ValueError, match="max_weight"):
         f(m, gold, ptr, tok, max_weight=np.inf)
+
+
+def test_conjunction_gains_build_the_token_sets_of_the_conjunctions():
+    """Over all tokens: each candidate fires where all its tests do; its gains are
+    predicate_gains on that token set, found by brute force."""
+    from crftk._induce import conjunction_gains
+    rng = np.random.default_rng(11)
+    N, L, n_lines, vals = 300, 4, 3, 4
+    m = softmax(rng.normal(scale=1.5, size=(N, L)))
+    gold = rng.integers(0, L, size=N).astype(I32)
+    # line l holds test l * vals + v on a token, or none (-1) one time in ten
+    test_at = (np.arange(n_lines) * vals + rng.integers(0, vals, size=(N, n_lines))).astype(I32)
+    test_at[rng.random((N, n_lines)) < 0.1] = -1
+    line_of = np.repeat(np.arange(n_lines), vals).astype(I32)
+    X = n_lines * vals
+    post = [np.flatnonzero((test_at == x).any(axis=1)) for x in range(X)]
+    post_ptr = np.concatenate([[0], np.cumsum([len(p) for p in post])]).astype(I64)
+    post_tok = np.concatenate(post).astype(I32)
+    cands = [(0,), (5,), (1, 6), (2, 7, 9), (4, 11), (0, 1)]   # (0, 1): one line twice, never fires
+    c_ptr = np.concatenate([[0], np.cumsum([len(c) for c in cands])]).astype(I64)
+    c_test = np.concatenate(cands).astype(I32)
+    sets = [np.flatnonzero(np.all([(test_at == x).any(axis=1) for x in c], axis=0)) for c in cands]
+    ptr = np.concatenate([[0], np.cumsum([len(s) for s in sets])]).astype(I64)
+    want = predicate_gains(m, gold, ptr, np.concatenate(sets).astype(I32), inv_var=0.5)
+    for threads in (1, 2):
+        got = conjunction_gains(m, gold, test_at, line_of, post_ptr, post_tok, c_ptr, c_test,
+                                inv_var=0.5, n_threads=threads)
+        np.testing.assert_array_equal(got[3], [len(s) for s in sets])
+        assert got[3][-1] == 0 and got[3][:-1].min() > 0
+        for g, w in zip(got[:3], want):
+            np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match="test_at"):
+        conjunction_gains(m, gold, test_at[1:], line_of, post_ptr, post_tok, c_ptr, c_test)
+    with pytest.raises(ValueError, match="candidate test"):
+        conjunction_gains(m, gold, test_at, line_of, post_ptr, post_tok, c_ptr, c_test + X)
