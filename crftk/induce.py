@@ -24,10 +24,10 @@ rounds:
 
 Beyond the paper, three options: ``start="atomic"`` begins from every atomic
 test with the labels it occurs with, trained to convergence, so rounds add
-conjunctions only (Mallet's CRF induction also keeps the input features);
-``gain_tokens="all"`` scores the best candidates again over every token where
-they fire, so the correct tokens a candidate would hurt count against it; and
-``error_below`` also treats tokens whose gold marginal is low as error tokens.
+conjunctions only; ``gain_tokens="all"`` scores the best candidates again over
+every token where they fire, so the correct tokens a candidate would hurt count
+against it; and ``error_below`` also treats tokens whose gold marginal is low as
+error tokens.
 
 The model's features are kept as predicates (tuples of atomic attribute ids)
 with label sets; each round builds an ordinary FeatureSpace for them
@@ -51,8 +51,7 @@ from crftk.train import DevScorer, Param, resolve_threads, _stderr_log
 INDUCE_PARAMS = (
     Param("start", "empty", str, "empty: the model starts with no state features (McCallum & Li); "
                                  "atomic: it starts with every atomic test, with each label the test "
-                                 "occurs with, trained to convergence, and rounds add conjunctions "
-                                 "(as Mallet's CRF induction, which keeps the input features).",
+                                 "occurs with, trained to convergence, and rounds add conjunctions.",
           ("empty", "atomic")),
     Param("rounds", 20, int, "Most rounds of induction (it also stops when no candidate passes "
                              "--gain-threshold)."),
