@@ -87,6 +87,33 @@ class EncodedCorpus:
         p = self.sent_ptr
         return [slice(int(p[i]), int(p[i + 1])) for i in range(p.size - 1)]
 
+    def tokens_of(self, sentences):
+        """Token ids of the given sentences, in order."""
+        sentences = np.asarray(sentences, dtype=np.int64)
+        starts = self.sent_ptr[sentences].astype(np.int64)
+        return _slots(starts, self.sent_ptr[sentences + 1] - starts)
+
+    def subset(self, sentences):
+        """The given sentences (ids in increasing order) as a corpus of their own."""
+        sentences = np.asarray(sentences, dtype=np.int64)
+        tokens = self.tokens_of(sentences)
+
+        def rows(ptr, ids):
+            starts = ptr[tokens].astype(np.int64)
+            counts = ptr[tokens + 1] - starts
+            new_ptr = np.zeros(tokens.size + 1, dtype=np.int32)
+            np.cumsum(counts, out=new_ptr[1:])
+            return new_ptr, ids[_slots(starts, counts)]
+
+        lengths = np.diff(self.sent_ptr)[sentences]
+        sent_ptr = np.zeros(sentences.size + 1, dtype=np.int32)
+        np.cumsum(lengths, out=sent_ptr[1:])
+        attr_ptr, attrs = rows(self.attr_ptr, self.attrs)
+        eattr_ptr, eattrs = rows(self.eattr_ptr, self.eattrs)
+        labels = None if self.labels is None else self.labels[tokens]
+        return EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, labels)
+
+
 
 class Positions:
     """Where each token of a batch sits in its sentence (and its first-mention anchor)."""

@@ -22,12 +22,14 @@ rounds:
    aggregate feature expanded);
 4. run a few L-BFGS iterations on all weights.
 
-Beyond the paper, three options: ``start="atomic"`` begins from every atomic
+Beyond the paper, four options: ``start="atomic"`` begins from every atomic
 test with the labels it occurs with, trained to convergence, so rounds add
 conjunctions only; ``gain_tokens="all"`` scores the best candidates again over
 every token where they fire, so the correct tokens a candidate would hurt count
-against it; and ``error_below`` also treats tokens whose gold marginal is low as
-error tokens.
+against it; ``error_below`` also treats tokens whose gold marginal is low as
+error tokens; and ``gain_folds=K`` takes each token's posteriors and error from
+a model trained alongside on the other K-1 folds of sentences (CrossFit), since
+a model that fits its training data leaves few training errors to learn from.
 
 The model's features are kept as predicates (tuples of atomic attribute ids)
 with label sets; each round builds an ordinary FeatureSpace for them
@@ -67,6 +69,11 @@ INDUCE_PARAMS = (
     Param("error_below", 0.0, float, "Tokens whose gold label has a marginal below this also count "
                                      "as error tokens (0: only the tokens Viterbi mislabels, as the "
                                      "paper)."),
+    Param("gain_folds", 0, int,
+          "0: gains and error tokens come from the model's own posteriors on its training data "
+          "(McCallum & Li); K >= 2: the sentences are dealt into K folds and each token's posteriors "
+          "and Viterbi labels come from a model of the same features trained, round by round, on "
+          "the other folds, so gains measure what a candidate would fix on unseen text."),
     Param("conjoin_top", 1000, int, "Conjunction candidates are formed from this many atomic tests "
                                     "and model features of highest gain (McCallum & Li: 1000)."),
     Param("round_iter", 10, int, "L-BFGS iterations after each round (McCallum & Li: 10)."),
@@ -193,12 +200,7 @@ class Inducer:
             labels = [np.array(sorted(s), dtype=np.int64) for s in self.labels]
             # the attributes depend on the predicates only: the encoding stays valid
             space, attr_of = FeatureSpace.from_predicates(self.atomic, self.predicates, labels)
-        w = np.zeros(space.n_params)
-        F = space.n_features
-        for f, key in self._features(space, attr_of):
-            w[f] = self.weight.get(key, 0.0)
-        if self.base is not None:
-            w[F:] = self.base
+        w = self.vector(space, attr_of, self.weight, self.base)
         pred_of = np.full(space.n_attrs, -1, dtype=np.int64)
         pred_of[attr_of] = np.arange(len(self.predicates))
         return space, corpus, w, attr_of, pred_of
@@ -221,11 +223,24 @@ class Inducer:
             for f in range(space.feat_ptr[a], space.feat_ptr[a + 1]):
                 yield f, (pred, int(space.feat_label[f]))
 
+    def vector(self, space, attr_of, weight, base):
+        """Parameter vector of the space from weights kept by (predicate, label); new ones 0."""
+        w = np.zeros(space.n_params)
+        for f, key in self._features(space, attr_of):
+            w[f] = weight.get(key, 0.0)
+        if base is not None:
+            w[space.n_features:] = base
+        return w
+
+    def keyed(self, space, attr_of, w):
+        """Weights of a parameter vector by (predicate, label), and its transition weights."""
+        weight = {key: float(w[f]) for f, key in self._features(space, attr_of)}
+        return weight, np.array(w[space.n_features:], copy=True)
+
     def absorb(self, space, attr_of, w):
         """Keep trained weights by predicate and label."""
-        F = space.n_features
-        self.weight.update((key, float(w[f])) for f, key in self._features(space, attr_of))
-        self.base = np.array(w[F:], copy=True)
+        weight, self.base = self.keyed(space, attr_of, w)
+        self.weight.update(weight)
 
     def n_features(self):
         return sum(len(s) for s in self.labels)
@@ -234,12 +249,16 @@ class Inducer:
         return " & ".join(self.test_names[t] for t in pred)
 
     # -- one round of candidate scoring -----------------------------------------
-    def candidates(self, space, corpus, w, pred_of):
-        """Score the candidates: (gain, label, mu, error-token set code, tuple maker), counts."""
+    def candidates(self, space, corpus, w, pred_of, posteriors=None):
+        """Score the candidates: (gain, label, mu, error-token set code, tuple maker), counts.
+
+        ``posteriors``: (Viterbi labels, marginals) of every token to score with, by
+        default those of the model w itself."""
         from crftk._induce import conjunction_gains, predicate_gains
-        lat = space.lattices(corpus)
-        pred, _ = lat.viterbi(w, self.n_threads)
-        marg_all, _ = lat.marginals(w, self.n_threads)
+        if posteriors is None:
+            lat = space.lattices(corpus)
+            posteriors = lat.viterbi(w, self.n_threads)[0], lat.marginals(w, self.n_threads)[0]
+        pred, marg_all = posteriors
         marg_all = np.clip(marg_all, 0.0, 1.0)      # rounding can leave 1 + 2e-16
         wrong = pred != self.gold
         if self.opt["error_below"] > 0:
@@ -374,6 +393,30 @@ class Inducer:
         return added
 
 
+class CrossFit:
+    """K models of the inducer's features, each trained on all folds of sentences but one,
+    give every training token posteriors from a model that has not seen it."""
+
+    def __init__(self, n_sentences, k):
+        self.fold = np.arange(n_sentences) % k
+        self.state = [({}, None) for _ in range(k)]     # per model: weights by key, transitions
+
+    def posteriors(self, ind, space, corpus, attr_of, fit):
+        """(Viterbi labels, marginals) of every token; ``fit(corpus, w)`` trains a fold's model."""
+        pred = np.empty(corpus.n_tokens, dtype=np.int32)
+        marg = np.empty((corpus.n_tokens, space.n_labels))
+        for k, (weight, base) in enumerate(self.state):
+            w = fit(corpus.subset(np.flatnonzero(self.fold != k)),
+                    ind.vector(space, attr_of, weight, base))
+            self.state[k] = ind.keyed(space, attr_of, w)
+            held = np.flatnonzero(self.fold == k)
+            lat = space.lattices(corpus.subset(held))
+            tokens = corpus.tokens_of(held)
+            pred[tokens] = lat.viterbi(w, ind.n_threads)[0]
+            marg[tokens] = lat.marginals(w, ind.n_threads)[0]
+        return pred, marg
+
+
 def induce(train_files, template_path, model_path=None, *, dev_file=None, report_path=None,
            log=_stderr_log, **options):
     """Induce features on the training files; saves the model (if model_path) and returns it."""
@@ -384,6 +427,8 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     for name in ("rounds", "per_round", "conjoin_top", "newton_iter", "min_freq", "rescore"):
         if opt[name] < 1:
             raise CrftkError(f"--{name.replace('_', '-')} must be at least 1")
+    if opt["gain_folds"] < 0 or opt["gain_folds"] == 1:
+        raise CrftkError("--gain-folds must be 0 or at least 2")
     if opt["round_iter"] < 0 or opt["final_iter"] < 0 or opt["c2"] < 0:
         raise CrftkError("--round-iter, --final-iter and --c2 must not be negative")
     if not 0.0 <= opt["error_below"] <= 1.0:
@@ -409,6 +454,10 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
 
     report = []
     history = []
+
+    cross = CrossFit(len(sentences), opt["gain_folds"]) if opt["gain_folds"] else None
+    if cross is not None and len(sentences) < opt["gain_folds"]:
+        raise CrftkError(f"--gain-folds {opt['gain_folds']} needs at least as many training sentences")
 
     def fit(space, corpus, w, iterations, epsilon=0.0):
         obj = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=ind.n_threads)
@@ -438,11 +487,17 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     rounds = 0
     for r in range(1, opt["rounds"] + 1):
         start = time.perf_counter()
-        scored, stats = ind.candidates(space, corpus, w, pred_of)
+        posteriors = None
+        if cross is not None:
+            # the fold models follow the main model's schedule on the same features
+            converge = r == 1 and opt["start"] == "atomic"
+            posteriors = cross.posteriors(ind, space, corpus, attr_of, lambda c, v: fit(
+                space, c, v, 1000 if converge else opt["round_iter"], 1e-5 if converge else 0.0)[0])
+        scored, stats = ind.candidates(space, corpus, w, pred_of, posteriors)
         added = ind.select(scored) if scored is not None else []
         score_s = time.perf_counter() - start
         if not added:
-            log(f"round {r}: {stats['errors']} error tokens; no candidate above gain "
+            log(f"round {r}: {stats['errors']} {'held-out ' if cross else ''}error tokens; no candidate above gain "
                 f"{opt['gain_threshold']:g}: induction stops")
             break
         rounds = r
@@ -456,7 +511,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
                   "scoring_seconds": score_s, "seconds": seconds,
                   "best_gain": added[0][0], "last_gain": added[-1][0]}
         history.append(record)
-        log(f"round {r}: {stats['errors']} error tokens, {stats['tests']} tests + "
+        log(f"round {r}: {stats['errors']} {'held-out ' if cross else ''}error tokens, {stats['tests']} tests + "
             f"{stats['predicates']} features + {stats['conjunctions']} conjunctions scored"
             + (f", {stats['rescored']} again on all tokens" if "rescored" in stats else "")
             + f" ({score_s:.1f}s); added {len(added)} (gain {added[0][0]:.1f} .. {added[-1][0]:.1f}); "

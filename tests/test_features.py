@@ -69,6 +69,17 @@ def test_refit_encoding_equals_frozen_encoding():
         assert np.array_equal(getattr(corpus, name), getattr(again, name)), name
 
 
+def test_subset_of_an_encoding_is_the_encoding_of_those_sentences():
+    sents = random_corpus(30, seed=3)
+    space, corpus = FeatureSpace.fit(sents, parse_template(TEMPLATE))
+    chosen = [0, 4, 5, 17, 29]
+    sub, ref = corpus.subset(chosen), space.encode([sents[i] for i in chosen])
+    for name in ("sent_ptr", "attr_ptr", "attrs", "eattr_ptr", "eattrs", "labels"):
+        assert np.array_equal(getattr(sub, name), getattr(ref, name)), name
+    tokens = corpus.tokens_of(chosen)
+    assert np.array_equal(corpus.labels[tokens], ref.labels) and tokens.size == ref.n_tokens
+
+
 def test_edge_attributes_from_b_lines_with_macros():
     tmpl = parse_template(TEMPLATE)
     train = random_corpus(20, seed=6)

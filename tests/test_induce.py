@@ -253,3 +253,45 @@ def test_error_below_counts_uncertain_tokens_as_errors():
         space, corpus, w, attr_of, pred_of = ind.build()
         counts.append(ind.candidates(space, corpus, w, pred_of)[1]["errors"])
     assert counts[0] < counts[1] == n_tokens
+
+
+def test_cross_fit_posteriors_come_from_models_trained_without_the_token():
+    from crftk.induce import CrossFit
+    from crftk.objectives import LogLikelihood
+    from crftk.optimize import lbfgs
+    sents = xor_corpus(41, seed=11)
+    ind = Inducer(sents, parse_template(ATOMIC), {**DEFAULTS, "threads": 1}, quiet)
+    ind.seed_atomic()
+    space, corpus, w, attr_of, pred_of = ind.build()
+
+    def fit(c, v):
+        return lbfgs(LogLikelihood(space, c, c2=1.0), v, max_iter=200, epsilon=1e-8).x
+
+    cross = CrossFit(len(sents), 3)
+    pred, marg = cross.posteriors(ind, space, corpus, attr_of, fit)
+    own = space.lattices(corpus).marginals(fit(corpus, w))[0]
+    assert not np.allclose(marg, own, atol=1e-3)
+    for k in range(3):
+        held = [s for i, s in enumerate(sents) if i % 3 == k]
+        rest = [s for i, s in enumerate(sents) if i % 3 != k]
+        v = fit(space.encode(rest), np.zeros(space.n_params))
+        lat = space.lattices(space.encode(held))
+        tokens = corpus.tokens_of(np.arange(k, len(sents), 3))
+        np.testing.assert_allclose(marg[tokens], lat.marginals(v)[0], atol=1e-5)
+        assert np.array_equal(pred[tokens], lat.viterbi(v)[0])
+    # each fold's model keeps its own weights for the next round
+    assert len({tuple(sorted(weight.items())) for weight, _ in cross.state}) == 3
+
+
+def test_induction_with_held_out_gains_finds_the_conjunction(tmp_path):
+    train = xor_corpus(300, seed=2)
+    (tmp_path / "t.tmpl").write_text(ATOMIC)
+    lines = []
+    model = induce([str(write(tmp_path / "train.txt", train))], str(tmp_path / "t.tmpl"), None,
+                   log=lines.append, rounds=3, threads=1, gain_folds=2)
+    assert any("held-out error tokens" in line for line in lines)
+    test = xor_corpus(100, seed=3)
+    gold = [[r[-1] for r in s.rows] for s in test]
+    assert evaluate(gold, model_tags(model, test)).token_accuracy == 1.0
+    with pytest.raises(CrftkError, match="gain-folds"):
+        induce([str(tmp_path / "train.txt")], str(tmp_path / "t.tmpl"), log=quiet, gain_folds=1)
