@@ -109,8 +109,8 @@ mcef: install
 
 # Feature induction (McCallum & Li) against fixed pairwise conjunctions.
 induction: install
-	$(PYTHON) benchmarks/induce.py --task ner --data $(CONLL2003) --out $(OUT)/induce
-	$(PYTHON) benchmarks/induce.py --task chunk --data $(CONLL2000) --out $(OUT)/induce
+	$(PYTHON) benchmarks/induce.py --task ner --data $(CONLL2003) --out $(OUT)/induce --variants paper,atomic,heldout,l1
+	$(PYTHON) benchmarks/induce.py --task chunk --data $(CONLL2000) --out $(OUT)/induce --variants paper,atomic,heldout
 
 clean:
 	rm -rf build $(OUT) crftk/*.so csrc/*.c
