@@ -114,7 +114,6 @@ class EncodedCorpus:
         return EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, labels)
 
 
-
 class Positions:
     """Where each token of a batch sits in its sentence (and its first-mention anchor)."""
 

@@ -93,6 +93,8 @@ INDUCE_PARAMS = (
 DEFAULTS = {p.name: p.default for p in INDUCE_PARAMS}
 
 _HASH_SEED = 20031
+# training "to convergence" as train does: at most this many iterations, this relative improvement
+_CONVERGE_ITER, _CONVERGE_EPS = 1000, 1e-5
 
 
 class _Csr:
@@ -476,7 +478,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     space, corpus, w, attr_of, pred_of = ind.build()
     if opt["start"] == "atomic":
         # the atomic CRF is the model that the conjunctions are to improve: train it as train does
-        w, f = fit(space, corpus, w, 1000, epsilon=1e-5)
+        w, f = fit(space, corpus, w, _CONVERGE_ITER, epsilon=_CONVERGE_EPS)
         f1 = dev_f1(space, w)
         log(f"round 0: {len(ind.predicates)} atomic tests, {ind.n_features()} features, trained to "
             f"convergence: objective {f:.6e}" + (f"; dev F1 {f1:.2f}" if f1 is not None else ""))
@@ -490,9 +492,10 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         posteriors = None
         if cross is not None:
             # the fold models follow the main model's schedule on the same features
-            converge = r == 1 and opt["start"] == "atomic"
-            posteriors = cross.posteriors(ind, space, corpus, attr_of, lambda c, v: fit(
-                space, c, v, 1000 if converge else opt["round_iter"], 1e-5 if converge else 0.0)[0])
+            iters, eps = ((_CONVERGE_ITER, _CONVERGE_EPS) if r == 1 and opt["start"] == "atomic"
+                          else (opt["round_iter"], 0.0))
+            posteriors = cross.posteriors(ind, space, corpus, attr_of,
+                                          lambda c, v: fit(space, c, v, iters, eps)[0])
         scored, stats = ind.candidates(space, corpus, w, pred_of, posteriors)
         added = ind.select(scored) if scored is not None else []
         score_s = time.perf_counter() - start
@@ -521,7 +524,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         names = space.labels
         report.extend(f"{g:.3f}\t{names[y]}\t{m:+.4f}\t{ind.name(p)}" for g, p, y, m in added)
     if opt["final_iter"] > 0:
-        w, f = fit(space, corpus, w, opt["final_iter"], epsilon=1e-5)
+        w, f = fit(space, corpus, w, opt["final_iter"], epsilon=_CONVERGE_EPS)
         log(f"final training: at most {opt['final_iter']} iterations, objective {f:.6e}"
             + (f"; dev F1 {dev_f1(space, w):.2f}" if dev_sents else ""))
     seconds = time.perf_counter() - t0
