@@ -9,8 +9,9 @@ from every atomic test (`--start atomic`) and also reports the atomic model
 alone; the heldout variant starts there too and takes its gains from models
 trained on the other half of the sentences (`--gain-folds 2`). The l1 variant
 trains the fixed patterns with an L1 penalty instead, as a yardstick: the best a
-subset of the fixed model's features of that size does when chosen jointly. All are scored on the development set with `crftk eval`, with McNemar's
-test against the fixed patterns.
+subset of the fixed model's features of that size does when chosen jointly. All
+are scored on the development set with `crftk eval`, with McNemar's test against
+the fixed patterns.
 
     python benchmarks/induce.py --task ner --out out/induce      # CoNLL-2003 eng.testa
     python benchmarks/induce.py --task chunk --out out/induce    # CoNLL-2000 dev.txt
