@@ -209,8 +209,8 @@ def scores(evaluation):
         "precision": d["overall"]["precision"],
         "recall": d["overall"]["recall"],
         "f1": d["overall"]["f1"],
-        "token_accuracy": d["token_accuracy"],
-        "sentence_accuracy": d["sentence_accuracy"],
+        "token_accuracy": evaluation.token_accuracy,          # fractions, as in the stored results
+        "sentence_accuracy": evaluation.sentence_accuracy,
         "n_sentences": d["n_sentences"],
         "n_tokens": d["n_tokens"],
         "overall": d["overall"],

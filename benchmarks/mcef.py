@@ -70,7 +70,7 @@ def main(argv=None):
     for label, s in rows:
         o = s["overall"]
         lines.append(f"| {label} | {o['f1']:.2f} | {o['precision']:.2f} | {o['recall']:.2f} | "
-                     f"{100 * s['sentence_accuracy']:.2f} | {100 * s['token_accuracy']:.2f} |")
+                     f"{s['sentence_accuracy']:.2f} | {s['token_accuracy']:.2f} |")
     lines.append("")
     lines.append(f"McNemar MCE-F vs MAP: tokens p = {tok['mcnemar']['p_value']:.3g}, "
                  f"sentences p = {sent['mcnemar']['p_value']:.3g}")

@@ -12,7 +12,30 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class CrftkGroup(click.Group):
-    """Turns crftk errors into one line on stderr and a non-zero exit, never a traceback."""
+    """Turns crftk errors into one line on stderr and a non-zero exit, never a traceback.
+
+    Click's own usage errors (a missing option, a bad value) take the same form,
+    ``crftk: error: ...``, with the exit status 2 that click gives them.
+    """
+
+    def main(self, args=None, prog_name=None, **extra):
+        extra.pop("standalone_mode", None)
+        try:
+            code = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
+        except click.ClickException as e:
+            if type(e).__name__ == "NoArgsIsHelpError":     # bare 'crftk': the help, as usual
+                click.echo(e.ctx.get_help())
+                sys.exit(0)
+            where = ""
+            ctx = getattr(e, "ctx", None)
+            if ctx is not None:
+                where = f" (see '{ctx.command_path} --help')"
+            click.echo(f"crftk: error: {_sentence(e.format_message())}{where}", err=True)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("crftk: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
         try:
@@ -44,6 +67,16 @@ def main():
       crftk tag -m chunk.model test.txt > tagged.txt
       crftk eval tagged.txt
     """
+
+
+def _sentence(message):
+    """Click's messages start with a capital and end with a period; crftk's lines do neither."""
+    message = message.strip().rstrip(".")
+    return message[:1].lower() + message[1:] if message[:2] != message[:2].upper() else message
+
+
+def _log(msg):
+    click.echo(msg, err=True)
 
 
 def threads_option(f):
@@ -93,12 +126,10 @@ def _induce_options(f):
 @_train_options
 def train(train_files, template, model_path, dev_file, trace_file, init_model, quiet, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
+    from crftk.progress import Reporter
     from crftk.train import train as run
-    if template is None and init_model is None:
-        raise CrftkError("train needs --template (or --init MODEL)")
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
-        init_model=init_model,
-        log=(lambda msg: None) if quiet else (lambda msg: click.echo(msg, err=True)), **options)
+        init_model=init_model, log=Reporter(quiet=quiet), **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -117,8 +148,9 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, **op
     """Grow a CRF's features by induction (McCallum 2003): conjunctions of atomic tests that
     raise the likelihood, a round at a time."""
     from crftk.induce import induce as run
+    from crftk.progress import Reporter
     run(list(train_files), template, model_path, dev_file=dev_file, report_path=report_path,
-        log=(lambda msg: None) if quiet else (lambda msg: click.echo(msg, err=True)), **options)
+        log=Reporter(quiet=quiet), **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -138,14 +170,16 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, **op
 @threads_option
 def tag(inputs, model_path, output, marginals, nbest, batch_tokens, threads):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
-    from crftk.conll import AtomicWriter
-    from crftk.decode import tag_files, tty_progress
+    from crftk.conll import AtomicWriter, check_output
+    from crftk.decode import tag_files
     from crftk.model import Model
+    from crftk.progress import tty_progress
+    check_output(output)
     model = Model.load(model_path)
     progress = tty_progress()
     with AtomicWriter(output) as out:
         tag_files(model, list(inputs) or ["-"], out, marginals=marginals, nbest=nbest,
-                  threads=threads, batch_tokens=batch_tokens, progress=progress)
+                  threads=threads, batch_tokens=batch_tokens, progress=progress, log=_log)
     if progress:
         click.echo("", err=True)
 
@@ -154,7 +188,13 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, threads):
 @click.argument("files", nargs=-1, required=True, metavar="FILE [PRED_FILE]")
 @click.option("--gold-col", type=int, default=None,
               help="Gold label column (default: second to last with one file, last with two).")
-@click.option("--pred-col", type=int, default=-1, show_default=True, help="Predicted label column.")
+@click.option("--pred-col", type=int, default=-1, show_default=True,
+              help="Predicted label column. Output of 'crftk tag -v' (and of -n with -v) ends with "
+                   "gold, predicted, probability: pass --gold-col -3 --pred-col -2; eval says what "
+                   "to pass for -vv.")
+@click.option("--nbest-rank", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Of 'crftk tag -n K' output, score the labelings of this rank (0: the best one "
+                   "of each sentence).")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
               default="auto", show_default=True,
               help="Chunk encoding; auto follows conlleval's rules (handles IOB1/IOB2/IOE/IOBES).")
@@ -162,31 +202,35 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, threads):
               help="A second system's output on the same data: McNemar's test between the two.")
 @click.option("--unit", type=click.Choice(["token", "sentence"]), default="token", show_default=True,
               help="What McNemar's test compares: per-token or per-sentence correctness.")
-@click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
-def eval_(files, gold_col, pred_col, scheme, other, unit, as_json):
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the scores as JSON (precision, recall, F1 and accuracies in percent).")
+def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     """Score labels like conlleval: chunk P/R/F1 per type, token and sentence accuracy.
 
     With one FILE, gold and predicted labels are its last two columns (conlleval's
     convention, as `crftk tag` writes them). With two files, the gold labels come
-    from FILE and the predictions from PRED_FILE.
+    from FILE and the predictions from PRED_FILE. Columns that cannot be labels
+    (probabilities, a file of gold labels only) are an error that says what to pass.
     """
-    from crftk.evaluate import evaluate, mcnemar, read_pairs, read_two
+    from crftk.evaluate import evaluate, mcnemar, read_labels
     if len(files) > 2:
         raise CrftkError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
-    if len(files) == 1:
-        gold, pred = read_pairs(files[0], gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col)
-    else:
-        gold, pred = read_two(files[0], files[1], gold_col=-1 if gold_col is None else gold_col,
-                              pred_col=pred_col)
-    result = evaluate(gold, pred, scheme=scheme)
+    labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
+    if labels.nbest:
+        _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "
+             f"labeling of rank {nbest_rank} of each sentence (--nbest-rank)")
+    result = evaluate(labels.gold, labels.pred, scheme=scheme)
     test = None
     if other:
-        gold_b, pred_b = read_pairs(other, gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col)
-        if gold_b != gold:
+        theirs = read_labels(other, gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col,
+                             nbest_rank=nbest_rank)
+        if theirs.gold != labels.gold:
             raise CrftkError("the two systems' outputs do not share the same gold labels", other)
-        test = mcnemar(gold, pred, pred_b, unit=unit)
+        test = mcnemar(labels.gold, labels.pred, theirs.pred, unit=unit)
     if as_json:
         doc = result.to_dict()
+        if labels.nbest:
+            doc["nbest_rank"] = nbest_rank
         if test is not None:
             doc["mcnemar"] = test.to_dict()
         click.echo(json.dumps(doc, indent=2))

@@ -45,11 +45,13 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 from crftk.errors import CrftkError
 
 __all__ = [
+    "Layout",
     "Sentence",
     "read_sentences",
     "read_corpus",
     "chunked",
     "AtomicWriter",
+    "check_output",
     "format_sentence",
 ]
 
@@ -202,7 +204,19 @@ def _open_input(path):
     raise TypeError(f"expected a path, '-' or a file object, not {type(path).__name__}")
 
 
-def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0) -> Iterator[Sentence]:
+class Layout:
+    """What a reader learns about a file's layout as it reads (for writing it back alike).
+
+    ``separator``: ``"\t"`` when the first token line has a tab, else ``" "``;
+    None until a token line has been read.
+    """
+
+    def __init__(self):
+        self.separator = None
+
+
+def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0, passthrough=False,
+                   layout=None) -> Iterator[Sentence]:
     """Yield the sentences of a CoNLL file one at a time.
 
     ``path`` is a file path, ``"-"`` for standard input, or an open file
@@ -211,19 +225,28 @@ def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0) -> Itera
     the iterator advances and errors on a line are raised when the iteration
     reaches it.
 
-    ``n_columns`` is an int or a collection of allowed column counts that
-    every token line must have; with ``None`` the first token line fixes the
-    count for the whole file.  A token line with fewer than ``min_columns``
-    columns is always an error.  ``first_doc`` is the document number of the
-    first document (used by :func:`read_corpus` to number across files).
-    Empty sentences are never yielded.
+    ``n_columns`` is an int or a collection of allowed column counts; the
+    first token line fixes the count for the rest of the file (with ``None``,
+    any count), so a file never mixes rows with and without a column.  A
+    token line with fewer than ``min_columns`` columns is always an error.
+    ``first_doc`` is the document number of the first document (used by
+    :func:`read_corpus` to number across files).  Empty sentences are never
+    yielded.
+
+    With ``passthrough``, the lines that are not tokens (``-DOCSTART-`` lines,
+    crftk's ``# prob``/``# nbest`` annotations, and a blank line right after
+    one of those) are yielded too, in place, as str (their text without the
+    line end), so that a writer can copy them to its output; an annotation
+    met inside a sentence comes just before that sentence, which it does not
+    split.  ``layout``, a
+    :class:`Layout`, receives the file's column separator.
     """
     allowed = _allowed_counts(n_columns, min_columns)
     lines, name, close = _open_input(path)
-    return _iter_sentences(lines, name, close, allowed, min_columns, first_doc)
+    return _iter_sentences(lines, name, close, allowed, min_columns, first_doc, passthrough, layout)
 
 
-def _iter_sentences(lines, name, close, allowed, min_columns, doc):
+def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=False, layout=None):
     try:
         it = iter(lines)
         first = next(it, None)
@@ -234,6 +257,10 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc):
         rows = []
         start = 0
         doc_used = False  # does document `doc` have a sentence yet?
+        after_kept = False  # was the last line one passed through?
+        held = []         # pass-through lines met inside the current sentence
+        fixed = None      # the column count of the file, once a token line fixed it
+        fixed_at = 0
         lineno = 0
         # chain(), unlike "yield from", never closes a caller's file object.
         for raw in itertools.chain((first,), it):
@@ -248,35 +275,60 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc):
                 fields = [x for x in s.translate(_ASCII_WS).split(" ") if x]
             if not fields:
                 if rows:
+                    yield from held
+                    held.clear()
                     yield Sentence(rows, doc, start)
                     rows = []
                     doc_used = True
+                elif passthrough and after_kept:
+                    yield ""
+                after_kept = False
                 continue
             c = s[0]
             if c == "#" or c == "-" or c.isspace():
                 word = fields[0]
+                keep = False
                 if word.startswith(_DOCSTART):
                     if rows:
+                        yield from held
+                        held.clear()
                         yield Sentence(rows, doc, start)
                         rows = []
                         doc_used = True
                     if doc_used:
                         doc += 1
                         doc_used = False
+                    keep = True
+                elif s.startswith("# ") and len(fields) > 1 and fields[1] in _ANNOTATIONS:
+                    keep = True
+                if keep:
+                    if passthrough:
+                        if rows:      # inside a sentence: it goes before the sentence, unsplit
+                            held.append(s.rstrip("\r\n"))
+                        else:
+                            yield s.rstrip("\r\n")
+                            after_kept = True
                     continue
-                if s.startswith("# ") and len(fields) > 1 and fields[1] in _ANNOTATIONS:
-                    continue
+            after_kept = False
             n = len(fields)
-            if allowed is None:
+            if fixed is None:
                 if n < min_columns:
                     raise _column_error(name, lineno, n, (), min_columns)
-                allowed = frozenset((n,))
-            elif n not in allowed:
-                raise _column_error(name, lineno, n, allowed, min_columns)
+                if allowed is not None and n not in allowed:
+                    raise _column_error(name, lineno, n, allowed, min_columns)
+                fixed, fixed_at = n, lineno
+                if layout is not None:
+                    layout.separator = "\t" if "\t" in s else " "
+            elif n != fixed:
+                if allowed is not None and len(allowed) > 1 and n in allowed:
+                    raise CrftkError(f"expected {_describe_counts((fixed,))} as on line {fixed_at} "
+                                     f"(a file keeps one column count), found {n}", name, lineno)
+                raise _column_error(name, lineno, n, allowed or (fixed,), min_columns)
             if not rows:
                 start = lineno
             rows.append(fields)
         if rows:
+            yield from held
             yield Sentence(rows, doc, start)
     finally:
         if close is not None:
@@ -326,33 +378,67 @@ def read_corpus(path_or_paths, **kw) -> List[Sentence]:
             gc.enable()
 
 
-def chunked(sentences: Iterable, max_tokens=50_000, max_sentences=5_000) -> Iterator[list]:
+def chunked(items: Iterable, max_tokens=50_000, max_sentences=5_000, *, by_document=False) -> Iterator[list]:
     """Group a stream of sentences into batches, lazily and in order.
 
     A batch holds at most ``max_sentences`` sentences and at most
     ``max_tokens`` tokens, except that a single sentence longer than
     ``max_tokens`` forms a batch of its own; sentences are never split.  A
-    batch is yielded as soon as it is full, without reading ahead.
+    batch is yielded as soon as it is full, without reading ahead.  With
+    ``by_document`` a batch holds whole documents instead (first-mention
+    features look back within a document): it closes at the first document
+    boundary after it is full.  Pass-through lines (str items of
+    ``read_sentences(..., passthrough=True)``) ride along in place and count
+    as nothing.
     """
     for label, value in (("max_tokens", max_tokens), ("max_sentences", max_sentences)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{label} must be a positive int, not {value!r}")
     batch = []
-    tokens = 0
-    for sentence in sentences:
-        n = len(sentence)
-        if batch and tokens + n > max_tokens:
+    tokens = sentences = 0
+    doc = None
+    for item in items:
+        if isinstance(item, str):
+            batch.append(item)
+            continue
+        n = len(item)
+        if sentences and (item.doc != doc and (tokens >= max_tokens or sentences >= max_sentences)
+                          if by_document else tokens + n > max_tokens):
             yield batch
             batch = []
-            tokens = 0
-        batch.append(sentence)
+            tokens = sentences = 0
+        batch.append(item)
+        doc = item.doc
         tokens += n
-        if len(batch) >= max_sentences or tokens >= max_tokens:
+        sentences += 1
+        if not by_document and (sentences >= max_sentences or tokens >= max_tokens):
             yield batch
             batch = []
-            tokens = 0
+            tokens = sentences = 0
     if batch:
         yield batch
+
+
+def check_output(path, what="output"):
+    """Raise CrftkError unless ``path`` can be written: run before any long work.
+
+    ``"-"`` (standard output) always can. The file's directory must exist and
+    be writable, and the path must not be a directory; the file itself is
+    replaced atomically, so its own permissions do not matter.
+    """
+    if path is None:
+        return
+    path = os.fsdecode(os.fspath(path))
+    if path == "-":
+        return
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.isdir(target):
+        raise CrftkError(f"cannot write the {what}: is a directory", path)
+    directory = os.path.dirname(target) or "."
+    if not os.path.isdir(directory):
+        raise CrftkError(f"cannot write the {what}: directory {directory} does not exist", path)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CrftkError(f"cannot write the {what}: no permission to write in {directory}", path)
 
 
 class AtomicWriter:

@@ -45,6 +45,7 @@ Lists of strings (vocabularies) are stored as two arrays with
 """
 
 import hashlib
+import io
 import json
 import os
 import secrets
@@ -61,6 +62,8 @@ __all__ = [
     "FORMAT_NAME",
     "write_container",
     "read_container",
+    "dumps",
+    "loads",
     "read_header",
     "pack_strings",
     "unpack_strings",
@@ -208,6 +211,30 @@ def _open_temp(path):
     raise FileExistsError(f"cannot create a temporary file next to {path}")
 
 
+def _chunks(meta, arrays, format_name):
+    """The bytes of a container, in file order (validated before the first chunk)."""
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict, not {type(meta).__name__}")
+    if not isinstance(format_name, str) or not format_name:
+        raise TypeError("format_name must be a non-empty str")
+    _check_json_value(meta, "meta")
+    entries, payload_bytes, sha = _prepare_arrays(arrays)
+    header = _encode_header(format_name, meta, entries, payload_bytes, sha)
+    chunks = [_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header)), header]
+    pos = 0
+    for e in entries:
+        if e["offset"] > pos:
+            chunks.append(bytes(e["offset"] - pos))
+        chunks.append(e["_raw"])
+        pos = e["offset"] + e["nbytes"]
+    return chunks
+
+
+def dumps(meta, arrays, *, format_name=FORMAT_NAME):
+    """The container of ``meta`` and ``arrays`` as bytes (what write_container writes)."""
+    return b"".join(bytes(c) for c in _chunks(meta, arrays, format_name))
+
+
 def write_container(path, meta, arrays, *, format_name=FORMAT_NAME):
     """Write ``meta`` and ``arrays`` to ``path`` atomically.
 
@@ -226,26 +253,14 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME):
     path) when the file system refuses the write.
     """
     path = os.fspath(path)
-    if not isinstance(meta, dict):
-        raise TypeError(f"meta must be a dict, not {type(meta).__name__}")
-    if not isinstance(format_name, str) or not format_name:
-        raise TypeError("format_name must be a non-empty str")
-    _check_json_value(meta, "meta")
-    entries, payload_bytes, sha = _prepare_arrays(arrays)
-    header = _encode_header(format_name, meta, entries, payload_bytes, sha)
+    chunks = _chunks(meta, arrays, format_name)
 
     tmp = None
     try:
         tmp, fd = _open_temp(path)
         with os.fdopen(fd, "wb") as f:
-            f.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header)))
-            f.write(header)
-            pos = 0
-            for e in entries:
-                if e["offset"] > pos:
-                    f.write(bytes(e["offset"] - pos))
-                f.write(e["_raw"])
-                pos = e["offset"] + e["nbytes"]
+            for chunk in chunks:
+                f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -283,8 +298,8 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _read_preamble_and_header(f, path, expected_format):
-    """Read and validate everything before the payload.
+def _read_preamble_and_header(f, size, path, expected_format):
+    """Read and validate everything before the payload (``size``: bytes in the file).
 
     Returns (header dict, payload start offset, list of array entries).
     """
@@ -317,7 +332,6 @@ def _read_preamble_and_header(f, path, expected_format):
         )
     _, _, header_len = _PREAMBLE.unpack(pre)
 
-    size = os.fstat(f.fileno()).st_size
     available = max(size - _PREAMBLE_SIZE, 0)
     if header_len > available:
         raise CrftkError(
@@ -425,7 +439,7 @@ def read_header(path, *, expected_format=FORMAT_NAME):
     """
     path = os.fspath(path)
     with _open_for_reading(path) as f:
-        header, _, _ = _read_preamble_and_header(f, path, expected_format)
+        header, _, _ = _read_preamble_and_header(f, os.fstat(f.fileno()).st_size, path, expected_format)
     return header
 
 
@@ -442,24 +456,36 @@ def read_container(path, *, expected_format=FORMAT_NAME):
     """
     path = os.fspath(path)
     with _open_for_reading(path) as f:
-        header, start, entries = _read_preamble_and_header(f, path, expected_format)
-        expected = header["payload_bytes"]
-        size = os.fstat(f.fileno()).st_size
-        found = size - start
-        if found < expected:
-            raise CrftkError(
-                f"truncated: expected {expected} bytes of payload, found {found}", path=path
-            )
-        if found > expected:
-            raise CrftkError(
-                f"corrupted: {found - expected} unexpected bytes after the payload", path=path
-            )
-        payload = f.read(expected)
-        if len(payload) != expected:
-            raise CrftkError(
-                f"truncated: expected {expected} bytes of payload, found {len(payload)}",
-                path=path,
-            )
+        return _read(f, os.fstat(f.fileno()).st_size, path, expected_format)
+
+
+def loads(data, *, name="<bytes>", expected_format=FORMAT_NAME):
+    """``(meta, arrays)`` of a container held in memory (what :func:`dumps` returns).
+
+    Checked exactly as :func:`read_container` checks a file; errors name ``name``.
+    """
+    data = bytes(data)
+    return _read(io.BytesIO(data), len(data), name, expected_format)
+
+
+def _read(f, size, path, expected_format):
+    header, start, entries = _read_preamble_and_header(f, size, path, expected_format)
+    expected = header["payload_bytes"]
+    found = size - start
+    if found < expected:
+        raise CrftkError(
+            f"truncated: expected {expected} bytes of payload, found {found}", path=path
+        )
+    if found > expected:
+        raise CrftkError(
+            f"corrupted: {found - expected} unexpected bytes after the payload", path=path
+        )
+    payload = f.read(expected)
+    if len(payload) != expected:
+        raise CrftkError(
+            f"truncated: expected {expected} bytes of payload, found {len(payload)}",
+            path=path,
+        )
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise CrftkError("corrupted: checksum mismatch", path=path)
 

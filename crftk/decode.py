@@ -1,11 +1,10 @@
 """Tagging: stream sentences through a model in batches and write the labels."""
 
 import math
-import sys
 
 import numpy as np
 
-from crftk.conll import chunked, read_sentences
+from crftk.conll import Layout, chunked, read_sentences
 from crftk.errors import CrftkError
 from crftk.train import resolve_threads
 
@@ -63,8 +62,20 @@ class Tagger:
         """Best label strings per sentence."""
         return [self.labels[p].tolist() for p in self.viterbi(sentences)]
 
-    def write_batch(self, sentences, out, *, marginals=0, nbest=0):
-        """Tag a batch and write it: input columns + predicted label (+ probabilities)."""
+    def write_batch(self, items, out, *, marginals=0, nbest=0, sep="\t"):
+        """Tag a batch and write it: input columns + predicted label (+ probabilities).
+
+        ``items`` are Sentences and, in between, lines to copy unchanged (str: a
+        reader's pass-through lines, such as ``-DOCSTART-``); columns are joined
+        with ``sep``.
+        """
+        sentences = [it for it in items if not isinstance(it, str)]
+        blocks = self._blocks(sentences, marginals, nbest, sep) if sentences else iter(())
+        for it in items:
+            out.write(it + "\n" if isinstance(it, str) else next(blocks))
+
+    def _blocks(self, sentences, marginals, nbest, sep):
+        """The output text of each sentence, in order."""
         corpus, lat = self.lattices(sentences)
         w, nt = self.weights, self.n_threads
         slices = corpus.sentence_slices()
@@ -75,26 +86,27 @@ class Tagger:
             paths, scores, counts = lat.nbest(w, nbest, nt)
             marg, logz = self.output_marginals(lat)
             for i, (s, sl) in enumerate(zip(sentences, slices)):
+                parts = []
                 for k in range(counts[i]):
                     prob = math.exp(scores[i, k] - logz[i])
-                    out.write(f"# nbest {k} {prob:.6f}\n")
+                    parts.append(f"# nbest {k} {prob:.6f}\n")
                     path = paths[k, sl]
                     extra = [[lab] for lab in labels[path].tolist()]
                     if marginals:
                         outp = self.output_index[path]
                         for cols, p in zip(extra, marg[sl][np.arange(path.size), outp].tolist()):
                             cols.append(f"{p:.6f}")
-                    _write_rows(out, s.rows, extra)
+                    parts.append(_rows_text(s.rows, extra, sep))
+                yield "".join(parts)
             return
         pred, vscore = self._best(corpus, lat)
         if not marginals:
             for s, sl in zip(sentences, slices):
-                _write_rows(out, s.rows, [[lab] for lab in labels[pred[sl]].tolist()])
+                yield _rows_text(s.rows, [[lab] for lab in labels[pred[sl]].tolist()], sep)
             return
         marg, logz = self.output_marginals(lat)
         names = self.output_names
         for i, (s, sl) in enumerate(zip(sentences, slices)):
-            out.write(f"# prob {math.exp(vscore[i] - logz[i]):.6f}\n")
             p = self.output_index[pred[sl]]
             m = marg[sl]
             extra = []
@@ -103,55 +115,39 @@ class Tagger:
                 if marginals > 1:
                     cols += [f"{names[j]}/{m[t, j]:.6f}" for j in range(len(names))]
                 extra.append(cols)
-            _write_rows(out, s.rows, extra)
+            yield f"# prob {math.exp(vscore[i] - logz[i]):.6f}\n" + _rows_text(s.rows, extra, sep)
 
 
-def _write_rows(out, rows, extra):
-    out.write("".join("\t".join(r) + "\t" + "\t".join(e) + "\n" for r, e in zip(rows, extra)))
-    out.write("\n")
+def _rows_text(rows, extra, sep):
+    return "".join(sep.join(r) + sep + sep.join(e) + "\n" for r, e in zip(rows, extra)) + "\n"
 
 
 def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_tokens=50_000,
-              progress=None):
-    """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts."""
+              progress=None, log=None):
+    """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts.
+
+    Lines that are not tokens (``-DOCSTART-``, ``# prob`` annotations) are copied
+    in place; the output keeps each file's column separator (tab or space).
+    ``log`` receives a warning for an input without sentences.
+    """
     tagger = Tagger(model, threads=threads)
     space = model.space
     allowed = {space.n_columns}
     if space.label_col == space.n_columns - 1:
         allowed.add(space.n_columns - 1)
     n_sent = n_tok = 0
-    batches = chunked_by_document if space.template.anchored else chunked
+    by_document = space.template.anchored
     for path in inputs:
-        stream = read_sentences(path, n_columns=allowed)
-        for batch in batches(stream, max_tokens=batch_tokens):
-            tagger.write_batch(batch, out, marginals=marginals, nbest=nbest)
-            n_sent += len(batch)
-            n_tok += sum(len(s) for s in batch)
+        layout = Layout()
+        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout)
+        before = n_sent
+        for batch in chunked(stream, batch_tokens, by_document=by_document):
+            tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=layout.separator or "\t")
+            sents = [s for s in batch if not isinstance(s, str)]
+            n_sent += len(sents)
+            n_tok += sum(len(s) for s in sents)
             if progress:
                 progress(n_sent, n_tok)
+        if n_sent == before and log is not None:
+            log(f"warning: {'standard input' if path == '-' else path} has no sentences to tag")
     return n_sent, n_tok
-
-
-def chunked_by_document(sentences, max_tokens=50_000):
-    """Batches of whole documents (first-mention features look back within a document)."""
-    batch, doc, n = [], None, 0
-    for s in sentences:
-        if s.doc != doc and batch and n >= max_tokens:
-            yield batch
-            batch, n = [], 0
-        batch.append(s)
-        doc = s.doc
-        n += len(s)
-    if batch:
-        yield batch
-
-
-def tty_progress(stream=sys.stderr):
-    """A progress reporter for tag_files that writes only when stream is a terminal."""
-    if not stream.isatty():
-        return None
-
-    def report(n_sent, n_tok):
-        stream.write(f"\rtagged {n_sent} sentences, {n_tok} tokens")
-        stream.flush()
-    return report

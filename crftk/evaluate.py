@@ -27,9 +27,11 @@ Naming a scheme (``iob1``, ``iob2``, ``ioe1``, ``ioe2``, ``iobes``) only adds
 a check that every tag uses a prefix of that scheme; the rules are the same.
 """
 
-import sys
+import os
+import re
 from dataclasses import dataclass, field
 
+from crftk.conll import read_sentences
 from crftk.errors import CrftkError
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "ChunkScores",
     "mcnemar",
     "McNemar",
+    "read_labels",
     "read_pairs",
     "read_two",
 ]
@@ -250,8 +253,8 @@ class Evaluation:
             "n_sentences": self.n_sentences,
             "n_correct_tokens": self.n_correct_tokens,
             "n_correct_sentences": self.n_correct_sentences,
-            "token_accuracy": self.token_accuracy,
-            "sentence_accuracy": self.sentence_accuracy,
+            "token_accuracy": 100.0 * self.token_accuracy,
+            "sentence_accuracy": 100.0 * self.sentence_accuracy,
             "overall": self.overall.to_dict(),
             "per_type": {t: self.per_type[t].to_dict() for t in sorted(self.per_type)},
         }
@@ -499,97 +502,61 @@ class _Sentences:
         self.lines = []  # line number of each token, parallel to sentences
         self.ends = []  # line number that closed each sentence
         self.last_line = 0
+        self.n_columns = 0
+        self.first_line = 0  # line of the first token
+        self.first_row = []  # the columns of the first token
+        self.nbest = 0  # labelings per sentence in n-best output (0: not n-best output)
+        self.annotated = False  # has "# prob" lines: crftk tag -v output
 
 
-def _iter_raw(source):
-    """Yield (name, iterator of raw lines, closer) for a path, "-", or lines."""
-    if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
-        import os
-
-        path = os.fsdecode(source)
-        if path == "-":
-            stream = getattr(sys.stdin, "buffer", sys.stdin)
-            return "<stdin>", stream, None
-        try:
-            f = open(path, "rb")
-        except OSError as e:
-            raise CrftkError(f"cannot open: {e.strerror or e}", path) from None
-        return path, f, f
+def _source_name(source):
+    if isinstance(source, (str, bytes, os.PathLike)):
+        path = os.fsdecode(os.fspath(source))
+        return "<stdin>" if path == "-" else path
     name = getattr(source, "name", None)
-    if not isinstance(name, str):
-        name = "<input>"
-    return name, source, None
+    return name if isinstance(name, str) else "<input>"
 
 
-def _decoded(name, raw):
-    for lineno, line in enumerate(raw, 1):
-        if isinstance(line, bytes):
-            try:
-                line = line.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise CrftkError(
-                    f"not valid UTF-8 (byte {e.start + 1} of the line)", name, lineno
-                ) from None
-        if lineno == 1 and line.startswith("\ufeff"):
-            line = line[1:]
-        yield lineno, line.rstrip("\r\n")
+def _read(source, cols, nbest_rank=0):
+    """Read a column file, keeping columns ``cols`` (indices, negative allowed).
 
-
-def _is_annotation(line, fields):
-    return line.startswith("# ") and len(fields) >= 2 and fields[1] in ("prob", "nbest")
-
-
-def _read(source, cols):
-    """Read a column file, keeping columns ``cols`` (indices, negative allowed)."""
-    name, raw, closer = _iter_raw(source)
+    Of n-best output (``# nbest K P`` before each labeling) only the labelings
+    of rank ``nbest_rank`` are kept.
+    """
+    name = _source_name(source)
+    if not isinstance(source, (str, bytes, os.PathLike)) and not hasattr(source, "read"):
+        source = [line if isinstance(line, bytes) else line.encode("utf-8", "surrogateescape")
+                  for line in source]
     out = _Sentences(name)
-    ncols = None
     need = max(max(c + 1, -c) for c in cols)
-    cur, cur_lines = [], []
-
-    def flush(lineno):
-        if cur:
-            out.sentences.append(list(cur))
-            out.lines.append(list(cur_lines))
-            out.ends.append(lineno)
-            cur.clear()
-            cur_lines.clear()
-
-    lineno = 0
-    try:
-        for lineno, line in _decoded(name, raw):
-            if line.startswith("-DOCSTART-"):
-                flush(lineno)
-                continue
-            fields = line.split()
-            if not fields:
-                flush(lineno)
-                continue
-            if _is_annotation(line, fields):
-                continue
-            if ncols is None:
-                ncols = len(fields)
-                if ncols < need:
-                    raise CrftkError(
-                        f"{ncols} column{'s' if ncols != 1 else ''} but column "
-                        f"index {_col_desc(cols, ncols)} was asked for",
-                        name,
-                        lineno,
-                    )
-            elif len(fields) != ncols:
+    rank = None
+    end = 0
+    for item in read_sentences(source, passthrough=True):
+        if isinstance(item, str):
+            fields = item.split()
+            if len(fields) >= 3 and fields[:2] == ["#", "nbest"] and fields[2].isdigit():
+                rank = int(fields[2])
+                out.nbest = max(out.nbest, rank + 1)
+            elif fields[:2] == ["#", "prob"]:
+                out.annotated = True
+            continue
+        first = item.line
+        if not out.n_columns:
+            out.n_columns = len(item.rows[0])
+            out.first_line = first
+            out.first_row = item.rows[0]
+            if out.n_columns < need:
                 raise CrftkError(
-                    f"expected {ncols} columns (as on the first token line), found "
-                    f"{len(fields)}",
-                    name,
-                    lineno,
-                )
-            cur.append(tuple(fields[c] for c in cols))
-            cur_lines.append(lineno)
-    finally:
-        if closer is not None:
-            closer.close()
-    out.last_line = lineno
-    flush(lineno + 1)
+                    f"{out.n_columns} column{'s' if out.n_columns != 1 else ''} but column "
+                    f"index {_col_desc(cols, out.n_columns)} was asked for: eval needs a gold "
+                    f"and a predicted label column", name, first)
+        end = first + len(item)
+        if rank is not None and rank != nbest_rank:
+            continue
+        out.sentences.append([tuple(row[c] for c in cols) for row in item.rows])
+        out.lines.append(list(range(first, end)))
+        out.ends.append(end)
+    out.last_line = end
     return out
 
 
@@ -598,18 +565,102 @@ def _col_desc(cols, ncols):
     return ", ".join(str(c) for c in bad)
 
 
+_PROBABILITY = re.compile(r"^[01]\.\d+$")
+_LABEL_PROBABILITY = re.compile(r"^.+/[01]\.\d+$")
+
+
+def _check_labels(gold, pred, where, gold_col, pred_col, first_row):
+    """Raise when the columns asked for cannot be gold and predicted labels.
+
+    Catches the usual slips: the probabilities of ``crftk tag -v``/``-vv``
+    output taken for labels, one column given twice, and a file of gold labels
+    only (its last two columns hold, say, POS tags and chunk labels, which
+    share no value).
+    """
+    g_values = {t for s in gold for t in s}
+    p_values = {t for s in pred for t in s}
+    hint = " (crftk eval --help explains --gold-col and --pred-col)"
+    if p_values and all(_PROBABILITY.match(v) for v in p_values) and not \
+            all(_PROBABILITY.match(v) for v in g_values):
+        raise CrftkError(f"the predicted column ({pred_col}) holds probabilities, not labels: this "
+                         f"looks like 'crftk tag -v' output, whose rows end with the gold label, the "
+                         f"predicted label and its probability: pass --gold-col -3 --pred-col -2", where)
+    if p_values and all(_LABEL_PROBABILITY.match(v) for v in p_values):
+        k = 0
+        while k < len(first_row) and _LABEL_PROBABILITY.match(first_row[-1 - k]):
+            k += 1        # one label/probability column per label
+        advice = f"pass --gold-col {-(k + 3)} --pred-col {-(k + 2)}"
+        raise CrftkError(f"the predicted column ({pred_col}) holds label/probability pairs: this looks "
+                         f"like 'crftk tag -vv' output, whose rows end with the gold label, the predicted "
+                         f"label, its probability and one label/probability column per label: {advice}",
+                         where)
+    n_tokens = sum(len(s) for s in gold)
+    if n_tokens >= 10 and g_values.isdisjoint(p_values):
+        raise CrftkError(f"the gold column ({gold_col}) and the predicted column ({pred_col}) share no "
+                         f"label (gold: {_sample(g_values)}; predicted: {_sample(p_values)}): is the file "
+                         f"tagged? A file with gold labels only must be tagged first (crftk tag -m MODEL "
+                         f"FILE), or scored against another file (crftk eval GOLD PREDICTED){hint}", where)
+
+
+def _sample(values, n=4):
+    shown = sorted(values)[:n]
+    return ", ".join(shown) + (", ..." if len(values) > n else "")
+
+
+@dataclass
+class Labels:
+    """Gold and predicted tags read from files (see :func:`read_labels`)."""
+
+    gold: list
+    pred: list
+    nbest: int = 0            # labelings per sentence when the predictions are n-best lists
+    nbest_rank: int = 0       # the rank that was kept
+
+
+def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_rank=0, check=True):
+    """Gold and predicted tags from one conlleval-style file or from two files.
+
+    One file: gold in ``gold_col`` (default -2), predictions in ``pred_col``.
+    Two files: gold from ``gold_file`` (default column -1), predictions from
+    ``pred_file``; they must line up sentence by sentence and token by token.
+    Of n-best output only the labelings of rank ``nbest_rank`` (0: the best)
+    are read. With ``check``, columns that cannot be a gold and a predicted
+    label column (probabilities, the same column twice, a file of gold labels
+    only) and input without tokens raise CrftkError saying what to pass.
+    """
+    if pred_file is None:
+        gold_col = -2 if gold_col is None else gold_col
+        data = _read(gold_file, (gold_col, pred_col), nbest_rank)
+        if check and data.n_columns and gold_col % data.n_columns == pred_col % data.n_columns:
+            raise CrftkError(f"--gold-col {gold_col} and --pred-col {pred_col} are the same column of "
+                             f"{data.n_columns}", data.name)
+        gold = [[t[0] for t in s] for s in data.sentences]
+        pred = [[t[1] for t in s] for s in data.sentences]
+        pdata = data
+    else:
+        gold_col = -1 if gold_col is None else gold_col
+        gdata, pdata = _read(gold_file, (gold_col,)), _read(pred_file, (pred_col,), nbest_rank)
+        _line_up(gdata, pdata)
+        gold = [[t[0] for t in s] for s in gdata.sentences]
+        pred = [[t[0] for t in s] for s in pdata.sentences]
+    if check:
+        if not any(gold):
+            raise CrftkError("no tokens to score (the input is empty)", pdata.name)
+        _check_labels(gold, pred, pdata.name, gold_col, pred_col, pdata.first_row)
+    return Labels(gold, pred, pdata.nbest, nbest_rank)
+
+
 def read_pairs(path_or_lines, gold_col=-2, pred_col=-1):
     """Read a conlleval-style file: gold and predicted tags as two of its columns.
 
     ``path_or_lines`` is a path, ``"-"`` for stdin, or an iterable of lines
     (str or bytes).  Blank lines separate sentences; lines starting with
     ``-DOCSTART-`` are document boundaries; ``# prob ...`` / ``# nbest ...``
-    annotation lines are skipped.  Returns ``(gold_sentences, pred_sentences)``.
+    annotation lines are skipped (of n-best output, the best labelings are
+    read).  Returns ``(gold_sentences, pred_sentences)``, unchecked.
     """
-    data = _read(path_or_lines, (gold_col, pred_col))
-    gold = [[t[0] for t in s] for s in data.sentences]
-    pred = [[t[1] for t in s] for s in data.sentences]
-    return gold, pred
+    labels = read_labels(path_or_lines, gold_col=gold_col, pred_col=pred_col, check=False)
+    return labels.gold, labels.pred
 
 
 def read_two(gold_file, pred_file, gold_col=-1, pred_col=-1):
@@ -617,10 +668,13 @@ def read_two(gold_file, pred_file, gold_col=-1, pred_col=-1):
 
     Both files must have the same sentences with the same numbers of tokens;
     a mismatch raises CrftkError naming both files and the first differing
-    line.  Returns ``(gold_sentences, pred_sentences)``.
+    line.  Returns ``(gold_sentences, pred_sentences)``, unchecked.
     """
-    g = _read(gold_file, (gold_col,))
-    p = _read(pred_file, (pred_col,))
+    labels = read_labels(gold_file, pred_file, gold_col=gold_col, pred_col=pred_col, check=False)
+    return labels.gold, labels.pred
+
+
+def _line_up(g, p):
     for i in range(max(len(g.sentences), len(p.sentences))):
         if i >= len(g.sentences) or i >= len(p.sentences):
             gl = g.lines[i][0] if i < len(g.sentences) else g.last_line + 1
@@ -635,9 +689,6 @@ def read_two(gold_file, pred_file, gold_col=-1, pred_col=-1):
             gl = g.lines[i][j] if j < ng else g.ends[i]
             pl = p.lines[i][j] if j < np_ else p.ends[i]
             _mismatch(g, gl, p, pl, f"sentence {i + 1} has {ng} tokens vs {np_}")
-    gold = [[t[0] for t in s] for s in g.sentences]
-    pred = [[t[0] for t in s] for s in p.sentences]
-    return gold, pred
 
 
 def _mismatch(g, gl, p, pl, detail):

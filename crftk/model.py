@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from crftk.container import read_container, read_header, write_container
+from crftk.container import dumps, loads, read_container, read_header, write_container
 from crftk.errors import CrftkError
 from crftk.features import FeatureSpace
 
@@ -40,16 +40,31 @@ class Model:
             return [current_tag(p) for p in self.labels]
         return self.labels
 
-    def save(self, path):
+    def _parts(self):
         meta, arrays = self.space.to_arrays()
         meta["info"] = self.info
         meta["kind"] = "linear-chain"
         arrays["weights"] = self.weights
-        write_container(path, meta, arrays)
+        return meta, arrays
+
+    def save(self, path):
+        write_container(path, *self._parts())
+
+    def to_bytes(self):
+        """The model file's contents, as bytes."""
+        return dumps(*self._parts())
 
     @classmethod
     def load(cls, path):
-        meta, arrays = read_container(path)
+        return cls._from_parts(*read_container(path), path)
+
+    @classmethod
+    def from_bytes(cls, data, name="<bytes>"):
+        """A model from what :meth:`to_bytes` returned, checked as a file is."""
+        return cls._from_parts(*loads(data, name=name), name)
+
+    @classmethod
+    def _from_parts(cls, meta, arrays, path):
         if meta.get("kind") != "linear-chain":
             raise CrftkError(f"unsupported model kind {meta.get('kind')!r}", path)
         space = FeatureSpace.from_arrays(meta, arrays, path)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crftk.constraints import FORBIDDEN, check_gold, forbidden_parameters
-from crftk.conll import AtomicWriter, iter_corpus, read_corpus
+from crftk.conll import AtomicWriter, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
@@ -22,6 +22,7 @@ from crftk.online import averaged_perceptron, sgd
 from crftk.optimize import cg, gis, lbfgs, quickprop
 from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
 from crftk.order2 import pinned as order2_pinned
+from crftk.progress import plural, status
 from crftk.templates import read_template
 
 
@@ -93,6 +94,10 @@ TRAIN_PARAMS = (
           "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
           "another type), iob1 (B-X only between chunks of type X), bioes; none.",
           ("none", "iob2", "iob1", "bioes")),
+    Param("keep", "best", str,
+          "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
+          "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
+          "on the dev set are not chosen on it.", ("best", "last")),
     Param("threads", 0, int, "Worker threads for the lattice kernels; 0 uses all cores."),
 )
 DEFAULTS = {p.name: p.default for p in TRAIN_PARAMS}
@@ -127,6 +132,16 @@ class DevScorer:
         self.slices = self.corpus.sentence_slices()
         self.gold = [[row[space.label_col] for row in s.rows] for s in sentences]
         self.n_threads = n_threads
+
+    def unseen_labels(self):
+        """(label, tokens) of the gold labels the model does not have, most frequent first."""
+        known = set(self.space.labels)
+        counts = {}
+        for sent in self.gold:
+            for lab in sent:
+                if lab not in known:
+                    counts[lab] = counts.get(lab, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def __call__(self, w):
         from crftk.decode import best_labeling   # decode imports this module
@@ -193,82 +208,147 @@ def _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, callback, 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, **options):
-    """Train a linear-chain CRF; saves it to model_path (if given) and returns the Model.
+    """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
     receiving one line per objective evaluation (see Trace). init_model: a model file whose
-    feature space and weights training starts from (the template is then not read).
+    feature space and weights training starts from (then there is no template to read).
+    Every output path is checked before any work starts.
     """
+    opt = check_options(options)
+    check_output(model_path, "model")
+    if trace_file is not None and not hasattr(trace_file, "write"):
+        check_output(trace_file, "trace")
+    if isinstance(train_files, (str, os.PathLike)):
+        train_files = [train_files]
+    train_files = [str(p) for p in train_files]
+    if not train_files:
+        raise CrftkError("no training files given")
+    init = None
+    if init_model is not None:
+        if template_path is not None:
+            raise CrftkError("--init starts from the model's own template and feature space: "
+                             "drop --template (or drop --init to train from the template)")
+        init = Model.load(init_model)
+        template = None
+    elif template_path is None:
+        raise CrftkError("train needs --template (or --init MODEL)")
+    else:
+        template = read_template(template_path)
+    dev = None
+    if dev_file is not None:
+        dev = read_corpus(dev_file)
+        if not dev:
+            log(f"warning: the development set {dev_file} has no sentences; it is not used")
+    with contextlib.ExitStack() as stack:
+        trace = trace_file
+        if trace_file is not None and not hasattr(trace_file, "write"):
+            trace = stack.enter_context(AtomicWriter(trace_file))
+        model = fit(iter_corpus(train_files), template, dev=dev or None, init=init, log=log,
+                    trace=trace, source=train_files[0], dev_source=dev_file, **opt)
+    model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
+                      init_model=None if init_model is None else str(init_model))
+    if model_path is not None:
+        model.save(model_path)
+        log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
+    return model
+
+
+def check_options(options):
+    """All training options, defaults filled in, checked; raises CrftkError on a bad value."""
     unknown = set(options) - set(DEFAULTS)
     if unknown:
         raise TypeError(f"unknown training options: {sorted(unknown)}")
     opt = {**DEFAULTS, **options}
     for p in TRAIN_PARAMS:
         if p.choices and opt[p.name] not in p.choices:
-            raise CrftkError(f"--{p.name.replace('_', '-')} must be one of {', '.join(p.choices)}")
+            raise CrftkError(f"--{p.name.replace('_', '-')} must be one of {', '.join(map(str, p.choices))}")
     if opt["c1"] < 0 or opt["c2"] < 0:
         raise CrftkError("--c1 and --c2 must not be negative")
     if opt["max_iter"] < 1 or opt["period"] < 1 or opt["history"] < 1:
         raise CrftkError("--max-iter, --period and --history must be at least 1")
-    n_threads = resolve_threads(opt["threads"])
-    if isinstance(train_files, (str, os.PathLike)):
-        train_files = [train_files]
-    train_files = [str(p) for p in train_files]
-
     if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
         raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
-    mce = opt["objective"] != "map"
-    if mce and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
-                or opt["model_type"] != "crf" or opt["c1"] > 0):
+    if opt["objective"] != "map" and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
+                                      or opt["model_type"] != "crf" or opt["c1"] > 0):
         raise CrftkError(f"--objective {opt['objective']} trains a first-order CRF with --algorithm "
                          "lbfgs or quickprop and L2 only")
     if opt["objective"] == "mce-f" and opt["algorithm"] != "quickprop":
         raise CrftkError("--objective mce-f is not continuous (it jumps wherever the best incorrect "
                          "labeling changes), so line searches fail on it: use --algorithm quickprop")
-    t0 = time.perf_counter()
-    init = None
-    if init_model is not None:
-        init = Model.load(init_model)
-        if init.order != 1 or init.model_type != "crf":
-            raise CrftkError("--init takes a first-order CRF model", init_model)
-        template_path = None
-    template = init.space.template if init is not None else read_template(template_path)
-    order2 = opt["order"] == 2
-    memm = opt["model_type"] == "memm"
-    if order2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
+    if opt["order"] == 2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
         raise CrftkError("--order 2 trains with --algorithm lbfgs or quickprop only")
     if opt["mixed_after"] < 0 or opt["gpd_iter"] < 0:
         raise CrftkError("--mixed-after and --gpd-iter must not be negative")
     if not (math.isfinite(opt["first_step"]) and opt["first_step"] > 0):
         raise CrftkError("--first-step must be a positive number")
-    if memm and (order2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
+    if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
         raise CrftkError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
-    stream = iter_corpus(train_files)
+    return opt
+
+
+def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
+        dev_source=None, **options):
+    """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
+
+    ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
+    Template, or None with ``init`` (a Model to start from: its feature space
+    and weights). ``dev``: a list of Sentence scored every iteration. ``trace``:
+    an open text file for the per-evaluation trace. ``source``/``dev_source``
+    name the data in error messages.
+    """
+    opt = check_options(options)
+    n_threads = resolve_threads(opt["threads"])
+    t0 = time.perf_counter()
+    if init is not None:
+        if init.order != 1 or init.model_type != "crf":
+            raise CrftkError("--init takes a first-order CRF model")
+        template = init.space.template
+    elif not template.unigrams:
+        log("warning: the template has no U lines: the model has no state features and learns "
+            + ("transitions only" if template.bigrams or template.label_bigram else "start and end weights only"))
+    order2 = opt["order"] == 2
+    memm = opt["model_type"] == "memm"
+    stream = iter(sentences)
     if order2:
         stream = pair_sentences(stream, opt["label_col"])
+    status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
     if init is not None:
         space = init.space
         corpus = space.encode(list(stream))
         if corpus.labels is None or (corpus.labels < 0).any():
-            raise CrftkError("the training data has labels the --init model does not know", train_files[0])
+            raise CrftkError("the training data has labels the --init model does not know", source)
     else:
         space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
                                          min_freq=opt["min_freq"], feature_set=opt["feature_set"],
-                                         path=train_files[0])
+                                         path=source)
     n_tokens = corpus.n_tokens
-    log(f"read {corpus.n_sentences} sentences, {n_tokens} tokens; {space.n_labels} labels, "
-        f"{space.n_attrs} attributes, {space.n_features} state features, "
-        f"{space.n_edge_attrs} transition attributes, {space.n_params} parameters "
-        f"({time.perf_counter() - t0:.2f}s, {n_threads} threads)")
+    transitions = "no transitions" if not template.label_bigram else "label bigram"
+    if space.n_edge_attrs:
+        transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+    log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(n_tokens, 'token')}; "
+        f"{plural(space.n_labels, 'label')}, {plural(space.n_attrs, 'attribute')}, "
+        f"{plural(space.n_features, 'state feature')}, {transitions}; {plural(space.n_params, 'parameter')} "
+        f"({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
 
-    dev = None
-    if dev_file is not None:
+    scorer = None
+    if dev:
         # the development set needs the gold column, so exactly the training column count
-        dev_sents = read_corpus(dev_file, n_columns=space.n_columns)
-        if dev_sents:
-            names = [current_tag(p) for p in space.labels] if order2 else None
-            dev = DevScorer(space, dev_sents, n_threads, names, memm)
-            log(f"development set: {len(dev_sents)} sentences from {dev_file}")
+        n = len(dev[0].rows[0])
+        if n != space.n_columns:
+            raise CrftkError(f"the development set has {n} columns, the training data {space.n_columns}",
+                             dev_source, dev[0].line or None)
+        if order2:
+            dev = list(pair_sentences(dev, space.label_col))
+        names = [current_tag(p) for p in space.labels] if order2 else None
+        scorer = DevScorer(space, dev, n_threads, names, memm)
+        log(f"development set: {plural(len(dev), 'sentence')}"
+            + (f" from {dev_source}" if dev_source else ""))
+        unseen = scorer.unseen_labels()
+        if unseen:
+            listed = ", ".join(f"{lab} ({plural(n, 'token')})" for lab, n in unseen[:10])
+            log(f"warning: the development set has {plural(len(unseen), 'label')} never seen in training, "
+                f"which the model cannot predict: {listed}" + (", ..." if len(unseen) > 10 else ""))
 
     lay = space.layout()
     frozen = np.zeros(space.n_params, dtype=bool)
@@ -306,7 +386,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         to_weights = objective.expand
         w0 = np.concatenate([w0, np.zeros(n_backoff)])
         frozen = ~objective.free
-        log(f"order 2: {space.n_labels} label pairs, {n_backoff} backoff features")
+        log(f"order 2: {plural(space.n_labels, 'label pair')}, {plural(n_backoff, 'backoff feature')}")
 
     best = {"f1": -1.0, "iteration": 0, "w": None}
     history = []
@@ -325,8 +405,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         else:
             line = (f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}  "
                     f"active {info.n_active}")
-        if dev is not None:
-            score = dev(to_weights(info.x))
+        if scorer is not None:
+            score = scorer(to_weights(info.x))
             record["dev_f1"] = score.overall.f1
             record["dev_accuracy"] = score.token_accuracy
             line += f"  dev F1 {score.overall.f1:6.2f} acc {100 * score.token_accuracy:6.2f}"
@@ -339,28 +419,24 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         return False
 
     start = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        fun = objective
-        if trace_file is not None:
-            out = trace_file if hasattr(trace_file, "write") else stack.enter_context(AtomicWriter(trace_file))
-            fun = Trace(objective, out, dev, to_weights)
-        result = _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, on_iteration, log)
+    fun = objective if trace is None else Trace(objective, trace, scorer, to_weights)
+    result = _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, on_iteration, log)
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 
     weights = to_weights(result.x)
     chosen = result.n_iter
-    if dev is not None and best["w"] is not None:
+    if scorer is not None and opt["keep"] == "best" and best["w"] is not None:
         weights, chosen = best["w"], best["iteration"]
         log(f"keeping the weights of iteration {chosen} (best dev F1 {best['f1']:.2f})")
+    elif scorer is not None:
+        log(f"keeping the weights of the last iteration, {chosen} (--keep last; best dev F1 "
+            f"{best['f1']:.2f} at iteration {best['iteration']})")
     info = {
         "options": opt,
         "order": opt["order"],
         "model_type": opt["model_type"],
-        "init_model": None if init_model is None else str(init_model),
         "threads": n_threads,
-        "train_files": train_files,
-        "dev_file": None if dev_file is None else str(dev_file),
         "sentences": corpus.n_sentences,
         "tokens": n_tokens,
         "iterations": result.n_iter,
@@ -370,11 +446,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         "stop_reason": result.reason,
         "objective": result.f,
         "seconds": seconds,
-        "best_dev_f1": best["f1"] if dev is not None else None,
+        "seconds_in_all": time.perf_counter() - t0,
+        "best_dev_f1": best["f1"] if scorer is not None else None,
         "history": history,
     }
-    model = Model(space, weights, info)
-    if model_path is not None:
-        model.save(model_path)
-        log(f"saved {model_path} ({time.perf_counter() - t0:.1f}s in all)")
-    return model
+    return Model(space, weights, info)

@@ -229,7 +229,7 @@ def test_eval_of_separable_training_data_is_100(tiny):
     n_chunks = sum(1 for s in TINY for row in s if row[2].startswith("B-"))
     assert result["overall"]["f1"] == 100.0
     assert result["overall"]["n_gold"] == result["overall"]["n_correct"] == n_chunks
-    assert result["token_accuracy"] == 1.0
+    assert result["token_accuracy"] == 100.0 and result["sentence_accuracy"] == 100.0
     assert result["n_sentences"] == len(TINY)
     # two-file form: gold from the training file, predictions from the tagger output
     assert eval_json(tiny.train, tiny.dir / "tagged-eval.txt")["overall"]["f1"] == 100.0
@@ -359,8 +359,8 @@ def test_tag_output_is_input_columns_plus_label(tiny):
     for lines, gold in zip(sents, TINY):
         assert len(lines) == len(gold)
         for line, row in zip(lines, gold):
-            fields = line.split("\t")
-            assert fields[:3] == list(row)  # input columns, re-joined with tabs
+            fields = line.split(" ")
+            assert fields[:3] == list(row)  # input columns, joined with the input's separator
             assert len(fields) == 4
             assert fields[3] == row[2]  # separable data: the prediction is right
 
@@ -371,10 +371,10 @@ def test_tag_without_the_gold_column(tiny):
     assert len(sents) == len(TINY)
     for lines, gold in zip(sents, TINY):
         for line, row in zip(lines, gold):
-            assert line.split("\t") == [row[0], row[1], row[2]]
+            assert line.split(" ") == [row[0], row[1], row[2]]
     # the prediction does not depend on the presence of the gold column
-    with_gold = [line.split("\t")[-1] for b in blocks(tiny.tagged) for line in b]
-    without = [line.split("\t")[-1] for b in sents for line in b]
+    with_gold = [line.split()[-1] for b in blocks(tiny.tagged) for line in b]
+    without = [line.split()[-1] for b in sents for line in b]
     assert with_gold == without
 
 
@@ -384,7 +384,7 @@ def parse_marginals(text):
     for lines in blocks(text):
         assert lines[0].startswith("# prob "), lines[0]
         prob = float(lines[0].split()[2])
-        out.append((prob, [line.split("\t") for line in lines[1:]]))
+        out.append((prob, [line.split() for line in lines[1:]]))
     return out
 
 
@@ -403,7 +403,7 @@ def test_tag_v_adds_probabilities(tiny):
         # a labeling is never more likely than any one of its labels
         assert prob <= min(float(f[4]) for f in rows) + 1e-6
     # the labels are those of plain tagging
-    plain = [line.split("\t")[3] for b in blocks(tiny.tagged) for line in b]
+    plain = [line.split()[3] for b in blocks(tiny.tagged) for line in b]
     assert [f[3] for _, rows in sents for f in rows] == plain
 
 
@@ -429,12 +429,12 @@ def test_tag_nbest(tiny):
     headers = [line for line in lines if line.startswith("# nbest")]
     assert len(headers) == 3 * len(TINY)
     by_sentence = [headers[i:i + 3] for i in range(0, len(headers), 3)]
-    viterbi = [[line.split("\t")[3] for line in b] for b in blocks(tiny.tagged)]
+    viterbi = [[line.split()[3] for line in b] for b in blocks(tiny.tagged)]
     probs_v = [p for p, _ in parse_marginals(cli("tag", "-v", "-m", tiny.model, tiny.train).stdout)]
     labelings = []
     for block in blocks(out):
         assert block[0].startswith("# nbest ")
-        labelings.append([line.split("\t")[3] for line in block[1:]])
+        labelings.append([line.split()[3] for line in block[1:]])
     for i, hs in enumerate(by_sentence):
         ks = [int(h.split()[2]) for h in hs]
         ps = [float(h.split()[3]) for h in hs]
@@ -497,7 +497,28 @@ def test_tag_reads_stdin(tiny):
 def test_tag_input_with_tabs_crlf_and_docstart(tiny, tmp_path):
     text = "-DOCSTART- -X- O\n\n" + conll_text(TINY, sep="\t").replace("\n", "\r\n")
     src = write(tmp_path / "in.txt", text)
-    assert cli("tag", "-m", tiny.model, src).stdout == tiny.tagged
+    # the document line passes through in place; tab-separated input gives tab-separated output
+    assert cli("tag", "-m", tiny.model, src).stdout == "-DOCSTART- -X- O\n\n" + tiny.tagged.replace(" ", "\t")
+
+
+def test_tag_keeps_every_document_line_in_place(tiny, tmp_path):
+    """CoNLL-2003 marks documents with -DOCSTART- lines: tag copies each one where it was, so the
+    output lines up with the input and tagging it again gives the same labels."""
+    docs = "".join("-DOCSTART- -X- O\n\n" + conll_text([s]) for s in TINY) + "-DOCSTART- -X- O\n"
+    src = write(tmp_path / "docs.txt", docs)
+    out = cli("tag", "-m", tiny.model, src).stdout
+    assert out.count("-DOCSTART- -X- O\n") == len(TINY) + 1
+    in_lines, out_lines = docs.splitlines(), out.splitlines()
+    assert len(in_lines) == len(out_lines)
+    for a, b in zip(in_lines, out_lines):
+        if a.startswith("-DOCSTART-") or not a:
+            assert a == b
+        else:
+            assert b.split()[:-1] == a.split()     # the token with its predicted label appended
+    again = cli("tag", "-m", tiny.model, write(tmp_path / "cut.txt", "\n".join(
+        " ".join(line.split()[:-1]) if line and not line.startswith("-DOC") else line
+        for line in out_lines) + "\n")).stdout
+    assert again == out
 
 
 def test_tag_output_reads_back_into_eval_and_tag(tiny, tmp_path):

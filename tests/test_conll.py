@@ -10,6 +10,7 @@ import pytest
 
 from crftk.conll import (
     AtomicWriter,
+    Layout,
     Sentence,
     chunked,
     format_sentence,
@@ -190,13 +191,38 @@ def test_n_columns_int(tmp_path):
     assert str(info.value) == f"{path}:1: expected 3 columns, found 2"
 
 
-def test_n_columns_set_allows_several_counts(tmp_path):
-    path = write(tmp_path, "a A\nb B X\n\nc\n")
+def test_n_columns_set_allows_several_counts_one_per_file(tmp_path):
     with pytest.raises(CrftkError) as info:
-        read(path, n_columns={2, 3})
-    assert str(info.value) == f"{path}:4: expected 2 or 3 columns, found 1"
-    sents = read(path, n_columns=(1, 2, 3))
-    assert [s.rows for s in sents] == [[["a", "A"], ["b", "B", "X"]], [["c"]]]
+        read(write(tmp_path, "a A\nb B\n\nc\n"), n_columns={2, 3})
+    assert str(info.value).endswith(":4: expected 2 or 3 columns, found 1")
+    assert [s.rows for s in read(write(tmp_path, "a A X\n", "3.txt"), n_columns={2, 3})] == [[["a", "A", "X"]]]
+    # the first token line fixes the count for the file: no rows with and without a column
+    mixed = write(tmp_path, "a A\nb B X\n\nc\n", "mixed.txt")
+    with pytest.raises(CrftkError) as info:
+        read(mixed, n_columns=(1, 2, 3))
+    assert str(info.value) == f"{mixed}:2: expected 2 columns as on line 1 (a file keeps one column count), found 3"
+    gold_then_none = write(tmp_path, "a NN O\nb NN\n", "g.txt")
+    with pytest.raises(CrftkError) as info:
+        read(gold_then_none, n_columns={2, 3})
+    assert info.value.line == 2 and "as on line 1" in str(info.value)
+
+
+def test_passthrough_yields_document_and_annotation_lines_in_place(tmp_path):
+    text = ("-DOCSTART- -X- O O\n\nEU NNP B-NP I-ORG\nrejects VBZ B-VP O\n\n"
+            "# prob 0.5\nPeter NNP B-NP I-PER\n\n\n-DOCSTART- -X- O O\n\nx NN B-NP O\n-DOCSTART- -X- O O\n")
+    path = write(tmp_path, text)
+    layout = Layout()
+    items = list(read_sentences(path, passthrough=True, layout=layout))
+    kinds = [it if isinstance(it, str) else [r[0] for r in it.rows] for it in items]
+    assert kinds == ["-DOCSTART- -X- O O", "", ["EU", "rejects"], "# prob 0.5", ["Peter"],
+                     "-DOCSTART- -X- O O", "", ["x"], "-DOCSTART- -X- O O"]
+    assert layout.separator == " "
+    assert [it.doc for it in items if not isinstance(it, str)] == [0, 0, 1]
+    # without passthrough the same file gives the sentences only
+    assert [[r[0] for r in s.rows] for s in read(path)] == [["EU", "rejects"], ["Peter"], ["x"]]
+    tabbed = Layout()
+    list(read_sentences(write(tmp_path, "a\tA\n", "t.txt"), layout=tabbed))
+    assert tabbed.separator == "\t"
 
 
 def test_min_columns(tmp_path):

@@ -33,9 +33,9 @@ def test_tag_appends_viterbi_labels(model, tmp_path):
     n_sent, n_tok = tag_files(model, [write(tmp_path / "t", sents)], out)
     assert (n_sent, n_tok) == (25, sum(len(s) for s in sents))
     want = Tagger(model, threads=1).tag(sents)
-    got = [[line.split("\t")[-1] for line in b] for b in blocks(out.getvalue())]
+    got = [[line.split()[-1] for line in b] for b in blocks(out.getvalue())]
     assert got == want
-    first = blocks(out.getvalue())[0][0].split("\t")
+    first = blocks(out.getvalue())[0][0].split()
     assert first[:3] == sents[0].rows[0]
 
 
@@ -51,7 +51,7 @@ def test_input_without_gold_column(model, tmp_path):
     sents = random_corpus(10, seed=4)
     out = io.StringIO()
     tag_files(model, [write(tmp_path / "t", sents, drop_label=True)], out)
-    rows = [line.split("\t") for b in blocks(out.getvalue()) for line in b]
+    rows = [line.split() for b in blocks(out.getvalue()) for line in b]
     assert all(len(r) == 3 for r in rows)
 
 
@@ -67,7 +67,7 @@ def test_marginals_output(model, tmp_path):
         assert b[0].startswith("# prob ")
         assert float(b[0].split()[2]) == pytest.approx(np.exp(score[i] - logz[i]), abs=1e-6)
         for line in b[1:]:
-            cols = line.split("\t")
+            cols = line.split()
             assert cols[3] == model.labels[pred[k]]
             assert float(cols[4]) == pytest.approx(marg[k, pred[k]], abs=1e-6)
             probs = [float(c.split("/")[-1]) for c in cols[5:]]
@@ -89,7 +89,7 @@ def test_nbest_output(model, tmp_path):
     for s, labels in zip(sents, first):
         n = min(4, 3 ** len(s))
         assert probs[i:i + n] == sorted(probs[i:i + n], reverse=True)
-        assert [line.split("\t")[-1] for line in bl[i][1:]] == labels
+        assert [line.split()[-1] for line in bl[i][1:]] == labels
         i += n
     assert i == len(bl)
 
@@ -106,7 +106,7 @@ def test_nbest_with_marginals_adds_each_labels_marginal(model, tmp_path):
     for s in sents:
         for b in bl[:2]:
             for t, line in enumerate(b[1:]):
-                cols = line.split("\t")
+                cols = line.split()
                 assert float(cols[4]) == pytest.approx(marg[start + t, index[cols[3]]], abs=1e-6)
         bl = bl[min(2, 3 ** len(s)):]
         start += len(s)
@@ -114,9 +114,9 @@ def test_nbest_with_marginals_adds_each_labels_marginal(model, tmp_path):
 
 def test_first_mention_templates_tag_whole_documents_per_batch(tmp_path):
     from corpora import random_docs
-    from crftk.decode import chunked_by_document
+    from crftk.conll import chunked
     docs = random_docs(6, seed=3, sents_per_doc=4)
-    batches = list(chunked_by_document(iter(docs), max_tokens=5))
+    batches = list(chunked(iter(docs), max_tokens=5, by_document=True))
     assert [s for b in batches for s in b] == docs
     for b in batches[:-1]:
         assert b[-1].doc != batches[batches.index(b) + 1][0].doc

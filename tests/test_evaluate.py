@@ -212,7 +212,7 @@ def test_to_dict_is_json():
     assert d["overall"]["n_correct"] == 3
     assert d["overall"]["precision"] == pytest.approx(50.0)
     assert d["per_type"]["VP"]["n_pred"] == 2
-    assert d["sentence_accuracy"] == pytest.approx(0.25)
+    assert d["sentence_accuracy"] == pytest.approx(25.0)    # percent, like precision and F1
 
 
 def test_length_mismatch_raises():
@@ -336,7 +336,7 @@ pound NN I-NP I-VP
 
 # prob 0.93
 is VBZ B-VP B-VP
-# nbest 2 0.01
+# nbest 0 0.01
 widely RB I-VP O
 -DOCSTART- -X- O O
 He PRP B-NP B-NP

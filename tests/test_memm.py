@@ -86,7 +86,7 @@ def test_memm_trains_and_tags_through_the_commands(tmp_path):
     assert model.model_type == "memm"
     out = io.StringIO()
     tag_files(model, [str(tmp_path / "train.txt")], out)
-    rows = [l.split("\t") for l in out.getvalue().splitlines() if l]
+    rows = [l.split() for l in out.getvalue().splitlines() if l]
     pred = viterbi(model.space, model.space.encode(sents), model.weights)
     assert [r[-1] for r in rows] == [model.labels[i] for i in pred]
     assert np.mean([r[2] == r[3] for r in rows]) > 0.95

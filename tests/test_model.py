@@ -34,6 +34,22 @@ def test_save_load_round_trip(tmp_path):
     assert model_header(path)["meta"]["kind"] == "linear-chain"
 
 
+def test_bytes_round_trip_equals_the_file(tmp_path):
+    m = make_model()
+    path = tmp_path / "m.crftk"
+    m.save(path)
+    data = m.to_bytes()
+    assert data == path.read_bytes()
+    back = Model.from_bytes(data)
+    assert np.array_equal(back.weights, m.weights) and back.labels == m.labels
+    with pytest.raises(CrftkError, match="<bytes>: truncated"):
+        Model.from_bytes(data[:-3])
+    flipped = bytearray(data)
+    flipped[-5] ^= 1
+    with pytest.raises(CrftkError, match="corrupted"):
+        Model.from_bytes(bytes(flipped))
+
+
 def test_file_is_not_a_pickle(tmp_path):
     path = tmp_path / "m.crftk"
     make_model().save(path)

@@ -73,7 +73,7 @@ def test_second_order_learns_what_first_order_cannot(tmp_path):
         out = io.StringIO()
         tag_files(Model.load(tmp_path / f"o{order}.model"), [str(tmp_path / "test.txt")], out,
                   marginals=1)
-        rows = [l.split("\t") for l in out.getvalue().splitlines() if l and not l.startswith("#")]
+        rows = [l.split() for l in out.getvalue().splitlines() if l and not l.startswith("#")]
         assert all(r[2] in ("A", "B") for r in rows)          # plain tags, not pairs
         assert all(0.0 <= float(r[3]) <= 1.0 for r in rows)
         accuracy[order] = np.mean([r[1] == r[2] for r in rows])
