@@ -269,17 +269,9 @@ def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def info(model_path, as_json):
     """Summarise a model: labels, templates, features, training record."""
-    from crftk.model import Model
+    from crftk.model import Model, format_summary
     summary = Model.load(model_path).summary()
-    if as_json:
-        click.echo(json.dumps(summary, indent=2))
-        return
-    tr = dict(summary.pop("training") or {})
-    tr.pop("history", None)
-    for key, value in summary.items():
-        click.echo(f"{key:24s} {value}")
-    for key, value in tr.items():
-        click.echo(f"training.{key:15s} {value}")
+    click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
 
 
 @main.command(context_settings=CONTEXT)

@@ -135,6 +135,39 @@ class Model:
                             out.write(f"{name}\t{labels[i]}\t{labels[j]}\t{edge[e, i, j]:.6f}\n")
 
 
+def format_summary(summary):
+    """``crftk info``'s text: one ``key value`` line per entry, nested entries as dotted keys,
+    lists as space-separated words, no Python reprs."""
+    lines = []
+
+    def text(value):
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.6g}"
+        if isinstance(value, (list, tuple)):
+            return " ".join(text(v) for v in value) if value else "-"
+        return str(value)
+
+    def walk(prefix, d):
+        for key, value in d.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, dict):
+                walk(name + ".", value)
+            else:
+                lines.append((name, text(value)))
+
+    summary = dict(summary)
+    training = dict(summary.pop("training", None) or {})
+    training.pop("history", None)      # per-iteration records: --json has them
+    walk("", summary)
+    walk("training.", training)
+    width = max(len(name) for name, _ in lines)
+    return "\n".join(f"{name:{width}s}  {value}" for name, value in lines)
+
+
 def model_header(path):
     """The model file's header (meta) without reading the weights."""
     return read_header(path)

@@ -285,9 +285,12 @@ def test_info_text_lists_the_summary(tiny):
     out = cli("info", tiny.model).stdout
     first = {line.split()[0]: line.split(None, 1)[1] for line in out.splitlines() if line.strip()}
     assert first["n_labels"] == str(len(TINY_LABELS))
-    assert first["labels"] == str(TINY_LABELS)
+    assert first["labels"] == " ".join(TINY_LABELS)          # words, not a Python list
     assert first["training.sentences"] == str(len(TINY))
+    assert first["templates.label_bigram"] == "yes"
+    assert first["training.options.c2"] == "1"
     assert "training.history" not in first
+    assert not any(c in out for c in "[]{}'"), out
 
 
 def test_info_json_complete_feature_set(tmp_path):
