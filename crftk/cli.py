@@ -260,8 +260,9 @@ def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
     Use them in a template with '@lexicon NAME DIR/TYPE.lex' and '%lex[row,NAME]'.
     """
     from crftk.lexicon import lexicon_command
+    from crftk.progress import Reporter
     lexicon_command(list(inputs), out_dir, label_col=label_col, scheme=scheme, folds=folds,
-                    ignore_case=icase, min_count=min_count, log=lambda m: click.echo(m, err=True))
+                    ignore_case=icase, min_count=min_count, log=Reporter())
 
 
 @main.command(context_settings=CONTEXT)
@@ -281,8 +282,9 @@ def info(model_path, as_json):
               help="Only state/edge features whose |weight| exceeds this (0: all non-zero).")
 def dump(model_path, output, min_abs):
     """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""
-    from crftk.conll import AtomicWriter
+    from crftk.conll import AtomicWriter, check_output
     from crftk.model import Model
+    check_output(output)
     model = Model.load(model_path)
     with AtomicWriter(output) as out:
         model.dump(out, min_abs=min_abs)

@@ -149,5 +149,5 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
             if progress:
                 progress(n_sent, n_tok)
         if n_sent == before and log is not None:
-            log(f"warning: {'standard input' if path == '-' else path} has no sentences to tag")
+            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
     return n_sent, n_tok

@@ -41,12 +41,13 @@ import time
 
 import numpy as np
 
-from crftk.conll import AtomicWriter, read_corpus
+from crftk.conll import AtomicWriter, check_output, read_corpus
 from crftk.errors import CrftkError
 from crftk.features import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import LogLikelihood
 from crftk.optimize import lbfgs
+from crftk.progress import status
 from crftk.templates import read_template
 from crftk.train import DevScorer, Param, resolve_threads, _stderr_log
 
@@ -251,11 +252,11 @@ class Inducer:
         return " & ".join(self.test_names[t] for t in pred)
 
     # -- one round of candidate scoring -----------------------------------------
-    def candidates(self, space, corpus, w, pred_of, posteriors=None):
+    def candidates(self, space, corpus, w, pred_of, posteriors=None, show=lambda msg: None):
         """Score the candidates: (gain, label, mu, error-token set code, tuple maker), counts.
 
         ``posteriors``: (Viterbi labels, marginals) of every token to score with, by
-        default those of the model w itself."""
+        default those of the model w itself; ``show`` receives progress messages."""
         from crftk._induce import conjunction_gains, predicate_gains
         if posteriors is None:
             lat = space.lattices(corpus)
@@ -269,6 +270,7 @@ class Inducer:
         stats = {"errors": int(errors.size)}
         if errors.size == 0:
             return None, stats
+        show(f"{errors.size:,} error tokens; scoring the atomic tests and the model's features ...")
         marg = marg_all[errors]
         gold = np.ascontiguousarray(self.gold[errors], dtype=np.int32)
         opt = self.opt
@@ -331,6 +333,7 @@ class Inducer:
         first = np.unique(c_code, return_index=True)[1]
         known = np.array(self.pred_code, dtype=np.uint64)
         fresh = ~np.isin(codes, known)
+        show(f"{errors.size:,} error tokens; scoring {codes.size:,} conjunctions ...")
         cg, cl, cm, cc = gains(c_ptr, c_toks)
         cg = np.where(fresh, cg, -np.inf)
         stats.update(tests=int(tests.size), predicates=int(preds.size), conjunctions=int(codes.size))
@@ -356,6 +359,7 @@ class Inducer:
             conj = n_t + n_p + np.argsort(-cg, kind="stable")[: opt["rescore"]]
             conj = conj[np.isfinite(gain[conj])]
             short = np.concatenate([np.arange(n_t + n_p), conj])
+            show(f"scoring {short.size:,} candidates again on all tokens ...")
             tuples = [tuple_of(int(i)) for i in short]
             c_ptr = np.zeros(len(tuples) + 1, dtype=np.int64)
             np.cumsum([len(t) for t in tuples], out=c_ptr[1:])
@@ -404,12 +408,12 @@ class CrossFit:
         self.state = [({}, None) for _ in range(k)]     # per model: weights by key, transitions
 
     def posteriors(self, ind, space, corpus, attr_of, fit):
-        """(Viterbi labels, marginals) of every token; ``fit(corpus, w)`` trains a fold's model."""
+        """(Viterbi labels, marginals) of every token; ``fit(corpus, w, k)`` trains fold k's model."""
         pred = np.empty(corpus.n_tokens, dtype=np.int32)
         marg = np.empty((corpus.n_tokens, space.n_labels))
         for k, (weight, base) in enumerate(self.state):
             w = fit(corpus.subset(np.flatnonzero(self.fold != k)),
-                    ind.vector(space, attr_of, weight, base))
+                    ind.vector(space, attr_of, weight, base), k)
             self.state[k] = ind.keyed(space, attr_of, w)
             held = np.flatnonzero(self.fold == k)
             lat = space.lattices(corpus.subset(held))
@@ -439,13 +443,14 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         raise CrftkError("--gain-threshold must be a number")
     if isinstance(train_files, str):
         train_files = [train_files]
+    check_output(model_path, "model")
+    check_output(report_path, "report")
     t0 = time.perf_counter()
     template = read_template(template_path)
     if not template.label_bigram:
         raise CrftkError("induce needs a label bigram: add a line 'B' to the template", template_path)
-    sentences = []
-    for path in train_files:
-        sentences.extend(read_corpus(path))
+    status(log, "reading and encoding the training data ...")
+    sentences = read_corpus(train_files)
     if not sentences:
         raise CrftkError("no training sentences", train_files[0])
     ind = Inducer(sentences, template, opt, log)
@@ -461,11 +466,15 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     if cross is not None and len(sentences) < opt["gain_folds"]:
         raise CrftkError(f"--gain-folds {opt['gain_folds']} needs at least as many training sentences")
 
-    def fit(space, corpus, w, iterations, epsilon=0.0):
+    def fit(space, corpus, w, iterations, epsilon=0.0, what="training"):
         obj = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=ind.n_threads)
         if iterations == 0:
             return w, obj(w)[0]
-        res = lbfgs(obj, w, max_iter=iterations, epsilon=epsilon)
+
+        def show(info):
+            status(log, f"{what}: L-BFGS iteration {info.iteration} of at most {iterations}, "
+                        f"objective {info.f:.6e}")
+        res = lbfgs(obj, w, max_iter=iterations, epsilon=epsilon, callback=show)
         return res.x, res.f
 
     def dev_f1(space, w):
@@ -478,12 +487,13 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     space, corpus, w, attr_of, pred_of = ind.build()
     if opt["start"] == "atomic":
         # the atomic CRF is the model that the conjunctions are to improve: train it as train does
-        w, f = fit(space, corpus, w, _CONVERGE_ITER, epsilon=_CONVERGE_EPS)
+        w, f = fit(space, corpus, w, _CONVERGE_ITER, epsilon=_CONVERGE_EPS,
+                   what="round 0: the atomic tests to convergence")
         f1 = dev_f1(space, w)
         log(f"round 0: {len(ind.predicates)} atomic tests, {ind.n_features()} features, trained to "
             f"convergence: objective {f:.6e}" + (f"; dev F1 {f1:.2f}" if f1 is not None else ""))
     else:
-        w, f = fit(space, corpus, w, opt["round_iter"])
+        w, f = fit(space, corpus, w, opt["round_iter"], what="round 0: transitions")
         log(f"round 0: transitions only, objective {f:.6e}")
     ind.absorb(space, attr_of, w)
     rounds = 0
@@ -494,9 +504,13 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
             # the fold models follow the main model's schedule on the same features
             iters, eps = ((_CONVERGE_ITER, _CONVERGE_EPS) if r == 1 and opt["start"] == "atomic"
                           else (opt["round_iter"], 0.0))
-            posteriors = cross.posteriors(ind, space, corpus, attr_of,
-                                          lambda c, v: fit(space, c, v, iters, eps)[0])
-        scored, stats = ind.candidates(space, corpus, w, pred_of, posteriors)
+            posteriors = cross.posteriors(
+                ind, space, corpus, attr_of,
+                lambda c, v, k: fit(space, c, v, iters, eps, what=f"round {r}: fold model {k + 1} of "
+                                                                  f"{opt['gain_folds']}")[0])
+        status(log, f"round {r}: decoding the training data and scoring candidates ...")
+        scored, stats = ind.candidates(space, corpus, w, pred_of, posteriors,
+                                       lambda msg: status(log, f"round {r}: {msg}"))
         added = ind.select(scored) if scored is not None else []
         score_s = time.perf_counter() - start
         if not added:
@@ -504,8 +518,9 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
                 f"{opt['gain_threshold']:g}: induction stops")
             break
         rounds = r
+        status(log, f"round {r}: {len(added)} features added; encoding the training data ...")
         space, corpus, w, attr_of, pred_of = ind.build()
-        w, f = fit(space, corpus, w, opt["round_iter"])
+        w, f = fit(space, corpus, w, opt["round_iter"], what=f"round {r}: training")
         ind.absorb(space, attr_of, w)
         f1 = dev_f1(space, w)
         seconds = time.perf_counter() - start
@@ -524,7 +539,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         names = space.labels
         report.extend(f"{g:.3f}\t{names[y]}\t{m:+.4f}\t{ind.name(p)}" for g, p, y, m in added)
     if opt["final_iter"] > 0:
-        w, f = fit(space, corpus, w, opt["final_iter"], epsilon=_CONVERGE_EPS)
+        w, f = fit(space, corpus, w, opt["final_iter"], epsilon=_CONVERGE_EPS, what="final training")
         log(f"final training: at most {opt['final_iter']} iterations, objective {f:.6e}"
             + (f"; dev F1 {dev_f1(space, w):.2f}" if dev_sents else ""))
     seconds = time.perf_counter() - t0

@@ -56,6 +56,7 @@ the lexicon.
 import os
 
 from crftk.errors import CrftkError
+from crftk.progress import status
 
 __all__ = [
     "Lexicon",
@@ -523,6 +524,9 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
         for s in sentences:
             stats["sentences"] += 1
             stats["docs"].add(s.doc)
+            if log is not None and stats["sentences"] % 1000 == 0:
+                status(log, f"reading {where[0] or 'the input'}: {stats['sentences']:,} sentences, "
+                            f"{len(stats['docs']):,} documents")
             yield s
 
     sentences = counted(_corpus_with_paths(inputs, _label_min_columns(label_col), where))
@@ -533,6 +537,8 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
         if e.path is None and where[0] is not None:
             raise CrftkError(e.message, where[0], e.line) from None
         raise
+    if log is not None:
+        status(log, f"writing {len(lexicons)} lexicons to {os.fsdecode(os.fspath(out_dir))} ...")
     paths = write_lexicons(lexicons, out_dir)
     summary = {
         "out_dir": os.fsdecode(os.fspath(out_dir)),

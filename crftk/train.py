@@ -239,7 +239,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if dev_file is not None:
         dev = read_corpus(dev_file)
         if not dev:
-            log(f"warning: the development set {dev_file} has no sentences; it is not used")
+            log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
     with contextlib.ExitStack() as stack:
         trace = trace_file
         if trace_file is not None and not hasattr(trace_file, "write"):
@@ -305,7 +305,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
             raise CrftkError("--init takes a first-order CRF model")
         template = init.space.template
     elif not template.unigrams:
-        log("warning: the template has no U lines: the model has no state features and learns "
+        log("crftk: warning: the template has no U lines: the model has no state features and learns "
             + ("transitions only" if template.bigrams or template.label_bigram else "start and end weights only"))
     order2 = opt["order"] == 2
     memm = opt["model_type"] == "memm"
@@ -347,7 +347,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         unseen = scorer.unseen_labels()
         if unseen:
             listed = ", ".join(f"{lab} ({plural(n, 'token')})" for lab, n in unseen[:10])
-            log(f"warning: the development set has {plural(len(unseen), 'label')} never seen in training, "
+            log(f"crftk: warning: the development set has {plural(len(unseen), 'label')} never seen in training, "
                 f"which the model cannot predict: {listed}" + (", ..." if len(unseen) > 10 else ""))
 
     lay = space.layout()

@@ -848,3 +848,118 @@ def test_demo_test_has_unseen_words():
     test_words = [line.split(" ")[0] for line in DEMO_TEST.read_text().splitlines() if line]
     unseen = sum(w not in train_words for w in test_words) / len(test_words)
     assert 0.02 < unseen < 0.2
+
+
+# ---------------------------------------------------------------------------
+# what a new user trips on
+
+
+def test_eval_of_tag_v_output_says_which_columns_to_pass(tiny, tmp_path):
+    tagged_v = write(tmp_path / "v.txt", cli("tag", "-v", "-m", tiny.model, tiny.train).stdout)
+    p = run("eval", tagged_v)
+    assert_error(p, "probabilities", "--gold-col -3 --pred-col -2")
+    assert p.returncode == 1
+    assert eval_json("--gold-col", -3, "--pred-col", -2, tagged_v)["overall"]["f1"] == 100.0
+
+
+def test_eval_of_tag_vv_output_says_which_columns_to_pass(tiny, tmp_path):
+    tagged = write(tmp_path / "vv.txt", cli("tag", "-vv", "-m", tiny.model, tiny.train).stdout)
+    k = len(TINY_LABELS)
+    line = assert_error(run("eval", tagged), "label/probability", f"--gold-col {-(k + 3)} --pred-col {-(k + 2)}")
+    assert "-vv" in line
+    # the README's old recipe for -vv output (-3/-2) is caught too
+    assert_error(run("eval", "--gold-col", -3, "--pred-col", -2, tagged), "label/probability")
+    assert eval_json("--gold-col", -(k + 3), "--pred-col", -(k + 2), tagged)["overall"]["f1"] == 100.0
+
+
+def test_eval_of_a_gold_only_file_is_an_error(tiny, tmp_path):
+    # word POS chunk: the default columns are POS (as gold) and chunk (as predicted)
+    assert_error(run("eval", tiny.train), "share no label", "tagged first")
+    assert_error(run("eval", "--gold-col", -1, "--pred-col", -1, tiny.train), "same column")
+    one = write(tmp_path / "one.txt", "a\nb\n")
+    assert_error(run("eval", one), "1 column", "gold and a predicted label column")
+
+
+def test_eval_of_nbest_output_scores_the_best_list_and_says_so(tiny, tmp_path):
+    nbest = write(tmp_path / "n.txt", cli("tag", "-n", 3, "-m", tiny.model, tiny.train).stdout)
+    plain = write(tmp_path / "p.txt", tiny.tagged)
+    p = run("eval", "--json", nbest)
+    assert p.returncode == 0, p.stderr
+    assert "scoring the labeling of rank 0" in p.stderr
+    best = json.loads(p.stdout)
+    assert best["n_sentences"] == len(TINY) and best["nbest_rank"] == 0
+    assert best["overall"] == eval_json(plain)["overall"]
+    second = eval_json("--nbest-rank", 1, nbest)
+    assert second["n_sentences"] == len(TINY) and second["overall"]["f1"] < 100.0
+    # two files: gold from the corpus, predictions from n-best output
+    assert eval_json(tiny.train, nbest)["overall"]["f1"] == 100.0
+
+
+def test_eval_and_tag_of_empty_input_say_so(tiny, tmp_path):
+    empty = write(tmp_path / "empty.txt", "")
+    assert_error(run("eval", empty), "no tokens to score")
+    p = run("tag", "-m", tiny.model, empty)
+    assert p.returncode == 0 and p.stdout == ""
+    assert "has no sentences to tag" in p.stderr
+
+
+def test_outputs_are_checked_before_any_work(tiny, tmp_path):
+    for args in (("train", "-t", tiny.template, "-m", tmp_path / "nodir" / "m.model", tiny.train),
+                 ("train", "-t", tiny.template, "-m", tmp_path, tiny.train),
+                 ("train", "-t", tiny.template, "-m", tmp_path / "m.model", "--trace", tmp_path / "no" / "t",
+                  tiny.train),
+                 ("induce", "-t", tiny.template, "-m", tmp_path / "nodir" / "m.model", tiny.train),
+                 ("induce", "-t", tiny.template, "-m", tmp_path / "i.model", "--report", tmp_path / "no" / "r",
+                  tiny.train),
+                 ("tag", "-m", tiny.model, "-o", tmp_path / "nodir" / "out", tiny.train),
+                 ("dump", tiny.model, "-o", tmp_path / "nodir" / "dump.txt")):
+        p = run(*args)
+        line = assert_error(p, "cannot write the")
+        assert "does not exist" in line or "is a directory" in line
+        assert "iter" not in p.stderr and "round" not in p.stderr
+    assert listing(tmp_path) == []
+
+
+def test_keep_last_ignores_the_dev_scores(demo, tmp_path):
+    logs = []
+    from crftk.train import train as train_fn
+    best = train_fn([demo.train], demo.template, dev_file=demo.dev, log=logs.append, max_iter=25, threads=1)
+    last = train_fn([demo.train], demo.template, dev_file=demo.dev, log=logs.append, max_iter=25, threads=1,
+                    keep="last")
+    assert last.info["chosen_iteration"] == last.info["iterations"] == 25
+    f1 = [r["dev_f1"] for r in best.info["history"]]
+    assert best.info["chosen_iteration"] == 1 + f1.index(max(f1))
+    assert any("--keep last" in line for line in logs)
+    import numpy as np
+    if best.info["chosen_iteration"] != 25:
+        assert not np.array_equal(best.weights, last.weights)
+
+
+def test_silent_no_ops_are_said(tiny, tmp_path):
+    p = run("train", "-t", tiny.template, "--init", tiny.model, "-m", tmp_path / "x.model", tiny.train)
+    assert_error(p, "--init starts from the model's own template")
+    empty = write(tmp_path / "empty.tmpl", "# nothing\nB\n")
+    p = run("train", "-t", empty, "-m", tmp_path / "e.model", "--max-iter", 3, tiny.train)
+    assert p.returncode == 0 and "no U lines" in p.stderr and "transitions only" in p.stderr
+    dev = write(tmp_path / "dev.txt", "a DT B-LST\nb NN B-LST\nc NN I-NP\n\nd X B-XX\n")
+    p = run("train", "-t", tiny.template, "-m", tmp_path / "d.model", "--max-iter", 3, "--dev", dev, tiny.train)
+    assert p.returncode == 0, p.stderr
+    assert "2 labels never seen in training" in p.stderr and "B-LST (2 tokens), B-XX (1 token)" in p.stderr
+
+
+def test_log_wording(tiny, tmp_path):
+    p = run("train", "-t", tiny.template, "-m", tmp_path / "m.model", "--max-iter", 2, "-p", 1, tiny.train)
+    assert "s, 1 thread)" in p.stderr and "1 threads" not in p.stderr
+    assert "label bigram" in p.stderr and "0 transition attributes" not in p.stderr
+    edge = write(tmp_path / "e.tmpl", TEMPLATE + "B1:%x[0,1]\n")
+    p = run("train", "-t", edge, "-m", tmp_path / "e.model", "--max-iter", 2, tiny.train)
+    assert "observation-conditioned transition attributes" in p.stderr
+
+
+def test_click_usage_errors_take_crftks_form():
+    p = run("train", "x.txt")
+    assert p.returncode == 2
+    line = assert_error(p, "missing option", "--model", "crftk train --help")
+    assert not line.startswith("Error") and "Usage" not in p.stderr
+    assert_error(run("frobnicate"), "no such command")
+    assert_error(run("tag", "-m", "m", "-n", "x"), "--nbest")

@@ -264,7 +264,7 @@ def test_cross_fit_posteriors_come_from_models_trained_without_the_token():
     ind.seed_atomic()
     space, corpus, w, attr_of, pred_of = ind.build()
 
-    def fit(c, v):
+    def fit(c, v, k=None):
         return lbfgs(LogLikelihood(space, c, c2=1.0), v, max_iter=200, epsilon=1e-8).x
 
     cross = CrossFit(len(sents), 3)
