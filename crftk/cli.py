@@ -1,7 +1,9 @@
 """The crftk command line: one small function per subcommand."""
 
 import json
+import signal
 import sys
+import threading
 
 import click
 
@@ -20,6 +22,7 @@ class CrftkGroup(click.Group):
 
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
+        previous = _interrupt_on_termination()
         try:
             code = super().main(args=args, prog_name=prog_name, standalone_mode=False, **extra)
         except click.ClickException as e:
@@ -35,6 +38,9 @@ class CrftkGroup(click.Group):
         except click.Abort:
             click.echo("crftk: interrupted", err=True)
             sys.exit(130)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
@@ -67,6 +73,22 @@ def main():
       crftk tag -m chunk.model test.txt > tagged.txt
       crftk eval tagged.txt
     """
+
+
+def _interrupt_on_termination():
+    """SIGTERM and SIGHUP interrupt like Ctrl-C: outputs in progress are removed (or, for
+    train, the weights so far are saved) instead of the process dying in mid-write; returns the
+    handlers they replace."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            previous[sig] = signal.signal(sig, interrupt)
+    return previous
 
 
 def _sentence(message):

@@ -19,7 +19,7 @@ from crftk.mce import MCE, MCEF
 from crftk.memm import MEMMObjective
 from crftk.objectives import LogLikelihood
 from crftk.online import averaged_perceptron, sgd
-from crftk.optimize import cg, gis, lbfgs, quickprop
+from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
 from crftk.order2 import pinned as order2_pinned
 from crftk.progress import plural, status
@@ -245,12 +245,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if trace_file is not None and not hasattr(trace_file, "write"):
             trace = stack.enter_context(AtomicWriter(trace_file))
         model = fit(iter_corpus(train_files), template, dev=dev or None, init=init, log=log,
-                    trace=trace, source=train_files[0], dev_source=dev_file, **opt)
+                    trace=trace, source=train_files[0], dev_source=dev_file,
+                    keep_on_interrupt=model_path is not None, **opt)
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
                       init_model=None if init_model is None else str(init_model))
     if model_path is not None:
         model.save(model_path)
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
+    if model.info["interrupted"]:
+        raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
 
 
@@ -288,14 +291,16 @@ def check_options(options):
 
 
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
-        dev_source=None, **options):
+        dev_source=None, keep_on_interrupt=False, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
     Template, or None with ``init`` (a Model to start from: its feature space
     and weights). ``dev``: a list of Sentence scored every iteration. ``trace``:
     an open text file for the per-evaluation trace. ``source``/``dev_source``
-    name the data in error messages.
+    name the data in error messages. With ``keep_on_interrupt``, a
+    KeyboardInterrupt after the first iteration ends training with the weights
+    it would keep at that point (``info["interrupted"]`` is then True).
     """
     opt = check_options(options)
     n_threads = resolve_threads(opt["threads"])
@@ -390,6 +395,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
 
     best = {"f1": -1.0, "iteration": 0, "w": None}
     history = []
+    last_x = [None]         # the point of the last finished iteration
     clock = [time.perf_counter()]
 
     def on_iteration(info):
@@ -413,14 +419,24 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
             if score.overall.f1 > best["f1"]:
                 best.update(f1=score.overall.f1, iteration=info.iteration, w=to_weights(info.x))
         line += f"  {record['seconds']:.2f}s"
-        log(line)
         history.append(record)
+        last_x[0] = np.array(info.x, copy=True)
+        log(line)
         clock[0] = time.perf_counter()
         return False
 
     start = time.perf_counter()
     fun = objective if trace is None else Trace(objective, trace, scorer, to_weights)
-    result = _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, on_iteration, log)
+    try:
+        result = _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, on_iteration, log)
+    except KeyboardInterrupt:
+        if not keep_on_interrupt or not history:
+            raise
+        # the last finished iteration stands in for the result (Wapiti does the same)
+        done = history[-1]
+        result = OptimizeResult(x=last_x[0], f=done["objective"], n_iter=done["iteration"],
+                                n_evals=done["evals"], converged=False,
+                                reason=f"interrupted after iteration {done['iteration']}")
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 
@@ -448,6 +464,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         "seconds": seconds,
         "seconds_in_all": time.perf_counter() - t0,
         "best_dev_f1": best["f1"] if scorer is not None else None,
+        "interrupted": result.reason.startswith("interrupted"),
         "history": history,
     }
     return Model(space, weights, info)

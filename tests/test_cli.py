@@ -963,3 +963,56 @@ def test_click_usage_errors_take_crftks_form():
     assert not line.startswith("Error") and "Usage" not in p.stderr
     assert_error(run("frobnicate"), "no such command")
     assert_error(run("tag", "-m", "m", "-n", "x"), "--nbest")
+
+
+# ---------------------------------------------------------------------------
+# interrupts
+
+
+def _start(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]],
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kw)
+
+
+def _wait_for(stream, prefix):
+    seen = []
+    for line in stream:
+        seen.append(line)
+        if line.startswith(prefix):
+            return seen
+    raise AssertionError("never saw " + prefix + ": " + "".join(seen))
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupting_train_saves_the_weights_so_far_and_exits_130(tmp_path, sig):
+    import signal
+    data = write(tmp_path / "big.train", DEMO_TRAIN.read_text() * 6)     # slow enough to interrupt
+    model = tmp_path / "m.model"
+    proc = _start("train", "-t", CHUNKING_TEMPLATE, "-m", model, "--epsilon", 0, "--max-iter", 100000,
+                  "-p", 1, data)
+    _wait_for(proc.stderr, "iter    3")
+    proc.send_signal(getattr(signal, sig))
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, rest
+    assert "interrupted after iteration" in rest and f"saved {model}" in rest
+    assert rest.rstrip().splitlines()[-1] == "crftk: interrupted"
+    info = info_json(model)["training"]
+    assert info["interrupted"] and info["iterations"] >= 3
+    assert listing(tmp_path) == ["big.train", "m.model"]          # no temporary file left
+
+
+def test_terminating_tag_leaves_no_output(tmp_path, tiny):
+    import signal
+    out = tmp_path / "out.tagged"
+    proc = _start("tag", "-m", tiny.model, "-o", out, "--batch-tokens", 5, "-", stdin=subprocess.PIPE)
+    proc.stdin.write(conll_text(TINY))        # tag is now writing its temporary file and waits for more
+    proc.stdin.flush()
+    import time
+    deadline = time.time() + 60
+    while not any(p.name.startswith(".out.tagged.") for p in tmp_path.iterdir()):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert proc.stderr.read().strip() == "crftk: interrupted"
+    assert listing(tmp_path) == []

@@ -265,3 +265,25 @@ def test_quickprop_trains_a_map_model(tmp_path):
     model = train([data], tmpl, log=lambda m: None, algorithm="quickprop", first_step=0.5, max_iter=60)
     obj = LogLikelihood(model.space, model.space.encode(random_corpus(120, seed=5)), c2=1.0)
     assert obj(model.weights)[0] < 0.5 * obj(np.zeros(obj.n_params))[0]
+
+
+def test_an_interrupt_keeps_the_weights_of_the_last_iteration(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(80, seed=4))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+
+    def log(line):
+        if line.startswith("iter    4"):
+            raise KeyboardInterrupt
+
+    path = tmp_path / "m.model"
+    with pytest.raises(KeyboardInterrupt):
+        train([data], tmpl, path, log=log, max_iter=50, threads=1)
+    model = Model.load(path)
+    assert model.info["interrupted"] and model.info["iterations"] == model.info["chosen_iteration"] == 4
+    assert model.info["stop_reason"] == "interrupted after iteration 4"
+    again = train([data], tmpl, log=lambda m: None, max_iter=4, threads=1)
+    assert np.array_equal(model.weights, again.weights)
+    # without a model path to save to (the Python API) the interrupt is the caller's
+    with pytest.raises(KeyboardInterrupt):
+        train([data], tmpl, log=log, max_iter=50, threads=1)
