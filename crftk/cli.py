@@ -106,6 +106,14 @@ def threads_option(f):
                         help="Worker threads; 0 uses all cores.")(f)
 
 
+def max_sentence_option(f):
+    from crftk.conll import MAX_SENTENCE_TOKENS
+    return click.option("--max-sentence-tokens", type=click.IntRange(min=1), default=MAX_SENTENCE_TOKENS,
+                        show_default=True,
+                        help="Longest sentence accepted: a longer one is an error (a file whose blank "
+                             "lines between sentences are missing would need gigabytes).")(f)
+
+
 def _param_options(params):
     """Click options generated from Param declarations (one declaration of each parameter)."""
     def decorate(f):
@@ -145,13 +153,15 @@ def _induce_options(f):
               help="Start from this model's weights and feature space (e.g. MAP weights for "
                    "--objective mce); --template is then not needed.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
+@max_sentence_option
 @_train_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, quiet, **options):
+def train(train_files, template, model_path, dev_file, trace_file, init_model, quiet, max_sentence_tokens,
+          **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
     from crftk.progress import Reporter
     from crftk.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
-        init_model=init_model, log=Reporter(quiet=quiet), **options)
+        init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens, **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -165,14 +175,15 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, q
 @click.option("--report", "report_path", metavar="FILE",
               help="Write the features added in each round with their gain, label and starting weight.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
+@max_sentence_option
 @_induce_options
-def induce(train_files, template, model_path, dev_file, report_path, quiet, **options):
+def induce(train_files, template, model_path, dev_file, report_path, quiet, max_sentence_tokens, **options):
     """Grow a CRF's features by induction (McCallum 2003): conjunctions of atomic tests that
     raise the likelihood, a round at a time."""
     from crftk.induce import induce as run
     from crftk.progress import Reporter
     run(list(train_files), template, model_path, dev_file=dev_file, report_path=report_path,
-        log=Reporter(quiet=quiet), **options)
+        log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens, **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -189,8 +200,9 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, **op
                    "(P: its probability); with -v each token also gets its label's marginal.")
 @click.option("--batch-tokens", type=click.IntRange(min=1), default=50_000, show_default=True,
               help="Tokens decoded per batch: memory stays bounded on any input size.")
+@max_sentence_option
 @threads_option
-def tag(inputs, model_path, output, marginals, nbest, batch_tokens, threads):
+def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
     from crftk.conll import AtomicWriter, check_output
     from crftk.decode import tag_files
@@ -201,7 +213,8 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, threads):
     progress = tty_progress()
     with AtomicWriter(output) as out:
         tag_files(model, list(inputs) or ["-"], out, marginals=marginals, nbest=nbest,
-                  threads=threads, batch_tokens=batch_tokens, progress=progress, log=_log)
+                  threads=threads, batch_tokens=batch_tokens, progress=progress, log=_log,
+                  max_sentence_tokens=max_sentence_tokens)
     if progress:
         click.echo("", err=True)
 

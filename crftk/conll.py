@@ -59,6 +59,10 @@ STDIN_NAME = "<stdin>"
 STDOUT_NAME = "<stdout>"
 
 _DOCSTART = "-DOCSTART-"
+
+#: Longest sentence read by default. CoNLL sentences are tens of tokens; a "sentence"
+#: of 100,000 is a file with its blank lines missing, whose lattice would take gigabytes.
+MAX_SENTENCE_TOKENS = 100_000
 _ANNOTATIONS = ("prob", "nbest")
 
 # Every ASCII character str.split() treats as whitespace becomes a plain
@@ -216,7 +220,7 @@ class Layout:
 
 
 def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0, passthrough=False,
-                   layout=None) -> Iterator[Sentence]:
+                   layout=None, max_sentence_tokens=MAX_SENTENCE_TOKENS) -> Iterator[Sentence]:
     """Yield the sentences of a CoNLL file one at a time.
 
     ``path`` is a file path, ``"-"`` for standard input, or an open file
@@ -239,14 +243,19 @@ def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0, passthro
     line end), so that a writer can copy them to its output; an annotation
     met inside a sentence comes just before that sentence, which it does not
     split.  ``layout``, a
-    :class:`Layout`, receives the file's column separator.
+    :class:`Layout`, receives the file's column separator. A sentence longer
+    than ``max_sentence_tokens`` is an error (None: no limit).
     """
     allowed = _allowed_counts(n_columns, min_columns)
+    limit = max_sentence_tokens
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"max_sentence_tokens must be a positive int or None, not {limit!r}")
     lines, name, close = _open_input(path)
-    return _iter_sentences(lines, name, close, allowed, min_columns, first_doc, passthrough, layout)
+    return _iter_sentences(lines, name, close, allowed, min_columns, first_doc, passthrough, layout, limit)
 
 
-def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=False, layout=None):
+def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=False, layout=None,
+                    max_sentence_tokens=None):
     try:
         it = iter(lines)
         first = next(it, None)
@@ -326,6 +335,10 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
                 raise _column_error(name, lineno, n, allowed or (fixed,), min_columns)
             if not rows:
                 start = lineno
+            elif max_sentence_tokens is not None and len(rows) >= max_sentence_tokens:
+                raise CrftkError(f"a sentence of more than {max_sentence_tokens:,} tokens (from line {start}): is a "
+                                 f"blank line missing between sentences? (--max-sentence-tokens raises "
+                                 f"the limit)", name, lineno)
             rows.append(fields)
         if rows:
             yield from held

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from crftk.conll import Layout, chunked, read_sentences
+from crftk.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
 from crftk.errors import CrftkError
 from crftk.train import resolve_threads
 
@@ -15,6 +15,10 @@ def best_labeling(space, corpus, lattices, w, n_threads, model_type="crf"):
         from crftk.memm import viterbi as memm_viterbi
         return memm_viterbi(space, corpus, w), None
     return lattices.viterbi(w, n_threads)
+
+
+#: Most memory the n-best tables of one batch may take.
+NBEST_MEMORY = 2 * 2**30
 
 
 class Tagger:
@@ -83,6 +87,11 @@ class Tagger:
         if (nbest or marginals) and self.model.model_type == "memm":
             raise CrftkError("n-best lists and marginals are computed for CRFs only, not MEMMs")
         if nbest > 0:
+            # list Viterbi keeps K entries per label and token of the longest sentence, per thread
+            need = lat.max_len * lat.n_labels * nbest * 16 * nt
+            if need > NBEST_MEMORY:
+                raise CrftkError(f"{nbest}-best lists of a sentence of {lat.max_len} tokens and "
+                                 f"{lat.n_labels} labels would take {need / 2**30:.1f} GiB; ask for fewer (-n)")
             paths, scores, counts = lat.nbest(w, nbest, nt)
             marg, logz = self.output_marginals(lat)
             for i, (s, sl) in enumerate(zip(sentences, slices)):
@@ -123,7 +132,7 @@ def _rows_text(rows, extra, sep):
 
 
 def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_tokens=50_000,
-              progress=None, log=None):
+              progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS):
     """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts.
 
     Lines that are not tokens (``-DOCSTART-``, ``# prob`` annotations) are copied
@@ -139,7 +148,8 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     by_document = space.template.anchored
     for path in inputs:
         layout = Layout()
-        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout)
+        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
+                                max_sentence_tokens=max_sentence_tokens)
         before = n_sent
         for batch in chunked(stream, batch_tokens, by_document=by_document):
             tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=layout.separator or "\t")

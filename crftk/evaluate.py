@@ -517,7 +517,7 @@ def _source_name(source):
     return name if isinstance(name, str) else "<input>"
 
 
-def _read(source, cols, nbest_rank=0):
+def _read(source, cols, nbest_rank=0, max_sentence_tokens=None):
     """Read a column file, keeping columns ``cols`` (indices, negative allowed).
 
     Of n-best output (``# nbest K P`` before each labeling) only the labelings
@@ -531,7 +531,7 @@ def _read(source, cols, nbest_rank=0):
     need = max(max(c + 1, -c) for c in cols)
     rank = None
     end = 0
-    for item in read_sentences(source, passthrough=True):
+    for item in read_sentences(source, passthrough=True, max_sentence_tokens=max_sentence_tokens):
         if isinstance(item, str):
             fields = item.split()
             if len(fields) >= 3 and fields[:2] == ["#", "nbest"] and fields[2].isdigit():

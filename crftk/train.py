@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crftk.constraints import FORBIDDEN, check_gold, forbidden_parameters
-from crftk.conll import AtomicWriter, check_output, iter_corpus, read_corpus
+from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
@@ -207,13 +207,14 @@ def _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, callback, 
 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
-          trace_file=None, init_model=None, **options):
+          trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
     receiving one line per objective evaluation (see Trace). init_model: a model file whose
     feature space and weights training starts from (then there is no template to read).
-    Every output path is checked before any work starts.
+    Every output path is checked before any work starts. A sentence longer than
+    ``max_sentence_tokens`` is an error (a file whose blank lines are missing).
     """
     opt = check_options(options)
     check_output(model_path, "model")
@@ -237,14 +238,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         template = read_template(template_path)
     dev = None
     if dev_file is not None:
-        dev = read_corpus(dev_file)
+        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
     with contextlib.ExitStack() as stack:
         trace = trace_file
         if trace_file is not None and not hasattr(trace_file, "write"):
             trace = stack.enter_context(AtomicWriter(trace_file))
-        model = fit(iter_corpus(train_files), template, dev=dev or None, init=init, log=log,
+        model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens), template, dev=dev or None, init=init, log=log,
                     trace=trace, source=train_files[0], dev_source=dev_file,
                     keep_on_interrupt=model_path is not None, **opt)
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),

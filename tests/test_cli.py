@@ -1016,3 +1016,19 @@ def test_terminating_tag_leaves_no_output(tmp_path, tiny):
     assert proc.wait(timeout=60) == 130
     assert proc.stderr.read().strip() == "crftk: interrupted"
     assert listing(tmp_path) == []
+
+
+def test_pathological_input_is_refused_before_it_takes_the_memory(tiny, tmp_path):
+    rows = [" ".join(row) for s in TINY for row in s] * 30            # no blank line: one "sentence"
+    flat = write(tmp_path / "flat.txt", "\n".join(rows) + "\n")
+    line = assert_error(run("tag", "-m", tiny.model, "--max-sentence-tokens", 100, flat), "flat.txt:101:",
+                        "more than 100 tokens", "blank line missing")
+    assert "(from line 1)" in line
+    assert_error(run("train", "-t", tiny.template, "-m", tmp_path / "m.model", "--max-sentence-tokens", 100,
+                     flat), "flat.txt:101:")
+    ok = run("tag", "-m", tiny.model, "--max-sentence-tokens", len(rows), flat)
+    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == len(rows) + 1
+    # n-best tables too large for memory: one line, before any allocation
+    assert_error(run("tag", "-m", tiny.model, "-n", 10**7, "--max-sentence-tokens", len(rows), flat),
+                 "-best lists of a sentence of", "GiB")
+    assert listing(tmp_path) == ["flat.txt"]

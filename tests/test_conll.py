@@ -611,3 +611,15 @@ def test_conll2000_train():
     assert all(len(row) == 3 for s in sents for row in s.rows)
     assert sents[0].line == 1
     assert sum(1 for _ in read_sentences(CONLL2000_TRAIN, n_columns=3)) == 8936
+
+
+def test_a_sentence_longer_than_the_limit_is_an_error(tmp_path):
+    path = write(tmp_path, "a\nb\nc\n\nd\ne\nf\ng\n")
+    with pytest.raises(CrftkError) as info:
+        read(path, max_sentence_tokens=3)
+    assert str(info.value) == (f"{path}:8: a sentence of more than 3 tokens (from line 5): is a blank line "
+                               "missing between sentences? (--max-sentence-tokens raises the limit)")
+    assert [len(s) for s in read(path, max_sentence_tokens=4)] == [3, 4]
+    assert [len(s) for s in read(path, max_sentence_tokens=None)] == [3, 4]
+    with pytest.raises(ValueError):
+        read(path, max_sentence_tokens=0)
