@@ -254,7 +254,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     if labels.nbest:
         _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "
              f"labeling of rank {nbest_rank} of each sentence (--nbest-rank)")
-    result = evaluate(labels.gold, labels.pred, scheme=scheme)
+    result = evaluate(labels.gold, labels.pred, scheme=scheme, locate=labels.locate)
     test = None
     if other:
         theirs = read_labels(other, gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col,

@@ -32,6 +32,7 @@ each sentence as soon as it ends, so files larger than memory can be tagged
 sentence by sentence (see :func:`chunked` for batching).
 """
 
+import bisect
 import gc
 import io
 import itertools
@@ -39,6 +40,7 @@ import os
 import secrets
 import stat
 import sys
+from array import array
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence
 
@@ -46,6 +48,7 @@ from crftk.errors import CrftkError
 
 __all__ = [
     "Layout",
+    "Origins",
     "Sentence",
     "read_sentences",
     "read_corpus",
@@ -78,12 +81,14 @@ class Sentence:
     ``rows`` holds one list of column strings per token; ``doc`` is the
     0-based index of the document the sentence belongs to; ``line`` is the
     1-based line number of its first token in the file it was read from
-    (0 for sentences built in memory).
+    (0 for sentences built in memory) and ``source`` the name of that file
+    (None in memory), for error messages.
     """
 
     rows: List[List[str]]
     doc: int = 0
     line: int = 0
+    source: Optional[str] = None
 
     def __len__(self):
         return len(self.rows)
@@ -286,7 +291,7 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
                 if rows:
                     yield from held
                     held.clear()
-                    yield Sentence(rows, doc, start)
+                    yield Sentence(rows, doc, start, name)
                     rows = []
                     doc_used = True
                 elif passthrough and after_kept:
@@ -301,7 +306,7 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
                     if rows:
                         yield from held
                         held.clear()
-                        yield Sentence(rows, doc, start)
+                        yield Sentence(rows, doc, start, name)
                         rows = []
                         doc_used = True
                     if doc_used:
@@ -342,10 +347,38 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
             rows.append(fields)
         if rows:
             yield from held
-            yield Sentence(rows, doc, start)
+            yield Sentence(rows, doc, start, name)
     finally:
         if close is not None:
             close()
+
+
+class Origins:
+    """Where each sentence of a stream came from, kept compactly (an int per sentence).
+
+    ``record(stream)`` passes the sentences through; ``locate(k, token)`` then
+    gives the (file, line) of a token of the k-th sentence for an error message.
+    """
+
+    def __init__(self):
+        self.lines = array("q")
+        self.starts = []          # first sentence index of each run of one source
+        self.sources = []
+
+    def record(self, sentences):
+        for s in sentences:
+            if not self.sources or self.sources[-1] != s.source:
+                self.starts.append(len(self.lines))
+                self.sources.append(s.source)
+            self.lines.append(s.line)
+            yield s
+
+    def locate(self, k, token=0):
+        if not 0 <= k < len(self.lines):
+            return None, None
+        source = self.sources[bisect.bisect_right(self.starts, k) - 1]
+        line = self.lines[k]
+        return source, (line + token if line else None)
 
 
 def iter_corpus(path_or_paths, **kw) -> Iterator[Sentence]:

@@ -9,7 +9,7 @@ never takes such a step while an allowed path exists.
 
 import numpy as np
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 
 SCHEMES = ("iob2", "iob1", "bioes")
 FORBIDDEN = -1e4
@@ -21,7 +21,7 @@ def _split(label, scheme):
         return "O", ""
     prefix, dash, kind = label.partition("-")
     if not dash or prefix not in PREFIXES[scheme] or not kind:
-        raise CrftkError(f"label {label!r} is not an {scheme.upper()} tag "
+        raise CrftkError(f"label {shown(label)} is not an {scheme.upper()} tag "
                          f"({'/'.join(PREFIXES[scheme])}-TYPE or O)")
     return prefix, kind
 
@@ -68,8 +68,18 @@ def pinned_mask(space, trans, starts, ends):
     return mask
 
 
-def check_gold(space, corpus, scheme):
-    """Raise if a gold labeling breaks the constraints (it would have zero probability)."""
+def check_gold(space, corpus, scheme, locate=None):
+    """Raise if a gold labeling breaks the constraints (it would have zero probability).
+
+    ``locate(sentence, token)`` gives the (file, line) of a token for the message.
+    """
+    parts = [_split_or_none(lab, scheme) for lab in space.labels]
+    bad_labels = [i for i, p in enumerate(parts) if p is None]
+    if bad_labels:
+        tok = int(np.flatnonzero(np.isin(corpus.labels, bad_labels))[0])
+        _raise_at(corpus, tok, locate, f"label {shown(space.labels[corpus.labels[tok]])} is not an "
+                  f"{scheme.upper()} tag ({'/'.join(PREFIXES[scheme])}-TYPE or O); choose another "
+                  f"--constraints scheme or none")
     trans, starts, ends = allowed(space.labels, scheme)
     y = corpus.labels
     first, last = corpus.sent_ptr[:-1], corpus.sent_ptr[1:] - 1
@@ -79,15 +89,32 @@ def check_gold(space, corpus, scheme):
     bad = t[~trans[y[t - 1], y[t]]]
     problems = []
     if bad.size:
-        problems.append((int(bad[0]), f"{space.labels[y[bad[0] - 1]]} followed by {space.labels[y[bad[0]]]}"))
+        problems.append((int(bad[0]), f"{shown(space.labels[y[bad[0] - 1]])} followed by "
+                                      f"{shown(space.labels[y[bad[0]]])}"))
     bad = first[~starts[y[first]]]
     if bad.size:
-        problems.append((int(bad[0]), f"a sentence starts with {space.labels[y[bad[0]]]}"))
+        problems.append((int(bad[0]), f"a sentence starts with {shown(space.labels[y[bad[0]]])}"))
     bad = last[~ends[y[last]]]
     if bad.size:
-        problems.append((int(bad[0]), f"a sentence ends with {space.labels[y[bad[0]]]}"))
+        problems.append((int(bad[0]), f"a sentence ends with {shown(space.labels[y[bad[0]]])}"))
     if problems:
         tok, what = min(problems)
-        sentence = int(np.searchsorted(corpus.sent_ptr, tok, side="right"))
-        raise CrftkError(f"the gold labels break the {scheme} constraints ({what}, sentence {sentence}); "
-                         f"choose another --constraints scheme or none")
+        _raise_at(corpus, tok, locate, f"the gold labels break the {scheme} constraints ({what}); "
+                                       f"choose another --constraints scheme or none")
+
+
+def _split_or_none(label, scheme):
+    try:
+        return _split(label, scheme)
+    except CrftkError:
+        return None
+
+
+def _raise_at(corpus, tok, locate, message):
+    sentence = int(np.searchsorted(corpus.sent_ptr, tok, side="right")) - 1
+    path, line = (None, None)
+    if locate is not None:
+        path, line = locate(sentence, tok - int(corpus.sent_ptr[sentence]))
+    if path is None and line is None:
+        message += f" (sentence {sentence + 1})"
+    raise CrftkError(message, path, line)

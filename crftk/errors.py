@@ -1,12 +1,15 @@
 """The one error type for mistakes a user can cause."""
 
+#: Longest message printed whole; beyond it the middle is cut (a message is one line).
+MAX_MESSAGE = 500
+
 
 class CrftkError(Exception):
     """A user-facing error: printed as one line ``path:line: message``."""
 
     def __init__(self, message, path=None, line=None):
-        self.message = message
-        self.path = None if path is None else str(path)
+        self.message = _one_line(str(message))
+        self.path = None if path is None else _one_line(str(path))
         self.line = line
         super().__init__(str(self))
 
@@ -18,3 +21,25 @@ class CrftkError(Exception):
                 where += f":{self.line}"
             where += ": "
         return where + self.message
+
+
+def shown(value, limit=40):
+    """A user's value quoted for a message, its middle cut when long.
+
+    ``shown("B-NP") == "'B-NP'"``; a 1 MB label becomes its first and last
+    characters around ``...`` with its length, so that an error stays one
+    readable line.
+    """
+    text = repr(str(value))
+    if len(text) <= limit:
+        return text
+    half = max(4, (limit - 5) // 2)
+    return f"{text[:half]}...{text[-half:]} ({len(str(value)):,} characters)"
+
+
+def _one_line(text):
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    if len(text) > MAX_MESSAGE:
+        half = MAX_MESSAGE // 2 - 10
+        text = f"{text[:half]} ...[{len(text) - 2 * half:,} characters]... {text[-half:]}"
+    return text

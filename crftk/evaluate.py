@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 
 from crftk.conll import read_sentences
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 
 __all__ = [
     "SCHEMES",
@@ -149,8 +149,11 @@ def _tag_ok(tag, allowed):
     return bool(dash) and prefix in allowed
 
 
-def _validate(sentences, scheme, what):
-    """Raise CrftkError for the first tag not valid under ``scheme``."""
+def _validate(sentences, scheme, what, locate=None):
+    """Raise CrftkError for the first tag not valid under ``scheme``.
+
+    ``locate(what, sentence, token)`` gives the (file, line) of a tag, if known.
+    """
     allowed = _SCHEME_PREFIXES[scheme]
     seen = set()
     for s in sentences:
@@ -161,10 +164,11 @@ def _validate(sentences, scheme, what):
     for si, s in enumerate(sentences):
         for ti, t in enumerate(s):
             if t in bad:
-                where = f" ({what} sentence {si + 1}, token {ti + 1})" if what else ""
+                path, line = locate(what, si, ti) if locate is not None else (None, None)
+                where = f" ({what} sentence {si + 1}, token {ti + 1})" if what and path is None else ""
                 raise CrftkError(
-                    f"tag {t!r} is not valid in the {scheme} scheme{where}; "
-                    f"allowed: 'O' and {'/'.join(sorted(allowed))} prefixes with a type"
+                    f"{what + ' ' if what else ''}tag {shown(t)} is not valid in the {scheme} scheme{where}; "
+                    f"allowed: 'O' and {'/'.join(sorted(allowed))} prefixes with a type", path, line
                 )
 
 
@@ -285,12 +289,13 @@ class Evaluation:
         return self.format()
 
 
-def evaluate(gold_sentences, pred_sentences, scheme="auto"):
+def evaluate(gold_sentences, pred_sentences, scheme="auto", locate=None):
     """Score predicted tag sequences against gold ones; returns an :class:`Evaluation`.
 
     Both arguments are lists of sentences, each a list of tag strings, and must
     have the same shape.  A predicted chunk is correct when a gold chunk has the
-    same type, start and end.
+    same type, start and end. ``locate("gold"|"predicted", sentence, token)``
+    gives the (file, line) of a tag for error messages (see :class:`Labels`).
     """
     _check_scheme(scheme)
     gold_sentences = list(gold_sentences)
@@ -306,8 +311,8 @@ def evaluate(gold_sentences, pred_sentences, scheme="auto"):
                 f"sentence {i + 1}: gold has {len(g)} tokens but prediction has {len(p)}"
             )
     if scheme != "auto":
-        _validate(gold_sentences, scheme, "gold")
-        _validate(pred_sentences, scheme, "predicted")
+        _validate(gold_sentences, scheme, "gold", locate)
+        _validate(pred_sentences, scheme, "predicted", locate)
 
     n_tokens = n_correct_tokens = n_correct_sentences = 0
     gold_count = {}
@@ -615,6 +620,12 @@ class Labels:
     pred: list
     nbest: int = 0            # labelings per sentence when the predictions are n-best lists
     nbest_rank: int = 0       # the rank that was kept
+    sources: tuple = ()       # (gold, predicted) _Sentences, for locating a tag
+
+    def locate(self, which, sentence, token):
+        """(file, line) of a gold or predicted tag, for messages."""
+        data = self.sources[0 if which == "gold" else -1]
+        return data.name, data.lines[sentence][token]
 
 
 def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_rank=0, check=True):
@@ -636,7 +647,7 @@ def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_
                              f"{data.n_columns}", data.name)
         gold = [[t[0] for t in s] for s in data.sentences]
         pred = [[t[1] for t in s] for s in data.sentences]
-        pdata = data
+        gdata = pdata = data
     else:
         gold_col = -1 if gold_col is None else gold_col
         gdata, pdata = _read(gold_file, (gold_col,)), _read(pred_file, (pred_col,), nbest_rank)
@@ -647,7 +658,7 @@ def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_
         if not any(gold):
             raise CrftkError("no tokens to score (the input is empty)", pdata.name)
         _check_labels(gold, pred, pdata.name, gold_col, pred_col, pdata.first_row)
-    return Labels(gold, pred, pdata.nbest, nbest_rank)
+    return Labels(gold, pred, pdata.nbest, nbest_rank, (gdata, pdata))
 
 
 def read_pairs(path_or_lines, gold_col=-2, pred_col=-1):

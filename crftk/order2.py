@@ -15,7 +15,7 @@ import numpy as np
 
 from crftk.conll import Sentence
 from crftk.constraints import allowed, pinned_mask
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 
 BOS = "<s>"
 SEP = "|"
@@ -33,16 +33,16 @@ def pair_sentences(sentences, label_col):
     """The sentences with the label column replaced by (previous tag, tag) pairs."""
     for s in sentences:
         rows, prev = [], BOS
-        for row in s.rows:
+        for i, row in enumerate(s.rows):
             tag = row[label_col]
             if SEP in tag or tag == BOS:
-                raise CrftkError(f"label {tag!r} cannot be used with --order 2 (it contains {SEP!r} "
-                                 f"or is {BOS})")
+                raise CrftkError(f"label {shown(tag)} cannot be used with --order 2 (it contains {SEP!r} "
+                                 f"or is {BOS})", s.source, s.line + i if s.line else None)
             new = list(row)
             new[label_col] = pair_name(prev, tag)
             rows.append(new)
             prev = tag
-        yield Sentence(rows, s.doc, s.line)
+        yield Sentence(rows, s.doc, s.line, s.source)
 
 
 def pinned(space, scheme="none"):

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from crftk.constraints import FORBIDDEN, check_gold, forbidden_parameters
-from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, iter_corpus, read_corpus
-from crftk.errors import CrftkError
+from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
+from crftk.errors import CrftkError, shown
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
@@ -315,15 +315,25 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
             + ("transitions only" if template.bigrams or template.label_bigram else "start and end weights only"))
     order2 = opt["order"] == 2
     memm = opt["model_type"] == "memm"
-    stream = iter(sentences)
+    origins = Origins()
+    stream = origins.record(sentences)
     if order2:
         stream = pair_sentences(stream, opt["label_col"])
     status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
     if init is not None:
         space = init.space
-        corpus = space.encode(list(stream))
-        if corpus.labels is None or (corpus.labels < 0).any():
-            raise CrftkError("the training data has labels the --init model does not know", source)
+        sents = list(stream)
+        corpus = space.encode(sents)
+        if corpus.labels is None:
+            raise CrftkError("the training data has no gold label column", source)
+        unknown = np.flatnonzero(corpus.labels < 0)
+        if unknown.size:
+            k = int(np.searchsorted(corpus.sent_ptr, unknown[0], side="right")) - 1
+            t = int(unknown[0] - corpus.sent_ptr[k])
+            label = sents[k].rows[t][space.label_col]
+            raise CrftkError(f"label {shown(label)} is not one of the --init model's "
+                             f"{plural(space.n_labels, 'label')}", *origins.locate(k, t))
+        del sents
     else:
         space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
                                          min_freq=opt["min_freq"], feature_set=opt["feature_set"],
@@ -366,7 +376,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         frozen |= forbidden
         w0[forbidden] = FORBIDDEN
     elif opt["constraints"] != "none":
-        check_gold(space, corpus, opt["constraints"])
+        check_gold(space, corpus, opt["constraints"], origins.locate)
         forbidden = forbidden_parameters(space, opt["constraints"])
         frozen |= forbidden
         w0[forbidden] = FORBIDDEN

@@ -1032,3 +1032,20 @@ def test_pathological_input_is_refused_before_it_takes_the_memory(tiny, tmp_path
     assert_error(run("tag", "-m", tiny.model, "-n", 10**7, "--max-sentence-tokens", len(rows), flat),
                  "-best lists of a sentence of", "GiB")
     assert listing(tmp_path) == ["flat.txt"]
+
+
+def test_label_errors_name_file_and_line_and_cut_long_values(tiny, tmp_path):
+    bad = write(tmp_path / "bad.tagged", "a DT B-NP B-NP\nb NN I-NP E-NP\n")
+    assert_error(run("eval", "--scheme", "iob2", bad), "bad.tagged:2: predicted tag 'E-NP' is not valid")
+    huge = "I-" + "X" * 1_000_000
+    data = write(tmp_path / "huge.txt", conll_text(TINY) + f"x NN O\ny NN {huge}\n")
+    line = assert_error(run("train", "-q", "-t", tiny.template, "-m", tmp_path / "m.model", "--constraints",
+                            "iob2", data), f"huge.txt:{len(conll_text(TINY).splitlines()) + 2}:", "'O' followed by")
+    assert len(line) < 700 and "(1,000,002 characters)" in line
+    pipes = write(tmp_path / "pipes.txt", "a DT B|NP\n")
+    assert_error(run("train", "-q", "-t", tiny.template, "-m", tmp_path / "o.model", "--order", 2, pipes),
+                 "pipes.txt:1: label 'B|NP' cannot be used with --order 2")
+    other = write(tmp_path / "other.txt", conll_text(TINY) + "q NN B-NEW\n")
+    assert_error(run("train", "-q", "--init", tiny.model, "-m", tmp_path / "i.model", other),
+                 f"other.txt:{len(conll_text(TINY).splitlines()) + 1}: label 'B-NEW' is not one of")
+    assert listing(tmp_path) == ["bad.tagged", "huge.txt", "other.txt", "pipes.txt"]

@@ -51,10 +51,17 @@ def test_bad_labels_and_schemes():
 def test_gold_that_breaks_the_constraints_is_refused():
     rows = [[["a", "B-NP"], ["b", "I-NP"]], [["c", "O"], ["d", "I-NP"]]]
     space, corpus = FeatureSpace.fit(sentences(rows), parse_template("U:%x[0,0]\nB\n"))
-    with pytest.raises(CrftkError, match=r"O followed by I-NP, sentence 2"):
+    with pytest.raises(CrftkError, match=r"'O' followed by 'I-NP'\); .* \(sentence 2\)"):
         check_gold(space, corpus, "iob2")
-    with pytest.raises(CrftkError, match=r"starts with B-NP, sentence 1"):
+    with pytest.raises(CrftkError, match=r"starts with 'B-NP'\); .* \(sentence 1\)"):
         check_gold(space, corpus, "iob1")
+    # with the tokens' origins the message names the file and line instead
+    with pytest.raises(CrftkError) as e:
+        check_gold(space, corpus, "iob2", locate=lambda s, t: ("train.txt", 10 * s + t + 1))
+    assert str(e.value).startswith("train.txt:12: the gold labels break the iob2 constraints")
+    with pytest.raises(CrftkError, match=r"label 'X' is not an IOB2 tag"):
+        odd, c2 = FeatureSpace.fit(sentences([[["a", "O"], ["b", "X"]]]), parse_template("U:%x[0,0]\nB\n"))
+        check_gold(odd, c2, "iob2")
     iob1 = [[["a", "I-NP"], ["b", "B-NP"]], [["c", "O"], ["d", "I-NP"]]]
     space, corpus = FeatureSpace.fit(sentences(iob1), parse_template("U:%x[0,0]\nB\n"))
     check_gold(space, corpus, "iob1")
