@@ -150,18 +150,23 @@ def _induce_options(f):
               help="Write one line per objective evaluation (TSV): evaluation, forward-backward "
                    "passes, seconds, objective, dev F1 (with --dev).")
 @click.option("--init", "init_model", metavar="MODEL",
-              help="Start from this model's weights and feature space (e.g. MAP weights for "
-                   "--objective mce); --template is then not needed.")
+              help="Start from this model's weights and feature space (MAP weights for --objective "
+                   "mce, or a checkpoint to resume from); no --template then.")
+@click.option("--checkpoint-every", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
+              help="Every N iterations save the current weights to MODEL.checkpoint (removed when the "
+                   "model is saved). To resume after a crash: train --init MODEL.checkpoint with the same "
+                   "data; the optimizer's memory (L-BFGS pairs, CG direction) starts afresh. 0: never.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @_train_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, quiet, max_sentence_tokens,
-          **options):
+def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, quiet,
+          max_sentence_tokens, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
     from crftk.progress import Reporter
     from crftk.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
-        init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens, **options)
+        init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
+        checkpoint_every=checkpoint_every, **options)
 
 
 @main.command(context_settings=CONTEXT)

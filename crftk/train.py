@@ -101,6 +101,7 @@ TRAIN_PARAMS = (
     Param("threads", 0, int, "Worker threads for the lattice kernels; 0 uses all cores."),
 )
 DEFAULTS = {p.name: p.default for p in TRAIN_PARAMS}
+CHECKPOINT_SUFFIX = ".checkpoint"
 
 
 def available_cores():
@@ -207,7 +208,8 @@ def _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, callback, 
 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
-          trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
+          trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
+          **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -215,9 +217,19 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     feature space and weights training starts from (then there is no template to read).
     Every output path is checked before any work starts. A sentence longer than
     ``max_sentence_tokens`` is an error (a file whose blank lines are missing).
+    ``checkpoint_every``: N > 0 saves the current weights to ``model_path +
+    ".checkpoint"`` every N iterations (removed when training finishes); ``--init``
+    from it resumes training, with a fresh optimizer memory.
     """
     opt = check_options(options)
     check_output(model_path, "model")
+    checkpoint = None
+    if checkpoint_every:
+        if model_path is None:
+            raise CrftkError("--checkpoint-every needs a model path (-m) to write beside")
+        if not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+            raise CrftkError("--checkpoint-every must be a non-negative number of iterations")
+        checkpoint = (os.fspath(model_path) + CHECKPOINT_SUFFIX, checkpoint_every)
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
     if isinstance(train_files, (str, os.PathLike)):
@@ -247,12 +259,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
             trace = stack.enter_context(AtomicWriter(trace_file))
         model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens), template, dev=dev or None, init=init, log=log,
                     trace=trace, source=train_files[0], dev_source=dev_file,
-                    keep_on_interrupt=model_path is not None, **opt)
+                    keep_on_interrupt=model_path is not None, checkpoint=checkpoint, **opt)
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
                       init_model=None if init_model is None else str(init_model))
     if model_path is not None:
         model.save(model_path)
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
+        if checkpoint is not None and not model.info["interrupted"] and os.path.exists(checkpoint[0]):
+            os.unlink(checkpoint[0])          # the finished model supersedes it
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
@@ -292,7 +306,7 @@ def check_options(options):
 
 
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
-        dev_source=None, keep_on_interrupt=False, **options):
+        dev_source=None, keep_on_interrupt=False, checkpoint=None, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -302,6 +316,8 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     name the data in error messages. With ``keep_on_interrupt``, a
     KeyboardInterrupt after the first iteration ends training with the weights
     it would keep at that point (``info["interrupted"]`` is then True).
+    ``checkpoint``: (path, N) saves the current weights as a model to path every
+    N iterations.
     """
     opt = check_options(options)
     n_threads = resolve_threads(opt["threads"])
@@ -433,6 +449,15 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         history.append(record)
         last_x[0] = np.array(info.x, copy=True)
         log(line)
+        if checkpoint is not None and info.iteration % checkpoint[1] == 0:
+            # the current point, not the best dev one: it is where training resumes from
+            Model(space, to_weights(last_x[0]), {
+                "options": opt, "order": opt["order"], "model_type": opt["model_type"],
+                "checkpoint": True, "iterations": info.iteration, "objective": info.f,
+                "best_dev_f1": best["f1"] if scorer is not None else None,
+                "best_dev_iteration": best["iteration"] if scorer is not None else None,
+                "history": history}).save(checkpoint[0])
+            log(f"checkpoint: iteration {info.iteration} saved to {checkpoint[0]}")
         clock[0] = time.perf_counter()
         return False
 

@@ -287,3 +287,33 @@ def test_an_interrupt_keeps_the_weights_of_the_last_iteration(tmp_path):
     # without a model path to save to (the Python API) the interrupt is the caller's
     with pytest.raises(KeyboardInterrupt):
         train([data], tmpl, log=log, max_iter=50, threads=1)
+
+
+def test_checkpoints_let_a_crashed_run_resume(tmp_path):
+    data = write_corpus(tmp_path / "train.txt", random_corpus(80, seed=4))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    path = tmp_path / "m.model"
+    checkpoint = tmp_path / "m.model.checkpoint"
+
+    class Crash(Exception):
+        pass
+
+    def log(line):
+        if line.startswith("iter    5"):
+            raise Crash        # as if killed: nothing is saved at the end
+
+    with pytest.raises(Crash):
+        train([data], tmpl, path, log=log, max_iter=50, threads=1, checkpoint_every=2)
+    assert not path.exists()
+    saved = Model.load(checkpoint)
+    assert saved.info["checkpoint"] and saved.info["iterations"] == 4
+    assert np.array_equal(saved.weights, train([data], tmpl, log=lambda m: None, max_iter=4, threads=1).weights)
+    logs = []
+    resumed = train([data], None, path, log=logs.append, init_model=checkpoint, max_iter=30, threads=1,
+                    checkpoint_every=2)
+    assert resumed.info["objective"] < saved.info["objective"]
+    assert not checkpoint.exists()                 # finished: the model supersedes it
+    assert any(line.startswith("checkpoint: iteration 2 saved") for line in logs)
+    with pytest.raises(CrftkError, match="needs a model path"):
+        train([data], tmpl, log=lambda m: None, checkpoint_every=2)
