@@ -55,5 +55,5 @@ extensions = [
 ]
 
 setup(
-    ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
+    ext_modules=cythonize(extensions, include_path=["csrc"], compiler_directives={"language_level": 3}),
 )
