@@ -18,7 +18,7 @@ from crftk.model import Model
 from crftk.mce import MCE, MCEF
 from crftk.memm import MEMMObjective
 from crftk.objectives import LogLikelihood
-from crftk.online import averaged_perceptron, sgd
+from crftk.optimize.online import averaged_perceptron, sgd
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
 from crftk.order2 import pinned as order2_pinned
