@@ -12,7 +12,7 @@ from crftk.train import resolve_threads
 def best_labeling(space, corpus, lattices, w, n_threads, model_type="crf"):
     """Best labeling of every token, and its score per sentence (None for MEMMs)."""
     if model_type == "memm":
-        from crftk.memm import viterbi as memm_viterbi
+        from crftk.structures.memm import viterbi as memm_viterbi
         return memm_viterbi(space, corpus, w), None
     return lattices.viterbi(w, n_threads)
 
@@ -45,7 +45,7 @@ class Tagger:
         """Marginals of the output labels [N, K] and log Z; pairs summed into tags for order 2."""
         marg, logz = lat.marginals(self.weights, self.n_threads)
         if self.model.order == 2:
-            from crftk.order2 import tag_probabilities
+            from crftk.structures.pairs import tag_probabilities
             marg, _ = tag_probabilities(marg, self.model.labels)
         return marg, logz
 

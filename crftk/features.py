@@ -179,15 +179,12 @@ class FeatureSpace:
 
     @property
     def n_params(self):
-        L = self.n_labels
-        return self.n_features + L * L + 2 * L + self.n_edge_attrs * L * L
+        return self.layout().n_params
 
     def layout(self):
-        """Slices of the parameter vector: state, trans, start, end, edge."""
-        L, F = self.n_labels, self.n_features
-        t = F + L * L
-        return {"state": slice(0, F), "trans": slice(F, t), "start": slice(t, t + L),
-                "end": slice(t + L, t + 2 * L), "edge": slice(t + 2 * L, self.n_params)}
+        """The parameter layout of a chain CRF on this space (crftk.structures.layout)."""
+        from crftk.structures.layout import ChainLayout
+        return ChainLayout(self.n_features, self.n_labels, self.n_edge_attrs)
 
     # building ------------------------------------------------------------
     @classmethod
@@ -514,7 +511,7 @@ class FeatureSpace:
     def lattices(self, corpus):
         from crftk._lattice import Lattices
         return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
-                        self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs)
+                        self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs, self.layout().offsets())
 
     # strings (dump) ------------------------------------------------------
     def _values(self, cl, keys):

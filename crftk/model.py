@@ -36,7 +36,7 @@ class Model:
     def output_labels(self):
         """What decoding outputs for each label id: the label, or for order 2 the current tag."""
         if self.order == 2:
-            from crftk.order2 import current_tag
+            from crftk.structures.pairs import current_tag
             return [current_tag(p) for p in self.labels]
         return self.labels
 

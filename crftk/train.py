@@ -9,19 +9,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.constraints import FORBIDDEN, check_gold, forbidden_parameters
+from crftk.structures.constraints import FORBIDDEN, check_gold, forbidden_parameters
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError, shown
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
 from crftk.mce import MCE, MCEF
-from crftk.memm import MEMMObjective
+from crftk.structures.memm import MEMMObjective
 from crftk.objectives import LogLikelihood
 from crftk.optimize.online import averaged_perceptron, sgd
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
-from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
-from crftk.order2 import pinned as order2_pinned
+from crftk.structures.pairs import Tied, backoff_index, current_tag, pair_sentences
+from crftk.structures.pairs import pinned as order2_pinned
 from crftk.progress import plural, status
 from crftk.templates import read_template
 

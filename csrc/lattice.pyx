@@ -133,7 +133,9 @@ cdef class Lattices:
     def __init__(self, const int[::1] sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
                  const int[::1] eattr_ptr, const int[::1] eattrs,
                  const int[::1] feat_ptr, const int[::1] feat_label,
-                 int n_labels, int n_edge_attrs):
+                 int n_labels, int n_edge_attrs, offsets=None):
+        """The corpus arrays, the feature map, and the layout's offsets (trans, start, end,
+        edge, n_params: crftk.structures.layout.ChainLayout.offsets; by default that layout's)."""
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int L = n_labels
@@ -178,7 +180,14 @@ cdef class Lattices:
         self.n_features = feat_label.shape[0]
         self.n_edge_attrs = n_edge_attrs
         self.max_len = int(lengths.max()) if lengths.size else 0
-        self.n_params = self.n_features + L * L + 2 * L + <Py_ssize_t> n_edge_attrs * L * L
+        if offsets is None:
+            from crftk.structures.layout import ChainLayout
+            offsets = ChainLayout(feat_label.shape[0], L, n_edge_attrs).offsets()
+        off_trans, off_start, off_end, off_edge, n_params = offsets
+        if (off_trans != self.n_features or off_start != off_trans + L * L or off_end != off_start + L
+                or off_edge != off_end + L or n_params != off_edge + <Py_ssize_t> n_edge_attrs * L * L):
+            raise ValueError("the layout's offsets do not fit the features, labels and edge attributes")
+        self.n_params = n_params
         self.d.attr_ptr = &attr_ptr[0]
         self.d.attrs = &attrs[0] if attrs.shape[0] else NULL
         self.d.eattr_ptr = &eattr_ptr[0]
@@ -187,10 +196,10 @@ cdef class Lattices:
         self.d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
         self.d.L = L
         self.d.has_edges = 1 if eattrs.shape[0] > 0 else 0
-        self.d.off_trans = self.n_features
-        self.d.off_start = self.d.off_trans + L * L
-        self.d.off_end = self.d.off_start + L
-        self.d.off_edge = self.d.off_end + L
+        self.d.off_trans = off_trans
+        self.d.off_start = off_start
+        self.d.off_end = off_end
+        self.d.off_edge = off_edge
 
     cdef void _check_w(self, const double[::1] w) except *:
         if w.shape[0] != self.n_params:

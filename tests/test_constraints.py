@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from corpora import sentences
-from crftk.constraints import FORBIDDEN, allowed, check_gold, forbidden_parameters
+from crftk.structures.constraints import FORBIDDEN, allowed, check_gold, forbidden_parameters
 from crftk.errors import CrftkError
 from crftk.features import FeatureSpace
 from crftk.templates import parse_template

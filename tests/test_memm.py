@@ -5,7 +5,7 @@ import pytest
 
 from corpora import random_corpus
 from crftk.features import FeatureSpace
-from crftk.memm import MEMMObjective, viterbi
+from crftk.structures.memm import MEMMObjective, viterbi
 from crftk.templates import parse_template
 
 TEMPLATE = "U:%x[0,0]\nU1:%x[0,1]\nU2:%x[-1,0]/%x[0,1]\nB\n"

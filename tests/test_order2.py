@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from corpora import random_corpus
-from crftk.constraints import FORBIDDEN
+from crftk.structures.constraints import FORBIDDEN
 from crftk.decode import tag_files
 from crftk.features import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import LogLikelihood
-from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences, pinned
+from crftk.structures.pairs import Tied, backoff_index, current_tag, pair_sentences, pinned
 from crftk.templates import parse_template
 from crftk.train import train
 

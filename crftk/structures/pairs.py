@@ -14,7 +14,7 @@ plain tags.
 import numpy as np
 
 from crftk.conll import Sentence
-from crftk.constraints import allowed, pinned_mask
+from crftk.structures.constraints import allowed, pinned_mask
 from crftk.errors import CrftkError, shown
 
 BOS = "<s>"
