@@ -501,7 +501,7 @@ def crftk_objective_at_crfsuite_weights(space, corpus, model_path, c2, threads):
     """
     import numpy as np
     import pycrfsuite
-    from crftk.objectives import LogLikelihood
+    from crftk.objectives import Likelihood
 
     tagger = pycrfsuite.Tagger()
     tagger.open(model_path)
@@ -533,7 +533,7 @@ def crftk_objective_at_crfsuite_weights(space, corpus, model_path, c2, threads):
     t0 = lay["trans"].start
     for (a, b), val in dump.transitions.items():
         w[t0 + lab[a] * L + lab[b]] = val
-    value, _ = LogLikelihood(space, corpus, c2=c2, n_threads=threads)(w)
+    value, _ = Likelihood.chain(space, corpus, c2=c2, n_threads=threads)(w)
     return {"crftk_objective_at_crfsuite_weights": float(value),
             "crfsuite_state_features_nonzero": len(dump.state_features),
             "crfsuite_state_features_missing_in_crftk": missing,

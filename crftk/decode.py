@@ -9,14 +9,6 @@ from crftk.errors import CrftkError
 from crftk.train import resolve_threads
 
 
-def best_labeling(space, corpus, lattices, w, n_threads, model_type="crf"):
-    """Best labeling of every token, and its score per sentence (None for MEMMs)."""
-    if model_type == "memm":
-        from crftk.structures.memm import viterbi as memm_viterbi
-        return memm_viterbi(space, corpus, w), None
-    return lattices.viterbi(w, n_threads)
-
-
 #: Most memory the n-best tables of one batch may take.
 NBEST_MEMORY = 2 * 2**30
 
@@ -29,11 +21,13 @@ class Tagger:
         self.space = model.space
         self.weights = model.weights
         self.n_threads = resolve_threads(threads)
+        self.structure = model.structure
         self.labels = np.asarray(model.output_labels, dtype=object)
 
     @property
     def output_names(self):
-        return sorted(set(self.labels.tolist())) if self.model.order == 2 else self.model.labels
+        """The names of the output marginals' columns."""
+        return self.structure.output_names
 
     @property
     def output_index(self):
@@ -41,26 +35,14 @@ class Tagger:
         names = self.output_names
         return np.array([names.index(x) for x in self.labels.tolist()], dtype=np.int64)
 
-    def output_marginals(self, lat):
-        """Marginals of the output labels [N, K] and log Z; pairs summed into tags for order 2."""
-        marg, logz = lat.marginals(self.weights, self.n_threads)
-        if self.model.order == 2:
-            from crftk.structures.pairs import tag_probabilities
-            marg, _ = tag_probabilities(marg, self.model.labels)
-        return marg, logz
-
-    def lattices(self, sentences):
-        corpus = self.space.encode(sentences)
-        return corpus, self.space.lattices(corpus)
+    def inference(self, sentences):
+        return self.structure.bind(self.space.encode(sentences), self.n_threads)
 
     def viterbi(self, sentences):
         """Best label ids per sentence: list of int arrays."""
-        corpus, lat = self.lattices(sentences)
-        pred = self._best(corpus, lat)[0]
-        return [pred[sl] for sl in corpus.sentence_slices()]
-
-    def _best(self, corpus, lat):
-        return best_labeling(self.space, corpus, lat, self.weights, self.n_threads, self.model.model_type)
+        inf = self.inference(sentences)
+        pred = inf.best(self.weights)[0]
+        return [pred[sl] for sl in inf.corpus.sentence_slices()]
 
     def tag(self, sentences):
         """Best label strings per sentence."""
@@ -80,20 +62,20 @@ class Tagger:
 
     def _blocks(self, sentences, marginals, nbest, sep):
         """The output text of each sentence, in order."""
-        corpus, lat = self.lattices(sentences)
-        w, nt = self.weights, self.n_threads
-        slices = corpus.sentence_slices()
+        inf = self.inference(sentences)
+        w = self.weights
+        slices = inf.corpus.sentence_slices()
         labels = self.labels
-        if (nbest or marginals) and self.model.model_type == "memm":
-            raise CrftkError("n-best lists and marginals are computed for CRFs only, not MEMMs")
         if nbest > 0:
             # list Viterbi keeps K entries per label and token of the longest sentence, per thread
-            need = lat.max_len * lat.n_labels * nbest * 16 * nt
+            max_len = int(np.diff(inf.corpus.sent_ptr).max())
+            need = max_len * self.space.n_labels * nbest * 16 * self.n_threads
             if need > NBEST_MEMORY:
-                raise CrftkError(f"{nbest}-best lists of a sentence of {lat.max_len} tokens and "
-                                 f"{lat.n_labels} labels would take {need / 2**30:.1f} GiB; ask for fewer (-n)")
-            paths, scores, counts = lat.nbest(w, nbest, nt)
-            marg, logz = self.output_marginals(lat)
+                raise CrftkError(f"{nbest}-best lists of a sentence of {max_len} tokens and "
+                                 f"{self.space.n_labels} labels would take {need / 2**30:.1f} GiB; "
+                                 "ask for fewer (-n)")
+            paths, scores, counts = inf.nbest(w, nbest)
+            marg, logz = inf.marginals(w)
             for i, (s, sl) in enumerate(zip(sentences, slices)):
                 parts = []
                 for k in range(counts[i]):
@@ -108,12 +90,12 @@ class Tagger:
                     parts.append(_rows_text(s.rows, extra, sep))
                 yield "".join(parts)
             return
-        pred, vscore = self._best(corpus, lat)
+        pred, vscore = inf.best(w)
         if not marginals:
             for s, sl in zip(sentences, slices):
                 yield _rows_text(s.rows, [[lab] for lab in labels[pred[sl]].tolist()], sep)
             return
-        marg, logz = self.output_marginals(lat)
+        marg, logz = inf.marginals(w)
         names = self.output_names
         for i, (s, sl) in enumerate(zip(sentences, slices)):
             p = self.output_index[pred[sl]]

@@ -45,7 +45,8 @@ from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, read_co
 from crftk.errors import CrftkError
 from crftk.features import FeatureSpace
 from crftk.model import Model
-from crftk.objectives import LogLikelihood
+from crftk.objectives import Likelihood
+from crftk.structures.chain import Chain
 from crftk.optimize import lbfgs
 from crftk.progress import status
 from crftk.templates import read_template
@@ -468,7 +469,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         raise CrftkError(f"--gain-folds {opt['gain_folds']} needs at least as many training sentences")
 
     def fit(space, corpus, w, iterations, epsilon=0.0, what="training"):
-        obj = LogLikelihood(space, corpus, c2=opt["c2"], n_threads=ind.n_threads)
+        obj = Likelihood.chain(space, corpus, c2=opt["c2"], n_threads=ind.n_threads)
         if iterations == 0:
             return w, obj(w)[0]
 
@@ -481,7 +482,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     def dev_f1(space, w):
         if not dev_sents:
             return None
-        return DevScorer(space, dev_sents, ind.n_threads)(w).overall.f1
+        return DevScorer(Chain(space), dev_sents, ind.n_threads)(w).overall.f1
 
     if opt["start"] == "atomic":
         ind.seed_atomic()

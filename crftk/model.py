@@ -33,12 +33,17 @@ class Model:
         return int(self.info.get("order", 1))
 
     @property
+    def structure(self):
+        """The kind of model (crftk.structures) over this feature space."""
+        if getattr(self, "_structure", None) is None:
+            from crftk.structures import make_structure, structure_name
+            self._structure = make_structure(structure_name(self.order, self.model_type), self.space)
+        return self._structure
+
+    @property
     def output_labels(self):
         """What decoding outputs for each label id: the label, or for order 2 the current tag."""
-        if self.order == 2:
-            from crftk.structures.pairs import current_tag
-            return [current_tag(p) for p in self.labels]
-        return self.labels
+        return self.structure.output_labels
 
     def _parts(self):
         meta, arrays = self.space.to_arrays()

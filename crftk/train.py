@@ -9,19 +9,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.structures.constraints import FORBIDDEN, check_gold, forbidden_parameters
+from crftk.structures import make_structure, structure_name
+from crftk.structures.constraints import check_gold
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError, shown
 from crftk.evaluate import evaluate
 from crftk.features import FEATURE_SETS, FeatureSpace
 from crftk.model import Model
-from crftk.mce import MCE, MCEF
-from crftk.structures.memm import MEMMObjective
-from crftk.objectives import LogLikelihood
+from crftk.objectives import Likelihood
+from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize.online import averaged_perceptron, sgd
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
-from crftk.structures.pairs import Tied, backoff_index, current_tag, pair_sentences
-from crftk.structures.pairs import pinned as order2_pinned
+from crftk.structures.pairs import pair_sentences
 from crftk.progress import plural, status
 from crftk.templates import read_template
 
@@ -122,21 +121,25 @@ def _stderr_log(msg):
 
 
 class DevScorer:
-    """Scores a development set with the current weights (chunk F1 and accuracy)."""
+    """Scores a development set with the current weights (chunk F1 and accuracy).
 
-    def __init__(self, space, sentences, n_threads, names=None, memm=False):
-        self.space = space
-        self.memm = memm
-        self.corpus = space.encode(sentences)
-        self.lattices = space.lattices(self.corpus)
-        self.labels = names if names is not None else space.labels
-        self.slices = self.corpus.sentence_slices()
-        self.gold = [[row[space.label_col] for row in s.rows] for s in sentences]
-        self.n_threads = n_threads
+    ``sentences`` are encoded for the structure (label pairs for a pair
+    structure); the gold labels are read from ``gold_sentences`` (default: the
+    same sentences), in the labels decoding outputs.
+    """
+
+    def __init__(self, structure, sentences, n_threads, gold_sentences=None):
+        space = structure.space
+        self.structure = structure
+        self.inference = structure.bind(space.encode(sentences), n_threads)
+        self.labels = np.asarray(structure.output_labels, dtype=object)
+        self.slices = self.inference.corpus.sentence_slices()
+        gold_sentences = sentences if gold_sentences is None else gold_sentences
+        self.gold = [[row[space.label_col] for row in s.rows] for s in gold_sentences]
 
     def unseen_labels(self):
         """(label, tokens) of the gold labels the model does not have, most frequent first."""
-        known = set(self.space.labels)
+        known = set(self.structure.output_labels)
         counts = {}
         for sent in self.gold:
             for lab in sent:
@@ -145,10 +148,8 @@ class DevScorer:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def __call__(self, w):
-        from crftk.decode import best_labeling   # decode imports this module
-        pred, _ = best_labeling(self.space, self.corpus, self.lattices, w, self.n_threads,
-                                "memm" if self.memm else "crf")
-        names = np.asarray(self.labels, dtype=object)[pred]
+        pred, _ = self.inference.best(w)
+        names = self.labels[pred]
         return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
 
 
@@ -175,16 +176,27 @@ class Trace:
         return f, g
 
 
-def _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, callback, log):
+def _objective(opt, inference, frozen):
+    """The training objective the options choose, over a structure's inference."""
+    if opt["objective"] == "mce":
+        return MCE(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
+                   smoothing=opt["mce_smoothing"], c2=opt["c2"], frozen=frozen)
+    if opt["objective"] == "mce-f":
+        return MCEF(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"], gamma=opt["mce_gamma"],
+                    c2=opt["c2"], frozen=frozen)
+    return Likelihood(inference, c2=opt["c2"], frozen=frozen)
+
+
+def _run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
     """Run the chosen training method; fun is the objective as the batch methods see it."""
     algorithm = opt["algorithm"]
     fixed = frozen if frozen.any() else None
     common = dict(max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"], callback=callback)
     if algorithm == "sgd":
-        return sgd(objective.lattices, corpus.labels, w0, c2=opt["c2"], frozen=fixed,
+        return sgd(objective.inference, objective.labels, w0, c2=opt["c2"], frozen=fixed,
                    learn_transitions=template.label_bigram, log=log, **common)
     if algorithm == "perceptron":
-        return averaged_perceptron(objective.lattices, corpus.labels, w0, frozen=fixed, **common)
+        return averaged_perceptron(objective.inference, objective.labels, w0, frozen=fixed, **common)
     if algorithm in ("cg", "pcg", "mixed-cg"):
         precondition = None
         if algorithm != "cg":
@@ -330,7 +342,6 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         log("crftk: warning: the template has no U lines: the model has no state features and learns "
             + ("transitions only" if template.bigrams or template.label_bigram else "start and end weights only"))
     order2 = opt["order"] == 2
-    memm = opt["model_type"] == "memm"
     origins = Origins()
     stream = origins.record(sentences)
     if order2:
@@ -355,6 +366,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
                                          min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                          path=source)
     n_tokens = corpus.n_tokens
+    structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
     transitions = "no transitions" if not template.label_bigram else "label bigram"
     if space.n_edge_attrs:
         transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
@@ -370,10 +382,8 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         if n != space.n_columns:
             raise CrftkError(f"the development set has {n} columns, the training data {space.n_columns}",
                              dev_source, dev[0].line or None)
-        if order2:
-            dev = list(pair_sentences(dev, space.label_col))
-        names = [current_tag(p) for p in space.labels] if order2 else None
-        scorer = DevScorer(space, dev, n_threads, names, memm)
+        scorer = DevScorer(structure, list(pair_sentences(dev, space.label_col)) if order2 else dev,
+                           n_threads, gold_sentences=dev)
         log(f"development set: {plural(len(dev), 'sentence')}"
             + (f" from {dev_source}" if dev_source else ""))
         unseen = scorer.unseen_labels()
@@ -382,43 +392,22 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
             log(f"crftk: warning: the development set has {plural(len(unseen), 'label')} never seen in training, "
                 f"which the model cannot predict: {listed}" + (", ..." if len(unseen) > 10 else ""))
 
-    lay = space.layout()
-    frozen = np.zeros(space.n_params, dtype=bool)
-    w0 = np.zeros(space.n_params)
-    if not template.label_bigram:
-        frozen[lay["trans"]] = True
-    if order2:
-        forbidden = order2_pinned(space, opt["constraints"])
-        frozen |= forbidden
-        w0[forbidden] = FORBIDDEN
-    elif opt["constraints"] != "none":
+    frozen = structure.fixed(template)
+    w0 = np.zeros(structure.n_params)
+    if opt["constraints"] != "none" and not order2:
         check_gold(space, corpus, opt["constraints"], origins.locate)
-        forbidden = forbidden_parameters(space, opt["constraints"])
-        frozen |= forbidden
-        w0[forbidden] = FORBIDDEN
+    pinned = structure.pinned(opt["constraints"])
+    if pinned is not None:
+        mask, value = pinned
+        frozen |= mask
+        w0[mask] = value
     if init is not None:
-        w0 = np.where(w0 != 0, w0, init.weights)    # the pinned (non-zero) weights stay pinned
-    if opt["objective"] == "mce":
-        objective = MCE(space, corpus, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
-                        smoothing=opt["mce_smoothing"], c2=opt["c2"], n_threads=n_threads,
-                        frozen=frozen if frozen.any() else None)
-    elif opt["objective"] == "mce-f":
-        objective = MCEF(space, corpus, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
-                         gamma=opt["mce_gamma"], c2=opt["c2"], n_threads=n_threads,
-                         frozen=frozen if frozen.any() else None)
-    elif memm:
-        objective = MEMMObjective(space, corpus, c2=opt["c2"], frozen=frozen if frozen.any() else None)
-    else:
-        objective = LogLikelihood(space, corpus, c2=0.0 if order2 else opt["c2"], n_threads=n_threads,
-                                  frozen=frozen if frozen.any() else None)
-    to_weights = lambda x: x        # noqa: E731  (the tied parameters of order 2 expand to weights)
+        start = structure.params(init.weights)
+        w0 = np.where(w0 != 0, w0, start)    # the pinned (non-zero) weights stay pinned
+    objective = _objective(opt, structure.bind(corpus, n_threads), frozen)
+    to_weights = structure.weights
     if order2:
-        index, n_backoff = backoff_index(space)
-        objective = Tied(objective, index, n_backoff, c2=opt["c2"], frozen=frozen)
-        to_weights = objective.expand
-        w0 = np.concatenate([w0, np.zeros(n_backoff)])
-        frozen = ~objective.free
-        log(f"order 2: {plural(space.n_labels, 'label pair')}, {plural(n_backoff, 'backoff feature')}")
+        log(f"order 2: {plural(space.n_labels, 'label pair')}, {plural(structure.n_backoff, 'backoff feature')}")
 
     best = {"f1": -1.0, "iteration": 0, "w": None}
     history = []
@@ -464,7 +453,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     start = time.perf_counter()
     fun = objective if trace is None else Trace(objective, trace, scorer, to_weights)
     try:
-        result = _run_algorithm(opt, objective, fun, w0, frozen, corpus, template, on_iteration, log)
+        result = _run_algorithm(opt, objective, fun, w0, frozen, template, on_iteration, log)
     except KeyboardInterrupt:
         if not keep_on_interrupt or not history:
             raise

@@ -257,7 +257,7 @@ def test_error_below_counts_uncertain_tokens_as_errors():
 
 def test_cross_fit_posteriors_come_from_models_trained_without_the_token():
     from crftk.induce import CrossFit
-    from crftk.objectives import LogLikelihood
+    from crftk.objectives import Likelihood
     from crftk.optimize import lbfgs
     sents = xor_corpus(41, seed=11)
     ind = Inducer(sents, parse_template(ATOMIC), {**DEFAULTS, "threads": 1}, quiet)
@@ -265,7 +265,7 @@ def test_cross_fit_posteriors_come_from_models_trained_without_the_token():
     space, corpus, w, attr_of, pred_of = ind.build()
 
     def fit(c, v, k=None):
-        return lbfgs(LogLikelihood(space, c, c2=1.0), v, max_iter=200, epsilon=1e-8).x
+        return lbfgs(Likelihood.chain(space, c, c2=1.0), v, max_iter=200, epsilon=1e-8).x
 
     cross = CrossFit(len(sents), 3)
     pred, marg = cross.posteriors(ind, space, corpus, attr_of, fit)

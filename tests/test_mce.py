@@ -1,4 +1,4 @@
-"""MCE and MCE-F objectives (crftk.mce) against references written from the paper.
+"""MCE and MCE-F objectives (crftk.objectives.mce) against references written from the paper.
 
 The references enumerate every labeling of tiny sentences (tests/lattice_reference.py
 scores a labeling straight from the parameter layout): the best incorrect
@@ -20,10 +20,16 @@ from crftk.conll import Sentence
 from crftk.errors import CrftkError
 from crftk.evaluate import chunks
 from crftk.features import FeatureSpace
-from crftk.mce import MCE, MCEF, chunk_table, labeling_chunks
-from crftk.objectives import LogLikelihood, empirical_counts, label_counts
+from crftk.objectives.mce import MCE, MCEF, chunk_table, labeling_chunks
+from crftk.structures.chain import Chain, ChainInference
+from crftk.objectives import Likelihood, label_counts
 from crftk.optimize import lbfgs
 from crftk.templates import parse_template
+
+
+def bound(space, corpus):
+    """A first-order chain on the space, bound to the corpus (what the MCE objectives take)."""
+    return Chain(space).bind(corpus)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lattice_reference as ref  # noqa: E402
@@ -81,7 +87,7 @@ def build(template, seed, n=9, chunky=False, **kw):
 def test_weights(space, corpus, seed, scale=1.0, lean=1.5):
     """Random weights leaning towards the gold labels, so that some sentences are right."""
     rng = np.random.default_rng(seed)
-    emp = empirical_counts(space, corpus)
+    emp = label_counts(space, corpus, corpus.labels)
     return scale * rng.normal(0.0, 1.0, space.n_params) + lean * (emp > 0)
 
 
@@ -201,11 +207,11 @@ def test_feature_counts_match_label_counts(template, lookup, merge, monkeypatch)
     else:
         space, corpus, _ = build(template, 3, n=20)
     if lookup == "search":
-        monkeypatch.setattr(MCE, "TABLE_LIMIT", 0)
-    monkeypatch.setattr(MCE, "MERGE_NODES", 0 if merge else 10**9)
-    m = MCE(space, corpus)
-    assert (m._feat_table is not None) == (lookup == "table")
-    assert (m._feat_keys is not None) == (lookup == "search")
+        monkeypatch.setattr(ChainInference, "TABLE_LIMIT", 0)
+    monkeypatch.setattr(ChainInference, "MERGE_NODES", 0 if merge else 10**9)
+    m = MCE(bound(space, corpus))
+    m.inference._state_features(np.zeros(1, dtype=np.int64))
+    assert m.inference._features[0] == lookup.replace("search", "sorted")
     rng = np.random.default_rng(0)
     N = corpus.n_tokens
     y = rng.integers(0, space.n_labels, N)
@@ -215,7 +221,7 @@ def test_feature_counts_match_label_counts(template, lookup, merge, monkeypatch)
     tok = np.concatenate([np.arange(N), np.arange(N), np.arange(N), np.arange(N)])
     lab = np.concatenate([y, y, other, other])
     mass = np.concatenate([np.full(N, 0.5), np.full(N, 0.5), np.ones(N), -np.ones(N)])
-    got = m._counts(tok, lab, mass, inner, y[inner - 1], y[inner], np.ones(inner.size))
+    got = m.inference.weighted_counts(tok, lab, mass, inner, y[inner - 1], y[inner], np.ones(inner.size))
     np.testing.assert_allclose(got, label_counts(space, corpus, y), rtol=0, atol=1e-12)
 
 
@@ -232,7 +238,7 @@ MCE_CASES = [("plain", "sigmoid", 1.0, 0.0), ("edges", "sigmoid", 0.7, 0.5),
 def test_mce_value_brute_force(template, smoothing, alpha, beta, seed):
     space, corpus, c = build(template, seed, n=12)
     w = test_weights(space, corpus, seed)
-    m = MCE(space, corpus, alpha=alpha, beta=beta, smoothing=smoothing, c2=0.05)
+    m = MCE(bound(space, corpus), alpha=alpha, beta=beta, smoothing=smoothing, c2=0.05)
     value, grad = m(w)
     want, second = ref_mce(c, corpus, w, alpha, beta, smoothing, 0.05)
     assert value == pytest.approx(want, rel=1e-10, abs=1e-10)
@@ -267,7 +273,7 @@ def fd_check(obj, w, competitor, n_coords=60, eps=1e-6, seed=0):
 def test_mce_gradient_finite_differences(template, smoothing, alpha, beta):
     space, corpus, _ = build(template, 5, n=15)
     w = test_weights(space, corpus, 5)
-    m = MCE(space, corpus, alpha=alpha, beta=beta, smoothing=smoothing, c2=0.1)
+    m = MCE(bound(space, corpus), alpha=alpha, beta=beta, smoothing=smoothing, c2=0.1)
     fd_check(m, w, lambda v: m.margins(v)[1])
 
 
@@ -277,8 +283,8 @@ def test_mce_frozen_and_counters():
     frozen = np.zeros(space.n_params, dtype=bool)
     frozen[space.layout()["edge"]] = True
     frozen[:3] = True
-    free = MCE(space, corpus, c2=0.3)
-    held = MCE(space, corpus, c2=0.3, frozen=frozen)
+    free = MCE(bound(space, corpus), c2=0.3)
+    held = MCE(bound(space, corpus), c2=0.3, frozen=frozen)
     v0, g0 = free(w)
     v1, g1 = held(w)
     assert v0 - v1 == pytest.approx(0.3 * float(w[frozen] @ w[frozen]))
@@ -295,15 +301,15 @@ def test_single_label_has_no_competitor():
                                      parse_template(TEMPLATES["plain"]))
     w = np.linspace(-1, 1, space.n_params)
     for smoothing in ("sigmoid", "logistic"):
-        value, grad = MCE(space, corpus, smoothing=smoothing, c2=0.5)(w)
+        value, grad = MCE(bound(space, corpus), smoothing=smoothing, c2=0.5)(w)
         assert value == pytest.approx(0.5 * float(w @ w))
         np.testing.assert_allclose(grad, w)
     with pytest.raises(CrftkError, match="chunks"):
-        MCEF(space, corpus)
+        MCEF(bound(space, corpus))
     rows = [[["a", "A", "B-X"], ["b", "B", "B-X"]]]
     space, corpus = FeatureSpace.fit([Sentence(rows=r, doc=0, line=1) for r in rows],
                                      parse_template(TEMPLATES["plain"]))
-    value, grad = MCEF(space, corpus, c2=0.0)(np.ones(space.n_params))
+    value, grad = MCEF(bound(space, corpus), c2=0.0)(np.ones(space.n_params))
     assert value == 0.0 and not grad.any()
 
 
@@ -312,17 +318,17 @@ def test_errors():
     unlabeled = dataclasses.replace(corpus, labels=None)
     for cls in (MCE, MCEF):
         with pytest.raises(CrftkError, match="no gold label"):
-            cls(space, unlabeled)
+            cls(bound(space, unlabeled))
     with pytest.raises(CrftkError, match="smoothing"):
-        MCE(space, corpus, smoothing="hinge")
+        MCE(bound(space, corpus), smoothing="hinge")
     with pytest.raises(CrftkError, match="alpha"):
-        MCE(space, corpus, alpha=0.0)
+        MCE(bound(space, corpus), alpha=0.0)
     with pytest.raises(CrftkError, match="gamma"):
-        MCEF(space, corpus, gamma=-1.0)
+        MCEF(bound(space, corpus), gamma=-1.0)
     with pytest.raises(CrftkError, match="c2"):
-        MCEF(space, corpus, c2=-1.0)
+        MCEF(bound(space, corpus), c2=-1.0)
     with pytest.raises(CrftkError, match="measure"):
-        MCEF(space, corpus, measure="max")
+        MCEF(bound(space, corpus), measure="max")
 
 
 # ---------------------------------------------------------------------------
@@ -344,7 +350,7 @@ def test_mcef_value_matches_paper_reference(template, alpha, beta, gamma, seed, 
     else:
         space, corpus, c = build(template, seed)
     w = test_weights(space, corpus, seed + 10)
-    f = MCEF(space, corpus, alpha=alpha, beta=beta, gamma=gamma, measure=measure, c2=0.02)
+    f = MCEF(bound(space, corpus), alpha=alpha, beta=beta, gamma=gamma, measure=measure, c2=0.02)
     value, grad = f(w)
     want = ref_mcef(space, c, corpus, w, alpha, beta, gamma, 0.02, measure=measure)
     assert value == pytest.approx(want, rel=1e-10)
@@ -358,12 +364,12 @@ def test_mcef_tag_names(measure):
     space, corpus, c = build("plain", 4)
     tags = [lab.replace("Y", "X") for lab in space.labels]
     w = test_weights(space, corpus, 4)
-    value, _ = MCEF(space, corpus, tags=tags, measure=measure, c2=0.0)(w)
+    value, _ = MCEF(bound(space, corpus), tags=tags, measure=measure, c2=0.0)(w)
     ref = lambda tags: ref_mcef(space, c, corpus, w, 1.0, 0.0, 1.0, 0.0, tags, measure)  # noqa: E731
     assert value == pytest.approx(ref(tags), rel=1e-10)
     assert value != pytest.approx(ref(None), rel=1e-6)
     with pytest.raises(CrftkError, match="tag names"):
-        MCEF(space, corpus, tags=tags[:-1])
+        MCEF(bound(space, corpus), tags=tags[:-1])
 
 
 @pytest.mark.parametrize("chunky", [False, True])
@@ -372,7 +378,7 @@ def test_mcef_tag_names(measure):
 def test_mcef_gradient_finite_differences(template, alpha, beta, gamma, measure, chunky):
     space, corpus, _ = build(template, 7, n=15, max_len=7, chunky=chunky)
     w = test_weights(space, corpus, 7)
-    f = MCEF(space, corpus, alpha=alpha, beta=beta, gamma=gamma, measure=measure, c2=0.1)
+    f = MCEF(bound(space, corpus), alpha=alpha, beta=beta, gamma=gamma, measure=measure, c2=0.1)
     fd_check(f, w, lambda v: f.segment_margins(v)[4])
 
 
@@ -381,7 +387,7 @@ def test_mcef_gradient_on_long_sentences_touches_prefixes_and_suffixes(measure):
     # long sentences: the maximisers of eq. 15 extend far beyond the segments
     space, corpus, _ = build("edges", 11, n=12, max_len=12)
     w = test_weights(space, corpus, 11, scale=0.7)
-    f = MCEF(space, corpus, measure=measure, c2=0.0)
+    f = MCEF(bound(space, corpus), measure=measure, c2=0.0)
     fd_check(f, w, lambda v: f.segment_margins(v)[4], n_coords=80)
 
 
@@ -389,13 +395,13 @@ def test_mcef_gradient_on_long_sentences_touches_prefixes_and_suffixes(measure):
 def test_best_deviating_labeling_brute_force(template):
     # G' of arbitrary spans and reference labelings (gold, or any labeling) by enumeration
     space, corpus, c = build(template, 6, n=10, chunky=True)
-    f = MCEF(space, corpus)
+    f = MCEF(bound(space, corpus))
     rng = np.random.default_rng(6)
     w = test_weights(space, corpus, 6, lean=0.0)
-    fwd, bwd = f.lattices.viterbi_scores(w)
-    state = f.lattices.state_matrix(w)
+    fwd, bwd = f.inference.max_scores(w)
+    state = f.inference.state_matrix(w)
     # the Viterbi labeling with a few random changes: the best deviation is often late
-    alt = f.lattices.viterbi(w)[0]
+    alt = f.inference.best(w)[0]
     change = rng.random(corpus.n_tokens) < 0.2
     alt[change] = rng.integers(0, space.n_labels, int(change.sum()))
     y = f.labels
@@ -424,10 +430,10 @@ def test_best_deviating_labeling_brute_force(template):
 def test_walks_continue_past_cancelled_masses():
     # masses that cancel leave no path to follow; later deposits must still be walked
     space, corpus, _ = build("edges", 11, n=12, max_len=12)
-    f = MCEF(space, corpus)
+    f = MCEF(bound(space, corpus))
     w = test_weights(space, corpus, 3)
-    fwd, bwd = f.lattices.viterbi_scores(w)
-    state = f.lattices.state_matrix(w)
+    fwd, bwd = f.inference.max_scores(w)
+    state = f.inference.state_matrix(w)
     s = int(np.argmax(np.diff(corpus.sent_ptr)))
     t0, T = int(corpus.sent_ptr[s]), int(np.diff(corpus.sent_ptr)[s])
     assert T >= 6
@@ -436,7 +442,7 @@ def test_walks_continue_past_cancelled_masses():
         nodes, edges = f._walk(w, fwd, bwd, state, np.array(tok), np.array(lab), np.array(mass),
                                backward)
         cat = lambda parts, k: np.concatenate([p[k] for p in parts])  # noqa: E731
-        return f._counts(cat(nodes, 0), cat(nodes, 1), cat(nodes, 2),
+        return f.inference.weighted_counts(cat(nodes, 0), cat(nodes, 1), cat(nodes, 2),
                          cat(edges, 0), cat(edges, 1), cat(edges, 2), cat(edges, 3))
 
     for backward, cancelled, real in ((False, t0, t0 + 3), (True, t0 + T - 1, t0 + T - 4)):
@@ -462,8 +468,8 @@ def test_training_from_map_does_not_increase_errors():
             rows.append([f"w{word}", rng.choice("ABC"), lab])
         sents.append(Sentence(rows=rows, doc=0, line=1))
     space, corpus = FeatureSpace.fit(sents, parse_template(TEMPLATES["plain"]))
-    map_w = lbfgs(LogLikelihood(space, corpus, c2=1.0), np.zeros(space.n_params), max_iter=200).x
-    m = MCE(space, corpus, c2=1e-3)
+    map_w = lbfgs(Likelihood.chain(space, corpus, c2=1.0), np.zeros(space.n_params), max_iter=200).x
+    m = MCE(bound(space, corpus), c2=1e-3)
     before = m.errors(map_w)
     f_map = m(map_w)[0]
     res = lbfgs(m, map_w, max_iter=60)
@@ -472,7 +478,7 @@ def test_training_from_map_does_not_increase_errors():
     assert res.f < f_map
     assert after[0] <= before[0] and after[1] <= before[1]
 
-    f = MCEF(space, corpus, c2=1e-4)
+    f = MCEF(bound(space, corpus), c2=1e-4)
     f_map = f(map_w)[0]
     res = lbfgs(f, map_w, max_iter=40)
     assert res.f < f_map

@@ -5,7 +5,8 @@ import pytest
 
 from corpora import random_corpus
 from crftk.features import FeatureSpace
-from crftk.structures.memm import MEMMObjective, viterbi
+from crftk.objectives import Likelihood
+from crftk.structures.memm import MEMM, viterbi
 from crftk.templates import parse_template
 
 TEMPLATE = "U:%x[0,0]\nU1:%x[0,1]\nU2:%x[-1,0]/%x[0,1]\nB\n"
@@ -33,7 +34,7 @@ def small():
 
 def test_value_matches_the_definition(small):
     space, corpus, w = small
-    obj = MEMMObjective(space, corpus, c2=0.0)
+    obj = Likelihood(MEMM(space).bind(corpus), c2=0.0)
     want = 0.0
     for s in range(corpus.n_sentences):
         t0, t1 = corpus.sent_ptr[s], corpus.sent_ptr[s + 1]
@@ -45,7 +46,7 @@ def test_value_matches_the_definition(small):
 
 def test_gradient_matches_finite_differences(small):
     space, corpus, w = small
-    obj = MEMMObjective(space, corpus, c2=0.4)
+    obj = Likelihood(MEMM(space).bind(corpus), c2=0.4, frozen=MEMM(space).fixed(parse_template(TEMPLATE)))
     f, g = obj(w)
     lay = space.layout()
     assert np.all(g[lay["end"]] == 0)

@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 
 from corpora import random_corpus
-from crftk.structures.constraints import FORBIDDEN
 from crftk.decode import tag_files
 from crftk.features import FeatureSpace
 from crftk.model import Model
-from crftk.objectives import LogLikelihood
-from crftk.structures.pairs import Tied, backoff_index, current_tag, pair_sentences, pinned
+from crftk.objectives import Likelihood
+from crftk.structures.pairs import Pairs, current_tag, pair_sentences, pinned
 from crftk.templates import parse_template
 from crftk.train import train
 
@@ -45,20 +44,22 @@ def test_pairs_and_pinned_structure():
 def test_tied_gradient_matches_finite_differences():
     sents = list(pair_sentences(random_corpus(10, seed=2, max_len=4), -1))
     space, corpus = FeatureSpace.fit(sents, parse_template("U:%x[0,0]\nU1:%x[0,1]\nB\n"))
-    frozen = pinned(space)
-    index, nb = backoff_index(space)
-    obj = Tied(LogLikelihood(space, corpus, c2=0.0, frozen=frozen), index, nb, c2=0.3, frozen=frozen)
+    structure = Pairs(space)
+    frozen, value = structure.pinned("none")
+    obj = Likelihood(structure.bind(corpus), c2=0.3, frozen=frozen)
     rng = np.random.default_rng(0)
-    theta = rng.normal(scale=0.3, size=space.n_params + nb)
-    theta[:space.n_params][frozen] = FORBIDDEN
+    theta = rng.normal(scale=0.3, size=structure.n_params)
+    assert structure.n_params == space.n_params + structure.n_backoff
+    theta[frozen] = value
     f, g = obj(theta)
-    free = np.flatnonzero(obj.free)
+    assert np.all(g[frozen] == 0)
+    free = np.flatnonzero(~frozen)
     for i in rng.choice(free, size=20, replace=False):
         e = np.zeros_like(theta)
         e[i] = 1e-6
         num = (obj(theta + e)[0] - obj(theta - e)[0]) / 2e-6
         assert num == pytest.approx(g[i], rel=1e-5, abs=1e-6)
-    assert np.all(g[~obj.free] == 0)
+    assert np.all(g[frozen] == 0)
 
 
 def test_second_order_learns_what_first_order_cannot(tmp_path):

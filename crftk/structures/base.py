@@ -47,6 +47,11 @@ class Structure:
         return self.space.labels
 
     @property
+    def output_names(self):
+        """The columns of output marginals, in order."""
+        return self.space.labels
+
+    @property
     def n_params(self):
         return self.space.n_params
 

@@ -12,6 +12,7 @@ trained on the same features: the label-bias problem makes it worse.
 import numpy as np
 
 from crftk.errors import CrftkError
+from crftk.structures.base import Inference, Structure
 
 
 def _log_softmax(x):
@@ -28,67 +29,86 @@ def _steps(space, corpus):
     return first, np.flatnonzero(inner)
 
 
-class MEMMObjective:
-    """Negative log-likelihood of the gold labels, each given the gold previous label, plus
-    c2*||w||^2; callable (w) -> (value, gradient) like LogLikelihood."""
+class MEMM(Structure):
+    """A maximum-entropy Markov model on a chain CRF's feature space and parameter layout."""
 
-    def __init__(self, space, corpus, *, c2=1.0, frozen=None):
-        if corpus.labels is None:
-            raise CrftkError("training data has no gold label column")
+    name = "memm"
+
+    def fixed(self, template):
+        fixed = super().fixed(template)
+        fixed[self.layout.end] = True           # an MEMM has no end weights
+        return fixed
+
+    def bind(self, corpus, n_threads=1):
+        return MEMMInference(self, corpus, n_threads)
+
+
+class MEMMInference(Inference):
+    """Local likelihood and Viterbi decoding of an MEMM over an encoded corpus."""
+
+    def __init__(self, structure, corpus, n_threads=1):
         if corpus.eattrs.size:
             raise CrftkError("MEMMs do not support transition templates with macros (B lines "
                              "with %x); use a plain B line")
-        self.space, self.corpus = space, corpus
+        super().__init__(structure, corpus, n_threads)
+        space = self.space
         self.lattices = space.lattices(corpus)
-        self.c2 = float(c2)
-        self.frozen = np.zeros(space.n_params, dtype=bool) if frozen is None else frozen.copy()
-        self.frozen[space.layout()["end"]] = True
-        self.n_params = space.n_params
-        self.n_evals = 0
         self.first, self.inner = _steps(space, corpus)
-        self.y = corpus.labels.astype(np.int64)
-        # every (token, state feature) pair of the corpus, for the gradient of state weights
-        a_tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
-        counts = np.diff(space.feat_ptr)[corpus.attrs]
-        self.f_tok = np.repeat(a_tok, counts)
-        starts = np.repeat(space.feat_ptr[corpus.attrs].astype(np.int64), counts)
-        self.f_idx = starts + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
-        self.f_lab = space.feat_label[self.f_idx].astype(np.int64)
+        self._state_pairs = None
 
-    def logits(self, w, S=None):
-        """Scores of every label at every token given the gold previous label."""
-        lay = self.space.layout()
+    def _pairs(self):
+        """Every (token, state feature) pair of the corpus, for the gradient of state weights."""
+        if self._state_pairs is None:
+            space, corpus = self.space, self.corpus
+            a_tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
+            counts = np.diff(space.feat_ptr)[corpus.attrs]
+            f_tok = np.repeat(a_tok, counts)
+            starts = np.repeat(space.feat_ptr[corpus.attrs].astype(np.int64), counts)
+            f_idx = starts + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
+            self._state_pairs = f_tok, f_idx, space.feat_label[f_idx].astype(np.int64)
+        return self._state_pairs
+
+    def logits(self, w, y, S=None):
+        """Scores of every label at every token given the previous label of the labeling y."""
+        lay = self.structure.layout
         L = self.space.n_labels
         if S is None:
             S = self.lattices.state_matrix(w)
         S = S.copy()
-        S[self.corpus.sent_ptr[1:] - 1] -= w[lay["end"]]          # no end weights in an MEMM
-        trans = w[lay["trans"]].reshape(L, L)
-        S[self.inner] += trans[self.y[self.inner - 1]]
+        S[self.corpus.sent_ptr[1:] - 1] -= w[lay.end]          # no end weights in an MEMM
+        trans = w[lay.trans].reshape(L, L)
+        S[self.inner] += trans[y[self.inner - 1]]
         return S
 
-    def __call__(self, w):
-        self.n_evals += 1
-        space, y = self.space, self.y
-        lay = space.layout()
+    def loglik(self, w, labels, curvature=None):
+        """Negative log-likelihood of each label given the previous one, and its gradient."""
+        if curvature is not None:
+            raise CrftkError("the diagonal curvature is computed for CRFs only, not MEMMs")
+        space, lay = self.space, self.structure.layout
+        y = np.asarray(labels, dtype=np.int64)
         L = space.n_labels
-        logp = _log_softmax(self.logits(w))
+        f_tok, f_idx, f_lab = self._pairs()
+        logp = _log_softmax(self.logits(w, y))
         loss = -float(logp[np.arange(y.size), y].sum())
         D = np.exp(logp)
         D[np.arange(y.size), y] -= 1.0
         g = np.zeros(space.n_params)
-        g[:space.n_features] = np.bincount(self.f_idx, weights=D[self.f_tok, self.f_lab],
-                                           minlength=space.n_features)
+        g[:space.n_features] = np.bincount(f_idx, weights=D[f_tok, f_lab], minlength=space.n_features)
         prev = y[self.inner - 1]
-        g[lay["trans"]] = np.bincount((prev[:, None] * L + np.arange(L)).ravel(),
-                                      weights=D[self.inner].ravel(), minlength=L * L)
-        g[lay["start"]] = D[self.first].sum(axis=0)
-        if self.c2 > 0:
-            free = w[~self.frozen]
-            loss += self.c2 * float(free @ free)
-            g += 2.0 * self.c2 * w
-        g[self.frozen] = 0.0
+        g[lay.trans] = np.bincount((prev[:, None] * L + np.arange(L)).ravel(),
+                                   weights=D[self.inner].ravel(), minlength=L * L)
+        g[lay.start] = D[self.first].sum(axis=0)
         return loss, g
+
+    def best(self, w):
+        """Best labeling of every token; MEMMs give no sequence scores (None)."""
+        return viterbi(self.space, self.corpus, w), None
+
+    def marginals(self, w):
+        raise CrftkError("n-best lists and marginals are computed for CRFs only, not MEMMs")
+
+    def nbest(self, w, k):
+        self.marginals(w)
 
 
 def viterbi(space, corpus, w):

@@ -7,14 +7,16 @@ only be followed by (b, c); the others are pinned at FORBIDDEN like hard
 constraints. Features are factored: every predicate is paired with the label
 pair and, as a backoff, with the current tag alone. The backoff weights are
 tied parameters: the weight the kernels see for (attribute, (a, b)) is its
-own parameter plus the backoff parameter of (attribute, b). Decoding returns
+own parameter plus the backoff parameter of (attribute, b) (Pairs.weights). Decoding returns
 plain tags.
 """
 
 import numpy as np
 
 from crftk.conll import Sentence
-from crftk.structures.constraints import allowed, pinned_mask
+from crftk.structures.base import Structure
+from crftk.structures.chain import ChainInference
+from crftk.structures.constraints import FORBIDDEN, allowed, pinned_mask
 from crftk.errors import CrftkError, shown
 
 BOS = "<s>"
@@ -75,42 +77,69 @@ def backoff_index(space):
     return index.reshape(-1), uniq.size
 
 
-class Tied:
-    """An objective over tied parameters theta = [w-space parameters, backoff parameters].
+class Pairs(Structure):
+    """A second-order chain over tags: a first-order chain over (previous tag, tag) pairs.
 
-    ``objective`` must carry no penalty (c2=0): the L2 term c2*||theta||^2 is
-    added here, on the parameters actually learned. ``frozen`` (w-space) are
-    held and left out of the penalty.
+    Its training parameters are theta = [the pair model's weights, backoff
+    weights of (attribute, current tag)]; the kernels see
+    ``weights(theta)``: each (attribute, pair) weight plus its backoff.
     """
 
-    def __init__(self, objective, index, n_backoff, *, c2=0.0, frozen=None):
-        self.objective, self.index, self.n_backoff = objective, index, n_backoff
-        self.n_w = objective.n_params
-        self.c2 = float(c2)
-        self.free = np.ones(self.n_w + n_backoff, dtype=bool)
-        if frozen is not None:
-            self.free[:self.n_w] = ~frozen
+    name = "pairs"
+
+    def __init__(self, space):
+        super().__init__(space)
+        self.index, self.n_backoff = backoff_index(space)
+        self.n_w = space.n_params
+        self.tags = sorted({current_tag(p) for p in space.labels})
 
     @property
-    def n_evals(self):
-        return self.objective.n_evals
+    def n_params(self):
+        return self.n_w + self.n_backoff
 
-    def expand(self, theta):
+    @property
+    def output_labels(self):
+        return [current_tag(p) for p in self.space.labels]
+
+    @property
+    def output_names(self):
+        return self.tags
+
+    def weights(self, theta):
         w = theta[:self.n_w].copy()
         w[:self.index.size] += theta[self.n_w:][self.index]
         return w
 
-    def __call__(self, theta):
-        f, g_w = self.objective(self.expand(theta))
-        g = np.zeros_like(theta)
-        g[:self.n_w] = g_w
-        g[self.n_w:] = np.bincount(self.index, weights=g_w[:self.index.size], minlength=self.n_backoff)
-        if self.c2 > 0:
-            free = theta[self.free]
-            f += self.c2 * float(free @ free)
-            g[self.free] += 2.0 * self.c2 * free
-        g[~self.free] = 0.0
-        return f, g
+    def pullback(self, grad):
+        back = np.bincount(self.index, weights=grad[:self.index.size], minlength=self.n_backoff)
+        return np.concatenate([grad, back])
+
+    def params(self, weights):
+        return np.concatenate([np.asarray(weights, dtype=np.float64), np.zeros(self.n_backoff)])
+
+    def _extend(self, mask):
+        return np.concatenate([mask, np.zeros(self.n_backoff, dtype=bool)])
+
+    def fixed(self, template):
+        fixed = np.zeros(self.n_w, dtype=bool)
+        if not template.label_bigram:
+            fixed[self.layout.trans] = True
+        return self._extend(fixed)
+
+    def pinned(self, scheme):
+        """Pair transitions that disagree on the shared tag, and the scheme's (tags') constraints."""
+        return self._extend(pinned(self.space, scheme)), FORBIDDEN
+
+    def bind(self, corpus, n_threads=1):
+        return PairsInference(self, corpus, n_threads)
+
+
+class PairsInference(ChainInference):
+    """Chain inference over pairs; marginals are summed into tags."""
+
+    def marginals(self, w):
+        marg, logz = super().marginals(w)
+        return tag_probabilities(marg, self.space.labels)[0], logz
 
 
 def tag_probabilities(pair_marginals, labels):

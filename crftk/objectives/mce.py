@@ -153,6 +153,8 @@ import numpy as np
 
 from crftk.errors import CrftkError
 from crftk.evaluate import chunks as _chunks
+from crftk.objectives.penalty import Penalty
+from crftk.structures.chain import check_gold, ranges
 
 __all__ = ["MCE", "MCEF", "SMOOTHINGS", "MEASURES", "chunk_table", "labeling_chunks"]
 
@@ -164,16 +166,6 @@ _CONTINUE, _CLOSE, _OPEN = 0, 1, 2
 
 # ---------------------------------------------------------------------------
 # small vectorized helpers
-
-
-def _ranges(starts, counts):
-    """Concatenation of ``arange(s, s + c)`` over the pairs (s, c), as int64."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    return np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts) + np.arange(total)
 
 
 def _sigmoid(z):
@@ -281,73 +273,29 @@ def labeling_chunks(act, sent_ptr, y):
 
 
 class _Base:
-    """What MCE and MCE-F share: the corpus, the competitor search, feature counting."""
+    """What MCE and MCE-F share: the corpus, the competitor search, the penalty."""
 
-    # largest attributes x labels for a dense (attribute, label) -> feature table (4 bytes each)
-    TABLE_LIMIT = 1 << 24
-    # node lists longer than this are merged by (token, label) before counting
-    MERGE_NODES = 1024
-
-    def __init__(self, space, corpus, *, c2, n_threads, frozen):
-        if corpus.labels is None:
-            raise CrftkError("training data has no gold label column")
-        labels = np.asarray(corpus.labels)
-        if (labels < 0).any():
-            raise CrftkError("training data has labels outside the label set")
-        self.space = space
-        self.corpus = corpus
-        self.lattices = space.lattices(corpus)
-        self.labels = np.ascontiguousarray(labels, dtype=np.int32)
-        self.c2 = _check_float("c2", c2, nonneg=True)
-        self.n_threads = int(n_threads)
-        self.frozen = frozen
+    def __init__(self, inference, *, c2, frozen):
+        self.inference = inference
+        self.space = space = inference.space
+        self.corpus = inference.corpus
+        self.labels = check_gold(self.corpus)
+        self.penalty = Penalty(c2, frozen)
+        self.c2 = self.penalty.c2
+        self.n_threads = inference.n_threads
         self.n_params = space.n_params
         self.n_evals = 0
         self.last = {}
 
-        L = self.L = space.n_labels
+        self.L = space.n_labels
         self._lay = space.layout()
-        sp = self._sent_ptr = np.asarray(corpus.sent_ptr, dtype=np.int64)
-        self._lengths = np.diff(sp)
-        N = self.N = int(sp[-1])
+        idx = inference.index
+        self._sent_ptr, self._lengths = idx["sent_ptr"], idx["lengths"]
+        self.N = int(self._sent_ptr[-1])
         self.S = self._lengths.size
-        self._sid = np.repeat(np.arange(self.S), self._lengths)
-        self._first = np.zeros(N, dtype=bool)
-        self._first[sp[:-1][self._lengths > 0]] = True
-        self._last = np.zeros(N, dtype=bool)
-        self._last[sp[1:][self._lengths > 0] - 1] = True
-        self._pos = np.arange(N, dtype=np.int64) - sp[:-1][self._sid]
-        self._attr_ptr = np.asarray(corpus.attr_ptr, dtype=np.int64)
-        self._attrs = np.asarray(corpus.attrs, dtype=np.int64)
-        self._eattr_ptr = np.asarray(corpus.eattr_ptr, dtype=np.int64)
-        self._eattrs = np.asarray(corpus.eattrs, dtype=np.int64)
-        self._n_edge = space.n_edge_attrs
-        # state feature of (attribute, label): key attribute * L + label
-        A, F = space.n_attrs, space.n_features
-        attr_of_feat = np.repeat(np.arange(A, dtype=np.int64), np.diff(space.feat_ptr))
-        keys = attr_of_feat * L + np.asarray(space.feat_label, dtype=np.int64)
-        self._feat_table = self._feat_keys = self._feat_order = None
-        if F == A * L and np.array_equal(keys, np.arange(F)):
-            pass                                       # complete feature set: f = key
-        elif A * L <= self.TABLE_LIMIT:
-            self._feat_table = np.full(A * L, -1, dtype=np.int32 if F < 2**31 else np.int64)
-            self._feat_table[keys] = np.arange(F)
-        else:
-            self._feat_order = np.argsort(keys, kind="stable")
-            self._feat_keys = keys[self._feat_order]
+        self._sid, self._first, self._last, self._pos = idx["sid"], idx["first"], idx["last"], idx["pos"]
 
     # -- helpers -----------------------------------------------------------
-
-    def _state_features(self, key):
-        """Parameter index of each (attribute * L + label) key, and where one exists."""
-        if self._feat_table is not None:
-            f = self._feat_table[key]
-            return f, f >= 0
-        if self._feat_keys is None:
-            return key, np.ones(key.size, dtype=bool)
-        i = np.searchsorted(self._feat_keys, key)
-        np.minimum(i, self._feat_keys.size - 1, out=i)
-        return self._feat_order[i], self._feat_keys[i] == key
 
     def _per_sentence_any(self, mask):
         return np.bincount(self._sid, weights=mask, minlength=self.S) > 0
@@ -359,7 +307,7 @@ class _Base:
         have no incorrect labeling; which sentences have one; which sentences
         the Viterbi labeling gets right, so that y~ is the second best).
         """
-        paths, _, counts = self.lattices.nbest(w, 2, self.n_threads)
+        paths, _, counts = self.inference.nbest(w, 2)
         self.n_evals += 1
         y = self.labels
         first_wrong = self._per_sentence_any(paths[0] != y)
@@ -369,64 +317,6 @@ class _Base:
         bad = np.where(np.repeat(exists, self._lengths), bad, y).astype(np.int32)
         exists &= self._per_sentence_any(bad != y)
         return bad, exists, ~first_wrong
-
-    def _penalize(self, w, value, grad):
-        if self.c2 > 0:
-            value += self.c2 * float(w @ w)
-            grad += (2.0 * self.c2) * w
-        if self.frozen is not None:
-            grad[self.frozen] = 0.0
-            if self.c2 > 0:
-                fixed = w[self.frozen]
-                value -= self.c2 * float(fixed @ fixed)
-        return value, grad
-
-    def _counts(self, node_tok, node_lab, node_w, edge_tok, edge_prev, edge_cur, edge_w):
-        """Weighted feature counts laid out like the parameters.
-
-        A node (t, y, m) adds m to every parameter that fires for label y at
-        token t (state features, and the start/end weights at a sentence's
-        first/last token); an edge (t, i, j, m) adds m to the transition i -> j
-        into token t (the shared matrix and the blocks of t's edge attributes).
-        """
-        L, lay = self.L, self._lay
-        idx, val = [], []
-        node_tok = np.asarray(node_tok, dtype=np.int64)
-        node_lab = np.asarray(node_lab, dtype=np.int64)
-        node_w = np.asarray(node_w, dtype=np.float64)
-        if node_tok.size > self.MERGE_NODES:
-            # merge repeated nodes (and drop those that cancel) before the attribute expansion
-            key, inv = np.unique(node_tok * L + node_lab, return_inverse=True)
-            node_w = np.bincount(inv.ravel(), weights=node_w, minlength=key.size)
-            keep = node_w != 0
-            node_tok, node_lab, node_w = key[keep] // L, key[keep] % L, node_w[keep]
-        if node_tok.size:
-            cnt = self._attr_ptr[node_tok + 1] - self._attr_ptr[node_tok]
-            occ = _ranges(self._attr_ptr[node_tok], cnt)
-            if occ.size and self.space.n_features:
-                f, hit = self._state_features(self._attrs[occ] * L + np.repeat(node_lab, cnt))
-                idx.append(f[hit])
-                val.append(np.repeat(node_w, cnt)[hit])
-            s = self._first[node_tok]
-            idx.append(lay["start"].start + node_lab[s])
-            val.append(node_w[s])
-            e = self._last[node_tok]
-            idx.append(lay["end"].start + node_lab[e])
-            val.append(node_w[e])
-        edge_tok = np.asarray(edge_tok, dtype=np.int64)
-        if edge_tok.size:
-            pair = np.asarray(edge_prev, dtype=np.int64) * L + np.asarray(edge_cur, dtype=np.int64)
-            edge_w = np.asarray(edge_w, dtype=np.float64)
-            idx.append(lay["trans"].start + pair)
-            val.append(edge_w)
-            if self._n_edge:
-                cnt = self._eattr_ptr[edge_tok + 1] - self._eattr_ptr[edge_tok]
-                occ = _ranges(self._eattr_ptr[edge_tok], cnt)
-                idx.append(lay["edge"].start + self._eattrs[occ] * (L * L) + np.repeat(pair, cnt))
-                val.append(np.repeat(edge_w, cnt))
-        if not idx:
-            return np.zeros(self.n_params)
-        return np.bincount(np.concatenate(idx), weights=np.concatenate(val), minlength=self.n_params)
 
     def _difference_counts(self, bad, tok_w):
         """sum over tokens of tok_w[t] * (counts of labeling ``bad`` - counts of gold) at t.
@@ -439,14 +329,14 @@ class _Base:
         pd = (bad[inner] != y[inner]) | (bad[inner - 1] != y[inner - 1])
         e = inner[pd]
         wt, we = tok_w[t], tok_w[e]
-        return self._counts(np.concatenate([t, t]), np.concatenate([bad[t], y[t]]),
+        return self.inference.weighted_counts(np.concatenate([t, t]), np.concatenate([bad[t], y[t]]),
                             np.concatenate([wt, -wt]),
                             np.concatenate([e, e]), np.concatenate([bad[e - 1], y[e - 1]]),
                             np.concatenate([bad[e], y[e]]), np.concatenate([we, -we]))
 
     def errors(self, w):
         """Sentences and tokens the Viterbi labeling gets wrong (one decoding pass)."""
-        pred, _ = self.lattices.viterbi(w, self.n_threads)
+        pred, _ = self.inference.best(w)
         wrong = pred != self.labels
         return int(self._per_sentence_any(wrong).sum()), int(wrong.sum())
 
@@ -454,27 +344,26 @@ class _Base:
 class MCE(_Base):
     """Smoothed sentence error count (MCE criterion, psi = infinity) plus ``c2 * ||w||^2``.
 
-    ``MCE(space, corpus, alpha=1.0, beta=0.0, smoothing="sigmoid", c2=5e-4,
-    n_threads=1, frozen=None)``; calling it with weights returns (value,
+    ``MCE(inference, alpha=1.0, beta=0.0, smoothing="sigmoid", c2=5e-4,
+    frozen=None)`` over a chain bound to the training corpus``; calling it with weights returns (value,
     gradient). See the module docstring for the equations. After a call,
     ``last`` holds the number of sentences with ``d >= 0`` ("n_wrong", i.e.
     misclassified or tied) and the sentences whose competitor was the second
     best ("n_second_best").
     """
 
-    def __init__(self, space, corpus, *, alpha=1.0, beta=0.0, smoothing="sigmoid", c2=5e-4,
-                 n_threads=1, frozen=None):
+    def __init__(self, inference, *, alpha=1.0, beta=0.0, smoothing="sigmoid", c2=5e-4, frozen=None):
         if smoothing not in SMOOTHINGS:
             raise CrftkError(f"unknown MCE smoothing {smoothing!r}: choose sigmoid or logistic")
         self.alpha = _check_float("alpha", alpha, positive=True)
         self.beta = _check_float("beta", beta)
         self.smoothing = smoothing
-        super().__init__(space, corpus, c2=c2, n_threads=n_threads, frozen=frozen)
+        super().__init__(inference, c2=c2, frozen=frozen)
 
     def margins(self, w):
         """(d per sentence, best incorrect labeling, has-competitor mask): d = -inf without one."""
         bad, exists, second = self._competitor(w)
-        d = self.lattices.sequence_scores(w, bad) - self.lattices.sequence_scores(w, self.labels)
+        d = self.inference.sequence_scores(w, bad) - self.inference.sequence_scores(w, self.labels)
         d[~exists] = -np.inf
         return d, bad, exists, second
 
@@ -491,14 +380,14 @@ class MCE(_Base):
         value = float(loss.sum())
         grad = self._difference_counts(bad, np.repeat(slope, self._lengths))
         self.last = {"n_wrong": int((d >= 0).sum()), "n_second_best": int((second & exists).sum())}
-        return self._penalize(w, value, grad)
+        return self.penalty(w, value, grad)
 
 
 class MCEF(_Base):
     """Smoothed segmentation F-score loss (eq. 16) plus ``c2 * ||w||^2``.
 
-    ``MCEF(space, corpus, alpha=1.0, beta=0.0, gamma=1.0, measure="segment",
-    c2=5e-6, n_threads=1, frozen=None, tags=None)``; calling it with weights
+    ``MCEF(inference, alpha=1.0, beta=0.0, gamma=1.0, measure="segment",
+    c2=5e-6, frozen=None, tags=None)``; calling it with weights
     returns (value, gradient). The loss part of the value is
     ``(gamma^2 FN + FP) / ((gamma^2 + 1) TP)`` over the smoothed counts, i.e.
     ``1/F_gamma - 1`` of the smoothed F-score. ``measure`` picks the segment
@@ -510,18 +399,18 @@ class MCEF(_Base):
     the smoothed TP, FN, FP and F-score.
     """
 
-    def __init__(self, space, corpus, *, alpha=1.0, beta=0.0, gamma=1.0, measure="segment", c2=5e-6,
-                 n_threads=1, frozen=None, tags=None):
+    def __init__(self, inference, *, alpha=1.0, beta=0.0, gamma=1.0, measure="segment", c2=5e-6,
+                 frozen=None, tags=None):
         if measure not in MEASURES:
             raise CrftkError(f"unknown MCE-F measure {measure!r}: choose segment or competitor")
         self.measure = measure
         self.alpha = _check_float("alpha", alpha, positive=True)
         self.beta = _check_float("beta", beta)
         self.gamma = _check_float("gamma", gamma, positive=True)
-        super().__init__(space, corpus, c2=c2, n_threads=n_threads, frozen=frozen)
-        tags = space.labels if tags is None else list(tags)
-        if len(tags) != space.n_labels:
-            raise CrftkError(f"MCE-F: {len(tags)} tag names for {space.n_labels} labels")
+        super().__init__(inference, c2=c2, frozen=frozen)
+        tags = self.space.labels if tags is None else list(tags)
+        if len(tags) != self.L:
+            raise CrftkError(f"MCE-F: {len(tags)} tag names for {self.L} labels")
         self._act, ctype = chunk_table(tags)
         names = sorted({c for c in ctype if c is not None})
         self._type_id = np.array([-1 if c is None else names.index(c) for c in ctype], dtype=np.int64)
@@ -537,44 +426,12 @@ class MCEF(_Base):
 
     # -- scores ---------------------------------------------------------------
 
-    def _edge_weights(self, w, tok, prev, cur):
-        """Transition score prev -> cur into each token (shared matrix + edge blocks)."""
-        L, lay = self.L, self._lay
-        pair = prev.astype(np.int64) * L + cur
-        out = w[lay["trans"].start + pair]
-        if self._n_edge and tok.size:
-            cnt = self._eattr_ptr[tok + 1] - self._eattr_ptr[tok]
-            occ = _ranges(self._eattr_ptr[tok], cnt)
-            if occ.size:
-                owner = np.repeat(np.arange(tok.size), cnt)
-                vals = w[lay["edge"].start + self._eattrs[occ] * (L * L) + np.repeat(pair, cnt)]
-                out = out + np.bincount(owner, weights=vals, minlength=tok.size)
-        return out
-
     def _path_cumsum(self, w, state, y):
         """Running sum over tokens of trans_t(y_{t-1}, y_t) + state_t(y_t) (0 at sentence starts)."""
         inc = np.zeros(self.N)
         t = np.flatnonzero(~self._first)
-        inc[t] = state[t, y[t]] + self._edge_weights(w, t, y[t - 1], y[t])
+        inc[t] = state[t, y[t]] + self.inference.transition_scores(w, t, y[t - 1], y[t])
         return np.cumsum(inc)
-
-    def _trans_vectors(self, w, tok, lab, column):
-        """Per node: the transition scores into token tok, column lab (i -> lab) or row lab (lab -> j)."""
-        L, lay = self.L, self._lay
-        base = w[lay["trans"]].reshape(L, L)
-        out = (base[:, lab].T if column else base[lab, :]).copy()
-        if self._n_edge and tok.size:
-            cnt = self._eattr_ptr[tok + 1] - self._eattr_ptr[tok]
-            occ = _ranges(self._eattr_ptr[tok], cnt)
-            if occ.size:
-                blocks = w[lay["edge"]].reshape(self._n_edge, L, L)
-                e = self._eattrs[occ]
-                lr = np.repeat(lab, cnt)
-                vals = blocks[e, :, lr] if column else blocks[e, lr, :]
-                nz = cnt > 0
-                offsets = (np.cumsum(cnt) - cnt)[nz]
-                out[nz] += np.add.reduceat(vals, offsets, axis=0)
-        return out
 
     def _walk(self, w, fwd, bwd, state, tok, lab, mass, backward):
         """Counts of the Viterbi prefixes into (or suffixes out of) nodes, weighted by mass.
@@ -616,14 +473,14 @@ class MCEF(_Base):
                 t, y, m = t[nz], y[nz], m[nz]
             if t.size and backward:
                 # back-pointer of (t, y): argmax over i of fwd[t-1, i] + trans_t(i, y)
-                i = np.argmax(fwd[t - 1] + self._trans_vectors(w, t, y, column=True), axis=1)
+                i = np.argmax(fwd[t - 1] + self.inference.transition_vectors(w, t, y, column=True), axis=1)
                 edges.append((t, i, y, m))
                 nodes.append((t - 1, i, m))
                 ct, cy, cm = t - 1, i, m
             elif t.size:
                 # forward pointer of (t, y): argmax over j of trans_{t+1}(y, j) + state + bwd at t+1
                 v = t + 1
-                j = np.argmax(self._trans_vectors(w, v, y, column=False) + state[v] + bwd[v], axis=1)
+                j = np.argmax(self.inference.transition_vectors(w, v, y, column=False) + state[v] + bwd[v], axis=1)
                 edges.append((v, y, j, m))
                 nodes.append((v, j, m))
                 ct, cy, cm = v, j, m
@@ -646,7 +503,7 @@ class MCEF(_Base):
         L = self.L
         n = b - a
         seg = np.repeat(np.arange(a.size), n)
-        tok = _ranges(a, n)
+        tok = ranges(a, n)
         g = is_gold[seg]
         z = np.where(g, y[tok], bad[tok]).astype(np.int64)
         first = tok == a[seg]
@@ -661,7 +518,7 @@ class MCEF(_Base):
             za = np.where(go, y[aa], bad[aa])
             run = np.where(go, cy[to - 1] - cy[aa], cb[to - 1] - cb[aa])
             # the reference on a..t-1, then u at t, then the best suffix
-            vec[o] = ((fwd[aa, za] + run)[:, None] + self._trans_vectors(w, to, z[o - 1], column=False)
+            vec[o] = ((fwd[aa, za] + run)[:, None] + self.inference.transition_vectors(w, to, z[o - 1], column=False)
                       + state[to] + bwd[to])
         rows = np.arange(tok.size)
         vec[rows, z] = -np.inf
@@ -676,9 +533,9 @@ class MCEF(_Base):
     def _evaluate(self, w):
         """Segments, their measures d, and what the gradient needs."""
         bad, exists, _ = self._competitor(w)
-        fwd, bwd = self.lattices.viterbi_scores(w)
+        fwd, bwd = self.inference.max_scores(w)
         self.n_evals += 1
-        state = self.lattices.state_matrix(w)
+        state = self.inference.state_matrix(w)
         y = self.labels
         ba, bb, bfirst = labeling_chunks(self._act, self._sent_ptr, bad)
         wrong = ~np.isin(self._chunk_keys(ba, bb, bfirst), self._gold_keys)
@@ -738,7 +595,7 @@ class MCEF(_Base):
             parts = self._parts_segment(ev, coef)
         grad = self._gradient(w, ev, *parts)
         self.last = {"tp": tp, "fn": fn, "fp": fp, "f": 1.0 / (1.0 + value)}
-        return self._penalize(w, value, grad)
+        return self.penalty(w, value, grad)
 
     def _parts_competitor(self, ev, coef):
         """d = g(y~, s) - g(y*, s): coef * (F(maximiser for y~) - F(maximiser for y*)).
@@ -749,7 +606,7 @@ class MCEF(_Base):
         nz = coef != 0
         a, b, coef = ev["a"][nz], ev["b"][nz], coef[nz]
         n = b - a
-        tok = _ranges(a, n)
+        tok = ranges(a, n)
         c = np.repeat(coef, n)
         # inside the segment: the two labelings themselves
         diff = bad[tok] != y[tok]
@@ -783,7 +640,7 @@ class MCEF(_Base):
         # minus: the reference labeling on r..b-1 (and the transitions into r+1.., into r if r > a)
         n = b - r
         seg = np.repeat(np.arange(a.size), n)
-        tok = _ranges(r, n)
+        tok = ranges(r, n)
         g, kk = is_gold[seg], k[seg]
         nodes = [(tok, ref(tok, g), -kk), (r, u, k)]
         inner = tok > a[seg]
@@ -811,5 +668,5 @@ class MCEF(_Base):
             nodes = nodes + n2
             edges = edges + e2
         cat = lambda parts, k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0)  # noqa: E731
-        return self._counts(cat(nodes, 0), cat(nodes, 1), cat(nodes, 2),
+        return self.inference.weighted_counts(cat(nodes, 0), cat(nodes, 1), cat(nodes, 2),
                             cat(edges, 0), cat(edges, 1), cat(edges, 2), cat(edges, 3))
