@@ -80,3 +80,20 @@ def test_second_order_learns_what_first_order_cannot(tmp_path):
         accuracy[order] = np.mean([r[1] == r[2] for r in rows])
     assert accuracy[2] > 0.97
     assert accuracy[1] < 0.9
+
+
+def test_dev_scoring_compares_tags_with_tags(tmp_path):
+    # the dev F1 training reports for order 2 is the F1 of tagging the dev set with the model
+    (tmp_path / "train.txt").write_text(periodic(200, 5))
+    (tmp_path / "dev.txt").write_text(periodic(60, 6))
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text("U:%x[0,0]\nB\n")
+    model = train([tmp_path / "train.txt"], tmpl, tmp_path / "o2.model", dev_file=tmp_path / "dev.txt",
+                  log=lambda m: None, order=2, c2=0.1, max_iter=30)
+    out = io.StringIO()
+    tag_files(Model.load(tmp_path / "o2.model"), [str(tmp_path / "dev.txt")], out)
+    rows = [l.split() for l in out.getvalue().splitlines() if l]
+    from crftk.evaluate import evaluate
+    gold, pred = [r[1] for r in rows], [r[2] for r in rows]
+    assert model.info["best_dev_f1"] == pytest.approx(evaluate([gold], [pred]).overall.f1)
+    assert model.info["best_dev_f1"] > 90
