@@ -5,7 +5,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,19 +21,10 @@ from crftk.online import averaged_perceptron, sgd
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
 from crftk.order2 import pinned as order2_pinned
+from crftk.params import (MAX_COEFFICIENT, MAX_COUNT, MAX_HISTORY, MAX_ITER, Integer, Param, Real, Threads,
+                          available_cores, check_params, column_index, resolve_threads)  # noqa: F401 (re-exported)
 from crftk.progress import plural, status
 from crftk.templates import read_template
-
-
-@dataclass(frozen=True)
-class Param:
-    """A training parameter, declared once: the CLI builds its options from these."""
-
-    name: str
-    default: object
-    type: object
-    help: str
-    choices: tuple = ()
 
 
 TRAIN_PARAMS = (
@@ -48,29 +38,35 @@ TRAIN_PARAMS = (
           "quickprop: Fahlman's QuickProp, fixed-rule steps without a line search (for "
           "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
           ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
-    Param("mixed_after", 20, int, "mixed-cg: iterations with the preconditioner before plain CG."),
+    Param("mixed_after", 20, Integer(0, MAX_ITER),
+          "mixed-cg: iterations with the preconditioner before plain CG."),
     Param("precondition", "variance", str,
           "pcg, mixed-cg: the diagonal Hessian approximation (Sha & Pereira: features and tokens "
           "taken as independent). variance: sum over tokens of p(1-p) for state features, expected "
           "counts for transitions; counts: expected feature counts (the sum of squares of local "
           "features alone). Both get + 2*c2 and are checked to be finite and positive.",
           ("variance", "counts")),
-    Param("first_step", 0.1, float, "quickprop: the largest change of any weight in the first step "
-                                    "(this fixes the learning rate of the gradient terms)."),
-    Param("gpd_iter", 0, int, "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
-    Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
-    Param("c2", 1.0, float, "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
-                            "of variance 1/(2*c2)). 0 disables L2."),
-    Param("max_iter", 1000, int, "Stop after this many iterations."),
-    Param("epsilon", 1e-5, float, "Stop when the objective improved by less than this fraction over "
-                                  "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
-    Param("period", 10, int, "Iterations over which --epsilon measures the improvement."),
-    Param("history", 6, int, "L-BFGS memory: number of correction pairs kept."),
-    Param("min_freq", 1, int, "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
+    Param("first_step", 0.1, Real(0, 1000, min_open=True),
+          "quickprop: the largest change of any weight in the first step "
+          "(this fixes the learning rate of the gradient terms)."),
+    Param("gpd_iter", 0, Integer(0, MAX_ITER),
+          "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
+    Param("c1", 0.0, Real(0, MAX_COEFFICIENT), "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
+    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
+          "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
+          "of variance 1/(2*c2)). 0 disables L2."),
+    Param("max_iter", 1000, Integer(1, MAX_ITER), "Stop after this many iterations."),
+    Param("epsilon", 1e-5, Real(0, 1), "Stop when the objective improved by less than this fraction over "
+                                       "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
+    Param("period", 10, Integer(1, MAX_ITER), "Iterations over which --epsilon measures the improvement."),
+    Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
+    Param("min_freq", 1, Integer(1, MAX_COUNT),
+          "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
     Param("feature_set", "supported", str,
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
-    Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
+    Param("label_col", -1, column_index(),
+          "Column of the gold label (0-based; negative counts from the end)."),
     Param("objective", "map", str,
           "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
           "the smoothed sentence error count, psi = infinity; lbfgs or quickprop; the paper's "
@@ -78,11 +74,14 @@ TRAIN_PARAMS = (
           "eq. 16; --algorithm quickprop; the paper's C=1e5 (chunking) / 1e4 (NER) is --c2 "
           "5e-6 / 5e-5). Both train a first-order CRF; start them from a MAP model with --init.",
           ("map", "mce", "mce-f")),
-    Param("mce_alpha", 1.0, float, "mce: slope alpha of the smoothing function."),
-    Param("mce_beta", 0.0, float, "mce: offset beta of the smoothing function."),
+    Param("mce_alpha", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "mce: slope alpha of the smoothing function."),
+    Param("mce_beta", 0.0, Real(-MAX_COEFFICIENT, MAX_COEFFICIENT),
+          "mce: offset beta of the smoothing function."),
     Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing (mce-f: sigmoid).",
           ("sigmoid", "logistic")),
-    Param("mce_gamma", 1.0, float, "mce-f: gamma of the F-score F_gamma (1: F1)."),
+    Param("mce_gamma", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "mce-f: gamma of the F-score F_gamma (1: F1)."),
     Param("model_type", "crf", str,
           "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
           "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1).",
@@ -98,23 +97,10 @@ TRAIN_PARAMS = (
           "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
           "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
           "on the dev set are not chosen on it.", ("best", "last")),
-    Param("threads", 0, int, "Worker threads for the lattice kernels; 0 uses all cores."),
+    Param("threads", 0, Threads(), "Worker threads for the lattice kernels; 0 uses all cores."),
 )
 DEFAULTS = {p.name: p.default for p in TRAIN_PARAMS}
 CHECKPOINT_SUFFIX = ".checkpoint"
-
-
-def available_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def resolve_threads(threads):
-    if threads is None or threads <= 0:
-        return available_cores()
-    return threads
 
 
 def _stderr_log(msg):
@@ -272,19 +258,13 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     return model
 
 
-def check_options(options):
-    """All training options, defaults filled in, checked; raises CrftkError on a bad value."""
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown training options: {sorted(unknown)}")
-    opt = {**DEFAULTS, **options}
-    for p in TRAIN_PARAMS:
-        if p.choices and opt[p.name] not in p.choices:
-            raise CrftkError(f"--{p.name.replace('_', '-')} must be one of {', '.join(map(str, p.choices))}")
-    if opt["c1"] < 0 or opt["c2"] < 0:
-        raise CrftkError("--c1 and --c2 must not be negative")
-    if opt["max_iter"] < 1 or opt["period"] < 1 or opt["history"] < 1:
-        raise CrftkError("--max-iter, --period and --history must be at least 1")
+def check_options(options, log=_stderr_log):
+    """All training options, defaults filled in, checked against TRAIN_PARAMS and each other;
+    raises CrftkError on a bad value (a thread count above the cap is cut, with a warning)."""
+    opt = check_params(TRAIN_PARAMS, options, "training", warn=log)
+    if opt["algorithm"] == "sgd" and opt["c2"] == 0:
+        raise CrftkError("--algorithm sgd needs --c2 > 0: its learning-rate schedule is set by the "
+                         "L2 coefficient (use lbfgs or perceptron to train without L2)")
     if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
         raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
     if opt["objective"] != "map" and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
@@ -296,10 +276,6 @@ def check_options(options):
                          "labeling changes), so line searches fail on it: use --algorithm quickprop")
     if opt["order"] == 2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
         raise CrftkError("--order 2 trains with --algorithm lbfgs or quickprop only")
-    if opt["mixed_after"] < 0 or opt["gpd_iter"] < 0:
-        raise CrftkError("--mixed-after and --gpd-iter must not be negative")
-    if not (math.isfinite(opt["first_step"]) and opt["first_step"] > 0):
-        raise CrftkError("--first-step must be a positive number")
     if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
         raise CrftkError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
     return opt
