@@ -9,6 +9,7 @@ import click
 
 from crftk import __version__
 from crftk.errors import CrftkError
+from crftk import params
 from crftk.params import MAX_COUNT, MAX_LEXICON_FOLDS, MAX_NBEST, Integer, Real, Threads, column_index
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -107,37 +108,29 @@ def threads_option(f):
                         help="Worker threads; 0 uses all cores.")(f)
 
 
+def _option(p, **extra):
+    """The click option of a Param declaration: a numeric Param's type is a bounded click type,
+    so the CLI and the library share one declaration and its bounds."""
+    kind = click.Choice(p.choices) if p.choices else p.type
+    return click.option(p.option, p.name, type=kind, default=p.default, show_default=True, help=p.help,
+                        **extra)
+
+
 def max_sentence_option(f):
-    from crftk.conll import MAX_SENTENCE_TOKENS
-    return click.option("--max-sentence-tokens", type=Integer(1, MAX_COUNT), default=MAX_SENTENCE_TOKENS,
-                        show_default=True,
-                        help="Longest sentence accepted: a longer one is an error (a file whose blank "
-                             "lines between sentences are missing would need gigabytes).")(f)
+    return _option(params.MAX_SENTENCE_TOKENS)(f)
 
 
-def _param_options(params):
-    """Click options generated from Param declarations (one declaration of each parameter):
-    a numeric Param's type is a bounded click type, so the CLI and the library share bounds."""
+def _param_options(declarations):
+    """Click options generated from Param declarations (one declaration of each parameter)."""
     def decorate(f):
-        for p in reversed(params):
-            if p.name == "threads":
-                f = threads_option(f)
-                continue
-            kind = click.Choice(p.choices) if p.choices else p.type
-            f = click.option(p.option, p.name, type=kind, default=p.default, show_default=True,
-                             help=p.help)(f)
+        for p in reversed(declarations):
+            f = threads_option(f) if p.name == "threads" else _option(p)(f)
         return f
     return decorate
 
 
-def _train_options(f):
-    from crftk.train import TRAIN_PARAMS
-    return _param_options(TRAIN_PARAMS)(f)
-
-
-def _induce_options(f):
-    from crftk.induce import INDUCE_PARAMS
-    return _param_options(INDUCE_PARAMS)(f)
+_train_options = _param_options(params.TRAIN)
+_induce_options = _param_options(params.INDUCE)
 
 
 @main.command(context_settings=CONTEXT)
@@ -154,10 +147,7 @@ def _induce_options(f):
 @click.option("--init", "init_model", metavar="MODEL",
               help="Start from this model's weights and feature space (MAP weights for --objective "
                    "mce, or a checkpoint to resume from); no --template then.")
-@click.option("--checkpoint-every", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
-              help="Every N iterations save the current weights to MODEL.checkpoint (removed when the "
-                   "model is saved). To resume after a crash: train --init MODEL.checkpoint with the same "
-                   "data; the optimizer's memory (L-BFGS pairs, CG direction) starts afresh. 0: never.")
+@_option(params.CHECKPOINT_EVERY, metavar="N")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @_train_options

@@ -40,6 +40,7 @@ import time
 
 import numpy as np
 
+from crftk import params
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, read_corpus
 from crftk.errors import CrftkError
 from crftk.features import FeatureSpace
@@ -48,68 +49,16 @@ from crftk.objectives import LogLikelihood
 from crftk.optimize import lbfgs
 from crftk.progress import status
 from crftk.templates import read_template
-from crftk.params import (MAX_COEFFICIENT, MAX_COUNT, MAX_ITER, Integer, Param, Real, Threads, check_params,
-                          column_index)
 from crftk.train import DevScorer, resolve_threads, _stderr_log
 
-#: Folds of --gain-folds: each trains its own model every round; 10 is the usual choice.
-MAX_GAIN_FOLDS = 100
-#: Newton iterations for one candidate's weight: it converges in a handful.
-MAX_NEWTON = 1000
-
-INDUCE_PARAMS = (
-    Param("start", "empty", str, "empty: the model starts with no state features (McCallum & Li); "
-                                 "atomic: it starts with every atomic test, with each label the test "
-                                 "occurs with, trained to convergence, and rounds add conjunctions.",
-          ("empty", "atomic")),
-    Param("rounds", 20, Integer(1, MAX_ITER),
-          "Most rounds of induction (it also stops when no candidate passes "
-          "--gain-threshold)."),
-    Param("per_round", 1000, Integer(1, MAX_COUNT), "Most features added per round (McCallum & Li: 1000)."),
-    Param("gain_threshold", 5.0, Real(), "Smallest gain (in log-likelihood) of a feature to add "
-                                         "(McCallum & Li: 5)."),
-    Param("gain_tokens", "errors", str,
-          "errors: a candidate's gain is summed over the error tokens only (McCallum & Li); all: "
-          "the best --rescore candidates by that gain are scored again over every training token "
-          "where they fire, so the tokens a candidate would hurt count too.", ("errors", "all")),
-    Param("rescore", 20000, Integer(1, MAX_COUNT),
-          "With --gain-tokens all: how many conjunctions (besides every "
-          "atomic test and model feature) are scored again over all tokens."),
-    Param("error_below", 0.0, Real(0, 1), "Tokens whose gold label has a marginal below this also count "
-                                          "as error tokens (0: only the tokens Viterbi mislabels, as the "
-                                          "paper)."),
-    Param("gain_folds", 0, Integer(2, MAX_GAIN_FOLDS, also=(0,)),
-          "0: gains and error tokens come from the model's own posteriors on its training data "
-          "(McCallum & Li); K >= 2: the sentences are dealt into K folds and each token's posteriors "
-          "and Viterbi labels come from a model of the same features trained, round by round, on "
-          "the other folds, so gains measure what a candidate would fix on unseen text."),
-    Param("conjoin_top", 1000, Integer(1, MAX_COUNT),
-          "Conjunction candidates are formed from this many atomic tests "
-          "and model features of highest gain (McCallum & Li: 1000)."),
-    Param("round_iter", 10, Integer(0, MAX_ITER), "L-BFGS iterations after each round (McCallum & Li: 10)."),
-    Param("final_iter", 0, Integer(0, MAX_ITER), "Most L-BFGS iterations after the last round, stopping at "
-                                                 "convergence as train does (0: none, as the paper)."),
-    Param("newton_iter", 20, Integer(1, MAX_NEWTON), "Most Newton iterations for a candidate's weight."),
-    Param("expand", "labels", str, "labels: a selected predicate gets a weight for every label it "
-                                   "occurs with in training (the aggregate feature expanded, as the "
-                                   "paper); none: only the label it was selected with.",
-          ("labels", "none")),
-    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
-          "L2 coefficient c2 of training and of the gain's prior on the new "
-          "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
-    Param("min_freq", 1, Integer(1, MAX_COUNT),
-          "Drop atomic tests seen fewer than this many times in training."),
-    Param("label_col", -1, column_index(),
-          "Column of the gold label (0-based; negative counts from the end)."),
-    Param("threads", 0, Threads(), "Worker threads; 0 uses all cores."),
-)
-DEFAULTS = {p.name: p.default for p in INDUCE_PARAMS}
+INDUCE_PARAMS = params.INDUCE
+DEFAULTS = params.defaults(INDUCE_PARAMS)
 
 
 def check_options(options, log=_stderr_log):
     """All induction options, defaults filled in, checked against INDUCE_PARAMS; CrftkError
     on a bad value (a thread count above the cap is cut, with a warning)."""
-    return check_params(INDUCE_PARAMS, options, "induction", warn=log)
+    return params.check_params(INDUCE_PARAMS, options, "induction", warn=log)
 
 
 _HASH_SEED = 20031
@@ -446,6 +395,8 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
            log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
     """Induce features on the training files; saves the model (if model_path) and returns it."""
     opt = check_options(options, log)
+    if max_sentence_tokens is not None:      # None: no limit
+        max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     if isinstance(train_files, str):
         train_files = [train_files]
     check_output(model_path, "model")

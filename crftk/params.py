@@ -1,5 +1,13 @@
 """Options declared once, with their bounds: the CLI's options and the library's checks.
 
+``TRAIN`` (the options of a training run, as ``crftk train`` lists them) and ``INDUCE``
+are ordered tuples of :class:`Param` (name, default, type, help, choices);
+``CHECKPOINT_EVERY`` and ``MAX_SENTENCE_TOKENS`` are options of training from files.
+The CLI generates its options from them; ``train.fit``, ``train.train`` and
+``induce.induce`` check a Python caller's values against the same declarations:
+``defaults(TRAIN)`` is {name: default}, ``check(name, value)`` one value,
+``check_params(TRAIN, options, "training")`` all of them with defaults filled in.
+
 A numeric option's ``type`` is a bounded number (:class:`Integer`, :class:`Real`,
 :class:`Threads`): as a click type it turns the command-line text into a value or
 fails with one line; :meth:`Param.check` applies the same bounds to a Python
@@ -14,6 +22,7 @@ from dataclasses import dataclass
 
 import click
 
+from crftk.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
 from crftk.errors import CrftkError, shown
 from crftk.templates import MAX_COLUMNS
 
@@ -207,15 +216,171 @@ class Param:
         return value
 
 
+def column_index():
+    """A column number, negative counting from the end."""
+    return Integer(-MAX_COLUMNS, MAX_COLUMNS - 1)
+
+
+#: The options of a training run (``crftk train``, ``train.fit``, ``crftk.CRF``), in --help order.
+TRAIN = (
+    Param("algorithm", "lbfgs", str,
+          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); cg: nonlinear conjugate "
+          "gradient; pcg: CG preconditioned by Sha & Pereira's diagonal Hessian approximation "
+          "(see --precondition); mixed-cg: pcg for --mixed-after iterations, then cg; "
+          "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
+          "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
+          "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs); "
+          "quickprop: Fahlman's QuickProp, fixed-rule steps without a line search (for "
+          "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
+          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
+    Param("mixed_after", 20, Integer(0, MAX_ITER),
+          "mixed-cg: iterations with the preconditioner before plain CG."),
+    Param("precondition", "variance", str,
+          "pcg, mixed-cg: the diagonal Hessian approximation (Sha & Pereira: features and tokens "
+          "taken as independent). variance: sum over tokens of p(1-p) for state features, expected "
+          "counts for transitions; counts: expected feature counts (the sum of squares of local "
+          "features alone). Both get + 2*c2 and are checked to be finite and positive.",
+          ("variance", "counts")),
+    Param("first_step", 0.1, Real(0, 1000, min_open=True),
+          "quickprop: the largest change of any weight in the first step "
+          "(this fixes the learning rate of the gradient terms)."),
+    Param("gpd_iter", 0, Integer(0, MAX_ITER),
+          "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
+    Param("c1", 0.0, Real(0, MAX_COEFFICIENT), "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
+    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
+          "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
+          "of variance 1/(2*c2)). 0 disables L2."),
+    Param("max_iter", 1000, Integer(1, MAX_ITER), "Stop after this many iterations."),
+    Param("epsilon", 1e-5, Real(0, 1), "Stop when the objective improved by less than this fraction over "
+                                       "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
+    Param("period", 10, Integer(1, MAX_ITER), "Iterations over which --epsilon measures the improvement."),
+    Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
+    Param("min_freq", 1, Integer(1, MAX_COUNT),
+          "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
+    Param("feature_set", "supported", str,
+          "supported: only (attribute, label) pairs seen in training; complete: every attribute "
+          "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),
+    Param("label_col", -1, column_index(),
+          "Column of the gold label (0-based; negative counts from the end)."),
+    Param("objective", "map", str,
+          "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
+          "the smoothed sentence error count, psi = infinity; lbfgs or quickprop; the paper's "
+          "C=1000 is --c2 0.0005); mce-f: the smoothed segmentation F-score loss (Suzuki et al. "
+          "eq. 16; --algorithm quickprop; the paper's C=1e5 (chunking) / 1e4 (NER) is --c2 "
+          "5e-6 / 5e-5). Both train a first-order CRF; start them from a MAP model with --init.",
+          ("map", "mce", "mce-f")),
+    Param("mce_alpha", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "mce: slope alpha of the smoothing function."),
+    Param("mce_beta", 0.0, Real(-MAX_COEFFICIENT, MAX_COEFFICIENT),
+          "mce: offset beta of the smoothing function."),
+    Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing (mce-f: sigmoid).",
+          ("sigmoid", "logistic")),
+    Param("mce_gamma", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "mce-f: gamma of the F-score F_gamma (1: F1)."),
+    Param("model_type", "crf", str,
+          "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
+          "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1).",
+          ("crf", "memm")),
+    Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
+                           "features on the current tag, as Sha & Pereira; lbfgs or quickprop; the pair "
+                           "label set grows as tags squared, so keep the tag set small).", (1, 2)),
+    Param("constraints", "none", str,
+          "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
+          "another type), iob1 (B-X only between chunks of type X), bioes; none.",
+          ("none", "iob2", "iob1", "bioes")),
+    Param("keep", "best", str,
+          "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
+          "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
+          "on the dev set are not chosen on it.", ("best", "last")),
+    Param("threads", 0, Threads(), "Worker threads for the lattice kernels; 0 uses all cores."),
+)
+
+#: Options of ``crftk train`` about its files rather than the model (``train.train`` takes them).
+CHECKPOINT_EVERY = Param("checkpoint_every", 0, Integer(0, MAX_ITER),
+                         "Every N iterations save the current weights to MODEL.checkpoint (removed when "
+                         "the model is saved). To resume after a crash: train --init MODEL.checkpoint with "
+                         "the same data; the optimizer's memory (L-BFGS pairs, CG direction) starts "
+                         "afresh. 0: never.")
+MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
+                            "Longest sentence accepted: a longer one is an error (a file whose blank "
+                            "lines between sentences are missing would need gigabytes).")
+
+#: Folds of --gain-folds: each trains its own model every round; 10 is the usual choice.
+MAX_GAIN_FOLDS = 100
+#: Newton iterations for one candidate's weight: it converges in a handful.
+MAX_NEWTON = 1000
+
+INDUCE = (
+    Param("start", "empty", str, "empty: the model starts with no state features (McCallum & Li); "
+                                 "atomic: it starts with every atomic test, with each label the test "
+                                 "occurs with, trained to convergence, and rounds add conjunctions.",
+          ("empty", "atomic")),
+    Param("rounds", 20, Integer(1, MAX_ITER),
+          "Most rounds of induction (it also stops when no candidate passes "
+          "--gain-threshold)."),
+    Param("per_round", 1000, Integer(1, MAX_COUNT), "Most features added per round (McCallum & Li: 1000)."),
+    Param("gain_threshold", 5.0, Real(), "Smallest gain (in log-likelihood) of a feature to add "
+                                         "(McCallum & Li: 5)."),
+    Param("gain_tokens", "errors", str,
+          "errors: a candidate's gain is summed over the error tokens only (McCallum & Li); all: "
+          "the best --rescore candidates by that gain are scored again over every training token "
+          "where they fire, so the tokens a candidate would hurt count too.", ("errors", "all")),
+    Param("rescore", 20000, Integer(1, MAX_COUNT),
+          "With --gain-tokens all: how many conjunctions (besides every "
+          "atomic test and model feature) are scored again over all tokens."),
+    Param("error_below", 0.0, Real(0, 1), "Tokens whose gold label has a marginal below this also count "
+                                          "as error tokens (0: only the tokens Viterbi mislabels, as the "
+                                          "paper)."),
+    Param("gain_folds", 0, Integer(2, MAX_GAIN_FOLDS, also=(0,)),
+          "0: gains and error tokens come from the model's own posteriors on its training data "
+          "(McCallum & Li); K >= 2: the sentences are dealt into K folds and each token's posteriors "
+          "and Viterbi labels come from a model of the same features trained, round by round, on "
+          "the other folds, so gains measure what a candidate would fix on unseen text."),
+    Param("conjoin_top", 1000, Integer(1, MAX_COUNT),
+          "Conjunction candidates are formed from this many atomic tests "
+          "and model features of highest gain (McCallum & Li: 1000)."),
+    Param("round_iter", 10, Integer(0, MAX_ITER), "L-BFGS iterations after each round (McCallum & Li: 10)."),
+    Param("final_iter", 0, Integer(0, MAX_ITER), "Most L-BFGS iterations after the last round, stopping at "
+                                                 "convergence as train does (0: none, as the paper)."),
+    Param("newton_iter", 20, Integer(1, MAX_NEWTON), "Most Newton iterations for a candidate's weight."),
+    Param("expand", "labels", str, "labels: a selected predicate gets a weight for every label it "
+                                   "occurs with in training (the aggregate feature expanded, as the "
+                                   "paper); none: only the label it was selected with.",
+          ("labels", "none")),
+    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
+          "L2 coefficient c2 of training and of the gain's prior on the new "
+          "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
+    Param("min_freq", 1, Integer(1, MAX_COUNT),
+          "Drop atomic tests seen fewer than this many times in training."),
+    Param("label_col", -1, column_index(),
+          "Column of the gold label (0-based; negative counts from the end)."),
+    Param("threads", 0, Threads(), "Worker threads; 0 uses all cores."),
+)
+
+
+def defaults(params=TRAIN):
+    """{name: default} of the declarations."""
+    return {p.name: p.default for p in params}
+
+
+def find(name, params=TRAIN):
+    """The declaration called ``name``; KeyError if there is none."""
+    for p in params:
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
+def check(name, value, params=TRAIN, warn=None):
+    """One option's value checked against its declaration (thread counts capped, with ``warn``)."""
+    return find(name, params).check(value, warn)
+
+
 def check_params(params, options, what, warn=None):
-    """Options of ``params`` with defaults filled in and every value checked."""
+    """Options of ``params`` with defaults filled in and every value checked; TypeError on an
+    unknown name (a programming error), CrftkError on a bad value."""
     names = {p.name for p in params}
     unknown = set(options) - names
     if unknown:
         raise TypeError(f"unknown {what} options: {sorted(unknown)}")
     return {p.name: p.check(options.get(p.name, p.default), warn) for p in params}
-
-
-def column_index():
-    """A column number, negative counting from the end."""
-    return Integer(-MAX_COLUMNS, MAX_COLUMNS - 1)

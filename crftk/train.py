@@ -8,11 +8,12 @@ import time
 
 import numpy as np
 
+from crftk import params
 from crftk.constraints import FORBIDDEN, check_gold, forbidden_parameters
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError, shown
 from crftk.evaluate import evaluate
-from crftk.features import FEATURE_SETS, FeatureSpace
+from crftk.features import FeatureSpace
 from crftk.model import Model
 from crftk.mce import MCE, MCEF
 from crftk.memm import MEMMObjective
@@ -21,85 +22,13 @@ from crftk.online import averaged_perceptron, sgd
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.order2 import Tied, backoff_index, current_tag, pair_sentences
 from crftk.order2 import pinned as order2_pinned
-from crftk.params import (MAX_COEFFICIENT, MAX_COUNT, MAX_HISTORY, MAX_ITER, Integer, Param, Real, Threads,
-                          available_cores, check_params, column_index, resolve_threads)  # noqa: F401 (re-exported)
+from crftk.params import available_cores, resolve_threads  # noqa: F401 (re-exported)
 from crftk.progress import plural, status
 from crftk.templates import read_template
 
 
-TRAIN_PARAMS = (
-    Param("algorithm", "lbfgs", str,
-          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); cg: nonlinear conjugate "
-          "gradient; pcg: CG preconditioned by Sha & Pereira's diagonal Hessian approximation "
-          "(see --precondition); mixed-cg: pcg for --mixed-after iterations, then cg; "
-          "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
-          "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
-          "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs); "
-          "quickprop: Fahlman's QuickProp, fixed-rule steps without a line search (for "
-          "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
-          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
-    Param("mixed_after", 20, Integer(0, MAX_ITER),
-          "mixed-cg: iterations with the preconditioner before plain CG."),
-    Param("precondition", "variance", str,
-          "pcg, mixed-cg: the diagonal Hessian approximation (Sha & Pereira: features and tokens "
-          "taken as independent). variance: sum over tokens of p(1-p) for state features, expected "
-          "counts for transitions; counts: expected feature counts (the sum of squares of local "
-          "features alone). Both get + 2*c2 and are checked to be finite and positive.",
-          ("variance", "counts")),
-    Param("first_step", 0.1, Real(0, 1000, min_open=True),
-          "quickprop: the largest change of any weight in the first step "
-          "(this fixes the learning rate of the gradient terms)."),
-    Param("gpd_iter", 0, Integer(0, MAX_ITER),
-          "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
-    Param("c1", 0.0, Real(0, MAX_COEFFICIENT), "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
-    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
-          "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
-          "of variance 1/(2*c2)). 0 disables L2."),
-    Param("max_iter", 1000, Integer(1, MAX_ITER), "Stop after this many iterations."),
-    Param("epsilon", 1e-5, Real(0, 1), "Stop when the objective improved by less than this fraction over "
-                                       "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
-    Param("period", 10, Integer(1, MAX_ITER), "Iterations over which --epsilon measures the improvement."),
-    Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
-    Param("min_freq", 1, Integer(1, MAX_COUNT),
-          "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
-    Param("feature_set", "supported", str,
-          "supported: only (attribute, label) pairs seen in training; complete: every attribute "
-          "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
-    Param("label_col", -1, column_index(),
-          "Column of the gold label (0-based; negative counts from the end)."),
-    Param("objective", "map", str,
-          "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
-          "the smoothed sentence error count, psi = infinity; lbfgs or quickprop; the paper's "
-          "C=1000 is --c2 0.0005); mce-f: the smoothed segmentation F-score loss (Suzuki et al. "
-          "eq. 16; --algorithm quickprop; the paper's C=1e5 (chunking) / 1e4 (NER) is --c2 "
-          "5e-6 / 5e-5). Both train a first-order CRF; start them from a MAP model with --init.",
-          ("map", "mce", "mce-f")),
-    Param("mce_alpha", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
-          "mce: slope alpha of the smoothing function."),
-    Param("mce_beta", 0.0, Real(-MAX_COEFFICIENT, MAX_COEFFICIENT),
-          "mce: offset beta of the smoothing function."),
-    Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing (mce-f: sigmoid).",
-          ("sigmoid", "logistic")),
-    Param("mce_gamma", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
-          "mce-f: gamma of the F-score F_gamma (1: F1)."),
-    Param("model_type", "crf", str,
-          "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
-          "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1).",
-          ("crf", "memm")),
-    Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
-                           "features on the current tag, as Sha & Pereira; lbfgs or quickprop; the pair "
-                           "label set grows as tags squared, so keep the tag set small).", (1, 2)),
-    Param("constraints", "none", str,
-          "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
-          "another type), iob1 (B-X only between chunks of type X), bioes; none.",
-          ("none", "iob2", "iob1", "bioes")),
-    Param("keep", "best", str,
-          "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
-          "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
-          "on the dev set are not chosen on it.", ("best", "last")),
-    Param("threads", 0, Threads(), "Worker threads for the lattice kernels; 0 uses all cores."),
-)
-DEFAULTS = {p.name: p.default for p in TRAIN_PARAMS}
+TRAIN_PARAMS = params.TRAIN
+DEFAULTS = params.defaults(TRAIN_PARAMS)
 CHECKPOINT_SUFFIX = ".checkpoint"
 
 
@@ -207,14 +136,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ".checkpoint"`` every N iterations (removed when training finishes); ``--init``
     from it resumes training, with a fresh optimizer memory.
     """
-    opt = check_options(options)
+    opt = check_options(options, log)
+    checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
+    if max_sentence_tokens is not None:      # None: no limit
+        max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
     checkpoint = None
     if checkpoint_every:
         if model_path is None:
             raise CrftkError("--checkpoint-every needs a model path (-m) to write beside")
-        if not isinstance(checkpoint_every, int) or checkpoint_every < 0:
-            raise CrftkError("--checkpoint-every must be a non-negative number of iterations")
         checkpoint = (os.fspath(model_path) + CHECKPOINT_SUFFIX, checkpoint_every)
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
@@ -261,7 +191,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
 def check_options(options, log=_stderr_log):
     """All training options, defaults filled in, checked against TRAIN_PARAMS and each other;
     raises CrftkError on a bad value (a thread count above the cap is cut, with a warning)."""
-    opt = check_params(TRAIN_PARAMS, options, "training", warn=log)
+    opt = params.check_params(TRAIN_PARAMS, options, "training", warn=log)
     if opt["algorithm"] == "sgd" and opt["c2"] == 0:
         raise CrftkError("--algorithm sgd needs --c2 > 0: its learning-rate schedule is set by the "
                          "L2 coefficient (use lbfgs or perceptron to train without L2)")
@@ -295,7 +225,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     ``checkpoint``: (path, N) saves the current weights as a model to path every
     N iterations.
     """
-    opt = check_options(options)
+    opt = check_options(options, log)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:

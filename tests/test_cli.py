@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from crftk.cli import main
+from crftk.params import MAX_NBEST
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_TRAIN = REPO / "data" / "demo.train"
@@ -1031,10 +1032,12 @@ def test_pathological_input_is_refused_before_it_takes_the_memory(tiny, tmp_path
                      flat), "flat.txt:101:")
     ok = run("tag", "-m", tiny.model, "--max-sentence-tokens", len(rows), flat)
     assert ok.returncode == 0 and len(ok.stdout.splitlines()) == len(rows) + 1
-    # n-best tables too large for memory: one line, before any allocation
-    assert_error(run("tag", "-m", tiny.model, "-n", 10**7, "--max-sentence-tokens", len(rows), flat),
-                 "-best lists of a sentence of", "GiB")
-    assert listing(tmp_path) == ["flat.txt"]
+    # n-best tables too large for memory: one line, before any allocation (-n itself is at most
+    # MAX_NBEST, so it takes a sentence of ~20,000 tokens to reach the limit)
+    long_flat = write(tmp_path / "long.txt", "\n".join(rows * 40) + "\n")
+    assert_error(run("tag", "-m", tiny.model, "-p", 1, "-n", MAX_NBEST, long_flat),
+                 f"{MAX_NBEST}-best lists of a sentence of {len(rows) * 40} tokens", "GiB")
+    assert listing(tmp_path) == ["flat.txt", "long.txt"]
 
 
 def test_label_errors_name_file_and_line_and_cut_long_values(tiny, tmp_path):
