@@ -9,6 +9,8 @@ import click
 
 from crftk import __version__
 from crftk.errors import CrftkError
+from crftk import params
+from crftk.params import MAX_COUNT, MAX_LEXICON_FOLDS, MAX_NBEST, Integer, Real, Threads, column_index
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -102,40 +104,33 @@ def _log(msg):
 
 
 def threads_option(f):
-    return click.option("--threads", "-p", type=click.IntRange(min=0), default=0, show_default=True,
+    return click.option("--threads", "-p", type=Threads(), default=0, show_default=True,
                         help="Worker threads; 0 uses all cores.")(f)
 
 
+def _option(p, **extra):
+    """The click option of a Param declaration: a numeric Param's type is a bounded click type,
+    so the CLI and the library share one declaration and its bounds."""
+    kind = click.Choice(p.choices) if p.choices else p.type
+    return click.option(p.option, p.name, type=kind, default=p.default, show_default=True, help=p.help,
+                        **extra)
+
+
 def max_sentence_option(f):
-    from crftk.conll import MAX_SENTENCE_TOKENS
-    return click.option("--max-sentence-tokens", type=click.IntRange(min=1), default=MAX_SENTENCE_TOKENS,
-                        show_default=True,
-                        help="Longest sentence accepted: a longer one is an error (a file whose blank "
-                             "lines between sentences are missing would need gigabytes).")(f)
+    return _option(params.MAX_SENTENCE_TOKENS)(f)
 
 
-def _param_options(params):
+def _param_options(declarations):
     """Click options generated from Param declarations (one declaration of each parameter)."""
     def decorate(f):
-        for p in reversed(params):
-            if p.name == "threads":
-                f = threads_option(f)
-                continue
-            kind = click.Choice(p.choices) if p.choices else p.type
-            f = click.option("--" + p.name.replace("_", "-"), p.name, type=kind, default=p.default,
-                             show_default=True, help=p.help)(f)
+        for p in reversed(declarations):
+            f = threads_option(f) if p.name == "threads" else _option(p)(f)
         return f
     return decorate
 
 
-def _train_options(f):
-    from crftk.train import TRAIN_PARAMS
-    return _param_options(TRAIN_PARAMS)(f)
-
-
-def _induce_options(f):
-    from crftk.induce import INDUCE_PARAMS
-    return _param_options(INDUCE_PARAMS)(f)
+_train_options = _param_options(params.TRAIN)
+_induce_options = _param_options(params.INDUCE)
 
 
 @main.command(context_settings=CONTEXT)
@@ -152,10 +147,7 @@ def _induce_options(f):
 @click.option("--init", "init_model", metavar="MODEL",
               help="Start from this model's weights and feature space (MAP weights for --objective "
                    "mce, or a checkpoint to resume from); no --template then.")
-@click.option("--checkpoint-every", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
-              help="Every N iterations save the current weights to MODEL.checkpoint (removed when the "
-                   "model is saved). To resume after a crash: train --init MODEL.checkpoint with the same "
-                   "data; the optimizer's memory (L-BFGS pairs, CG direction) starts afresh. 0: never.")
+@_option(params.CHECKPOINT_EVERY, metavar="N")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @_train_options
@@ -200,10 +192,10 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
               help="-v: add the probability of each predicted label and a '# prob P' line with the "
                    "sequence probability per sentence; -vv: also every label's probability "
                    "(like CRF++ -v1/-v2).")
-@click.option("--nbest", "-n", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--nbest", "-n", type=Integer(0, MAX_NBEST), default=0, show_default=True,
               help="Print the N best labelings of each sentence, each after a '# nbest K P' line "
                    "(P: its probability); with -v each token also gets its label's marginal.")
-@click.option("--batch-tokens", type=click.IntRange(min=1), default=50_000, show_default=True,
+@click.option("--batch-tokens", type=Integer(1, MAX_COUNT), default=50_000, show_default=True,
               help="Tokens decoded per batch: memory stays bounded on any input size.")
 @max_sentence_option
 @threads_option
@@ -226,13 +218,13 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
 
 @main.command("eval", context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, metavar="FILE [PRED_FILE]")
-@click.option("--gold-col", type=int, default=None,
+@click.option("--gold-col", type=column_index(), default=None,
               help="Gold label column (default: second to last with one file, last with two).")
-@click.option("--pred-col", type=int, default=-1, show_default=True,
+@click.option("--pred-col", type=column_index(), default=-1, show_default=True,
               help="Predicted label column. Output of 'crftk tag -v' (and of -n with -v) ends with "
                    "gold, predicted, probability: pass --gold-col -3 --pred-col -2; eval says what "
                    "to pass for -vv.")
-@click.option("--nbest-rank", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--nbest-rank", type=Integer(0, MAX_NBEST - 1), default=0, show_default=True,
               help="Of 'crftk tag -n K' output, score the labelings of this rank (0: the best one "
                    "of each sentence).")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
@@ -284,15 +276,15 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
 @click.argument("inputs", nargs=-1, required=True, metavar="LABELED_FILE...")
 @click.option("--output", "-o", "out_dir", required=True, metavar="DIR",
               help="Directory for the lexicons: one TYPE.lex file per entity type.")
-@click.option("--label-col", type=int, default=-1, show_default=True, help="Gold label column.")
+@click.option("--label-col", type=column_index(), default=-1, show_default=True, help="Gold label column.")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
               default="auto", show_default=True, help="Chunk encoding of the labels.")
-@click.option("--folds", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--folds", type=Integer(2, MAX_LEXICON_FOLDS, also=(0,)), default=0, show_default=True,
               help="Jackknife: record in which of K folds of documents (document number mod K) each "
                    "entry occurs; a training token then only matches entries seen in other folds, so "
                    "training entries do not leak into their own features. 0: no jackknife.")
 @click.option("--icase", is_flag=True, help="Match ignoring case.")
-@click.option("--min-count", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--min-count", type=Integer(1, MAX_COUNT), default=1, show_default=True,
               help="Keep entries seen at least this many times.")
 def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
     """Build one lexicon per entity type from labeled CoNLL files (WebListing's seed step).
@@ -318,7 +310,7 @@ def info(model_path, as_json):
 @main.command(context_settings=CONTEXT)
 @click.argument("model_path", metavar="MODEL")
 @click.option("--output", "-o", default="-", show_default=True, metavar="FILE", help="Output file.")
-@click.option("--min-abs", type=float, default=0.0, show_default=True,
+@click.option("--min-abs", type=Real(0), default=0.0, show_default=True,
               help="Only state/edge features whose |weight| exceeds this (0: all non-zero).")
 def dump(model_path, output, min_abs):
     """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""

@@ -566,7 +566,10 @@ class FeatureSpace:
     def from_arrays(cls, meta, arrays, path=None):
         from crftk.container import unpack_strings
         try:
-            template = parse_template(meta["template"], meta.get("template_path", "<model>"))
+            try:
+                template = parse_template(meta["template"], meta.get("template_path", "<model>"))
+            except CrftkError as e:     # the fault is in the model file, not in that template file
+                raise CrftkError(f"the model's template ({e.path}, line {e.line}): {e.message}", path) from None
             labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"])
             lexicons = {name: _lexicon_from_lines(unpack_strings(arrays[f"lexicon.{name}.offsets"],
                                                                 arrays[f"lexicon.{name}.blob"]),

@@ -36,11 +36,11 @@ with label sets; each round builds an ordinary FeatureSpace for them
 (FeatureSpace.from_predicates), so the final model is a normal model file.
 """
 
-import math
 import time
 
 import numpy as np
 
+from crftk import params
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, read_corpus
 from crftk.errors import CrftkError
 from crftk.features import FeatureSpace
@@ -50,49 +50,17 @@ from crftk.structures.chain import Chain
 from crftk.optimize import lbfgs
 from crftk.progress import status
 from crftk.templates import read_template
-from crftk.train import DevScorer, Param, resolve_threads, _stderr_log
+from crftk.train import DevScorer, resolve_threads, _stderr_log
 
-INDUCE_PARAMS = (
-    Param("start", "empty", str, "empty: the model starts with no state features (McCallum & Li); "
-                                 "atomic: it starts with every atomic test, with each label the test "
-                                 "occurs with, trained to convergence, and rounds add conjunctions.",
-          ("empty", "atomic")),
-    Param("rounds", 20, int, "Most rounds of induction (it also stops when no candidate passes "
-                             "--gain-threshold)."),
-    Param("per_round", 1000, int, "Most features added per round (McCallum & Li: 1000)."),
-    Param("gain_threshold", 5.0, float, "Smallest gain (in log-likelihood) of a feature to add "
-                                        "(McCallum & Li: 5)."),
-    Param("gain_tokens", "errors", str,
-          "errors: a candidate's gain is summed over the error tokens only (McCallum & Li); all: "
-          "the best --rescore candidates by that gain are scored again over every training token "
-          "where they fire, so the tokens a candidate would hurt count too.", ("errors", "all")),
-    Param("rescore", 20000, int, "With --gain-tokens all: how many conjunctions (besides every "
-                                 "atomic test and model feature) are scored again over all tokens."),
-    Param("error_below", 0.0, float, "Tokens whose gold label has a marginal below this also count "
-                                     "as error tokens (0: only the tokens Viterbi mislabels, as the "
-                                     "paper)."),
-    Param("gain_folds", 0, int,
-          "0: gains and error tokens come from the model's own posteriors on its training data "
-          "(McCallum & Li); K >= 2: the sentences are dealt into K folds and each token's posteriors "
-          "and Viterbi labels come from a model of the same features trained, round by round, on "
-          "the other folds, so gains measure what a candidate would fix on unseen text."),
-    Param("conjoin_top", 1000, int, "Conjunction candidates are formed from this many atomic tests "
-                                    "and model features of highest gain (McCallum & Li: 1000)."),
-    Param("round_iter", 10, int, "L-BFGS iterations after each round (McCallum & Li: 10)."),
-    Param("final_iter", 0, int, "Most L-BFGS iterations after the last round, stopping at "
-                                "convergence as train does (0: none, as the paper)."),
-    Param("newton_iter", 20, int, "Most Newton iterations for a candidate's weight."),
-    Param("expand", "labels", str, "labels: a selected predicate gets a weight for every label it "
-                                   "occurs with in training (the aggregate feature expanded, as the "
-                                   "paper); none: only the label it was selected with.",
-          ("labels", "none")),
-    Param("c2", 1.0, float, "L2 coefficient c2 of training and of the gain's prior on the new "
-                            "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
-    Param("min_freq", 1, int, "Drop atomic tests seen fewer than this many times in training."),
-    Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
-    Param("threads", 0, int, "Worker threads; 0 uses all cores."),
-)
-DEFAULTS = {p.name: p.default for p in INDUCE_PARAMS}
+INDUCE_PARAMS = params.INDUCE
+DEFAULTS = params.defaults(INDUCE_PARAMS)
+
+
+def check_options(options, log=_stderr_log):
+    """All induction options, defaults filled in, checked against INDUCE_PARAMS; CrftkError
+    on a bad value (a thread count above the cap is cut, with a warning)."""
+    return params.check_params(INDUCE_PARAMS, options, "induction", warn=log)
+
 
 _HASH_SEED = 20031
 # training "to convergence" as train does: at most this many iterations, this relative improvement
@@ -427,21 +395,9 @@ class CrossFit:
 def induce(train_files, template_path, model_path=None, *, dev_file=None, report_path=None,
            log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
     """Induce features on the training files; saves the model (if model_path) and returns it."""
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown induction options: {sorted(unknown)}")
-    opt = {**DEFAULTS, **options}
-    for name in ("rounds", "per_round", "conjoin_top", "newton_iter", "min_freq", "rescore"):
-        if opt[name] < 1:
-            raise CrftkError(f"--{name.replace('_', '-')} must be at least 1")
-    if opt["gain_folds"] < 0 or opt["gain_folds"] == 1:
-        raise CrftkError("--gain-folds must be 0 or at least 2")
-    if opt["round_iter"] < 0 or opt["final_iter"] < 0 or opt["c2"] < 0:
-        raise CrftkError("--round-iter, --final-iter and --c2 must not be negative")
-    if not 0.0 <= opt["error_below"] <= 1.0:
-        raise CrftkError("--error-below must lie in [0, 1]")
-    if not math.isfinite(opt["gain_threshold"]):
-        raise CrftkError("--gain-threshold must be a number")
+    opt = check_options(options, log)
+    if max_sentence_tokens is not None:      # None: no limit
+        max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     if isinstance(train_files, str):
         train_files = [train_files]
     check_output(model_path, "model")

@@ -34,7 +34,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 
 # name -> (argument kinds after the row, multi-valued)
 MACROS = {
@@ -47,8 +47,21 @@ MACROS = {
     "lex": (("name",), False),
 }
 MACRO_START = re.compile(r"%(\^?)([A-Za-z]+)\[")
-INT = re.compile(r"^[+-]?\d+$")
+# ASCII digits only: str.isdigit() and \d also accept '²' or '①', which int() refuses
+INT = re.compile(r"^[+-]?[0-9]{1,12}$")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+# Bounds of a macro's numbers, far beyond real templates (offsets within +-5, n-grams up to 6
+# or so). They also guard model loading, which parses the template the model stores: each
+# unit of row offset adds two padding values to every vocabulary (%x[10000000,0] took 3.6 GB),
+# and each unit of n-gram length a pass over every word (%ngram[0,0,1,100000000] hung).
+#: Largest row offset, either way: past the length of nearly every sentence, where only
+#: padding values are left.
+MAX_ROW = 100
+#: Columns a template (or --label-col) may name: 0 .. MAX_COLUMNS - 1.
+MAX_COLUMNS = 10_000
+#: Longest %pre/%suf length and %ngram bound, in characters: a longer "word" is not one.
+MAX_LENGTH = 100
 
 
 @dataclass(frozen=True)
@@ -155,6 +168,8 @@ class Template:
 
 def parse_template(text, path="<template>"):
     """Parse template text; raises CrftkError with the line number on bad input."""
+    if text.startswith("\ufeff"):     # a UTF-8 byte order mark, as CoNLL files may have too
+        text = text[1:]
     tmpl = Template(text=text, path=str(path))
     seen = {}
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -276,27 +291,39 @@ def _macro_args(line, i, path, lineno):
         i += 1
 
 
+def _integer(how, text, lo, hi):
+    """The argument as an int in lo..hi, or None."""
+    if how != "raw" or not INT.match(text):
+        return None
+    n = int(text)
+    return n if lo <= n <= hi else None
+
+
 def _make_macro(name, args, anchored, path, lineno):
     kinds, _ = MACROS[name]
     usage = f"%{name}[row," + ",".join({"col": "col", "regex": '"regex"', "int": "n", "name": "NAME"}[k]
                                        for k in kinds) + "]"
+
+    def bad(what, arg=None):
+        got = f", not {shown(arg[1], 24)}" if arg is not None else ""
+        return CrftkError(f"bad macro %{name}[...]: {what}{got} ({usage})", path, lineno)
+
     if len(args) != 1 + len(kinds):
         raise CrftkError(f"bad macro %{name}[...]: expected {usage}", path, lineno)
-    if args[0][0] != "raw" or not INT.match(args[0][1]):
-        raise CrftkError(f"bad macro %{name}[...]: the row must be an integer ({usage})", path, lineno)
-    row = int(args[0][1])
+    row = _integer(*args[0], -MAX_ROW, MAX_ROW)
+    if row is None:
+        raise bad(f"the row must be an integer from {-MAX_ROW} to {MAX_ROW}", args[0])
     col, extra = 0, []
     for kind, (how, text) in zip(kinds, args[1:]):
         if kind == "col":
-            if how != "raw" or not text.isdigit():
-                raise CrftkError(f"bad macro %{name}[...]: the column must be an integer >= 0 ({usage})",
-                                 path, lineno)
-            col = int(text)
+            col = _integer(how, text, 0, MAX_COLUMNS - 1)
+            if col is None:
+                raise bad(f"the column must be an integer from 0 to {MAX_COLUMNS - 1:,}", (how, text))
         elif kind == "int":
-            if how != "raw" or not text.isdigit() or int(text) < 1:
-                raise CrftkError(f"bad macro %{name}[...]: lengths must be integers >= 1 ({usage})",
-                                 path, lineno)
-            extra.append(int(text))
+            n = _integer(how, text, 1, MAX_LENGTH)
+            if n is None:
+                raise bad(f"lengths must be integers from 1 to {MAX_LENGTH}", (how, text))
+            extra.append(n)
         elif kind == "regex":
             if how != "str":
                 raise CrftkError(f'bad macro %{name}[...]: the regex must be quoted ({usage})', path, lineno)

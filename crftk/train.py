@@ -5,115 +5,30 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
+from crftk import params
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError, shown
 from crftk.evaluate import evaluate
-from crftk.features import FEATURE_SETS, FeatureSpace
+from crftk.features import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize.online import averaged_perceptron, sgd
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
+from crftk.params import available_cores, resolve_threads  # noqa: F401 (re-exported)
 from crftk.structures.pairs import pair_sentences
 from crftk.progress import plural, status
 from crftk.templates import read_template
 
 
-@dataclass(frozen=True)
-class Param:
-    """A training parameter, declared once: the CLI builds its options from these."""
-
-    name: str
-    default: object
-    type: object
-    help: str
-    choices: tuple = ()
-
-
-TRAIN_PARAMS = (
-    Param("algorithm", "lbfgs", str,
-          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); cg: nonlinear conjugate "
-          "gradient; pcg: CG preconditioned by Sha & Pereira's diagonal Hessian approximation "
-          "(see --precondition); mixed-cg: pcg for --mixed-after iterations, then cg; "
-          "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
-          "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
-          "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs); "
-          "quickprop: Fahlman's QuickProp, fixed-rule steps without a line search (for "
-          "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
-          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
-    Param("mixed_after", 20, int, "mixed-cg: iterations with the preconditioner before plain CG."),
-    Param("precondition", "variance", str,
-          "pcg, mixed-cg: the diagonal Hessian approximation (Sha & Pereira: features and tokens "
-          "taken as independent). variance: sum over tokens of p(1-p) for state features, expected "
-          "counts for transitions; counts: expected feature counts (the sum of squares of local "
-          "features alone). Both get + 2*c2 and are checked to be finite and positive.",
-          ("variance", "counts")),
-    Param("first_step", 0.1, float, "quickprop: the largest change of any weight in the first step "
-                                    "(this fixes the learning rate of the gradient terms)."),
-    Param("gpd_iter", 0, int, "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
-    Param("c1", 0.0, float, "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
-    Param("c2", 1.0, float, "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
-                            "of variance 1/(2*c2)). 0 disables L2."),
-    Param("max_iter", 1000, int, "Stop after this many iterations."),
-    Param("epsilon", 1e-5, float, "Stop when the objective improved by less than this fraction over "
-                                  "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
-    Param("period", 10, int, "Iterations over which --epsilon measures the improvement."),
-    Param("history", 6, int, "L-BFGS memory: number of correction pairs kept."),
-    Param("min_freq", 1, int, "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
-    Param("feature_set", "supported", str,
-          "supported: only (attribute, label) pairs seen in training; complete: every attribute "
-          "with every label (Sha & Pereira's complete set; bigger, sometimes better).", FEATURE_SETS),
-    Param("label_col", -1, int, "Column of the gold label (0-based; negative counts from the end)."),
-    Param("objective", "map", str,
-          "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
-          "the smoothed sentence error count, psi = infinity; lbfgs or quickprop; the paper's "
-          "C=1000 is --c2 0.0005); mce-f: the smoothed segmentation F-score loss (Suzuki et al. "
-          "eq. 16; --algorithm quickprop; the paper's C=1e5 (chunking) / 1e4 (NER) is --c2 "
-          "5e-6 / 5e-5). Both train a first-order CRF; start them from a MAP model with --init.",
-          ("map", "mce", "mce-f")),
-    Param("mce_alpha", 1.0, float, "mce: slope alpha of the smoothing function."),
-    Param("mce_beta", 0.0, float, "mce: offset beta of the smoothing function."),
-    Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing (mce-f: sigmoid).",
-          ("sigmoid", "logistic")),
-    Param("mce_gamma", 1.0, float, "mce-f: gamma of the F-score F_gamma (1: F1)."),
-    Param("model_type", "crf", str,
-          "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
-          "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1).",
-          ("crf", "memm")),
-    Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
-                           "features on the current tag, as Sha & Pereira; lbfgs or quickprop; the pair "
-                           "label set grows as tags squared, so keep the tag set small).", (1, 2)),
-    Param("constraints", "none", str,
-          "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
-          "another type), iob1 (B-X only between chunks of type X), bioes; none.",
-          ("none", "iob2", "iob1", "bioes")),
-    Param("keep", "best", str,
-          "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
-          "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
-          "on the dev set are not chosen on it.", ("best", "last")),
-    Param("threads", 0, int, "Worker threads for the lattice kernels; 0 uses all cores."),
-)
-DEFAULTS = {p.name: p.default for p in TRAIN_PARAMS}
+TRAIN_PARAMS = params.TRAIN
+DEFAULTS = params.defaults(TRAIN_PARAMS)
 CHECKPOINT_SUFFIX = ".checkpoint"
-
-
-def available_cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def resolve_threads(threads):
-    if threads is None or threads <= 0:
-        return available_cores()
-    return threads
 
 
 def _stderr_log(msg):
@@ -233,14 +148,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ".checkpoint"`` every N iterations (removed when training finishes); ``--init``
     from it resumes training, with a fresh optimizer memory.
     """
-    opt = check_options(options)
+    opt = check_options(options, log)
+    checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
+    if max_sentence_tokens is not None:      # None: no limit
+        max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
     checkpoint = None
     if checkpoint_every:
         if model_path is None:
             raise CrftkError("--checkpoint-every needs a model path (-m) to write beside")
-        if not isinstance(checkpoint_every, int) or checkpoint_every < 0:
-            raise CrftkError("--checkpoint-every must be a non-negative number of iterations")
         checkpoint = (os.fspath(model_path) + CHECKPOINT_SUFFIX, checkpoint_every)
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
@@ -284,19 +200,13 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     return model
 
 
-def check_options(options):
-    """All training options, defaults filled in, checked; raises CrftkError on a bad value."""
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown training options: {sorted(unknown)}")
-    opt = {**DEFAULTS, **options}
-    for p in TRAIN_PARAMS:
-        if p.choices and opt[p.name] not in p.choices:
-            raise CrftkError(f"--{p.name.replace('_', '-')} must be one of {', '.join(map(str, p.choices))}")
-    if opt["c1"] < 0 or opt["c2"] < 0:
-        raise CrftkError("--c1 and --c2 must not be negative")
-    if opt["max_iter"] < 1 or opt["period"] < 1 or opt["history"] < 1:
-        raise CrftkError("--max-iter, --period and --history must be at least 1")
+def check_options(options, log=_stderr_log):
+    """All training options, defaults filled in, checked against TRAIN_PARAMS and each other;
+    raises CrftkError on a bad value (a thread count above the cap is cut, with a warning)."""
+    opt = params.check_params(TRAIN_PARAMS, options, "training", warn=log)
+    if opt["algorithm"] == "sgd" and opt["c2"] == 0:
+        raise CrftkError("--algorithm sgd needs --c2 > 0: its learning-rate schedule is set by the "
+                         "L2 coefficient (use lbfgs or perceptron to train without L2)")
     if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
         raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
     if opt["objective"] != "map" and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
@@ -308,10 +218,6 @@ def check_options(options):
                          "labeling changes), so line searches fail on it: use --algorithm quickprop")
     if opt["order"] == 2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
         raise CrftkError("--order 2 trains with --algorithm lbfgs or quickprop only")
-    if opt["mixed_after"] < 0 or opt["gpd_iter"] < 0:
-        raise CrftkError("--mixed-after and --gpd-iter must not be negative")
-    if not (math.isfinite(opt["first_step"]) and opt["first_step"] > 0):
-        raise CrftkError("--first-step must be a positive number")
     if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
         raise CrftkError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
     return opt
@@ -331,7 +237,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     ``checkpoint``: (path, N) saves the current weights as a model to path every
     N iterations.
     """
-    opt = check_options(options)
+    opt = check_options(options, log)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:

@@ -8,6 +8,7 @@ except for the tests of the demo corpus, which read ``data/demo.*``.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,14 @@ import pytest
 from click.testing import CliRunner
 
 from crftk.cli import main
+from crftk.params import MAX_NBEST
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_TRAIN = REPO / "data" / "demo.train"
 DEMO_TEST = REPO / "data" / "demo.test"
 CHUNKING_TEMPLATE = REPO / "templates" / "chunking-crfpp.tmpl"
+# subprocesses run this checkout's crftk, whatever their working directory (not an installed one)
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 # A tiny corpus that the template below separates: every word has one label.
 TINY = [
@@ -111,7 +115,7 @@ def cli(*args, input=None, ok=True):
 def run(*args, input=None, cwd=None):
     """Run `python -m crftk.cli` in a subprocess."""
     return subprocess.run([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]],
-                          input=input, capture_output=True, text=True, cwd=cwd, timeout=300)
+                          input=input, capture_output=True, text=True, cwd=cwd, timeout=300, env=ENV)
 
 
 def assert_error(proc, *fragments):
@@ -610,7 +614,7 @@ def test_shipped_chunking_template_trains_on_the_demo_corpus(tmp_path):
 def test_broken_pipe_is_quiet(demo):
     """`crftk tag ... | head -1`: the reader goes away early; no traceback."""
     proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", "tag", "-vv", "-m", str(demo.model),
-                             str(DEMO_TEST)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             str(DEMO_TEST)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     first = proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read().decode()
@@ -971,7 +975,7 @@ def test_click_usage_errors_take_crftks_form():
 
 def _start(*args, **kw):
     return subprocess.Popen([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]],
-                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, **kw)
 
 
 def _wait_for(stream, prefix):
@@ -1028,10 +1032,12 @@ def test_pathological_input_is_refused_before_it_takes_the_memory(tiny, tmp_path
                      flat), "flat.txt:101:")
     ok = run("tag", "-m", tiny.model, "--max-sentence-tokens", len(rows), flat)
     assert ok.returncode == 0 and len(ok.stdout.splitlines()) == len(rows) + 1
-    # n-best tables too large for memory: one line, before any allocation
-    assert_error(run("tag", "-m", tiny.model, "-n", 10**7, "--max-sentence-tokens", len(rows), flat),
-                 "-best lists of a sentence of", "GiB")
-    assert listing(tmp_path) == ["flat.txt"]
+    # n-best tables too large for memory: one line, before any allocation (-n itself is at most
+    # MAX_NBEST, so it takes a sentence of ~20,000 tokens to reach the limit)
+    long_flat = write(tmp_path / "long.txt", "\n".join(rows * 40) + "\n")
+    assert_error(run("tag", "-m", tiny.model, "-p", 1, "-n", MAX_NBEST, long_flat),
+                 f"{MAX_NBEST}-best lists of a sentence of {len(rows) * 40} tokens", "GiB")
+    assert listing(tmp_path) == ["flat.txt", "long.txt"]
 
 
 def test_label_errors_name_file_and_line_and_cut_long_values(tiny, tmp_path):
@@ -1049,3 +1055,170 @@ def test_label_errors_name_file_and_line_and_cut_long_values(tiny, tmp_path):
     assert_error(run("train", "-q", "--init", tiny.model, "-m", tmp_path / "i.model", other),
                  f"other.txt:{len(conll_text(TINY).splitlines()) + 1}: label 'B-NEW' is not one of")
     assert listing(tmp_path) == ["bad.tagged", "huge.txt", "other.txt", "pipes.txt"]
+
+
+# ---------------------------------------------------------------------------
+# numbers a user or a file gives are bounded: one line, exit 1 or 2, never a traceback,
+# a crash, a hang or gigabytes of memory (issue 13; the cases were found by fuzzing)
+
+
+def run_bounded(*args, cwd=None, timeout=120):
+    """run() with 2 GB of address space and a time limit, so that an unbounded number fails
+    the test quickly instead of taking the machine's memory or hanging."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))
+    return subprocess.run([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout, preexec_fn=limit, env=ENV)
+
+
+@pytest.mark.parametrize("macro, what", [
+    ("%x[0,\u00b2]", "the column must be an integer"),         # was a ValueError traceback
+    ("%x[0,\u2460]", "the column must be an integer"),         # was a ValueError traceback
+    ("%pre[0,0,\u00b2]", "lengths must be integers"),          # was a ValueError traceback
+    ("%x[10000000,0]", "the row must be an integer from -100 to 100"),   # took 3.6 GB, wrote 358 MB
+    ("%ngram[0,0,1,100000000]", "lengths must be integers from 1 to 100"),   # hung
+])
+def test_template_numbers_out_of_bounds_are_one_line_errors(errdir, macro, what):
+    write(errdir / "bad.tmpl", f"# comment\nU00:%x[0,0]\nU01:{macro}\nB\n")
+    before = listing(errdir)
+    p = run_bounded("train", "-t", "bad.tmpl", "-m", "out.model", "--max-iter", 5, "good.txt", cwd=errdir)
+    assert p.returncode == 1
+    assert_error(p, "bad.tmpl:3: bad macro", what)
+    assert listing(errdir) == before
+
+
+def test_template_with_a_byte_order_mark_is_read_like_a_conll_file_with_one(errdir):
+    (errdir / "bom.tmpl").write_bytes(b"\xef\xbb\xbf" + TEMPLATE.encode("utf-8"))
+    p = run("train", "-q", "-t", "bom.tmpl", "-m", "bom.model", "--max-iter", 5, "good.txt", cwd=errdir)
+    assert p.returncode == 0, p.stderr
+    assert info_json(errdir / "bom.model")["templates"]["state"] == 4
+
+
+def test_model_whose_template_has_a_huge_offset_fails_at_load(tiny, tmp_path):
+    from crftk.container import read_container, write_container
+    meta, arrays = read_container(tiny.model)
+    if not isinstance(meta.get("template"), str) or "%x[-1,0]" not in meta["template"]:
+        pytest.skip("the model format no longer stores the template text as meta['template']")
+    meta = dict(meta, template=meta["template"].replace("%x[-1,0]", "%x[-300000000,0]"))
+    model = tmp_path / "huge-offset.model"
+    write_container(model, meta, {name: a.copy() for name, a in arrays.items()})
+    for args in (["tag", "-m", model, "-o", tmp_path / "out.txt", tiny.train], ["info", model], ["dump", model]):
+        p = run_bounded(*args)     # was: 11 GB, a minute, then 'out of memory'
+        assert p.returncode == 1
+        assert_error(p, f"{model}: the model's template", "the row must be an integer from -100 to 100")
+    assert listing(tmp_path) == ["huge-offset.model"]
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--c2", "inf"),        # tracebacks
+    ("--c1", "inf"),
+    ("--c1", "nan"),
+    ("--epsilon", "nan"),
+    ("--c2", "nan"),        # trained to the end, then failed at save
+    ("--epsilon", "inf"),
+    ("--c2", "-1"),
+    ("--max-iter", "100000000000000000000"),
+    ("--history", "1000000000"),
+])
+def test_train_option_values_out_of_bounds_are_usage_errors(errdir, option, value):
+    before = listing(errdir)
+    p = run("train", "-t", "t.tmpl", "-m", "out.model", "--max-iter", 5, option, value, "good.txt", cwd=errdir)
+    assert p.returncode == 2
+    assert_error(p, f"invalid value for '{option}'", repr(value), "is not a")
+    assert listing(errdir) == before
+
+
+def test_sgd_without_l2_is_a_clear_error(errdir):
+    before = listing(errdir)
+    p = run("train", "-t", "t.tmpl", "-m", "out.model", "--algorithm", "sgd", "--c2", 0, "good.txt", cwd=errdir)
+    assert p.returncode == 1
+    assert_error(p, "--algorithm sgd needs --c2 > 0")
+    assert listing(errdir) == before
+
+
+@pytest.mark.parametrize("n", [10**20, 1001])
+def test_tag_nbest_beyond_the_bound_is_a_usage_error(tiny, tmp_path, n):
+    p = run("tag", "-m", tiny.model, "-n", n, "-o", tmp_path / "out.txt", tiny.train)
+    assert p.returncode == 2
+    assert_error(p, "'--nbest'", "is not an integer from 0 to 1,000")
+    assert listing(tmp_path) == []
+
+
+def test_tag_nbest_at_the_bound_works(tiny):
+    out = cli("tag", "-m", tiny.model, "-n", 1000, tiny.train).stdout
+    assert out.count("# nbest 0 ") == len(TINY)
+
+
+@pytest.mark.parametrize("threads", [100_000, 40_000])
+def test_thread_counts_beyond_the_cap_warn_and_run(tiny, tmp_path, threads):
+    from crftk.params import thread_cap
+    p = run_bounded("tag", "-m", tiny.model, "-p", threads, tiny.train)   # was: a crash (exit 139)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == tiny.tagged
+    assert p.stderr.splitlines() == [f"crftk: warning: --threads {threads:,} is more than 4 threads per core "
+                                     f"({thread_cap() // 4} cores): using {thread_cap()}"]
+    p = run_bounded("train", "-q", "-t", tiny.template, "-m", tmp_path / "m.model", "--max-iter", 5,
+                    "-p", threads, tiny.train)
+    assert p.returncode == 0 and p.stderr.count("\n") == 1 and "crftk: warning: --threads" in p.stderr
+    assert info_json(tmp_path / "m.model")["training"]["threads"] == thread_cap()
+
+
+def test_induce_thread_count_beyond_the_cap_warns_and_runs(tmp_path):
+    data = write(tmp_path / "train.txt", head_sentences(DEMO_TRAIN, 50))
+    p = run_bounded("induce", "-q", "-t", REPO / "templates" / "chunking-atomic.tmpl", "-m", tmp_path / "m.model",
+                    "--rounds", 1, "-p", 100_000, data)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.startswith("crftk: warning: --threads 100,000 is more than") and p.stderr.count("\n") == 1
+
+
+# the fewest arguments that get each command as far as converting its options
+_COMMAND_ARGS = {"train": ["x.txt", "-m", "m"], "induce": ["x.txt", "-m", "m", "-t", "t"], "tag": ["-m", "m"],
+                 "eval": ["x.txt"], "lexicon": ["x.txt", "-o", "d"], "info": ["m"], "dump": ["m"]}
+
+
+def _numeric_options():
+    """(command, option) for every option of every command that takes a number."""
+    out = []
+    for name, command in main.commands.items():
+        for param in command.params:
+            if (isinstance(param, click.Option) and not param.is_flag and not param.count
+                    and not isinstance(param.type, click.Choice) and param.type is not click.STRING):
+                out.append((name, param))
+    return out
+
+
+def test_every_numeric_option_of_every_command_is_bounded():
+    from crftk.params import Integer, Real
+    options = _numeric_options()
+    assert {name for name, _ in options} >= {"train", "induce", "tag", "eval", "lexicon", "dump"}
+    assert len(options) >= 40
+    for name, param in options:
+        assert isinstance(param.type, (Integer, Real)), (name, param.name, param.type)
+
+
+@pytest.mark.parametrize("name, param", _numeric_options(), ids=lambda x: getattr(x, "name", x))
+def test_every_numeric_option_rejects_what_is_out_of_bounds(name, param):
+    from crftk.params import Real
+    t = param.type
+    bad = ["nan", "inf", "-inf", "1e400"] if isinstance(t, Real) else ["1.5", "x", "9" * 5000]
+    if t.max is not None:
+        bad.append(str(t.max * 2 if isinstance(t, Real) else t.max + 1))
+    if t.min is not None:
+        bad.append(str(t.min - 1))
+    for value in bad:
+        r = make_runner().invoke(main, [name, *_COMMAND_ARGS[name], param.opts[0], value])
+        assert r.exit_code == 2, (name, param.opts, value, r.output)
+        assert r.exception is None or isinstance(r.exception, SystemExit)
+        assert f"invalid value for '{param.opts[0]}'" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_cli_options_and_library_checks_share_one_declaration():
+    from crftk.induce import INDUCE_PARAMS
+    from crftk.train import TRAIN_PARAMS
+    for command, params in (("train", TRAIN_PARAMS), ("induce", INDUCE_PARAMS)):
+        options = {p.name: p for p in main.commands[command].params}
+        for p in params:
+            if p.name != "threads" and not p.choices:
+                assert options[p.name].type is p.type, (command, p.name)

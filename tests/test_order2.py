@@ -69,8 +69,8 @@ def test_second_order_learns_what_first_order_cannot(tmp_path):
     tmpl.write_text("U:%x[0,0]\nB\n")
     accuracy = {}
     for order in (1, 2):
-        model = train([tmp_path / "train.txt"], tmpl, tmp_path / f"o{order}.model", log=lambda m: None,
-                      order=order, c2=0.1)
+        train([tmp_path / "train.txt"], tmpl, tmp_path / f"o{order}.model", log=lambda m: None,
+              order=order, c2=0.1)
         out = io.StringIO()
         tag_files(Model.load(tmp_path / f"o{order}.model"), [str(tmp_path / "test.txt")], out,
                   marginals=1)

@@ -1,7 +1,7 @@
 import pytest
 
 from crftk.errors import CrftkError
-from crftk.templates import Macro, parse_template, padding_value, read_template
+from crftk.templates import MAX_COLUMNS, MAX_LENGTH, MAX_ROW, Macro, parse_template, padding_value, read_template
 
 CRFPP = """# Unigram
 U00:%x[-2,0]
@@ -110,3 +110,59 @@ def test_shipped_chunking_template_parses():
     t = read_template(Path(__file__).parent.parent / "templates" / "chunking-crfpp.tmpl")
     assert len(t.unigrams) == 19 and t.label_bigram and not t.bigrams
     assert t.columns == [0, 1]
+
+
+# Found by fuzzing: str.isdigit() accepts these, int() does not (a ValueError traceback).
+@pytest.mark.parametrize("macro", [
+    "%x[0,\u00b2]",            # superscript two
+    "%x[0,\u2460]",            # circled digit one
+    "%pre[0,0,\u00b2]",
+    "%ngram[0,0,1,\u00b2]",
+    "%x[\u00b2,0]",
+    "%x[\u0661,0]",            # Arabic-Indic one: int() takes it; only ASCII digits are allowed
+])
+def test_non_ascii_digits_are_a_bad_macro_on_its_line(macro):
+    with pytest.raises(CrftkError) as e:
+        parse_template(f"U00:%x[0,0]\nU01:{macro}\n", "t.tmpl")
+    assert str(e.value).startswith("t.tmpl:2: bad macro")
+
+
+@pytest.mark.parametrize("macro, needle", [
+    ("%x[10000000,0]", "row must be an integer from -100 to 100"),     # 3.6 GB of padding values
+    ("%x[-101,0]", "row must be an integer from -100 to 100"),
+    ("%x[101,0]", "row must be an integer from -100 to 100"),
+    ("%x[" + "9" * 5000 + ",0]", "row must be"),     # more digits than int() converts
+    ("%x[0,10000]", "column must be an integer from 0 to 9,999"),
+    ("%x[0,99999999999999999999]", "column must be"),
+    ("%pre[0,0,0]", "lengths must be integers from 1 to 100"),
+    ("%suf[0,0,101]", "lengths must be integers from 1 to 100"),
+    ("%ngram[0,0,1,100000000]", "lengths must be integers from 1 to 100"),   # hung
+    ("%ngram[0,0,0,3]", "lengths must be integers from 1 to 100"),
+    ("%^x[-300000000,0]", "row must be"),
+])
+def test_macro_numbers_are_bounded(macro, needle):
+    with pytest.raises(CrftkError) as e:
+        parse_template(f"# comment\nU01:{macro}\n", "t.tmpl")
+    assert str(e.value).startswith("t.tmpl:2: bad macro")
+    assert needle in str(e.value)
+    assert len(str(e.value)) < 200
+
+
+def test_macro_numbers_at_their_bounds_parse():
+    t = parse_template(f"U00:%x[{-MAX_ROW},{MAX_COLUMNS - 1}]\nU01:%x[+{MAX_ROW},0]\n"
+                       f"U02:%pre[0,0,{MAX_LENGTH}]\nU03:%ngram[0,0,1,{MAX_LENGTH}]\n")
+    assert t.max_offset == MAX_ROW == 100
+    assert t.macros[0] == Macro(-100, MAX_COLUMNS - 1)
+    assert t.macros[3].args == (1, MAX_LENGTH)
+
+
+def test_a_byte_order_mark_is_accepted_like_in_conll_files(tmp_path):
+    path = tmp_path / "bom.tmpl"
+    path.write_bytes("\ufeff".encode("utf-8") + CRFPP.encode("utf-8"))
+    plain = parse_template(CRFPP)
+    for t in (read_template(path), parse_template("\ufeff" + CRFPP)):
+        assert [tl.text for tl in t.lines] == [tl.text for tl in plain.lines]
+        assert t.label_bigram and t.text == CRFPP
+    # only at the start: anywhere else it is still an error
+    with pytest.raises(CrftkError, match="must start with U"):
+        parse_template("U00:%x[0,0]\n\ufeffU01:%x[0,1]\n")

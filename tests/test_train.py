@@ -106,7 +106,7 @@ def test_option_checks(tmp_path):
     data = write_corpus(tmp_path / "train.txt", random_corpus(5))
     tmpl = tmp_path / "t.tmpl"
     tmpl.write_text(TEMPLATE)
-    with pytest.raises(CrftkError, match="must not be negative"):
+    with pytest.raises(CrftkError, match=r"--c2 must be a number from 0 to .* \(got -1\)"):
         train([data], tmpl, log=lambda m: None, c2=-1)
     with pytest.raises(CrftkError, match="feature-set"):
         train([data], tmpl, log=lambda m: None, feature_set="all")

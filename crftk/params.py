@@ -1,0 +1,386 @@
+"""Options declared once, with their bounds: the CLI's options and the library's checks.
+
+``TRAIN`` (the options of a training run, as ``crftk train`` lists them) and ``INDUCE``
+are ordered tuples of :class:`Param` (name, default, type, help, choices);
+``CHECKPOINT_EVERY`` and ``MAX_SENTENCE_TOKENS`` are options of training from files.
+The CLI generates its options from them; ``train.fit``, ``train.train`` and
+``induce.induce`` check a Python caller's values against the same declarations:
+``defaults(TRAIN)`` is {name: default}, ``check(name, value)`` one value,
+``check_params(TRAIN, options, "training")`` all of them with defaults filled in.
+
+A numeric option's ``type`` is a bounded number (:class:`Integer`, :class:`Real`,
+:class:`Threads`): as a click type it turns the command-line text into a value or
+fails with one line; :meth:`Param.check` applies the same bounds to a Python
+caller's value (CrftkError). Every bound is far beyond any real use; they exist so
+that a typo or a fuzzer cannot reach an overflow, a hang or gigabytes of memory.
+"""
+
+import math
+import numbers
+import os
+from dataclasses import dataclass
+
+import click
+
+from crftk.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
+from crftk.errors import CrftkError, shown
+from crftk.templates import MAX_COLUMNS
+
+#: Iterations, epochs, rounds: CoNLL-2000 converges within about a thousand.
+MAX_ITER = 1_000_000
+#: Counts of tokens or attributes: the kernels number tokens with 32-bit integers.
+MAX_COUNT = 1_000_000_000
+#: Penalties and smoothing constants: at 1e6 every weight is ~0 or the loss a step.
+MAX_COEFFICIENT = 1e6
+#: L-BFGS correction pairs: each holds two copies of the weights; 3-20 is usual.
+MAX_HISTORY = 100
+#: Labelings per sentence of ``tag -n``: the paths of a batch take K x tokens x 4 bytes.
+MAX_NBEST = 1000
+#: Jackknife folds of `crftk lexicon`: one per document is reached long before (CoNLL-2003
+#: train has 946 documents); each entry records the folds it was seen in.
+MAX_LEXICON_FOLDS = 10_000
+#: Worker threads beyond this many per core only cost memory (one gradient buffer each).
+THREADS_PER_CORE = 4
+
+
+def _number(x):
+    """A bound as people write it: 1,000,000 rather than 1000000.0 or 1e+06."""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return f"{x:g}"
+
+
+def _got(value):
+    """A Python caller's value for a message: strings quoted, anything cut to a readable length."""
+    if isinstance(value, str):
+        return shown(value)
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:16]}...{text[-16:]} ({len(text):,} characters)"
+
+
+class _Bounded:
+    """Range checks shared by the click conversion (text) and Param.check (a Python value)."""
+
+    kind = int
+    also = ()          # values accepted outside the range (e.g. 0 meaning "off")
+
+    def describe(self):
+        """'an integer from 1 to 1,000', 'a number > 0 and <= 1,000', '0 or an integer from 2 to 100'."""
+        lo, hi = self.min, self.max
+        noun = "an integer" if self.kind is int else "a number"
+        if lo is not None and hi is not None and not (self.min_open or self.max_open):
+            text = f"{noun} from {_number(lo)} to {_number(hi)}"
+        else:
+            if self.kind is float and (lo is None or hi is None):
+                noun = "a finite number"
+            bounds = [f"{'>' if self.min_open else '>='} {_number(lo)}"] if lo is not None else []
+            bounds += [f"{'<' if self.max_open else '<='} {_number(hi)}"] if hi is not None else []
+            text = " ".join([noun, " and ".join(bounds)]).strip()
+        return " or ".join([*map(_number, self.also), text])
+
+    def _describe_range(self):
+        """The range as click shows it in --help ('1<=x<=1,000', '0<x<=1,000', 'x>=0')."""
+        lo, hi = self.min, self.max
+        if lo is not None and hi is None:
+            text = f"x{'>' if self.min_open else '>='}{_number(lo)}"
+        elif lo is not None or hi is not None:
+            text = ((f"{_number(lo)}{'<' if self.min_open else '<='}" if lo is not None else "") + "x"
+                    + (f"{'<' if self.max_open else '<='}{_number(hi)}" if hi is not None else ""))
+        else:
+            text = "finite"
+        return " or ".join([*map(_number, self.also), text])
+
+    def accepts(self, x):
+        if x in self.also:
+            return True
+        if self.kind is float and not math.isfinite(x):
+            return False
+        if self.min is not None and (x < self.min or self.min_open and x == self.min):
+            return False
+        return self.max is None or not (x > self.max or self.max_open and x == self.max)
+
+    def _from_python(self, value):
+        """The value as this kind of number, or None (bool is not a number here)."""
+        if isinstance(value, bool):
+            return None
+        if self.kind is int:
+            return int(value) if isinstance(value, numbers.Integral) else None
+        return float(value) if isinstance(value, numbers.Real) else None
+
+    def check(self, value, option, warn=None):
+        """The value if it is in range; else CrftkError naming the option (Python callers)."""
+        x = self._from_python(value)
+        if x is None or not self.accepts(x):
+            raise CrftkError(f"{option} must be {self.describe()} (got {_got(value)})")
+        return x
+
+    def convert(self, value, param, ctx):
+        x = self._from_python(value)
+        if x is None:
+            try:
+                x = self.kind(str(value).strip())
+            except (ValueError, OverflowError):
+                x = None
+        if x is None or not self.accepts(x):
+            self.fail(f"{shown(value)} is not {self.describe()}", param, ctx)
+        return x
+
+
+class Integer(_Bounded, click.IntRange):
+    """An integer in [min, max] (either may be None), or one of ``also``."""
+
+    def __init__(self, min=None, max=None, *, also=()):
+        click.IntRange.__init__(self, min, max)
+        self.also = tuple(also)
+
+
+class Real(_Bounded, click.FloatRange):
+    """A finite float in the range (ends open or closed); NaN and infinities never pass."""
+
+    kind = float
+
+    def __init__(self, min=None, max=None, *, min_open=False, max_open=False):
+        click.FloatRange.__init__(self, min, max, min_open=min_open, max_open=max_open)
+
+
+def available_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def thread_cap():
+    """Most worker threads used: THREADS_PER_CORE per core (beyond, OpenMP fails or crashes)."""
+    return THREADS_PER_CORE * available_cores()
+
+
+def resolve_threads(threads):
+    """Threads to run: 0 or None is every core; more than thread_cap() is cut to it."""
+    if threads is None or threads <= 0:
+        return available_cores()
+    return min(threads, thread_cap())
+
+
+class Threads(Integer):
+    """0 (every core) or a thread count; a count above thread_cap() is cut to it, with a warning."""
+
+    def __init__(self):
+        super().__init__(0)
+
+    def _capped(self, n, option, warn):
+        cap = thread_cap()
+        if n <= cap:
+            return n
+        if warn is not None:
+            warn(f"crftk: warning: {option} {n:,} is more than {THREADS_PER_CORE} threads per core "
+                 f"({available_cores()} cores): using {cap}")
+        return cap
+
+    def _describe_range(self):
+        return f"x>=0; at most {thread_cap()} are used"
+
+    def check(self, value, option, warn=None):
+        return self._capped(super().check(value, option), option, warn)
+
+    def convert(self, value, param, ctx):
+        n = super().convert(value, param, ctx)
+        option = param.opts[0] if param is not None and param.opts else "--threads"
+        return self._capped(n, option, lambda msg: click.echo(msg, err=True))
+
+
+@dataclass(frozen=True)
+class Param:
+    """An option of train or induce, declared once: the CLI builds its option from it and
+    the library checks a Python caller's value against the same declaration."""
+
+    name: str
+    default: object
+    type: object        # str, int (with choices), or a bounded number (Integer, Real, Threads)
+    help: str
+    choices: tuple = ()
+
+    @property
+    def option(self):
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value, warn=None):
+        """The value, checked (and for thread counts capped); CrftkError when it is out of range."""
+        if self.choices:
+            if value not in self.choices:
+                raise CrftkError(f"{self.option} must be one of {', '.join(map(str, self.choices))} "
+                                 f"(got {_got(value)})")
+            return value
+        if isinstance(self.type, _Bounded):
+            return self.type.check(value, self.option, warn)
+        return value
+
+
+def column_index():
+    """A column number, negative counting from the end."""
+    return Integer(-MAX_COLUMNS, MAX_COLUMNS - 1)
+
+
+#: The options of a training run (``crftk train``, ``train.fit``, ``crftk.CRF``), in --help order.
+TRAIN = (
+    Param("algorithm", "lbfgs", str,
+          "Training method. lbfgs: L-BFGS (OWL-QN when --c1 > 0); cg: nonlinear conjugate "
+          "gradient; pcg: CG preconditioned by Sha & Pereira's diagonal Hessian approximation "
+          "(see --precondition); mixed-cg: pcg for --mixed-after iterations, then cg; "
+          "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
+          "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
+          "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs); "
+          "quickprop: Fahlman's QuickProp, fixed-rule steps without a line search (for "
+          "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
+          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
+    Param("mixed_after", 20, Integer(0, MAX_ITER),
+          "mixed-cg: iterations with the preconditioner before plain CG."),
+    Param("precondition", "variance", str,
+          "pcg, mixed-cg: the diagonal Hessian approximation (Sha & Pereira: features and tokens "
+          "taken as independent). variance: sum over tokens of p(1-p) for state features, expected "
+          "counts for transitions; counts: expected feature counts (the sum of squares of local "
+          "features alone). Both get + 2*c2 and are checked to be finite and positive.",
+          ("variance", "counts")),
+    Param("first_step", 0.1, Real(0, 1000, min_open=True),
+          "quickprop: the largest change of any weight in the first step "
+          "(this fixes the learning rate of the gradient terms)."),
+    Param("gpd_iter", 0, Integer(0, MAX_ITER),
+          "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
+    Param("c1", 0.0, Real(0, MAX_COEFFICIENT), "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
+    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
+          "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "
+          "of variance 1/(2*c2)). 0 disables L2."),
+    Param("max_iter", 1000, Integer(1, MAX_ITER), "Stop after this many iterations."),
+    Param("epsilon", 1e-5, Real(0, 1), "Stop when the objective improved by less than this fraction over "
+                                       "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
+    Param("period", 10, Integer(1, MAX_ITER), "Iterations over which --epsilon measures the improvement."),
+    Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
+    Param("min_freq", 1, Integer(1, MAX_COUNT),
+          "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
+    Param("feature_set", "supported", str,
+          "supported: only (attribute, label) pairs seen in training; complete: every attribute "
+          "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),
+    Param("label_col", -1, column_index(),
+          "Column of the gold label (0-based; negative counts from the end)."),
+    Param("objective", "map", str,
+          "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
+          "the smoothed sentence error count, psi = infinity; lbfgs or quickprop; the paper's "
+          "C=1000 is --c2 0.0005); mce-f: the smoothed segmentation F-score loss (Suzuki et al. "
+          "eq. 16; --algorithm quickprop; the paper's C=1e5 (chunking) / 1e4 (NER) is --c2 "
+          "5e-6 / 5e-5). Both train a first-order CRF; start them from a MAP model with --init.",
+          ("map", "mce", "mce-f")),
+    Param("mce_alpha", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "mce: slope alpha of the smoothing function."),
+    Param("mce_beta", 0.0, Real(-MAX_COEFFICIENT, MAX_COEFFICIENT),
+          "mce: offset beta of the smoothing function."),
+    Param("mce_smoothing", "sigmoid", str, "mce: sigmoid or logistic smoothing (mce-f: sigmoid).",
+          ("sigmoid", "logistic")),
+    Param("mce_gamma", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "mce-f: gamma of the F-score F_gamma (1: F1)."),
+    Param("model_type", "crf", str,
+          "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
+          "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1).",
+          ("crf", "memm")),
+    Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
+                           "features on the current tag, as Sha & Pereira; lbfgs or quickprop; the pair "
+                           "label set grows as tags squared, so keep the tag set small).", (1, 2)),
+    Param("constraints", "none", str,
+          "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
+          "another type), iob1 (B-X only between chunks of type X), bioes; none.",
+          ("none", "iob2", "iob1", "bioes")),
+    Param("keep", "best", str,
+          "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
+          "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
+          "on the dev set are not chosen on it.", ("best", "last")),
+    Param("threads", 0, Threads(), "Worker threads for the lattice kernels; 0 uses all cores."),
+)
+
+#: Options of ``crftk train`` about its files rather than the model (``train.train`` takes them).
+CHECKPOINT_EVERY = Param("checkpoint_every", 0, Integer(0, MAX_ITER),
+                         "Every N iterations save the current weights to MODEL.checkpoint (removed when "
+                         "the model is saved). To resume after a crash: train --init MODEL.checkpoint with "
+                         "the same data; the optimizer's memory (L-BFGS pairs, CG direction) starts "
+                         "afresh. 0: never.")
+MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
+                            "Longest sentence accepted: a longer one is an error (a file whose blank "
+                            "lines between sentences are missing would need gigabytes).")
+
+#: Folds of --gain-folds: each trains its own model every round; 10 is the usual choice.
+MAX_GAIN_FOLDS = 100
+#: Newton iterations for one candidate's weight: it converges in a handful.
+MAX_NEWTON = 1000
+
+INDUCE = (
+    Param("start", "empty", str, "empty: the model starts with no state features (McCallum & Li); "
+                                 "atomic: it starts with every atomic test, with each label the test "
+                                 "occurs with, trained to convergence, and rounds add conjunctions.",
+          ("empty", "atomic")),
+    Param("rounds", 20, Integer(1, MAX_ITER),
+          "Most rounds of induction (it also stops when no candidate passes "
+          "--gain-threshold)."),
+    Param("per_round", 1000, Integer(1, MAX_COUNT), "Most features added per round (McCallum & Li: 1000)."),
+    Param("gain_threshold", 5.0, Real(), "Smallest gain (in log-likelihood) of a feature to add "
+                                         "(McCallum & Li: 5)."),
+    Param("gain_tokens", "errors", str,
+          "errors: a candidate's gain is summed over the error tokens only (McCallum & Li); all: "
+          "the best --rescore candidates by that gain are scored again over every training token "
+          "where they fire, so the tokens a candidate would hurt count too.", ("errors", "all")),
+    Param("rescore", 20000, Integer(1, MAX_COUNT),
+          "With --gain-tokens all: how many conjunctions (besides every "
+          "atomic test and model feature) are scored again over all tokens."),
+    Param("error_below", 0.0, Real(0, 1), "Tokens whose gold label has a marginal below this also count "
+                                          "as error tokens (0: only the tokens Viterbi mislabels, as the "
+                                          "paper)."),
+    Param("gain_folds", 0, Integer(2, MAX_GAIN_FOLDS, also=(0,)),
+          "0: gains and error tokens come from the model's own posteriors on its training data "
+          "(McCallum & Li); K >= 2: the sentences are dealt into K folds and each token's posteriors "
+          "and Viterbi labels come from a model of the same features trained, round by round, on "
+          "the other folds, so gains measure what a candidate would fix on unseen text."),
+    Param("conjoin_top", 1000, Integer(1, MAX_COUNT),
+          "Conjunction candidates are formed from this many atomic tests "
+          "and model features of highest gain (McCallum & Li: 1000)."),
+    Param("round_iter", 10, Integer(0, MAX_ITER), "L-BFGS iterations after each round (McCallum & Li: 10)."),
+    Param("final_iter", 0, Integer(0, MAX_ITER), "Most L-BFGS iterations after the last round, stopping at "
+                                                 "convergence as train does (0: none, as the paper)."),
+    Param("newton_iter", 20, Integer(1, MAX_NEWTON), "Most Newton iterations for a candidate's weight."),
+    Param("expand", "labels", str, "labels: a selected predicate gets a weight for every label it "
+                                   "occurs with in training (the aggregate feature expanded, as the "
+                                   "paper); none: only the label it was selected with.",
+          ("labels", "none")),
+    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
+          "L2 coefficient c2 of training and of the gain's prior on the new "
+          "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
+    Param("min_freq", 1, Integer(1, MAX_COUNT),
+          "Drop atomic tests seen fewer than this many times in training."),
+    Param("label_col", -1, column_index(),
+          "Column of the gold label (0-based; negative counts from the end)."),
+    Param("threads", 0, Threads(), "Worker threads; 0 uses all cores."),
+)
+
+
+def defaults(params=TRAIN):
+    """{name: default} of the declarations."""
+    return {p.name: p.default for p in params}
+
+
+def find(name, params=TRAIN):
+    """The declaration called ``name``; KeyError if there is none."""
+    for p in params:
+        if p.name == name:
+            return p
+    raise KeyError(name)
+
+
+def check(name, value, params=TRAIN, warn=None):
+    """One option's value checked against its declaration (thread counts capped, with ``warn``)."""
+    return find(name, params).check(value, warn)
+
+
+def check_params(params, options, what, warn=None):
+    """Options of ``params`` with defaults filled in and every value checked; TypeError on an
+    unknown name (a programming error), CrftkError on a bad value."""
+    names = {p.name for p in params}
+    unknown = set(options) - names
+    if unknown:
+        raise TypeError(f"unknown {what} options: {sorted(unknown)}")
+    return {p.name: p.check(options.get(p.name, p.default), warn) for p in params}
