@@ -76,12 +76,11 @@ import hashlib
 import io
 import json
 import os
-import secrets
 import struct
 
 import numpy as np
 
-from crftk.conll import fsync_directory
+from crftk.conll import fsync_directory, open_temp_beside
 from crftk.errors import CrftkError
 
 __all__ = [
@@ -307,7 +306,7 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME, version=FORM
 
     tmp = None
     try:
-        tmp, fd = _open_temp(path)
+        tmp, fd = open_temp_beside(path)
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
@@ -325,18 +324,6 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME, version=FORM
             except OSError:
                 pass
     fsync_directory(os.path.dirname(path))
-
-
-def _open_temp(path):
-    directory, base = os.path.split(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
-        try:
-            return tmp, os.open(tmp, flags, 0o666)  # umask applies, like open()
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"cannot create a temporary file next to {path}")
 
 
 # ---------------------------------------------------------------------------

@@ -4,13 +4,18 @@ import hashlib
 import json
 import os
 import pickle
+import signal
 import struct
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from crftk import container
+from crftk import conll, container
+from crftk.conll import AtomicWriter
 from crftk.container import _meta_digest  # noqa: E402  (crafted version-1 headers need it)
 from crftk.container import (
     FORMAT_VERSION,
@@ -26,6 +31,7 @@ from crftk.container import (
 from crftk.errors import CrftkError
 
 VERSIONS = [1, 2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------------------
@@ -455,6 +461,117 @@ def test_written_file_gets_normal_permissions(tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+# ---------------------------------------------------------------------------
+# temp files left by killed writers
+# ---------------------------------------------------------------------------
+
+
+def dead_pid():
+    """The pid of a process that has exited (and been reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def temp_name(base, pid, host=None):
+    host = conll._host_tag() if host is None else host
+    return f".{base}.{pid}-{host}-0123abcd.tmp"
+
+
+def write_with(writer, path):
+    if writer == "container":
+        write_container(path, {}, {"x": np.zeros(2)})
+    else:
+        with AtomicWriter(path) as f:
+            f.write("text\n")
+
+
+@pytest.mark.skipif(os.name != "posix", reason="pids are checked with os.kill(pid, 0)")
+@pytest.mark.parametrize("writer", ["container", "atomic-writer"])
+def test_a_write_removes_the_temp_files_of_dead_writers_of_the_same_target(tmp_path, writer):
+    path = tmp_path / "out"
+    gone = dead_pid()
+    stale = [temp_name("out", gone), temp_name("out", dead_pid()).replace("0123abcd.tmp", "4567cdef.tmp")]
+    other_host = "00000000" if conll._host_tag() != "00000000" else "11111111"
+    kept = [
+        temp_name("out", os.getpid()),          # this process: alive
+        temp_name("out", os.getppid()),         # alive
+        temp_name("out", gone, host=other_host),  # a pid of another machine
+        temp_name("other", gone),               # another target
+        temp_name("out.old", gone),
+        ".out.0123456789ab.tmp",                # older crftk's names carry no pid
+        "out.123-0123abcd-0123abcd.tmp",
+    ]
+    for name in stale + kept:
+        (tmp_path / name).write_bytes(b"partial")
+    not_a_file = temp_name("out", gone).replace("0123abcd.tmp", "99999999.tmp")
+    (tmp_path / not_a_file).mkdir()
+    kept.append(not_a_file)
+    write_with(writer, path)
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + ["out"])
+
+
+@pytest.mark.parametrize("writer", ["container", "atomic-writer"])
+def test_temp_file_names_carry_the_writers_pid(tmp_path, monkeypatch, writer):
+    seen = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        seen.append(os.path.basename(src))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    write_with(writer, tmp_path / "out")
+    assert len(seen) == 1
+    assert conll._temp_name_pattern("out").fullmatch(seen[0]).group(1) == str(os.getpid())
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals")
+def test_kill_9_of_tag_leaves_a_temp_that_the_next_run_removes(tmp_path):
+    """tag -o reads stdin after it opened its temp file: kill -9 then leaves the temp; SIGTERM
+    removes it itself; the next run of any writer of that output removes a killed one's."""
+    from corpora import random_corpus
+    from crftk.features import FeatureSpace
+    from crftk.model import Model
+    from crftk.templates import parse_template
+
+    space, _ = FeatureSpace.fit(random_corpus(20), parse_template("U00:%x[0,0]\nB\n"))
+    Model(space, np.zeros(space.n_params)).save(tmp_path / "m.model")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = tmp_path / "out.tagged"
+
+    def temps():
+        return [n for n in os.listdir(tmp_path) if n.startswith(".out.tagged.")]
+
+    def start():
+        proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", "tag", "-m", "m.model", "-o",
+                                 "out.tagged", "-"], cwd=tmp_path, env=env, stdin=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        proc.stdin.write(b"w1 A\nw2 B\n\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not temps():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.02)
+        return proc
+
+    proc = start()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 130
+    assert temps() == [] and not out.exists()
+
+    proc = start()
+    proc.kill()
+    proc.wait(60)
+    assert len(temps()) == 1 and not out.exists()
+    left = temps()[0]
+    p = subprocess.run([sys.executable, "-m", "crftk.cli", "tag", "-m", "m.model", "-o", "out.tagged",
+                        "-"], cwd=tmp_path, env=env, input=b"w1 A\n\n", capture_output=True)
+    assert p.returncode == 0, p.stderr
+    assert temps() == [] and out.read_text().split() == ["w1", "A", out.read_text().split()[2]]
+    assert not (tmp_path / left).exists()
 
 
 # ---------------------------------------------------------------------------
