@@ -11,7 +11,7 @@ Every version starts with the same 12 bytes (integers are little-endian)::
     0       8     signature  b"CRFTK\\x00M\\x01"  (fixed; it is not the version)
     8       4     format version, uint32
 
-Version 2 (written since crftk 0.2) protects every byte of the file::
+Version 2 (what crftk writes) protects every byte of the file::
 
     offset  size  field
     0       8     signature
@@ -36,7 +36,7 @@ The JSON header has exactly these keys::
     "meta"      the caller's dict, stored as given
     "arrays"    list of {"name", "dtype", "shape", "offset", "nbytes"}
 
-Version 1 (crftk 0.1) has no digest of the whole file::
+Version 1 (what crftk wrote before format 2; still read) has no digest of the whole file::
 
     0       8     signature
     8       4     format version, uint32 = 1

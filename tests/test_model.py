@@ -268,3 +268,26 @@ def test_a_stored_template_with_a_huge_row_offset_is_one_line(tmp_path):
     p = run_cli(["tag", "-m", "m.model", "in.txt"], tmp_path, limit_memory=True)
     assert p.returncode == 1, p.stderr[-300:]
     assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("crftk: error: m.model")
+
+
+def test_a_version_1_model_still_loads_and_is_saved_as_version_2(tmp_path):
+    """tests/data/model-v1.crftk was written by crftk 0.1.0 (commit 54ca70d), before format 2."""
+    old_path = REPO / "tests" / "data" / "model-v1.crftk"
+    assert model_header(old_path)["version"] == 1
+    old = Model.load(old_path)
+    assert old.labels == ["B-NP", "B-PP", "B-SBAR", "B-VP", "I-NP", "I-VP", "O"]
+    assert old.weights.size == 1197 and np.isfinite(old.weights).all()
+    old.save(tmp_path / "m.crftk")
+    assert model_header(tmp_path / "m.crftk")["version"] == 2
+    new = Model.load(tmp_path / "m.crftk")
+    assert np.array_equal(new.weights, old.weights) and new.info == old.info
+    assert new.space.template.text == old.space.template.text
+    from crftk.conll import read_corpus
+    from crftk.decode import Tagger
+    test = read_corpus(REPO / "data" / "demo.test")[:50]
+    outputs = []
+    for m in (old, new):
+        out = io.StringIO()
+        Tagger(m, threads=1).write_batch(test, out, marginals=2)
+        outputs.append(out.getvalue())
+    assert outputs[0] == outputs[1] and outputs[0].count("\n") > 500
