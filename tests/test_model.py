@@ -255,8 +255,6 @@ def test_inconsistent_models_are_rejected_at_load(edit, fragment):
     assert fragment in load_error(crafted(edit))
 
 
-@pytest.mark.xfail(strict=True, reason="needs the template bounds of the validation branch "
-                                        "(crftk/templates.py: rows within +-100); remove this mark after it merges")
 def test_a_stored_template_with_a_huge_row_offset_is_one_line(tmp_path):
     """A model's template is parsed again at load: %x[-300000000,0] ran out of memory there."""
     def edit(meta, arrays):
