@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction clean help
+	convergence-figures mcef induction fuzz-model clean help
 
 all: test
 
@@ -27,6 +27,7 @@ help:
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
 	@echo "make mcef        MCE-F from MAP against MAP on dev.txt and eng.testa"
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
+	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 
 # Rebuilt only when the build inputs change.
 $(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx csrc/vector.pyx csrc/induce.pyx
@@ -111,6 +112,13 @@ mcef: install
 induction: install
 	$(PYTHON) benchmarks/induce.py --task ner --data $(CONLL2003) --out $(OUT)/induce --variants paper,atomic,heldout,l1
 	$(PYTHON) benchmarks/induce.py --task chunk --data $(CONLL2000) --out $(OUT)/induce --variants paper,atomic,heldout
+
+# Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
+# through the CLI; runs this checkout's code in place (the Cython kernels built in place).
+FUZZ_CASES ?= 10000
+fuzz-model:
+	$(PYTHON) setup.py build_ext --inplace -q
+	$(PYTHON) fuzz/model_bitflips.py --cases $(FUZZ_CASES) --seed 1 --cli 50
 
 clean:
 	rm -rf build $(OUT) crftk/*.so csrc/*.c

@@ -33,11 +33,15 @@ sentence by sentence (see :func:`chunked` for batching).
 """
 
 import bisect
+import errno
 import gc
+import hashlib
 import io
 import itertools
 import os
+import re
 import secrets
+import socket
 import stat
 import sys
 from array import array
@@ -523,26 +527,16 @@ class AtomicWriter:
         target = os.path.realpath(self.path) if os.path.islink(self.path) else self.path
         if os.path.isdir(target):
             raise CrftkError("cannot open for writing (is a directory)", self.path)
-        directory, base = os.path.split(target)
         old_mode = None
         try:
             old_mode = stat.S_IMODE(os.stat(target).st_mode)
         except OSError:
             pass
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-        flags |= getattr(os, "O_BINARY", 0)
-        for _ in range(100):
-            tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
-            try:
-                fd = os.open(tmp, flags, 0o666)
-                break
-            except FileExistsError:
-                continue
-            except OSError as e:
-                reason = e.strerror or str(e)
-                raise CrftkError(f"cannot open for writing ({reason})", self.path) from None
-        else:  # pragma: no cover - 100 random collisions
-            raise CrftkError("cannot open for writing (no free temporary name)", self.path)
+        try:
+            tmp, fd = open_temp_beside(target)
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise CrftkError(f"cannot open for writing ({reason})", self.path) from None
         try:
             if old_mode is not None and hasattr(os, "fchmod"):
                 os.fchmod(fd, old_mode)
@@ -588,6 +582,82 @@ class AtomicWriter:
             raise CrftkError(f"cannot write ({reason})", self.path) from None
         fsync_directory(os.path.dirname(target))
         return False
+
+
+def _host_tag():
+    """8 hex digits naming this machine, so that a pid in a temp name is only ever
+    checked on the host that wrote it (directories can be shared over a network)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def _temp_name_pattern(base):
+    """Matches the temp names :func:`open_temp_beside` gives for ``base``: (pid, host tag)."""
+    return re.compile(re.escape(f".{base}.") + r"([1-9][0-9]{0,9})-([0-9a-f]{8})-[0-9a-f]{8}\.tmp")
+
+
+def _process_is_gone(pid):
+    """True only when no process ``pid`` exists; any doubt counts as alive."""
+    if os.name != "posix":      # os.kill(pid, 0) would terminate the process on Windows
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):   # PermissionError: alive, another user's
+        return False
+    return False
+
+
+def remove_stale_temps(target):
+    """Remove the temp files that killed writers (``kill -9``, a crash) left for ``target``.
+
+    Only files named as :func:`open_temp_beside` names them for this target, written
+    on this host by a process that no longer exists, are removed; a running writer's
+    file, another program's files and anything that is not a regular file stay.
+    """
+    if os.name != "posix":
+        return
+    directory, base = os.path.split(target)
+    pattern = _temp_name_pattern(base)
+    host = _host_tag()
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or m.group(2) != host:
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid() or not _process_is_gone(pid):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def open_temp_beside(target):
+    """Create a new temporary file next to ``target``: returns (path, fd open for writing).
+
+    Its name is ``.{base}.{pid}-{host}-{random}.tmp``, so that a later writer can
+    tell whether the process that made it is still alive; stale ones for the same
+    target are removed first (:func:`remove_stale_temps`). Raises OSError.
+    """
+    remove_stale_temps(target)
+    directory, base = os.path.split(target)
+    prefix = f".{base}.{os.getpid()}-{_host_tag()}-"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{prefix}{secrets.token_hex(4)}.tmp")
+        try:
+            return tmp, os.open(tmp, flags, 0o666)  # umask applies, like open()
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", target)
 
 
 def _unlink_quietly(path):

@@ -5,37 +5,65 @@ label names, ...) and a set of named numpy arrays (weights, vocabularies).
 It is never a pickle: loading parses a JSON header and copies raw bytes into
 numpy arrays of whitelisted plain dtypes, so a file cannot run code.
 
-File layout (all integers little-endian)::
+Every version starts with the same 12 bytes (integers are little-endian)::
 
     offset  size  field
     0       8     signature  b"CRFTK\\x00M\\x01"  (fixed; it is not the version)
-    8       4     format version, uint32 (currently 1)
+    8       4     format version, uint32
+
+Version 2 (what crftk writes) protects every byte of the file::
+
+    offset  size  field
+    0       8     signature
+    8       4     format version, uint32 = 2
+    12      4     reserved, uint32 = 0
+    16      8     header length H in bytes, uint64, a multiple of 8
+    24      8     payload length P in bytes, uint64
+    32      32    header digest: SHA-256 of bytes 0..31 followed by the H header bytes
+    64      32    file digest: SHA-256 of every byte of the file except these 32,
+                  that is bytes 0..63, then the header, then the payload
+    96      H     header: UTF-8 JSON object followed by 0 to 7 spaces
+    96+H    P     payload: the raw array bytes
+
+The file is exactly 96+H+P bytes. A reader checks the header digest before it
+parses the header, and the file digest before it uses the payload, so a damaged
+file is rejected whatever byte is damaged; ``crftk info``'s header-only reading
+(:func:`read_header`) checks the header digest without reading the payload.
+The JSON header has exactly these keys::
+
+    "format"    format name, "crftk-model" for model files
+    "version"   2 (the binary field again)
+    "meta"      the caller's dict, stored as given
+    "arrays"    list of {"name", "dtype", "shape", "offset", "nbytes"}
+
+Version 1 (what crftk wrote before format 2; still read) has no digest of the whole file::
+
+    0       8     signature
+    8       4     format version, uint32 = 1
     12      8     header length H in bytes, uint64
-    20      H     header: UTF-8 JSON object, padded with trailing spaces so
-                  that the payload starts at a multiple of 8 in the file
-    20+H    P     payload: the raw array bytes
+    20      H     header: UTF-8 JSON object padded with trailing spaces so that
+                  the payload starts at a multiple of 8
+    20+H    P     payload
 
-The JSON header is an object with these keys::
+and its JSON header has, besides the four keys above, ``"payload_bytes"`` (P),
+``"payload_sha256"`` (hex SHA-256 of the payload) and ``"meta_sha256"`` (hex
+SHA-256 of the canonical JSON of "meta": sorted keys, no spaces). Version-1
+files are still read; :func:`dumps` and :func:`write_container` write one with
+``version=1`` (for tests and for older crftk releases).
 
-    "format"          format name, "crftk-model" for model files
-    "version"         the format version again (must match the binary field)
-    "meta"            the caller's dict, stored as given
-    "arrays"          list of {"name", "dtype", "shape", "offset", "nbytes"}
-    "payload_bytes"   P
-    "payload_sha256"  hex SHA-256 digest of the P payload bytes
-    "meta_sha256"     hex SHA-256 of the canonical JSON of "meta" (sorted keys,
-                      no spaces), so a damaged header is caught as well
+In both versions each array is stored C-contiguous and little-endian, in the
+order of the "arrays" list: ``offset`` (relative to the start of the payload)
+is the first multiple of 8 at or after the end of the previous array (0 for
+the first), the bytes in between are zero, and the payload ends with the last
+array.  ``nbytes`` equals ``prod(shape) * itemsize``.  ``dtype`` is the numpy
+dtype string with an explicit byte order, one of ``|b1`` (bool), ``|i1``,
+``<i2``, ``<i4``, ``<i8``, ``|u1``, ``<u2``, ``<u4``, ``<u8``, ``<f4``,
+``<f8`` (numpy spells one-byte types with ``|``, "byte order not applicable";
+version 1 also accepts ``<b1``, ``<i1`` and ``<u1`` on reading).  A bool array
+holds only the bytes 0 and 1.  0-d arrays (shape ``[]``) and empty arrays are
+supported.  Anything else (a misplaced array, a length that disagrees with the
+file size) is rejected on reading.
 
-Each array is stored C-contiguous and little-endian.  ``offset`` is relative
-to the start of the payload and a multiple of 8; ``nbytes`` equals
-``prod(shape) * itemsize``; gaps between arrays are zero bytes.  ``dtype`` is
-the numpy dtype string with an explicit byte order, one of ``|b1`` (bool),
-``|i1``, ``<i2``, ``<i4``, ``<i8``, ``|u1``, ``<u2``, ``<u4``, ``<u8``,
-``<f4``, ``<f8`` (numpy spells one-byte types with ``|``, "byte order not
-applicable"; ``<b1``, ``<i1`` and ``<u1`` are accepted on reading as well).
-0-d arrays (shape ``[]``) and empty arrays are supported.
-
-The checksum covers the payload only; the header is checked structurally.
 Files are written atomically (temp file in the same directory, fsync,
 ``os.replace``), so a crash or error never leaves a half-written model under
 the target name.
@@ -48,12 +76,11 @@ import hashlib
 import io
 import json
 import os
-import secrets
 import struct
 
 import numpy as np
 
-from crftk.conll import fsync_directory
+from crftk.conll import fsync_directory, open_temp_beside
 from crftk.errors import CrftkError
 
 __all__ = [
@@ -70,12 +97,15 @@ __all__ = [
 ]
 
 MAGIC = b"CRFTK\x00M\x01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FORMAT_NAME = "crftk-model"
+_VERSIONS = (1, 2)
 
-_PREAMBLE = struct.Struct("<8sIQ")  # signature, version, header length
-_PREAMBLE_SIZE = _PREAMBLE.size  # 20
+_V1_PREAMBLE = struct.Struct("<8sIQ")  # signature, version, header length: 20 bytes
+_V2_FIXED = struct.Struct("<8sIIQQ")  # signature, version, reserved, H, P: 32 bytes
+_V2_PREAMBLE_SIZE = _V2_FIXED.size + 64  # + header digest + file digest = 96
 _ALIGN = 8
+_MAX_DIMS = 32
 
 # Stored dtype string -> dtype.  The first spelling of each type is the one
 # that is written.
@@ -92,9 +122,10 @@ _DTYPES = {
     "<f4": np.dtype("<f4"),
     "<f8": np.dtype("<f8"),
 }
-_DTYPE_ALIASES = {"<b1": "|b1", "<i1": "|i1", "<u1": "|u1"}
+_V1_DTYPE_ALIASES = {"<b1": "|b1", "<i1": "|i1", "<u1": "|u1"}
 
-_HEADER_KEYS = ("format", "version", "meta", "arrays", "payload_bytes", "payload_sha256", "meta_sha256")
+_V1_HEADER_KEYS = ("format", "version", "meta", "arrays", "payload_bytes", "payload_sha256", "meta_sha256")
+_V2_HEADER_KEYS = ("format", "version", "meta", "arrays")
 _ENTRY_KEYS = ("name", "dtype", "shape", "offset", "nbytes")
 
 
@@ -140,11 +171,10 @@ def _check_json_value(value, where):
 
 
 def _prepare_arrays(arrays):
-    """Validate and convert arrays; return (entries, payload_bytes, sha256 hex)."""
+    """Validate and convert arrays; return (entries, payload length)."""
     if not isinstance(arrays, dict):
         raise TypeError(f"arrays must be a dict, not {type(arrays).__name__}")
     entries = []
-    digest = hashlib.sha256()
     pos = 0
     for name, value in arrays.items():
         if not isinstance(name, str) or not name:
@@ -160,9 +190,6 @@ def _prepare_arrays(arrays):
         arr = np.asarray(arr, dtype=_DTYPES[code], order="C")  # keeps 0-d arrays 0-d
         raw = arr.reshape(-1).view(np.uint8)
         start = _align(pos)
-        if start > pos:
-            digest.update(bytes(start - pos))
-        digest.update(raw)
         entries.append(
             {
                 "name": name,
@@ -174,53 +201,12 @@ def _prepare_arrays(arrays):
             }
         )
         pos = start + raw.size
-    return entries, pos, digest.hexdigest()
+    return entries, pos
 
 
-def _meta_digest(meta):
-    """SHA-256 of the canonical JSON of meta, so the header text is checked too."""
-    text = json.dumps(meta, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _encode_header(fmt, meta, entries, payload_bytes, sha):
-    header = {
-        "format": fmt,
-        "version": FORMAT_VERSION,
-        "meta": meta,
-        "arrays": [{k: e[k] for k in _ENTRY_KEYS} for e in entries],
-        "payload_bytes": payload_bytes,
-        "payload_sha256": sha,
-        "meta_sha256": _meta_digest(meta),
-    }
-    text = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    data = text.encode("utf-8")
-    pad = _align(_PREAMBLE_SIZE + len(data)) - _PREAMBLE_SIZE - len(data)
-    return data + b" " * pad
-
-
-def _open_temp(path):
-    directory, base = os.path.split(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    for _ in range(100):
-        tmp = os.path.join(directory, f".{base}.{secrets.token_hex(6)}.tmp")
-        try:
-            return tmp, os.open(tmp, flags, 0o666)  # umask applies, like open()
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"cannot create a temporary file next to {path}")
-
-
-def _chunks(meta, arrays, format_name):
-    """The bytes of a container, in file order (validated before the first chunk)."""
-    if not isinstance(meta, dict):
-        raise TypeError(f"meta must be a dict, not {type(meta).__name__}")
-    if not isinstance(format_name, str) or not format_name:
-        raise TypeError("format_name must be a non-empty str")
-    _check_json_value(meta, "meta")
-    entries, payload_bytes, sha = _prepare_arrays(arrays)
-    header = _encode_header(format_name, meta, entries, payload_bytes, sha)
-    chunks = [_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header)), header]
+def _payload_chunks(entries):
+    """The payload's bytes in file order: each array after its zero padding."""
+    chunks = []
     pos = 0
     for e in entries:
         if e["offset"] > pos:
@@ -230,18 +216,81 @@ def _chunks(meta, arrays, format_name):
     return chunks
 
 
-def dumps(meta, arrays, *, format_name=FORMAT_NAME):
+def _meta_digest(meta):
+    """SHA-256 of the canonical JSON of meta (version 1's check of the header text)."""
+    text = json.dumps(meta, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _json_bytes(header, start):
+    """The header as UTF-8 JSON, padded with spaces so that ``start + len`` is a multiple of 8."""
+    text = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    data = text.encode("utf-8")
+    return data + b" " * (_align(start + len(data)) - start - len(data))
+
+
+def _entries_json(entries):
+    return [{k: e[k] for k in _ENTRY_KEYS} for e in entries]
+
+
+def _v1_chunks(fmt, meta, entries, payload_bytes):
+    payload = _payload_chunks(entries)
+    digest = hashlib.sha256()
+    for c in payload:
+        digest.update(c)
+    header = {
+        "format": fmt,
+        "version": 1,
+        "meta": meta,
+        "arrays": _entries_json(entries),
+        "payload_bytes": payload_bytes,
+        "payload_sha256": digest.hexdigest(),
+        "meta_sha256": _meta_digest(meta),
+    }
+    header = _json_bytes(header, _V1_PREAMBLE.size)
+    return [_V1_PREAMBLE.pack(MAGIC, 1, len(header)), header] + payload
+
+
+def _v2_chunks(fmt, meta, entries, payload_bytes):
+    payload = _payload_chunks(entries)
+    header = _json_bytes({"format": fmt, "version": 2, "meta": meta, "arrays": _entries_json(entries)},
+                         _V2_PREAMBLE_SIZE)
+    fixed = _V2_FIXED.pack(MAGIC, 2, 0, len(header), payload_bytes)
+    header_digest = hashlib.sha256(fixed + header).digest()
+    file_digest = hashlib.sha256(fixed + header_digest)
+    file_digest.update(header)
+    for c in payload:
+        file_digest.update(c)
+    return [fixed, header_digest, file_digest.digest(), header] + payload
+
+
+def _chunks(meta, arrays, format_name, version):
+    """The bytes of a container, in file order (validated before the first chunk)."""
+    if not isinstance(meta, dict):
+        raise TypeError(f"meta must be a dict, not {type(meta).__name__}")
+    if not isinstance(format_name, str) or not format_name:
+        raise TypeError("format_name must be a non-empty str")
+    if version not in _VERSIONS:
+        raise ValueError(f"container version {version!r} cannot be written; choose one of {_VERSIONS}")
+    _check_json_value(meta, "meta")
+    entries, payload_bytes = _prepare_arrays(arrays)
+    build = _v1_chunks if version == 1 else _v2_chunks
+    return build(format_name, meta, entries, payload_bytes)
+
+
+def dumps(meta, arrays, *, format_name=FORMAT_NAME, version=FORMAT_VERSION):
     """The container of ``meta`` and ``arrays`` as bytes (what write_container writes)."""
-    return b"".join(bytes(c) for c in _chunks(meta, arrays, format_name))
+    return b"".join(bytes(c) for c in _chunks(meta, arrays, format_name, version))
 
 
-def write_container(path, meta, arrays, *, format_name=FORMAT_NAME):
+def write_container(path, meta, arrays, *, format_name=FORMAT_NAME, version=FORMAT_VERSION):
     """Write ``meta`` and ``arrays`` to ``path`` atomically.
 
     ``meta`` must be a dict of JSON values (str keys; tuples come back as
     lists; NaN/inf are refused).  ``arrays`` maps non-empty str names to
     numpy arrays (or array-likes) of a whitelisted dtype; they are stored
     C-contiguous little-endian, whatever their layout in memory.
+    ``version`` is the container format version (1 only for older readers).
 
     The data go to a temporary file in the same directory, which is flushed,
     fsynced and then renamed over ``path`` with ``os.replace``.  On any error
@@ -253,11 +302,11 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME):
     path) when the file system refuses the write.
     """
     path = os.fspath(path)
-    chunks = _chunks(meta, arrays, format_name)
+    chunks = _chunks(meta, arrays, format_name, version)
 
     tmp = None
     try:
-        tmp, fd = _open_temp(path)
+        tmp, fd = open_temp_beside(path)
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
@@ -298,12 +347,21 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _read_preamble_and_header(f, size, path, expected_format):
-    """Read and validate everything before the payload (``size``: bytes in the file).
+class _Parsed:
+    """What was read before the payload: the header and where everything lies."""
 
-    Returns (header dict, payload start offset, list of array entries).
-    """
-    pre = f.read(_PREAMBLE_SIZE)
+    def __init__(self, version, header, entries, start, payload_bytes, check_payload):
+        self.version = version
+        self.header = header              # the JSON header (dict)
+        self.entries = entries            # (name, dtype, shape, count, offset) in file order
+        self.start = start                # payload offset in the file
+        self.payload_bytes = payload_bytes
+        self.check_payload = check_payload  # payload bytes -> None, raises on a mismatch
+
+
+def _read_version(f, path):
+    """The first 12 bytes: signature and a supported format version."""
+    pre = f.read(12)
     sig = pre[: len(MAGIC)]
     if not pre:
         raise CrftkError("not a crftk model file (the file is empty)", path=path)
@@ -324,15 +382,13 @@ def _read_preamble_and_header(f, size, path, expected_format):
             f"({FORMAT_VERSION}); upgrade crftk",
             path=path,
         )
-    if version < 1:
+    if version not in _VERSIONS:
         raise CrftkError(f"unsupported model format version {version}", path=path)
-    if len(pre) < _PREAMBLE_SIZE:
-        raise CrftkError(
-            f"truncated: expected 8 bytes of header length, found {len(pre) - 12}", path=path
-        )
-    _, _, header_len = _PREAMBLE.unpack(pre)
+    return version, pre
 
-    available = max(size - _PREAMBLE_SIZE, 0)
+
+def _read_header_bytes(f, size, start, header_len, path):
+    available = max(size - start, 0)
     if header_len > available:
         raise CrftkError(
             f"truncated: expected {header_len} bytes of header, found {available}", path=path
@@ -342,33 +398,43 @@ def _read_preamble_and_header(f, size, path, expected_format):
         raise CrftkError(
             f"truncated: expected {header_len} bytes of header, found {len(raw)}", path=path
         )
-    try:
-        header = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CrftkError(f"malformed header: {msg}", path=path) from None
-    entries = _validate_header(header, version, path, expected_format)
-    return header, _PREAMBLE_SIZE + header_len, entries
+    return raw
 
 
-def _validate_header(header, version, path, expected_format):
+def _parse_json(raw, path):
+    """The JSON object at the start of ``raw``; only spaces may follow it (the padding)."""
     def bad(msg):
         return CrftkError(f"malformed header: {msg}", path=path)
 
+    try:
+        text = raw.decode("utf-8")
+        header, end = json.JSONDecoder(parse_constant=_reject_constant).raw_decode(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise bad(msg) from None
+    if text[end:].strip(" "):
+        raise bad(f"unexpected text after the JSON object at character {end}")
     if not isinstance(header, dict):
         raise bad("not a JSON object")
-    missing = [k for k in _HEADER_KEYS if k not in header]
-    if missing:
-        raise bad("missing " + ", ".join(repr(k) for k in missing))
-    fmt = header["format"]
-    if not isinstance(fmt, str):
-        raise bad("'format' is not a string")
-    if expected_format is not None and fmt != expected_format:
-        raise CrftkError(f"wrong file format {fmt!r}, expected {expected_format!r}", path=path)
-    if header["version"] != version or not _is_int(header["version"]):
-        raise bad(f"'version' {header['version']!r} does not match the file version {version}")
-    if not isinstance(header["meta"], dict):
-        raise bad("'meta' is not an object")
+    return header
+
+
+def _read_v1(f, size, pre, path, expected_format):
+    rest = f.read(_V1_PREAMBLE.size - len(pre))
+    pre += rest
+    if len(pre) < _V1_PREAMBLE.size:
+        raise CrftkError(
+            f"truncated: expected 8 bytes of header length, found {len(pre) - 12}", path=path
+        )
+    _, _, header_len = _V1_PREAMBLE.unpack(pre)
+    raw = _read_header_bytes(f, size, _V1_PREAMBLE.size, header_len, path)
+    header = _parse_json(raw, path)
+
+    def bad(msg):
+        return CrftkError(f"malformed header: {msg}", path=path)
+
+    _check_keys(header, _V1_HEADER_KEYS, path, exact=False)
+    _check_common(header, 1, path, expected_format)
     if header["meta_sha256"] != _meta_digest(header["meta"]):
         raise CrftkError("corrupted: header checksum mismatch", path=path)
     payload_bytes = header["payload_bytes"]
@@ -381,34 +447,111 @@ def _validate_header(header, version, path, expected_format):
         or any(c not in "0123456789abcdef" for c in sha)
     ):
         raise bad("'payload_sha256' is not a lowercase hex SHA-256 digest")
-    directory = header["arrays"]
-    if not isinstance(directory, list):
-        raise bad("'arrays' is not a list")
+    entries = _check_entries(header["arrays"], payload_bytes, path, _V1_DTYPE_ALIASES)
 
+    def check_payload(payload):
+        if hashlib.sha256(payload).hexdigest() != sha:
+            raise CrftkError("corrupted: checksum mismatch", path=path)
+
+    start = _V1_PREAMBLE.size + header_len
+    return _Parsed(1, header, entries, start, payload_bytes, check_payload)
+
+
+def _read_v2(f, size, pre, path, expected_format):
+    pre += f.read(_V2_PREAMBLE_SIZE - len(pre))
+    if len(pre) < _V2_PREAMBLE_SIZE:
+        raise CrftkError(
+            f"truncated: expected {_V2_PREAMBLE_SIZE} bytes of preamble, found {len(pre)}", path=path
+        )
+    fixed = pre[: _V2_FIXED.size]
+    _, _, reserved, header_len, payload_bytes = _V2_FIXED.unpack(fixed)
+    header_digest = pre[_V2_FIXED.size : _V2_FIXED.size + 32]
+    file_digest = pre[_V2_FIXED.size + 32 : _V2_PREAMBLE_SIZE]
+    raw = _read_header_bytes(f, size, _V2_PREAMBLE_SIZE, header_len, path)
+    # Nothing read so far is trusted until this digest matches.
+    if hashlib.sha256(fixed + raw).digest() != header_digest:
+        raise CrftkError("corrupted: header checksum mismatch", path=path)
+    if reserved != 0:
+        raise CrftkError(f"malformed header: reserved field is {reserved}, not 0", path=path)
+    if header_len % _ALIGN:
+        raise CrftkError(f"malformed header: length {header_len} is not a multiple of {_ALIGN}", path=path)
+    header = _parse_json(raw, path)
+    if len(raw) - len(raw.rstrip(b" ")) >= _ALIGN:
+        raise CrftkError(f"malformed header: more than {_ALIGN - 1} bytes of padding", path=path)
+    _check_keys(header, _V2_HEADER_KEYS, path, exact=True)
+    _check_common(header, 2, path, expected_format)
+    entries = _check_entries(header["arrays"], payload_bytes, path, {})
+
+    def check_payload(payload):
+        digest = hashlib.sha256(fixed + header_digest)
+        digest.update(raw)
+        digest.update(payload)
+        if digest.digest() != file_digest:
+            raise CrftkError("corrupted: checksum mismatch", path=path)
+
+    start = _V2_PREAMBLE_SIZE + header_len
+    return _Parsed(2, header, entries, start, payload_bytes, check_payload)
+
+
+def _check_keys(header, keys, path, exact):
+    missing = [k for k in keys if k not in header]
+    if missing:
+        raise CrftkError("malformed header: missing " + ", ".join(repr(k) for k in missing), path=path)
+    extra = [k for k in header if k not in keys]
+    if exact and extra:
+        raise CrftkError("malformed header: unknown key " + ", ".join(repr(k) for k in extra), path=path)
+
+
+def _check_common(header, version, path, expected_format):
+    def bad(msg):
+        return CrftkError(f"malformed header: {msg}", path=path)
+
+    fmt = header["format"]
+    if not isinstance(fmt, str):
+        raise bad("'format' is not a string")
+    if expected_format is not None and fmt != expected_format:
+        raise CrftkError(f"wrong file format {fmt!r}, expected {expected_format!r}", path=path)
+    if header["version"] != version or not _is_int(header["version"]):
+        raise bad(f"'version' {header['version']!r} does not match the file version {version}")
+    if not isinstance(header["meta"], dict):
+        raise bad("'meta' is not an object")
+
+
+def _check_entries(directory, payload_bytes, path, aliases):
+    """The array directory, checked against the payload length: (name, dtype, shape, count, offset).
+
+    Arrays must lie where the writer puts them: in directory order, each at the
+    first multiple of 8 after the previous one, the last one ending the payload.
+    """
+    if not isinstance(directory, list):
+        raise CrftkError("malformed header: 'arrays' is not a list", path=path)
     entries = []
     seen = set()
+    pos = 0
     for i, entry in enumerate(directory):
         if not isinstance(entry, dict) or any(k not in entry for k in _ENTRY_KEYS):
-            raise bad(f"array entry {i} lacks one of {', '.join(_ENTRY_KEYS)}")
+            raise CrftkError(
+                f"malformed header: array entry {i} lacks one of {', '.join(_ENTRY_KEYS)}", path=path
+            )
         name = entry["name"]
         if not isinstance(name, str) or not name:
-            raise bad(f"array entry {i} has an invalid name {name!r}")
+            raise CrftkError(f"malformed header: array entry {i} has an invalid name {name!r}", path=path)
         if name in seen:
-            raise bad(f"array {name!r} appears twice")
+            raise CrftkError(f"malformed header: array {name!r} appears twice", path=path)
         seen.add(name)
 
         def bad_array(msg, name=name):
             return CrftkError(f"malformed header: array {name!r}: {msg}", path=path)
 
         code = entry["dtype"]
-        code = _DTYPE_ALIASES.get(code, code) if isinstance(code, str) else code
+        code = aliases.get(code, code) if isinstance(code, str) else code
         if not isinstance(code, str) or code not in _DTYPES:
             raise bad_array(f"dtype {entry['dtype']!r} is not allowed")
         dtype = _DTYPES[code]
         shape = entry["shape"]
         if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
             raise bad_array(f"invalid shape {shape!r}")
-        if len(shape) > 32:
+        if len(shape) > _MAX_DIMS:
             raise bad_array(f"too many dimensions ({len(shape)})")
         count = 1
         for d in shape:
@@ -424,29 +567,46 @@ def _validate_header(header, version, path, expected_format):
             raise bad_array(
                 f"bytes {offset}..{offset + nbytes} lie outside the {payload_bytes}-byte payload"
             )
+        if offset != _align(pos):
+            raise bad_array(
+                f"offset {offset} is not where it belongs ({_align(pos)}, after the previous array)"
+            )
         entries.append((name, dtype, tuple(shape), count, offset))
+        pos = offset + nbytes
+    if pos != payload_bytes:
+        raise CrftkError(
+            f"malformed header: the arrays end at byte {pos} of the {payload_bytes}-byte payload",
+            path=path,
+        )
     return entries
+
+
+def _parse(f, size, path, expected_format):
+    version, pre = _read_version(f, path)
+    read = _read_v1 if version == 1 else _read_v2
+    return read(f, size, pre, path, expected_format)
 
 
 def read_header(path, *, expected_format=FORMAT_NAME):
     """Return the parsed, validated JSON header of the container at ``path``.
 
-    Only the fixed preamble and the header are read; the payload is neither
-    read nor checked (a file with a damaged payload still has a readable
-    header).  Use it for ``crftk info``.  ``expected_format=None`` accepts
-    any format name.  The returned dict has the keys described in the module
-    docstring; ``header["meta"]`` is the caller's meta.
+    Only the preamble and the header are read; the payload is neither read nor
+    checked (a file with a damaged payload still has a readable header).  Use
+    it for ``crftk info``.  In version 2 the header digest is checked, so the
+    header returned is the one written.  ``expected_format=None`` accepts any
+    format name.  The returned dict has the keys described in the module
+    docstring for the file's version; ``header["meta"]`` is the caller's meta.
     """
     path = os.fspath(path)
     with _open_for_reading(path) as f:
-        header, _, _ = _read_preamble_and_header(f, os.fstat(f.fileno()).st_size, path, expected_format)
-    return header
+        parsed = _parse(f, os.fstat(f.fileno()).st_size, path, expected_format)
+    return parsed.header
 
 
 def read_container(path, *, expected_format=FORMAT_NAME):
     """Load the container at ``path`` and return ``(meta, arrays)``.
 
-    The payload is read into memory once and its SHA-256 is verified.
+    The file is read into memory once and its digests are verified.
     ``arrays`` maps names to numpy arrays in file order.  The arrays are
     **read-only** views (``np.frombuffer``) of that one in-memory buffer; call
     ``.copy()`` on an array you want to modify.  Nothing in the file can run
@@ -469,9 +629,9 @@ def loads(data, *, name="<bytes>", expected_format=FORMAT_NAME):
 
 
 def _read(f, size, path, expected_format):
-    header, start, entries = _read_preamble_and_header(f, size, path, expected_format)
-    expected = header["payload_bytes"]
-    found = size - start
+    parsed = _parse(f, size, path, expected_format)
+    expected = parsed.payload_bytes
+    found = size - parsed.start
     if found < expected:
         raise CrftkError(
             f"truncated: expected {expected} bytes of payload, found {found}", path=path
@@ -486,11 +646,13 @@ def _read(f, size, path, expected_format):
             f"truncated: expected {expected} bytes of payload, found {len(payload)}",
             path=path,
         )
-    if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
-        raise CrftkError("corrupted: checksum mismatch", path=path)
+    parsed.check_payload(payload)
 
     arrays = {}
-    for name, dtype, shape, count, offset in entries:
+    pos = 0
+    for name, dtype, shape, count, offset in parsed.entries:
+        if payload[pos:offset].strip(b"\x00"):
+            raise CrftkError(f"corrupted: non-zero padding before array {name!r}", path=path)
         try:
             arr = np.frombuffer(payload, dtype=dtype, count=count, offset=offset).reshape(shape)
         except (ValueError, TypeError, OverflowError, MemoryError) as exc:
@@ -502,7 +664,8 @@ def _read(f, size, path, expected_format):
                 f"corrupted: array {name!r} holds bool bytes other than 0 and 1", path=path
             )
         arrays[name] = arr
-    return header["meta"], arrays
+        pos = offset + count * dtype.itemsize
+    return parsed.header["meta"], arrays
 
 
 # ---------------------------------------------------------------------------

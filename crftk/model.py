@@ -3,8 +3,9 @@
 import numpy as np
 
 from crftk.container import dumps, loads, read_container, read_header, write_container
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 from crftk.features import FeatureSpace
+from crftk.order2 import SEP
 
 FORMAT = "crftk-model"
 
@@ -72,13 +73,20 @@ class Model:
     def _from_parts(cls, meta, arrays, path):
         if meta.get("kind") != "linear-chain":
             raise CrftkError(f"unsupported model kind {meta.get('kind')!r}", path)
+        info = meta.get("info", {})
+        if not isinstance(info, dict):
+            raise CrftkError("model file is inconsistent: its training record is not an object", path)
+        _check_kind(info, path)
         space = FeatureSpace.from_arrays(meta, arrays, path)
         if "weights" not in arrays:
             raise CrftkError("model file has no weights", path)
         try:
-            return cls(space, arrays["weights"], meta.get("info"))
+            model = cls(space, arrays["weights"], info)
         except CrftkError as e:
             raise CrftkError(e.message, path) from None
+        _check_space(space, info, path)
+        _check_weights(model.weights, path)
+        return model
 
     # summaries ------------------------------------------------------------
     def summary(self):
@@ -138,6 +146,68 @@ class Model:
                     for j in range(L):
                         if abs(edge[e, i, j]) > min_abs:
                             out.write(f"{name}\t{labels[i]}\t{labels[j]}\t{edge[e, i, j]:.6f}\n")
+
+
+# load validation ------------------------------------------------------------
+# The container's checksums catch damage; these checks catch files whose checksums are right
+# but whose contents no crftk wrote (another program's, an edited one). The kernels index
+# with these arrays unchecked, so each index is bounded here, once, before any is used.
+
+def _check_kind(info, path):
+    model_type, order = info.get("model_type", "crf"), info.get("order", 1)
+    if model_type not in ("crf", "memm"):
+        raise CrftkError(f"model file is inconsistent: unknown model type {shown(model_type)}", path)
+    if type(order) is not int or order not in (1, 2):
+        raise CrftkError(f"model file is inconsistent: order {order!r:.40} is not 1 or 2", path)
+
+
+def _check_weights(weights, path):
+    bad = np.flatnonzero(~np.isfinite(weights))
+    if bad.size:
+        raise CrftkError(f"model file has NaN or infinite weights ({bad.size:,} of them, the first is "
+                         f"parameter {int(bad[0]):,}); retrain the model", path)
+
+
+def _check_space(space, info, path):
+    def bad(what):
+        return CrftkError(f"model file is inconsistent: {what}", path)
+
+    labels = space.labels
+    L = len(labels)
+    if L == 0:
+        raise bad("it has no labels")
+    if len(space.label_index) != L:
+        raise bad("a label appears twice")
+    if info.get("order", 1) == 2 and not all(SEP in x for x in labels):
+        raise bad("an order-2 model's labels must be tag pairs")
+    ptr, fl = space.feat_ptr, space.feat_label
+    A, F = space.n_attrs, fl.size
+    if ptr.ndim != 1 or ptr.size != A + 1 or ptr[0] != 0 or ptr[-1] != F or np.any(np.diff(ptr) < 0):
+        raise bad(f"the feature table does not run over its {A:,} attributes and {F:,} features")
+    if F and (fl.min() < 0 or fl.max() >= L):
+        raise bad(f"a feature names a label outside the {L} labels")
+    # features are sorted by (attribute, label), each pair once: code that searches them relies on it
+    attr_of = np.repeat(np.arange(A, dtype=np.int64), np.diff(ptr))
+    if F > 1 and np.any(np.diff(attr_of * L + fl) <= 0):
+        raise bad("the features of an attribute are not in label order or repeat a label")
+    for kind, lines in (("state", space.unigram_lines), ("transition", space.bigram_lines)):
+        for i, cl in enumerate(lines):
+            _check_line(cl, [len(space.vocabs[m.source]) for m in cl.line.macros],
+                        lambda what: bad(f"{kind} template line {i + 1}: {what}"))
+
+
+def _check_line(cl, radices, bad):
+    """Each level's packed keys: sorted, distinct, below (entries of the level below) x radix."""
+    levels = list(cl.steps) + [cl.keys]
+    below = radices[0] if radices else 1
+    for depth, keys in enumerate(levels):
+        bound = below * (radices[depth + 1] if len(radices) > 1 else 1)
+        keys = np.asarray(keys)
+        if keys.ndim != 1:
+            raise bad("a key table is not one-dimensional")
+        if keys.size and (keys[0] < 0 or keys[-1] >= bound or np.any(np.diff(keys) <= 0)):
+            raise bad("its keys are not distinct, sorted and within its dictionaries")
+        below = keys.size
 
 
 def format_summary(summary):

@@ -1,9 +1,14 @@
 import io
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from corpora import random_corpus
+from crftk.container import dumps, pack_strings
 from crftk.errors import CrftkError
 from crftk.features import FeatureSpace
 from crftk.model import Model, model_header
@@ -117,3 +122,170 @@ def test_dump_lists_every_weight_with_crfpp_strings():
     m.dump(out, min_abs=1.0)
     kept = out.getvalue().split("[state] attribute\tlabel\tweight\n")[1].split("\n\n")[0].splitlines()
     assert len(kept) == int((np.abs(m.weights[:m.space.n_features]) > 1.0).sum())
+
+
+# ---------------------------------------------------------------------------
+# load validation: files whose checksums are right but whose contents crftk never wrote
+# ---------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def crafted(edit, seed=0):
+    """A model file (bytes, valid checksums) whose meta and arrays ``edit(meta, arrays)`` changed."""
+    meta, arrays = make_model(seed)._parts()
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    edit(meta, arrays)
+    return dumps(meta, arrays)
+
+
+def load_error(data):
+    with pytest.raises(CrftkError) as e:
+        Model.from_bytes(data, name="edited.model")
+    assert e.value.path == "edited.model" and "\n" not in str(e.value)
+    return e.value.message
+
+
+def test_crafting_helper_keeps_a_loadable_model():
+    back = Model.from_bytes(crafted(lambda meta, arrays: None))
+    assert np.array_equal(back.weights, make_model().weights)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_nan_or_infinite_weights_are_rejected_at_load(value):
+    def edit(meta, arrays):
+        arrays["weights"][[5, 9]] = value
+    assert load_error(crafted(edit)) == (
+        "model file has NaN or infinite weights (2 of them, the first is parameter 5); retrain the model")
+
+
+def test_nan_weights_are_one_line_from_the_cli(tmp_path):
+    """Before, such a model tagged with '# prob nan' and exit status 0."""
+    def edit(meta, arrays):
+        arrays["weights"][0] = np.nan
+    (tmp_path / "m.model").write_bytes(crafted(edit))
+    (tmp_path / "in.txt").write_text("w1 A\nw2 B\n")
+    for args in (["tag", "-v", "-m", "m.model", "in.txt"], ["info", "m.model"]):
+        p = run_cli(args, tmp_path)
+        assert p.returncode == 1 and p.stdout == ""
+        assert p.stderr.splitlines() == [
+            "crftk: error: m.model: model file has NaN or infinite weights (1 of them, the first is "
+            "parameter 0); retrain the model"]
+
+
+def run_cli(args, cwd, limit_memory=False):
+    def cap():      # a runaway allocation fails instead of swapping the shared machine
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    return subprocess.run([sys.executable, "-m", "crftk.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
+                          preexec_fn=cap if limit_memory else None, timeout=300)
+
+
+def _edit_feat_label(meta, arrays):
+    arrays["feat_label"][3] = 3                 # 3 labels: ids 0..2
+
+
+def _edit_feat_label_negative(meta, arrays):
+    arrays["feat_label"][0] = -1
+
+
+def _edit_feat_ptr_end(meta, arrays):
+    arrays["feat_ptr"][-1] -= 1
+
+
+def _edit_feat_ptr_order(meta, arrays):
+    p = arrays["feat_ptr"]
+    p[1], p[2] = p[2], p[1]
+
+
+def _edit_feature_repeated(meta, arrays):
+    fl, p = arrays["feat_label"], arrays["feat_ptr"]
+    a = int(np.flatnonzero(np.diff(p) >= 2)[0])
+    fl[p[a] + 1] = fl[p[a]]
+
+
+def _edit_keys_unsorted(meta, arrays):
+    k = arrays["u0.keys"]
+    k[0], k[1] = k[1], k[0]
+
+
+def _edit_keys_past_vocabulary(meta, arrays):
+    arrays["u0.keys"][-1] = 10**6
+
+
+def _edit_step_past_vocabulary(meta, arrays):
+    arrays["u2.step0"][-1] = 10**9
+
+
+def _edit_pair_keys_negative(meta, arrays):
+    arrays["u1.keys"][0] = -7
+
+
+def _edit_labels_repeated(meta, arrays):
+    labels = ["O", "O", "B-X"]
+    arrays["labels.offsets"], arrays["labels.blob"] = pack_strings(labels)
+
+
+def _edit_order(value):
+    def edit(meta, arrays):
+        meta["info"]["order"] = value
+    return edit
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (_edit_feat_label, "a feature names a label outside the 3 labels"),
+    (_edit_feat_label_negative, "a feature names a label outside the 3 labels"),
+    (_edit_feat_ptr_end, "the feature table does not run over"),
+    (_edit_feat_ptr_order, "the feature table does not run over"),
+    (_edit_feature_repeated, "not in label order or repeat a label"),
+    (_edit_keys_unsorted, "state template line 1: its keys are not distinct, sorted"),
+    (_edit_keys_past_vocabulary, "state template line 1: its keys are not distinct, sorted"),
+    (_edit_step_past_vocabulary, "state template line 3: its keys"),
+    (_edit_pair_keys_negative, "state template line 2: its keys"),
+    (_edit_labels_repeated, "a label appears twice"),
+    (_edit_order(3), "order 3 is not 1 or 2"),
+    (_edit_order("2"), "order '2' is not 1 or 2"),
+    (_edit_order(True), "order True is not 1 or 2"),
+    (_edit_order(2), "an order-2 model's labels must be tag pairs"),
+    (lambda meta, arrays: meta["info"].update(model_type="hmm"), "unknown model type 'hmm'"),
+    (lambda meta, arrays: meta.update(info=[1]), "its training record is not an object"),
+], ids=lambda x: getattr(x, "__name__", None) if callable(x) else None)
+def test_inconsistent_models_are_rejected_at_load(edit, fragment):
+    assert fragment in load_error(crafted(edit))
+
+
+def test_a_stored_template_with_a_huge_row_offset_is_one_line(tmp_path):
+    """A model's template is parsed again at load: %x[-300000000,0] ran out of memory there."""
+    def edit(meta, arrays):
+        meta["template"] = meta["template"].replace("%x[-1,0]", "%x[-300000000,0]")
+    data = crafted(edit)
+    assert b"%x[-300000000,0]" in data
+    (tmp_path / "m.model").write_bytes(data)
+    (tmp_path / "in.txt").write_text("w1 A\n")
+    p = run_cli(["tag", "-m", "m.model", "in.txt"], tmp_path, limit_memory=True)
+    assert p.returncode == 1, p.stderr[-300:]
+    assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("crftk: error: m.model")
+
+
+def test_a_version_1_model_still_loads_and_is_saved_as_version_2(tmp_path):
+    """tests/data/model-v1.crftk was written by crftk 0.1.0 (commit 54ca70d), before format 2."""
+    old_path = REPO / "tests" / "data" / "model-v1.crftk"
+    assert model_header(old_path)["version"] == 1
+    old = Model.load(old_path)
+    assert old.labels == ["B-NP", "B-PP", "B-SBAR", "B-VP", "I-NP", "I-VP", "O"]
+    assert old.weights.size == 1197 and np.isfinite(old.weights).all()
+    old.save(tmp_path / "m.crftk")
+    assert model_header(tmp_path / "m.crftk")["version"] == 2
+    new = Model.load(tmp_path / "m.crftk")
+    assert np.array_equal(new.weights, old.weights) and new.info == old.info
+    assert new.space.template.text == old.space.template.text
+    from crftk.conll import read_corpus
+    from crftk.decode import Tagger
+    test = read_corpus(REPO / "data" / "demo.test")[:50]
+    outputs = []
+    for m in (old, new):
+        out = io.StringIO()
+        Tagger(m, threads=1).write_batch(test, out, marginals=2)
+        outputs.append(out.getvalue())
+    assert outputs[0] == outputs[1] and outputs[0].count("\n") > 500
