@@ -278,6 +278,7 @@ class CRF:
 
     def score(self, X, y, *, docs=None):
         """Chunk F1 in percent of the predictions on X against y (conlleval's, as crftk eval)."""
+        self._model()
         gold = _label_lists(y, "y", X)
         return _evaluate(gold, self.predict(X, docs=docs)).overall.f1
 
@@ -416,7 +417,7 @@ def _label_lists(y, name, X=None):
         except TypeError:
             bad = next(x for x in labels if not isinstance(x, str))
             raise CrftkError(f"{name}[{i}] holds a {type(bad).__name__} ({shown(bad)}); labels are strings") from None
-        if X is not None and len(labels) != len(X[i]):
+        if X is not None and not isinstance(X[i], (str, bytes)) and len(labels) != len(X[i]):
             raise CrftkError(f"X[{i}] has {len(X[i])} tokens but {name}[{i}] has {len(labels)} labels")
         out.append(labels)
     return out
