@@ -29,7 +29,8 @@ from crftk.evaluation import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.templates import parse_template, read_template
-from crftk.train import TRAIN_PARAMS, Param, check_options
+from crftk.params import CHECKPOINT_EVERY, TRAIN, Param
+from crftk.train import check_options
 from crftk.train import fit as _fit
 
 __all__ = ["CRF", "NotFittedError", "read_conll", "evaluate"]
@@ -40,7 +41,8 @@ BATCH_TOKENS = 50_000
 #: Name of a template given as text or lines, in error messages.
 TEMPLATE_TEXT = "<template>"
 
-# The estimator's own parameters; the training ones are TRAIN_PARAMS, declared once in crftk.train.
+# The estimator's own parameters; the training ones are crftk.params.TRAIN, declared once for
+# crftk train, train.fit and this class.
 API_PARAMS = (
     Param("template", None, object,
           "The feature template (CRF++ syntax with crftk's macros): a path, template text, or a list "
@@ -56,16 +58,16 @@ API_PARAMS = (
           "evaluation (crftk train --trace)."),
     Param("checkpoint", None, object,
           "With checkpoint_every: the path where the current weights are saved as a model."),
-    Param("checkpoint_every", 0, int,
+    Param("checkpoint_every", 0, CHECKPOINT_EVERY.type,
           "Save the current weights to checkpoint every this many iterations (0: never); fitting "
           "with init=checkpoint and the same data resumes from there."),
     Param("verbose", False, bool,
           "Log training (one line per iteration) to stderr, as crftk train does. Otherwise training "
           "is silent, and its warnings are Python warnings (UserWarning)."),
 )
-PARAMS = API_PARAMS[:1] + TRAIN_PARAMS + API_PARAMS[1:]
+PARAMS = API_PARAMS[:1] + TRAIN + API_PARAMS[1:]
 _BY_NAME = {p.name: p for p in PARAMS}
-_TRAIN_NAMES = tuple(p.name for p in TRAIN_PARAMS)
+_TRAIN_NAMES = tuple(p.name for p in TRAIN)
 
 
 class NotFittedError(CrftkError, ValueError):
@@ -141,7 +143,8 @@ class CRF:
         for name in _TRAIN_NAMES:
             value = getattr(self, name)
             options[name] = value.item() if isinstance(value, np.generic) else value  # JSON in the model
-        check_options(options)      # a bad value fails before the data are converted
+        check_options(options, log=lambda message: None)   # a bad value fails before the data are
+        # converted; train.fit checks again, and warns (through _Log) of a capped thread count
         init = self._init_model()
         if init is not None:
             if self.template is not None:
@@ -172,9 +175,7 @@ class CRF:
             check_output(self.trace, "trace")
         checkpoint = None
         if self.checkpoint_every:
-            every = self.checkpoint_every
-            if not isinstance(every, (int, np.integer)) or isinstance(every, bool) or every < 0:
-                raise CrftkError("checkpoint_every must be a non-negative number of iterations")
+            every = _BY_NAME["checkpoint_every"].check(self.checkpoint_every)
             if self.checkpoint is None:
                 raise CrftkError("checkpoint_every needs checkpoint, the path to save the weights to")
             checkpoint = (os.fspath(self.checkpoint), int(every))
@@ -219,7 +220,7 @@ class CRF:
             order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
             index = [index[k] for k in order]
             sentences = [sentences[k] for k in order]
-        tagger = Tagger(model, threads=check_options({"threads": self.threads})["threads"])
+        tagger = Tagger(model, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
         start = 0
         for batch in chunked(sentences, BATCH_TOKENS, by_document=anchored):
             yield tagger, batch, index[start:start + len(batch)]

@@ -23,7 +23,7 @@ from crftk import CRF, CrftkError, Model, NotFittedError, evaluate, read_conll
 from crftk.api import BATCH_TOKENS
 from crftk.conll import read_corpus
 from crftk.decode import Tagger
-from crftk.train import TRAIN_PARAMS
+from crftk.params import TRAIN as TRAIN_PARAMS
 from crftk.train import train as train_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -202,6 +202,12 @@ def test_training_warnings_are_python_warnings_and_verbose_logs(capsys):
     with pytest.warns(UserWarning, match="no U lines"):
         CRF("B\n", **OPTIONS).fit(TINY_X, TINY_Y)
     assert capsys.readouterr().err == ""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        crf = CRF(SMALL_TEMPLATE, max_iter=2, threads=10**6).fit(TINY_X, TINY_Y)
+        crf.predict(TINY_X)
+    assert [str(w.message).count("threads per core") for w in caught] == [1, 1]    # once per call
+    assert capsys.readouterr().err == ""
     CRF(SMALL_TEMPLATE, verbose=True, **OPTIONS).fit(TINY_X, TINY_Y)
     err = capsys.readouterr().err
     assert "read 3 sentences, 11 tokens" in err and "iter" in err
@@ -222,6 +228,8 @@ def test_trace_and_checkpoint_files(tmp_path):
         CRF(SMALL_TEMPLATE, trace=tmp_path / "no" / "t.tsv").fit(TINY_X, TINY_Y)
     with pytest.raises(CrftkError, match="needs checkpoint"):
         CRF(SMALL_TEMPLATE, checkpoint_every=2).fit(TINY_X, TINY_Y)
+    with pytest.raises(CrftkError, match="checkpoint-every must be an integer from 0"):
+        CRF(SMALL_TEMPLATE, checkpoint_every=-1, checkpoint=checkpoint).fit(TINY_X, TINY_Y)
 
 
 # predict, marginals, n-best, score ----------------------------------------------
