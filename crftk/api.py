@@ -331,7 +331,7 @@ def _parameters_doc():
     for p in PARAMS:
         choices = f" One of {', '.join(map(repr, p.choices))}." if p.choices else ""
         lines.append(f"    {p.name} = {p.default!r}")
-        lines.append(f"        {python(p.help)}{choices}")
+        lines.append(f"        {python(p.help) if p in TRAIN else p.help}{choices}")
     return "\n".join(lines) + "\n"
 
 
