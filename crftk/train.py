@@ -12,7 +12,7 @@ from crftk import params
 from crftk.constraints import FORBIDDEN, check_gold, forbidden_parameters
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError, shown
-from crftk.evaluate import evaluate
+from crftk.evaluation import evaluate
 from crftk.features import FeatureSpace
 from crftk.model import Model
 from crftk.mce import MCE, MCEF

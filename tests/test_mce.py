@@ -18,7 +18,7 @@ import pytest
 
 from crftk.conll import Sentence
 from crftk.errors import CrftkError
-from crftk.evaluate import chunks
+from crftk.evaluation import chunks
 from crftk.features import FeatureSpace
 from crftk.mce import MCE, MCEF, chunk_table, labeling_chunks
 from crftk.objectives import LogLikelihood, empirical_counts, label_counts
