@@ -11,7 +11,7 @@ number of L-BFGS iterations, and tag ``dev.txt``. Measured:
 * memory: peak RSS of each training process, and RSS right after the data is
   loaded (each system trains in a fresh child process);
 * tagging throughput on dev.txt (tokens/s, median over ``--tag-repeats``);
-* chunk F1 on dev.txt (crftk.evaluate).
+* chunk F1 on dev.txt (crftk.evaluation).
 
 How the attributes are made identical: the parent builds the crftk
 FeatureSpace on train.txt (min_freq=1) and writes, for each token, the label and
@@ -285,7 +285,7 @@ def _time_reps(fn, reps):
 def worker_tag_crfsuite(job):
     import pycrfsuite
     from crftk.conll import read_corpus
-    from crftk.evaluate import evaluate
+    from crftk.evaluation import evaluate
     from crftk.templates import read_template
 
     sents = list(read_attr_file(job["dev_attrs"]))
@@ -321,7 +321,7 @@ def worker_tag_crfsuite(job):
 def worker_tag_crftk(job):
     from crftk.conll import read_corpus
     from crftk.decode import Tagger
-    from crftk.evaluate import evaluate
+    from crftk.evaluation import evaluate
     from crftk.model import Model
 
     sents = read_corpus(job["dev_conll"])

@@ -8,7 +8,7 @@ Modes (all read ``eng.train`` and ``eng.testa`` from ``--data`` or $CONLL2003):
     sklearn-crfsuite tutorial, computed in Python (see :func:`token_features`),
     trained with the tutorial's settings (L-BFGS, c1=0.1, c2=0.1, 100
     iterations, all possible transitions). eng.testa is scored with
-    ``crftk.evaluate.evaluate`` (conlleval chunk rules; labels are IOB1).
+    ``crftk.evaluation.evaluate`` (conlleval chunk rules; labels are IOB1).
 ``crftk``
     crftk trained in-process (``crftk.train.train``) with a template (default
     ``templates/conll2003-ner.tmpl``) and the given options, without a
@@ -316,7 +316,7 @@ def pycrfsuite_tag_file_staged(tagger, path, out):
 
 def score_tagged_text(text):
     """F1 of a tagged output (gold label second to last column, prediction last)."""
-    from crftk.evaluate import evaluate
+    from crftk.evaluation import evaluate
     gold, pred, g, p = [], [], [], []
     for line in text.splitlines():
         fields = line.split()
@@ -339,7 +339,7 @@ def score_tagged_text(text):
 def run_baseline(args):
     import pycrfsuite
     from crftk.conll import read_corpus
-    from crftk.evaluate import evaluate
+    from crftk.evaluation import evaluate
 
     train_path, testa_path = data_paths(args)
     os.makedirs(args.workdir, exist_ok=True)
@@ -403,7 +403,7 @@ def run_baseline(args):
 def run_crftk(args):
     from crftk.conll import read_corpus
     from crftk.decode import Tagger
-    from crftk.evaluate import evaluate
+    from crftk.evaluation import evaluate
     from crftk.train import DEFAULTS, train
 
     train_path, testa_path = data_paths(args)

@@ -1,4 +1,15 @@
-"""crftk: conditional random fields on sequences, from the command line and from Python."""
+"""crftk: conditional random fields on sequences, from the command line and from Python.
+
+    from crftk import CRF, read_conll, evaluate
+    X, y = read_conll("data/demo.train", label_col=-1)
+    crf = CRF("templates/chunking-crfpp.tmpl").fit(X, y)
+    X_test, y_test = read_conll("data/demo.test", label_col=-1)
+    print(evaluate(y_test, crf.predict(X_test)).overall.f1)
+
+``CRF``, ``read_conll``, ``evaluate``, ``NotFittedError`` (crftk/api.py) and ``Model``
+(crftk/model.py) are imported on first use, so that ``import crftk`` (and the command
+line, which imports it) does not load numpy and the training code.
+"""
 
 import os
 
@@ -13,4 +24,21 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
 from crftk.errors import CrftkError  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["CrftkError", "__version__"]
+__all__ = ["CRF", "CrftkError", "Model", "NotFittedError", "evaluate", "read_conll", "__version__"]
+
+_LAZY = {"CRF": "crftk.api", "NotFittedError": "crftk.api", "read_conll": "crftk.api",
+         "evaluate": "crftk.api", "Model": "crftk.model"}
+
+
+def __getattr__(name):
+    # the API's names are imported on first use: `import crftk` (the CLI's first step) stays cheap
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'crftk' has no attribute {name!r}")
+    value = getattr(__import__(module, fromlist=[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -244,7 +244,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     from FILE and the predictions from PRED_FILE. Columns that cannot be labels
     (probabilities, a file of gold labels only) are an error that says what to pass.
     """
-    from crftk.evaluate import evaluate, mcnemar, read_labels
+    from crftk.evaluation import evaluate, mcnemar, read_labels
     if len(files) > 2:
         raise CrftkError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
     labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)

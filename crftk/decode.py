@@ -48,6 +48,20 @@ class Tagger:
         """Best label strings per sentence."""
         return [self.labels[p].tolist() for p in self.viterbi(sentences)]
 
+    def marginals(self, inf):
+        """Marginals of the output labels [tokens, output_names] and log Z per sentence."""
+        return inf.marginals(self.weights)
+
+    def nbest(self, inf, k):
+        """(paths [k, tokens], scores [sentences, k], counts) of the k best labelings."""
+        # list Viterbi keeps k entries per label and token of the longest sentence, per thread
+        max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
+        need = max_len * self.space.n_labels * k * 16 * self.n_threads
+        if need > NBEST_MEMORY:
+            raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and "
+                             f"{self.space.n_labels} labels would take {need / 2**30:.1f} GiB; ask for fewer")
+        return inf.nbest(self.weights, k)
+
     def write_batch(self, items, out, *, marginals=0, nbest=0, sep="\t"):
         """Tag a batch and write it: input columns + predicted label (+ probabilities).
 
@@ -67,14 +81,7 @@ class Tagger:
         slices = inf.corpus.sentence_slices()
         labels = self.labels
         if nbest > 0:
-            # list Viterbi keeps K entries per label and token of the longest sentence, per thread
-            max_len = int(np.diff(inf.corpus.sent_ptr).max())
-            need = max_len * self.space.n_labels * nbest * 16 * self.n_threads
-            if need > NBEST_MEMORY:
-                raise CrftkError(f"{nbest}-best lists of a sentence of {max_len} tokens and "
-                                 f"{self.space.n_labels} labels would take {need / 2**30:.1f} GiB; "
-                                 "ask for fewer (-n)")
-            paths, scores, counts = inf.nbest(w, nbest)
+            paths, scores, counts = self.nbest(inf, nbest)
             marg, logz = inf.marginals(w)
             for i, (s, sl) in enumerate(zip(sentences, slices)):
                 parts = []

@@ -437,10 +437,13 @@ class FeatureSpace:
         """Rank of each key among the line's kept keys (-1: absent)."""
         if len(cl.line.macros) != 1:
             return _lookup(cl.keys, keys)
-        if cl.table is None:        # the key is the value id itself: a direct table
-            cl.table = np.full(self._radix(cl.line.macros[0]) + 1, -1, dtype=np.int64)
-            cl.table[cl.keys] = np.arange(cl.keys.size)
-        return cl.table[keys]       # key -1 reads the extra last entry, which is -1
+        table = cl.table
+        if table is None:           # the key is the value id itself: a direct table
+            table = np.full(self._radix(cl.line.macros[0]) + 1, -1, dtype=np.int64)
+            table[cl.keys] = np.arange(cl.keys.size)
+            # published only when complete: threads tagging with one model share it
+            cl.table = table
+        return table[keys]          # key -1 reads the extra last entry, which is -1
 
     def _attribute_csr(self, lines, values, pos):
         """Attribute ids of each token (CSR): one column per single-valued line, plus the

@@ -387,7 +387,7 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
     """One lexicon per chunk type of the gold labels of ``sentences``.
 
     The chunks of each sentence's label column (``label_col``, read with
-    :func:`crftk.evaluate.chunks` under ``scheme``) give the entries: the
+    :func:`crftk.evaluation.chunks` under ``scheme``) give the entries: the
     words (column 0) of each chunk.  With ``n_folds`` > 0 (at least 2) the
     lexicons are jackknife lexicons and each entry records the folds
     (:func:`fold_of` of the sentence's document) it occurred in.  Entries
@@ -395,7 +395,7 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
     ``ignore_case``) are dropped; a type keeps its (possibly empty) lexicon.
     Returns ``{type: Lexicon}`` with each lexicon named after its type.
     """
-    from crftk.evaluate import chunks
+    from crftk.evaluation import chunks
 
     _check_build_options(n_folds, min_count)
     counts = {}  # type -> {key: count}
@@ -436,7 +436,7 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
 def _bad_tag_line(sentence, tags, scheme):
     """File line of the first tag of ``sentence`` not valid under ``scheme``
     (the sentence's first line if none is found alone; None in memory)."""
-    from crftk.evaluate import chunks
+    from crftk.evaluation import chunks
 
     if not sentence.line:
         return None

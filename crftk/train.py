@@ -13,7 +13,7 @@ from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
 from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError, shown
-from crftk.evaluate import evaluate
+from crftk.evaluation import evaluate
 from crftk.features import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood

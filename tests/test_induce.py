@@ -10,7 +10,7 @@ import pytest
 
 from crftk.conll import Sentence
 from crftk.errors import CrftkError
-from crftk.evaluate import evaluate
+from crftk.evaluation import evaluate
 from crftk.induce import DEFAULTS, Inducer, induce
 from crftk.model import Model
 from crftk.templates import parse_template

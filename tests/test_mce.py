@@ -18,7 +18,7 @@ import pytest
 
 from crftk.conll import Sentence
 from crftk.errors import CrftkError
-from crftk.evaluate import chunks
+from crftk.evaluation import chunks
 from crftk.features import FeatureSpace
 from crftk.objectives.mce import MCE, MCEF, chunk_table, labeling_chunks
 from crftk.structures.chain import Chain, ChainInference

@@ -93,7 +93,7 @@ def test_dev_scoring_compares_tags_with_tags(tmp_path):
     out = io.StringIO()
     tag_files(Model.load(tmp_path / "o2.model"), [str(tmp_path / "dev.txt")], out)
     rows = [l.split() for l in out.getvalue().splitlines() if l]
-    from crftk.evaluate import evaluate
+    from crftk.evaluation import evaluate
     gold, pred = [r[1] for r in rows], [r[2] for r in rows]
     assert model.info["best_dev_f1"] == pytest.approx(evaluate([gold], [pred]).overall.f1)
     assert model.info["best_dev_f1"] > 90

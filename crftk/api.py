@@ -1,0 +1,548 @@
+"""The Python API: a scikit-learn-style CRF estimator on in-memory sentences, and readers.
+
+Data are plain Python lists, as in a CoNLL file: a sentence is a list of token
+rows, a row a sequence of column strings (a bare string is a row of one
+column), without the label column; the labels are a separate list ``y`` of
+label sequences, one per sentence. :func:`read_conll` reads a file into that
+shape. The estimator trains through :func:`crftk.train.fit` and decodes through
+:class:`crftk.decode.Tagger`, so it gives exactly what ``crftk train`` and
+``crftk tag`` give, and its model files are theirs.
+
+scikit-learn is not needed: :class:`CRF` follows its conventions (parameters
+stored as given, ``get_params``/``set_params``, ``fit``/``predict``/``score``),
+so ``sklearn.base.clone`` and ``sklearn.model_selection.cross_val_score`` work
+with it when scikit-learn is installed.
+"""
+
+import inspect
+import os
+import re
+import warnings
+
+import numpy as np
+
+from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, read_corpus
+from crftk.decode import Tagger
+from crftk.errors import CrftkError, shown
+from crftk.evaluation import evaluate as _evaluate
+from crftk.evaluation import read_labels
+from crftk.model import Model
+from crftk.progress import Reporter
+from crftk.templates import parse_template, read_template
+from crftk.params import CHECKPOINT_EVERY, TRAIN, Param
+from crftk.train import check_options
+from crftk.train import fit as _fit
+
+__all__ = ["CRF", "NotFittedError", "read_conll", "evaluate"]
+
+#: Tokens decoded at once by predict and its relatives (as ``crftk tag --batch-tokens``).
+BATCH_TOKENS = 50_000
+
+#: Name of a template given as text or lines, in error messages.
+TEMPLATE_TEXT = "<template>"
+
+# The estimator's own parameters; the training ones are crftk.params.TRAIN, declared once for
+# crftk train, train.fit and this class.
+API_PARAMS = (
+    Param("template", None, object,
+          "The feature template (CRF++ syntax with crftk's macros): a path, template text, or a list "
+          "of lines. A str is text when it holds a newline; otherwise it is a path when such a file "
+          "exists, text when it holds a '%' (one macro line), and else a path (that is missing). "
+          "Lexicon files of a template given as text are relative to the working directory. None "
+          "with init."),
+    Param("init", None, object,
+          "A model to start from (a path to a model file, or a Model such as another fitted CRF's "
+          "model_): its feature space and weights; no template then (crftk train --init)."),
+    Param("trace", None, object,
+          "A path (written when training ends) or an open text file: one line per objective "
+          "evaluation (crftk train --trace)."),
+    Param("checkpoint", None, object,
+          "With checkpoint_every: the path where the current weights are saved as a model."),
+    Param("checkpoint_every", 0, CHECKPOINT_EVERY.type,
+          "Save the current weights to checkpoint every this many iterations (0: never); fitting "
+          "with init=checkpoint and the same data resumes from there."),
+    Param("verbose", False, bool,
+          "Log training (one line per iteration) to stderr, as crftk train does. Otherwise training "
+          "is silent, and its warnings are Python warnings (UserWarning)."),
+)
+PARAMS = API_PARAMS[:1] + TRAIN + API_PARAMS[1:]
+_BY_NAME = {p.name: p for p in PARAMS}
+_TRAIN_NAMES = tuple(p.name for p in TRAIN)
+
+
+class NotFittedError(CrftkError, ValueError):
+    """The estimator is used before it was fitted (a ValueError, as scikit-learn's is)."""
+
+
+class CRF:
+    """A linear-chain CRF estimator with scikit-learn's conventions.
+
+    ``X`` is a list of sentences, a sentence a list of token rows, a row a
+    sequence of column strings as in a CoNLL file without the label column (a
+    bare string is a row of one column); ``y`` a list of label sequences. The
+    template numbers columns as in the file, label included: with the default
+    ``label_col=-1`` (the label last), column j of a row of X is the template's
+    column j. ``docs``, where a method takes it, gives each sentence's document
+    number (non-negative ints, as the -DOCSTART- lines of a file number them) for
+    first-mention macros and jackknifed lexicons; by default X is one document.
+
+    Fitted attributes: ``model_`` (the :class:`crftk.Model`) and ``classes_``
+    (the labels, in the column order of ``predict_marginals(..., as_arrays=True)``).
+    """
+
+    def __init__(self, template=None, **params):
+        for name in params:
+            if name not in _BY_NAME:
+                raise TypeError(f"CRF.__init__() got an unexpected keyword argument {name!r}")
+        self.template = template
+        for p in PARAMS[1:]:
+            setattr(self, p.name, params.get(p.name, p.default))
+
+    # parameters (scikit-learn's protocol) -------------------------------------
+    def get_params(self, deep=True):
+        """The constructor's arguments, by name."""
+        return {p.name: getattr(self, p.name) for p in PARAMS}
+
+    def set_params(self, **params):
+        """Set constructor arguments; returns self. An unknown name is a ValueError (as in sklearn)."""
+        for name in params:
+            if name not in _BY_NAME:
+                raise ValueError(f"invalid parameter {name!r} for estimator {self!r}; valid parameters: "
+                                 f"{', '.join(sorted(_BY_NAME))}")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self):
+        args = []
+        for p in PARAMS:
+            value = getattr(self, p.name, p.default)
+            if not _same(value, p.default):
+                args.append(f"{p.name}={_short(value)}")
+        return f"CRF({', '.join(args)})"
+
+    def __sklearn_tags__(self):
+        # only scikit-learn calls this, so scikit-learn is there to import; crftk never imports it
+        from sklearn.utils import InputTags, Tags, TargetTags
+        return Tags(estimator_type=None, target_tags=TargetTags(required=True), transformer_tags=None,
+                    regressor_tags=None, classifier_tags=None,
+                    input_tags=InputTags(two_d_array=False, string=True))
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "model_")
+
+    # training ---------------------------------------------------------------
+    def fit(self, X, y, X_dev=None, y_dev=None, *, docs=None, dev_docs=None):
+        """Train on sentences X with labels y; with X_dev/y_dev, score that set every iteration.
+
+        With a development set, ``keep="best"`` keeps the weights of the iteration
+        with the best dev F1 (chosen on it, so its score is optimistic);
+        ``keep="last"`` trains as without it. Returns self.
+        """
+        options = {}
+        for name in _TRAIN_NAMES:
+            value = getattr(self, name)
+            options[name] = value.item() if isinstance(value, np.generic) else value  # JSON in the model
+        check_options(options, log=lambda message: None)   # a bad value fails before the data are
+        # converted; train.fit checks again, and warns (through _Log) of a capped thread count
+        init = self._init_model()
+        if init is not None:
+            if self.template is not None:
+                raise CrftkError("init starts from the model's own template and feature space: "
+                                 "leave template=None (or drop init to train from the template)")
+            template, n_columns, label_col = None, init.space.n_columns, init.space.label_col
+            width = n_columns - 1
+        else:
+            if self.template is None:
+                raise CrftkError("CRF needs a template (or init=MODEL)")
+            template = _template(self.template)
+            width, label_col = None, options["label_col"]
+        if y is None:
+            raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")
+        _, train = _sentences(X, "X", width, label_col, y, "y", docs, "docs")
+        if not train:
+            raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
+        width = len(train[0].rows[0]) - 1
+        dev = None
+        if X_dev is not None or y_dev is not None:
+            if X_dev is None or y_dev is None:
+                raise CrftkError("a development set needs both X_dev and y_dev")
+            _, dev = _sentences(X_dev, "X_dev", width, label_col, y_dev, "y_dev", dev_docs, "dev_docs")
+        log = _Log(self.verbose)
+        if dev is not None and not dev:
+            log("crftk: warning: the development set has no tokens; it is not used")
+        if self.trace is not None and not hasattr(self.trace, "write"):
+            check_output(self.trace, "trace")
+        checkpoint = None
+        if self.checkpoint_every:
+            every = _BY_NAME["checkpoint_every"].check(self.checkpoint_every)
+            if self.checkpoint is None:
+                raise CrftkError("checkpoint_every needs checkpoint, the path to save the weights to")
+            checkpoint = (os.fspath(self.checkpoint), int(every))
+            check_output(checkpoint[0], "checkpoint")
+        trace = self.trace
+        with _trace_file(trace) as out:
+            model = _fit(train, template, dev=dev or None, init=init, log=log, trace=out,
+                         keep_on_interrupt=True, checkpoint=checkpoint, **options)
+        self._set_model(model)
+        if model.info["interrupted"]:
+            raise KeyboardInterrupt     # fitted with the last finished iteration's weights
+        return self
+
+    def _init_model(self):
+        init = self.init
+        if init is None or isinstance(init, Model):
+            return init
+        if isinstance(init, (str, os.PathLike)):
+            return Model.load(init)
+        raise TypeError(f"init must be a model path or a Model (a fitted CRF's model_), "
+                        f"not {type(init).__name__}")
+
+    def _set_model(self, model):
+        self.model_ = model
+        self.classes_ = list(Tagger(model, threads=1).output_names)
+
+    def _model(self):
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise NotFittedError("this CRF is not fitted yet: call fit(X, y) first, or CRF.load(path)")
+        return model
+
+    # decoding ---------------------------------------------------------------
+    def _batches(self, X, docs):
+        """(tagger, batch of Sentences, their indices in X) for the non-empty sentences of X."""
+        model = self._model()
+        space = model.space
+        index, sentences = _sentences(X, "X", space.n_columns - 1, space.label_col, None, None, docs, "docs")
+        anchored = space.template.anchored
+        if anchored and docs is not None:
+            # a batch must hold whole documents: bring each document's sentences together, in order
+            order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
+            index = [index[k] for k in order]
+            sentences = [sentences[k] for k in order]
+        tagger = Tagger(model, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+        start = 0
+        for batch in chunked(sentences, BATCH_TOKENS, by_document=anchored):
+            yield tagger, batch, index[start:start + len(batch)]
+            start += len(batch)
+
+    def predict(self, X, *, docs=None):
+        """The best labeling of each sentence: a list of label lists."""
+        out = [[] for _ in range(_count(X, "X"))]
+        for tagger, batch, index in self._batches(X, docs):
+            for i, labels in zip(index, tagger.tag(batch)):
+                out[i] = labels
+        return out
+
+    def predict_marginals(self, X, *, as_arrays=False, docs=None):
+        """Each token's probability of every label (forward-backward marginals).
+
+        Per sentence, per token a dict label -> probability; with ``as_arrays``,
+        per sentence a float array [tokens, labels] with columns in ``classes_`` order.
+        Each token's probabilities sum to 1.
+        """
+        self._crf_only("marginals")
+        n_labels = len(self.classes_)
+        out = [np.zeros((0, n_labels)) if as_arrays else [] for _ in range(_count(X, "X"))]
+        for tagger, batch, index in self._batches(X, docs):
+            inf = tagger.inference(batch)
+            marg, _ = tagger.marginals(inf)
+            names = tagger.output_names
+            for i, sl in zip(index, inf.corpus.sentence_slices()):
+                out[i] = marg[sl] if as_arrays else [dict(zip(names, row)) for row in marg[sl].tolist()]
+        return out
+
+    def predict_nbest(self, X, k, *, docs=None):
+        """The k best labelings of each sentence: per sentence a list of (labels, probability),
+        best first (fewer than k when the sentence has fewer labelings)."""
+        self._crf_only("n-best lists")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise CrftkError(f"k must be a positive number of labelings, not {k!r}")
+        k = int(k)
+        out = [[([], 1.0)] for _ in range(_count(X, "X"))]   # an empty sentence has one labeling
+        for tagger, batch, index in self._batches(X, docs):
+            inf = tagger.inference(batch)
+            paths, scores, counts = tagger.nbest(inf, k)
+            _, logz = tagger.marginals(inf)
+            probs = np.exp(scores - logz[:, None])
+            for s, (i, sl) in enumerate(zip(index, inf.corpus.sentence_slices())):
+                out[i] = [(tagger.labels[paths[r, sl]].tolist(), float(probs[s, r])) for r in range(counts[s])]
+        return out
+
+    def _crf_only(self, what):
+        if self._model().model_type == "memm":
+            raise CrftkError(f"{what} are computed for CRFs only, not MEMMs")
+
+    def score(self, X, y, *, docs=None):
+        """Chunk F1 in percent of the predictions on X against y (conlleval's, as crftk eval)."""
+        self._model()
+        gold = _label_lists(y, "y", X)
+        return _evaluate(gold, self.predict(X, docs=docs)).overall.f1
+
+    # model files and pickling -----------------------------------------------
+    def save(self, path):
+        """Write the model file (the format of crftk train -m; written atomically)."""
+        self._model().save(path)
+
+    @classmethod
+    def load(cls, path):
+        """A fitted CRF from a model file (from save, crftk train or crftk induce)."""
+        return cls._from_model(Model.load(path))
+
+    @classmethod
+    def _from_model(cls, model):
+        options = model.info.get("options") or {}
+        crf = cls(template=model.space.template.text,
+                  **{name: options[name] for name in _TRAIN_NAMES if name in options})
+        crf._set_model(model)
+        return crf
+
+    def __getstate__(self):
+        # the model file's bytes, never the objects inside: unpickling runs the model checks
+        params = self.get_params()
+        state = {"crftk": 1, "params": params}
+        if isinstance(params["init"], Model):
+            state["init"] = params["init"].to_bytes()
+            params["init"] = None
+        if hasattr(self, "model_"):
+            state["model"] = self.model_.to_bytes()
+        return state
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict) or state.get("crftk") != 1:
+            raise CrftkError("not the pickled state of a crftk CRF (or of a newer version)")
+        self.__init__(**state["params"])
+        if "init" in state:
+            self.init = Model.from_bytes(state["init"], name="<pickled init model>")
+        if "model" in state:
+            self._set_model(Model.from_bytes(state["model"], name="<pickled CRF>"))
+
+
+def _parameters_doc():
+    def python(text):
+        # the shared help names command-line options: --max-iter is max_iter here
+        return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), text)
+
+    lines = ["", "    Parameters (all keyword arguments but template; defaults as crftk train's)", "    " + "-" * 70]
+    for p in PARAMS:
+        choices = f" One of {', '.join(map(repr, p.choices))}." if p.choices else ""
+        lines.append(f"    {p.name} = {p.default!r}")
+        lines.append(f"        {python(p.help) if p in TRAIN else p.help}{choices}")
+    return "\n".join(lines) + "\n"
+
+
+CRF.__doc__ += _parameters_doc()
+CRF.__init__.__signature__ = inspect.Signature(
+    [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+     inspect.Parameter("template", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
+    + [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default) for p in PARAMS[1:]])
+
+
+class _Log:
+    """Training's log: stderr when verbose; otherwise silent but for warnings, which become
+    Python warnings."""
+
+    WARNING = "crftk: warning: "
+
+    def __init__(self, verbose):
+        self.reporter = Reporter() if verbose else None
+        self.status = self.reporter.status if verbose else None
+
+    def __call__(self, message):
+        if self.reporter is not None:
+            self.reporter(message)
+        elif message.startswith(self.WARNING):
+            warnings.warn(message[len(self.WARNING):], UserWarning, stacklevel=4)
+
+
+class _trace_file:
+    """The trace as an open file: a given file as is, a path through an AtomicWriter."""
+
+    def __init__(self, trace):
+        self.trace, self.writer = trace, None
+
+    def __enter__(self):
+        if self.trace is None or hasattr(self.trace, "write"):
+            return self.trace
+        self.writer = AtomicWriter(self.trace)
+        return self.writer.__enter__()
+
+    def __exit__(self, *exc):
+        return False if self.writer is None else self.writer.__exit__(*exc)
+
+
+def _template(spec):
+    """A parsed template from a path, template text, or a list of lines (see the parameter's help)."""
+    if isinstance(spec, os.PathLike):
+        return read_template(spec)
+    if isinstance(spec, str):
+        if "\n" in spec:
+            return parse_template(spec, TEMPLATE_TEXT)
+        if os.path.isfile(spec):
+            return read_template(spec)
+        if "%" in spec:
+            return parse_template(spec, TEMPLATE_TEXT)
+        raise CrftkError("cannot open template: no such file (template text needs a newline, or "
+                         "a '%' macro on its one line)", spec)
+    if isinstance(spec, (list, tuple)) and all(isinstance(line, str) for line in spec):
+        return parse_template("\n".join(line.rstrip("\r\n") for line in spec) + "\n", TEMPLATE_TEXT)
+    raise TypeError(f"template must be a path, template text or a list of lines, not {type(spec).__name__}")
+
+
+def _count(X, name):
+    if isinstance(X, (str, bytes, os.PathLike)):
+        raise CrftkError(f"{name} is a path or a string, not a list of sentences: read a file with "
+                         f"crftk.read_conll(path, label_col=-1)")
+    try:
+        return len(X)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of sentences, not {type(X).__name__}") from None
+
+
+def _label_lists(y, name, X=None):
+    """y as a list of label lists, checked against the sentences of X."""
+    n = _count(y, name)
+    if X is not None and n != _count(X, "X"):
+        raise CrftkError(f"X has {_count(X, 'X')} sentences but {name} has {n} label sequences")
+    out = []
+    for i, labels in enumerate(y):
+        if isinstance(labels, str):
+            raise CrftkError(f"{name}[{i}] is a str: {name} holds one sequence of labels per sentence")
+        labels = list(labels)
+        try:
+            "".join(labels)
+        except TypeError:
+            bad = next(x for x in labels if not isinstance(x, str))
+            raise CrftkError(f"{name}[{i}] holds a {type(bad).__name__} ({shown(bad)}); labels are strings") from None
+        if X is not None and not isinstance(X[i], (str, bytes)) and len(labels) != len(X[i]):
+            raise CrftkError(f"X[{i}] has {len(X[i])} tokens but {name}[{i}] has {len(labels)} labels")
+        out.append(labels)
+    return out
+
+
+def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
+    """(indices in X, Sentences) of the non-empty sentences of X, rows checked.
+
+    ``width``: the number of input columns every row must have (None: the first
+    row's). With labels ``y``, each row gets its label inserted at ``label_col``
+    (a column of the full row, as in a file); without, a placeholder goes there
+    unless the label column is the last one, which a row may lack.
+    """
+    n = _count(X, name)
+    labels = _label_lists(y, y_name, X) if y is not None else None
+    if docs is not None:
+        if _count(docs, docs_name) != n:
+            raise CrftkError(f"{name} has {n} sentences but {docs_name} has {_count(docs, docs_name)} entries")
+        docs = list(docs)
+        for i, d in enumerate(docs):
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
+                raise CrftkError(f"{docs_name}[{i}] is {d!r}: document numbers are non-negative ints")
+    at = None
+    first = None
+    index, out = [], []
+    for i, sent in enumerate(X):
+        if isinstance(sent, (str, bytes)):
+            raise CrftkError(f"{name}[{i}] is a {type(sent).__name__}: a sentence is a list of token "
+                             f"rows (for one column, a list of strings)")
+        rows = []
+        for t, row in enumerate(sent):
+            row = [row] if isinstance(row, str) else list(row)
+            if width is None:
+                width, first = len(row), (i, t)
+            if len(row) != width:
+                raise CrftkError(_width_message(name, i, t, len(row), width, first, labels is None))
+            if at is None:
+                c = label_col + width + 1 if label_col < 0 else label_col
+                if not 0 <= c <= width:
+                    raise CrftkError(f"label_col {label_col} is not a column of rows of {width} input "
+                                     f"columns and the label")
+                at = c
+            try:
+                "".join(row)
+            except TypeError:
+                bad = next(x for x in row if not isinstance(x, str))
+                raise CrftkError(f"{name}[{i}][{t}] holds a {type(bad).__name__} ({shown(bad)}); "
+                                 f"columns are strings") from None
+            if labels is not None:
+                row.insert(at, labels[i][t])
+            elif at != width:
+                row.insert(at, "")          # the label column, which the template never reads
+            rows.append(row)
+        if rows:
+            index.append(i)
+            out.append(Sentence(rows, 0 if docs is None else int(docs[i]), 0, f"{name}[{i}]"))
+    return index, out
+
+
+def _width_message(name, i, t, found, width, first, predicting):
+    if first is None:       # the model fixed the width
+        hint = ""
+        if predicting and found == width + 1:
+            hint = (" (rows hold the input columns only; crftk.read_conll(path, label_col=-1) "
+                    "splits the label off)")
+        return f"{name}[{i}][{t}] has {found} columns, the model reads {width}{hint}"
+    return (f"{name}[{i}][{t}] has {found} columns but {name}[{first[0]}][{first[1]}] has {width}: "
+            f"every token row has the same columns")
+
+
+def _same(a, b):
+    try:
+        return a is b or (type(a) is type(b) and bool(a == b))
+    except Exception:       # arrays and the like: shown
+        return False
+
+
+def _short(value):
+    return shown(value, 60) if isinstance(value, str) else repr(value)
+
+
+# readers and scoring ------------------------------------------------------------
+def read_conll(path, label_col=None, *, docs=False, max_sentence_tokens=MAX_SENTENCE_TOKENS):
+    """Sentences of a CoNLL file (or of several, concatenated) as lists of rows.
+
+    Each sentence is a list of token rows, each row a list of column strings.
+    With ``label_col`` (e.g. -1), that column is split off: returns ``(X, y)``
+    for :meth:`CRF.fit`. With ``docs``, the document number of each sentence
+    (counted by -DOCSTART- lines) comes last: ``(X, docs)`` or ``(X, y, docs)``.
+    """
+    sentences = read_corpus(path, min_columns=1 if label_col is None else 2,
+                            max_sentence_tokens=max_sentence_tokens)
+    X = [s.rows for s in sentences]
+    out = [X]
+    if label_col is not None:
+        if X:
+            n = len(X[0][0])
+            c = label_col + n if label_col < 0 else label_col
+            if not 0 <= c < n:
+                raise CrftkError(f"label column {label_col} does not exist in data of {n} columns",
+                                 sentences[0].source, sentences[0].line)
+            out.append([[row.pop(c) for row in rows] for rows in X])
+        else:
+            out.append([])
+    if docs:
+        out.append([s.doc for s in sentences])
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def evaluate(gold, pred=None, *, scheme="auto", gold_col=None, pred_col=-1, nbest_rank=0):
+    """Chunk scores (conlleval's rules): an :class:`crftk.evaluation.Evaluation`.
+
+    In memory: ``evaluate(gold, pred)`` with two lists of label sequences. Files,
+    as ``crftk eval``: ``evaluate(path)``, a tagged file with the gold and
+    predicted labels in its last two columns (``gold_col``, ``pred_col``), or
+    ``evaluate(gold_path, pred_path)``. ``scheme`` checks the tags (auto: none).
+    The result has ``overall.f1`` (percent), ``per_type``, accuracies,
+    ``format()`` (conlleval's report) and ``to_dict()``.
+    """
+    paths = (str, bytes, os.PathLike)
+    if isinstance(gold, paths):
+        if pred is not None and not isinstance(pred, paths):
+            raise TypeError("evaluate takes two label lists or one or two file paths, not a mixture")
+        labels = read_labels(gold, pred, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
+        return _evaluate(labels.gold, labels.pred, scheme=scheme, locate=labels.locate)
+    if pred is None or isinstance(pred, paths):
+        raise TypeError("evaluate takes two label lists (gold, predicted) or one or two file paths")
+    gold = _label_lists(gold, "gold")
+    pred = _label_lists(pred, "pred")
+    return _evaluate(gold, pred, scheme=scheme)
+
