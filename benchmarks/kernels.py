@@ -36,9 +36,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     import crftk
-    from crftk.conll import read_corpus
-    from crftk.features import FeatureSpace
-    from crftk.templates import read_template
+    from crftk.io.conll import read_corpus
+    from crftk.features.space import FeatureSpace
+    from crftk.features.templates import read_template
     sents = read_corpus(a.data)
     space, corpus = FeatureSpace.fit(sents, read_template(a.template))
     lat = space.lattices(corpus)

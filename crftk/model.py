@@ -4,9 +4,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.container import dumps, loads, read_container, read_header, write_container
+from crftk.io.container import dumps, loads, read_container, read_header, write_container
 from crftk.errors import CrftkError, shown
-from crftk.features import FeatureSpace
+from crftk.features.space import FeatureSpace
 from crftk.structures.pairs import SEP
 
 FORMAT = "crftk-model"

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import click
 
-from crftk.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
+from crftk.io.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
 from crftk.errors import CrftkError, shown
-from crftk.templates import MAX_COLUMNS
+from crftk.features.templates import MAX_COLUMNS
 
 #: Iterations, epochs, rounds: CoNLL-2000 converges within about a thousand.
 MAX_ITER = 1_000_000

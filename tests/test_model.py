@@ -2,17 +2,16 @@ import io
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from corpora import random_corpus
-from crftk.container import dumps, pack_strings
+from corpora import REPO, random_corpus
+from crftk.io.container import dumps, pack_strings
 from crftk.errors import CrftkError
-from crftk.features import FeatureSpace
+from crftk.features.space import FeatureSpace
 from crftk.model import Model, model_header
-from crftk.templates import parse_template
+from crftk.features.templates import parse_template
 
 TEMPLATE = "U00:%x[0,0]\nU01:%x[-1,0]/%x[0,1]\nU02:%x[-1,1]/%x[0,1]/%x[1,0]\nB\nB01:%x[0,1]\n"
 
@@ -130,7 +129,6 @@ def test_dump_lists_every_weight_with_crfpp_strings():
 # load validation: files whose checksums are right but whose contents crftk never wrote
 # ---------------------------------------------------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def crafted(edit, seed=0):
@@ -320,8 +318,8 @@ def test_a_version_1_model_still_loads_and_is_saved_as_version_2(tmp_path):
     new = Model.load(tmp_path / "m.crftk")
     assert np.array_equal(new.weights, old.weights) and new.info == old.info
     assert new.space.template.text == old.space.template.text
-    from crftk.conll import read_corpus
-    from crftk.decode import Tagger
+    from crftk.io.conll import read_corpus
+    from crftk.commands.tag import Tagger
     test = read_corpus(REPO / "data" / "demo.test")[:50]
     outputs = []
     for m in (old, new):

@@ -40,7 +40,7 @@ with ``l' = alpha l (1 - l)`` (sigmoid) and ``l' = sigmoid(alpha d + beta)``
 
 MCE-F (segmentation F-score)
 ----------------------------
-Segments are the chunks of :func:`crftk.evaluation.chunks` (conlleval rules), so
+Segments are the chunks of :func:`crftk.evaluation.conlleval.chunks` (conlleval rules), so
 only target segments are ever formed (``delta(s) = 1``; "O" runs are not
 segments). For a segment s covering the positions a..b (inclusive) and a
 labeling y, the segment-wise discriminant (eq. 15) is the best score of a
@@ -152,7 +152,7 @@ import math
 import numpy as np
 
 from crftk.errors import CrftkError
-from crftk.evaluation import chunks as _chunks
+from crftk.evaluation.conlleval import chunks as _chunks
 from crftk.objectives.penalty import Penalty
 from crftk.structures.chain import check_gold, ranges
 
@@ -192,7 +192,7 @@ def _check_float(name, value, positive=False, nonneg=False):
 
 
 def chunk_table(labels):
-    """Chunking rules of :func:`crftk.evaluation.chunks` as a table over label pairs.
+    """Chunking rules of :func:`crftk.evaluation.conlleval.chunks` as a table over label pairs.
 
     Returns ``(act, ctype)``: ``act[p, t]`` is what label t does after label p
     (row ``len(labels)``: at the start of a sentence): 2 starts a chunk
@@ -393,7 +393,7 @@ class MCEF(_Base):
     ``1/F_gamma - 1`` of the smoothed F-score. ``measure`` picks the segment
     misclassification measure ("segment" or "competitor"); see the module
     docstring for the equations and the reading of the paper. Chunks follow
-    :func:`crftk.evaluation.chunks` applied to ``tags[label id]`` (default: the
+    :func:`crftk.evaluation.conlleval.chunks` applied to ``tags[label id]`` (default: the
     label names; for order-2 pair labels pass the current tag of each pair);
     the gold labels must contain at least one. After a call, ``last`` holds
     the smoothed TP, FN, FP and F-score.

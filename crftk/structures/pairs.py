@@ -13,7 +13,7 @@ plain tags.
 
 import numpy as np
 
-from crftk.conll import Sentence
+from crftk.io.conll import Sentence
 from crftk.structures.base import Structure
 from crftk.structures.chain import ChainInference
 from crftk.structures.constraints import FORBIDDEN, allowed, pinned_mask

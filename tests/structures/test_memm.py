@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from corpora import random_corpus
-from crftk.features import FeatureSpace
+from crftk.features.space import FeatureSpace
 from crftk.objectives import Likelihood
 from crftk.structures.memm import MEMM, viterbi
-from crftk.templates import parse_template
+from crftk.features.templates import parse_template
 
 TEMPLATE = "U:%x[0,0]\nU1:%x[0,1]\nU2:%x[-1,0]/%x[0,1]\nB\n"
 
@@ -73,10 +73,10 @@ def test_viterbi_maximizes_the_product_of_local_probabilities(small):
 
 def test_memm_trains_and_tags_through_the_commands(tmp_path):
     import io
-    from crftk.decode import tag_files
+    from crftk.commands.tag import tag_files
     from crftk.errors import CrftkError
     from crftk.model import Model
-    from crftk.train import train
+    from crftk.commands.train import train
     sents = random_corpus(150, seed=5)
     (tmp_path / "train.txt").write_text("".join("\n".join(" ".join(r) for r in s.rows) + "\n\n"
                                                 for s in sents))

@@ -21,8 +21,8 @@ import itertools
 import numpy as np
 
 from crftk.errors import CrftkError
-from crftk.extract import Extractor, Vocab, load_lexicons
-from crftk.templates import padding_value, parse_template
+from crftk.features.extract import Extractor, Vocab, load_lexicons
+from crftk.features.templates import padding_value, parse_template
 
 FEATURE_SETS = ("supported", "complete")
 
@@ -544,7 +544,7 @@ class FeatureSpace:
     # serialization -------------------------------------------------------
     def to_arrays(self):
         """(meta, arrays) for the model file."""
-        from crftk.container import pack_strings
+        from crftk.io.container import pack_strings
         arrays = {"feat_ptr": self.feat_ptr, "feat_label": self.feat_label}
         offsets, blob = pack_strings(self.labels)
         arrays["labels.offsets"], arrays["labels.blob"] = offsets, blob
@@ -567,7 +567,7 @@ class FeatureSpace:
 
     @classmethod
     def from_arrays(cls, meta, arrays, path=None):
-        from crftk.container import unpack_strings
+        from crftk.io.container import unpack_strings
         try:
             try:
                 template = parse_template(meta["template"], meta.get("template_path", "<model>"))
@@ -601,7 +601,7 @@ class FeatureSpace:
 
 
 def _lexicon_from_lines(lines, name, ignore_case):
-    from crftk.lexicon import Lexicon
+    from crftk.features.lexicon import Lexicon
     return Lexicon.from_lines(lines, name, ignore_case)
 
 

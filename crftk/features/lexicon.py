@@ -73,7 +73,7 @@ _HEADER_WORD = "crftk-lexicon"
 _ALL_FOLDS = frozenset()  # an entry usable in every fold
 
 # ASCII whitespace other than TAB (which separates the fold list) becomes a
-# plain space for splitting the tokens of an entry; see crftk.conll.
+# plain space for splitting the tokens of an entry; see crftk.io.conll.
 _ENTRY_WS = {c: " " for c in range(128) if chr(c).isspace() and c != 9}
 _ASCII_WS = frozenset(chr(c) for c in range(128) if chr(c).isspace())
 
@@ -250,7 +250,7 @@ class Lexicon:
 
     def write(self, path):
         """Write the lexicon to ``path`` atomically (temporary file, then rename)."""
-        from crftk.conll import AtomicWriter
+        from crftk.io.conll import AtomicWriter
 
         with AtomicWriter(path) as f:
             for line in self.to_lines():
@@ -387,7 +387,7 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
     """One lexicon per chunk type of the gold labels of ``sentences``.
 
     The chunks of each sentence's label column (``label_col``, read with
-    :func:`crftk.evaluation.chunks` under ``scheme``) give the entries: the
+    :func:`crftk.evaluation.conlleval.chunks` under ``scheme``) give the entries: the
     words (column 0) of each chunk.  With ``n_folds`` > 0 (at least 2) the
     lexicons are jackknife lexicons and each entry records the folds
     (:func:`fold_of` of the sentence's document) it occurred in.  Entries
@@ -395,7 +395,7 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
     ``ignore_case``) are dropped; a type keeps its (possibly empty) lexicon.
     Returns ``{type: Lexicon}`` with each lexicon named after its type.
     """
-    from crftk.evaluation import chunks
+    from crftk.evaluation.conlleval import chunks
 
     _check_build_options(n_folds, min_count)
     counts = {}  # type -> {key: count}
@@ -436,7 +436,7 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
 def _bad_tag_line(sentence, tags, scheme):
     """File line of the first tag of ``sentence`` not valid under ``scheme``
     (the sentence's first line if none is found alone; None in memory)."""
-    from crftk.evaluation import chunks
+    from crftk.evaluation.conlleval import chunks
 
     if not sentence.line:
         return None
@@ -478,7 +478,7 @@ def write_lexicons(lexicons, out_dir):
 def _corpus_with_paths(inputs, min_columns, where):
     """Sentences of several CoNLL files (numbered as by conll.iter_corpus);
     ``where[0]`` holds the path of the file being read."""
-    from crftk.conll import iter_corpus
+    from crftk.io.conll import iter_corpus
 
     doc = 0
     n_columns = None

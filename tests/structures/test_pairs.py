@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 from corpora import random_corpus
-from crftk.decode import tag_files
-from crftk.features import FeatureSpace
+from crftk.commands.tag import tag_files
+from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
 from crftk.structures.pairs import Pairs, current_tag, pair_sentences, pinned
-from crftk.templates import parse_template
-from crftk.train import train
+from crftk.features.templates import parse_template
+from crftk.commands.train import train
 
 
 def periodic(n, seed):
@@ -93,7 +93,7 @@ def test_dev_scoring_compares_tags_with_tags(tmp_path):
     out = io.StringIO()
     tag_files(Model.load(tmp_path / "o2.model"), [str(tmp_path / "dev.txt")], out)
     rows = [l.split() for l in out.getvalue().splitlines() if l]
-    from crftk.evaluation import evaluate
+    from crftk.evaluation.conlleval import evaluate
     gold, pred = [r[1] for r in rows], [r[2] for r in rows]
     assert model.info["best_dev_f1"] == pytest.approx(evaluate([gold], [pred]).overall.f1)
     assert model.info["best_dev_f1"] > 90

@@ -11,10 +11,10 @@ import numpy as np
 from crftk import params
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
-from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
+from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
 from crftk.errors import CrftkError, shown
-from crftk.evaluation import evaluate
-from crftk.features import FeatureSpace
+from crftk.evaluation.conlleval import evaluate
+from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
 from crftk.objectives.mce import MCE, MCEF
@@ -23,7 +23,7 @@ from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.params import available_cores, resolve_threads  # noqa: F401 (re-exported)
 from crftk.structures.pairs import pair_sentences
 from crftk.progress import plural, status
-from crftk.templates import read_template
+from crftk.features.templates import read_template
 
 
 TRAIN_PARAMS = params.TRAIN

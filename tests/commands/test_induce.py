@@ -1,4 +1,4 @@
-"""Feature induction (crftk.induce): the gain against exact likelihood changes, a
+"""Feature induction (crftk.commands.induce): the gain against exact likelihood changes, a
 conjunction that only induction can express, the model file and the command line."""
 
 import random
@@ -8,12 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from crftk.conll import Sentence
+from crftk.io.conll import Sentence
 from crftk.errors import CrftkError
-from crftk.evaluation import evaluate
-from crftk.induce import DEFAULTS, Inducer, induce
+from crftk.evaluation.conlleval import evaluate
+from crftk.commands.induce import DEFAULTS, Inducer, induce
 from crftk.model import Model
-from crftk.templates import parse_template
+from crftk.features.templates import parse_template
 
 ATOMIC = """\
 Ua0:%x[0,1]
@@ -134,7 +134,7 @@ def test_selected_predicates_are_expanded_to_the_labels_they_occur_with(tmp_path
 
 
 def model_tags(model, sents):
-    from crftk.decode import Tagger
+    from crftk.commands.tag import Tagger
     tagger = Tagger(model, threads=1)
     names = np.asarray(model.labels, dtype=object)
     return [names[p].tolist() for p in tagger.viterbi(sents)]
@@ -142,7 +142,7 @@ def model_tags(model, sents):
 
 def test_atomic_tests_alone_cannot_learn_the_xor(tmp_path):
     """The contrast for the test above: a CRF on the atomic tests mislabels many tokens."""
-    from crftk.train import train
+    from crftk.commands.train import train
     (tmp_path / "t.tmpl").write_text(ATOMIC)
     model = train([str(write(tmp_path / "train.txt", xor_corpus(300, seed=2)))], str(tmp_path / "t.tmpl"),
                   log=quiet, threads=1)
@@ -193,7 +193,7 @@ def test_option_checks(tmp_path, option):
 
 
 def test_atomic_start_keeps_every_atomic_feature_and_adds_the_conjunction(tmp_path):
-    from crftk.features import FeatureSpace
+    from crftk.features.space import FeatureSpace
     train = xor_corpus(300, seed=2)
     (tmp_path / "t.tmpl").write_text(ATOMIC)
     model = induce([str(write(tmp_path / "train.txt", train))], str(tmp_path / "t.tmpl"), None,
@@ -256,7 +256,7 @@ def test_error_below_counts_uncertain_tokens_as_errors():
 
 
 def test_cross_fit_posteriors_come_from_models_trained_without_the_token():
-    from crftk.induce import CrossFit
+    from crftk.commands.induce import CrossFit
     from crftk.objectives import Likelihood
     from crftk.optimize import lbfgs
     sents = xor_corpus(41, seed=11)

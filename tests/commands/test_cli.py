@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from crftk.cli import main
 from crftk.params import MAX_NBEST
+from corpora import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DEMO_TRAIN = REPO / "data" / "demo.train"
 DEMO_TEST = REPO / "data" / "demo.test"
 CHUNKING_TEMPLATE = REPO / "templates" / "chunking-crfpp.tmpl"
@@ -926,7 +926,7 @@ def test_outputs_are_checked_before_any_work(tiny, tmp_path):
 
 def test_keep_last_ignores_the_dev_scores(demo, tmp_path):
     logs = []
-    from crftk.train import train as train_fn
+    from crftk.commands.train import train as train_fn
     best = train_fn([demo.train], demo.template, dev_file=demo.dev, log=logs.append, max_iter=25, threads=1)
     last = train_fn([demo.train], demo.template, dev_file=demo.dev, log=logs.append, max_iter=25, threads=1,
                     keep="last")
@@ -1097,7 +1097,7 @@ def test_template_with_a_byte_order_mark_is_read_like_a_conll_file_with_one(errd
 
 
 def test_model_whose_template_has_a_huge_offset_fails_at_load(tiny, tmp_path):
-    from crftk.container import read_container, write_container
+    from crftk.io.container import read_container, write_container
     meta, arrays = read_container(tiny.model)
     if not isinstance(meta.get("template"), str) or "%x[-1,0]" not in meta["template"]:
         pytest.skip("the model format no longer stores the template text as meta['template']")
@@ -1215,8 +1215,8 @@ def test_every_numeric_option_rejects_what_is_out_of_bounds(name, param):
 
 
 def test_cli_options_and_library_checks_share_one_declaration():
-    from crftk.induce import INDUCE_PARAMS
-    from crftk.train import TRAIN_PARAMS
+    from crftk.commands.induce import INDUCE_PARAMS
+    from crftk.commands.train import TRAIN_PARAMS
     for command, params in (("train", TRAIN_PARAMS), ("induce", INDUCE_PARAMS)):
         options = {p.name: p for p in main.commands[command].params}
         for p in params:

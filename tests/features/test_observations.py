@@ -8,9 +8,9 @@ import pytest
 
 from corpora import sentences
 from crftk.errors import CrftkError
-from crftk.features import FeatureSpace
+from crftk.features.space import FeatureSpace
 from crftk.model import Model
-from crftk.templates import parse_template
+from crftk.features.templates import parse_template
 
 # one macro per U line; a multi-valued one (%shape); a B line with a macro
 ATOMIC = """# atomic tests

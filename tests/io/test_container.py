@@ -1,4 +1,4 @@
-"""Tests for crftk.container: the model file container (format versions 1 and 2)."""
+"""Tests for crftk.io.container: the model file container (format versions 1 and 2)."""
 
 import hashlib
 import json
@@ -9,15 +9,15 @@ import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from crftk import conll, container
-from crftk.conll import AtomicWriter
-from crftk.container import _meta_digest  # noqa: E402  (crafted version-1 headers need it)
-from crftk.container import (
+from crftk.io import conll
+from crftk.io import container
+from crftk.io.conll import AtomicWriter
+from crftk.io.container import _meta_digest  # noqa: E402  (crafted version-1 headers need it)
+from crftk.io.container import (
     FORMAT_VERSION,
     MAGIC,
     dumps,
@@ -29,9 +29,9 @@ from crftk.container import (
     write_container,
 )
 from crftk.errors import CrftkError
+from corpora import REPO
 
 VERSIONS = [1, 2]
-REPO = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------------------
@@ -533,9 +533,9 @@ def test_kill_9_of_tag_leaves_a_temp_that_the_next_run_removes(tmp_path):
     """tag -o reads stdin after it opened its temp file: kill -9 then leaves the temp; SIGTERM
     removes it itself; the next run of any writer of that output removes a killed one's."""
     from corpora import random_corpus
-    from crftk.features import FeatureSpace
+    from crftk.features.space import FeatureSpace
     from crftk.model import Model
-    from crftk.templates import parse_template
+    from crftk.features.templates import parse_template
 
     space, _ = FeatureSpace.fit(random_corpus(20), parse_template("U00:%x[0,0]\nB\n"))
     Model(space, np.zeros(space.n_params)).save(tmp_path / "m.model")

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from corpora import random_corpus
-from crftk.decode import Tagger, tag_files
-from crftk.features import FeatureSpace
+from crftk.commands.tag import Tagger, tag_files
+from crftk.features.space import FeatureSpace
 from crftk.model import Model
-from crftk.templates import parse_template
+from crftk.features.templates import parse_template
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_nbest_with_marginals_adds_each_labels_marginal(model, tmp_path):
 
 def test_first_mention_templates_tag_whole_documents_per_batch(tmp_path):
     from corpora import random_docs
-    from crftk.conll import chunked
+    from crftk.io.conll import chunked
     docs = random_docs(6, seed=3, sents_per_doc=4)
     batches = list(chunked(iter(docs), max_tokens=5, by_document=True))
     assert [s for b in batches for s in b] == docs

@@ -5,8 +5,8 @@ import pytest
 
 from corpora import random_corpus, reference_strings, sentences
 from crftk.errors import CrftkError
-from crftk.features import FeatureSpace
-from crftk.templates import parse_template
+from crftk.features.space import FeatureSpace
+from crftk.features.templates import parse_template
 
 TEMPLATE = """U00:%x[-3,0]
 U01:%x[0,0]
@@ -213,13 +213,13 @@ def test_extended_space_round_trips_through_arrays():
 
 
 def test_lexicon_macro_with_jackknife_folds_and_embedding(tmp_path):
-    from crftk.lexicon import Lexicon, fold_of
+    from crftk.features.lexicon import Lexicon, fold_of
     from corpora import reference_attributes
     lex = tmp_path / "loc.lex"
     lex.write_text("# crftk-lexicon folds=2\nNew York\t0\nYork\t0,1\nParis\t1\n")
     tmpl_path = tmp_path / "t.tmpl"
     tmpl_path.write_text("@lexicon LOC loc.lex\nU0:%lex[0,LOC]\nU1:%lex[-1,LOC]/%x[0,0]\nB\n")
-    from crftk.templates import read_template
+    from crftk.features.templates import read_template
     tmpl = read_template(tmpl_path)
     rows = [["New", "O"], ["York", "O"], ["and", "O"], ["Paris", "O"], ["York", "O"]]
     train = sentences([rows, rows])
@@ -244,7 +244,7 @@ def test_lexicon_macro_with_jackknife_folds_and_embedding(tmp_path):
 
 
 def test_undeclared_or_missing_lexicon(tmp_path):
-    from crftk.templates import read_template
+    from crftk.features.templates import read_template
     p = tmp_path / "t.tmpl"
     p.write_text("U0:%lex[0,LOC]\n")
     with pytest.raises(CrftkError, match="not declared"):

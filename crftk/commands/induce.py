@@ -41,16 +41,16 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, read_corpus
+from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, read_corpus
 from crftk.errors import CrftkError
-from crftk.features import FeatureSpace
+from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
 from crftk.structures.chain import Chain
 from crftk.optimize import lbfgs
 from crftk.progress import status
-from crftk.templates import read_template
-from crftk.train import DevScorer, resolve_threads, _stderr_log
+from crftk.features.templates import read_template
+from crftk.commands.train import DevScorer, resolve_threads, _stderr_log
 
 INDUCE_PARAMS = params.INDUCE
 DEFAULTS = params.defaults(INDUCE_PARAMS)

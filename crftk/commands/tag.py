@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 
-from crftk.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
+from crftk.io.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
 from crftk.errors import CrftkError
-from crftk.train import resolve_threads
+from crftk.commands.train import resolve_threads
 
 
 #: Most memory the n-best tables of one batch may take.

@@ -4,8 +4,8 @@ import pytest
 from corpora import sentences
 from crftk.structures.constraints import FORBIDDEN, allowed, check_gold, forbidden_parameters
 from crftk.errors import CrftkError
-from crftk.features import FeatureSpace
-from crftk.templates import parse_template
+from crftk.features.space import FeatureSpace
+from crftk.features.templates import parse_template
 
 LABELS = ["B-NP", "B-VP", "I-NP", "I-VP", "O"]
 
@@ -91,7 +91,7 @@ def test_pinned_weights_make_decoding_obey_the_constraints():
 
 
 def test_training_with_constraints(tmp_path):
-    from crftk.train import train
+    from crftk.commands.train import train
     data = tmp_path / "train.txt"
     rng = np.random.default_rng(1)
     seqs = [["B-NP", "I-NP", "O", "B-VP", "I-VP"], ["O", "B-NP"], ["B-VP", "O", "B-NP", "I-NP"]]

@@ -3,12 +3,12 @@ import pytest
 
 from corpora import random_corpus
 from crftk.errors import CrftkError
-from crftk.features import FeatureSpace
+from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
 from crftk.structures.chain import Chain
-from crftk.templates import parse_template
-from crftk.train import TRAIN_PARAMS, train
+from crftk.features.templates import parse_template
+from crftk.commands.train import TRAIN_PARAMS, train
 
 TEMPLATE = "U00:%x[0,0]\nU01:%x[0,1]\nU02:%x[-1,0]/%x[0,1]\nB\n"
 

@@ -9,29 +9,26 @@ the segment's positions.
 
 import dataclasses
 import math
-import os
 import random
-import sys
 
 import numpy as np
 import pytest
 
-from crftk.conll import Sentence
+from crftk.io.conll import Sentence
 from crftk.errors import CrftkError
-from crftk.evaluation import chunks
-from crftk.features import FeatureSpace
+from crftk.evaluation.conlleval import chunks
+from crftk.features.space import FeatureSpace
 from crftk.objectives.mce import MCE, MCEF, chunk_table, labeling_chunks
 from crftk.structures.chain import Chain, ChainInference
 from crftk.objectives import Likelihood, label_counts
 from crftk.optimize import lbfgs
-from crftk.templates import parse_template
+from crftk.features.templates import parse_template
 
 
 def bound(space, corpus):
     """A first-order chain on the space, bound to the corpus (what the MCE objectives take)."""
     return Chain(space).bind(corpus)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lattice_reference as ref  # noqa: E402
 
 IOB = ("B-X", "I-X", "B-Y", "I-Y", "O")

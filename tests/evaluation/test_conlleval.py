@@ -1,4 +1,4 @@
-"""Tests for crftk.evaluation: conlleval-style chunk scoring, McNemar, readers.
+"""Tests for crftk.evaluation.conlleval: conlleval-style chunk scoring, McNemar, readers.
 
 Every expected value below is worked out by hand in the comments.
 """
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from crftk.errors import CrftkError
-from crftk.evaluation import chunks, evaluate, mcnemar, read_pairs, read_two
+from crftk.evaluation.conlleval import chunks, evaluate, mcnemar, read_pairs, read_two
 
 
 def scores(obj):

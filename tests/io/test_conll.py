@@ -1,4 +1,4 @@
-"""Tests for crftk.conll: reading, batching and writing CoNLL column files."""
+"""Tests for crftk.io.conll: reading, batching and writing CoNLL column files."""
 
 import io
 import itertools
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from crftk.conll import (
+from crftk.io.conll import (
     AtomicWriter,
     Layout,
     Sentence,
@@ -18,10 +18,11 @@ from crftk.conll import (
     read_sentences,
 )
 from crftk.errors import CrftkError
+from corpora import REPO
 
 # the shared corpora sit beside the repository (../shared/data), or where CONLL2000 says
 CONLL2000_TRAIN = os.path.join(
-    os.environ.get("CONLL2000", os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
+    os.environ.get("CONLL2000", os.path.join(REPO, "..", "shared", "data",
                                              "conll2000")), "train.txt")
 
 

@@ -1,7 +1,8 @@
 import pytest
 
 from crftk.errors import CrftkError
-from crftk.templates import MAX_COLUMNS, MAX_LENGTH, MAX_ROW, Macro, parse_template, padding_value, read_template
+from crftk.features.templates import MAX_COLUMNS, MAX_LENGTH, MAX_ROW, Macro, parse_template, padding_value, read_template
+from corpora import REPO
 
 CRFPP = """# Unigram
 U00:%x[-2,0]
@@ -106,8 +107,7 @@ def test_read_template_errors(tmp_path):
 
 
 def test_shipped_chunking_template_parses():
-    from pathlib import Path
-    t = read_template(Path(__file__).parent.parent / "templates" / "chunking-crfpp.tmpl")
+    t = read_template(REPO / "templates" / "chunking-crfpp.tmpl")
     assert len(t.unigrams) == 19 and t.label_bigram and not t.bigrams
     assert t.columns == [0, 1]
 

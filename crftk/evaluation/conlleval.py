@@ -31,7 +31,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from crftk.conll import read_sentences
+from crftk.io.conll import read_sentences
 from crftk.errors import CrftkError, shown
 
 __all__ = [

@@ -80,7 +80,7 @@ import struct
 
 import numpy as np
 
-from crftk.conll import fsync_directory, open_temp_beside
+from crftk.io.conll import fsync_directory, open_temp_beside
 from crftk.errors import CrftkError
 
 __all__ = [

@@ -1,12 +1,12 @@
-"""Tests for crftk.lexicon: file format, matching, jackknife folds, building."""
+"""Tests for crftk.features.lexicon: file format, matching, jackknife folds, building."""
 
 import os
 
 import pytest
 
-from crftk.conll import Sentence, read_corpus
+from crftk.io.conll import Sentence, read_corpus
 from crftk.errors import CrftkError
-from crftk.lexicon import (
+from crftk.features.lexicon import (
     Lexicon,
     build_lexicons,
     fold_of,

@@ -7,15 +7,12 @@ gradient.
 """
 
 import functools
-import os
-import sys
 
 import numpy as np
 import pytest
 
 from crftk._lattice import Lattices, openmp_enabled
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import lattice_reference as ref  # noqa: E402
 
 I32 = np.int32
