@@ -263,6 +263,13 @@ def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0, passthro
     return _iter_sentences(lines, name, close, allowed, min_columns, first_doc, passthrough, layout, limit)
 
 
+def _finished(held, rows, doc, start, name):
+    """The pass-through lines met inside a sentence (emptied), then the sentence."""
+    yield from held
+    held.clear()
+    yield Sentence(rows, doc, start, name)
+
+
 def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=False, layout=None,
                     max_sentence_tokens=None):
     try:
@@ -293,9 +300,7 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
                 fields = [x for x in s.translate(_ASCII_WS).split(" ") if x]
             if not fields:
                 if rows:
-                    yield from held
-                    held.clear()
-                    yield Sentence(rows, doc, start, name)
+                    yield from _finished(held, rows, doc, start, name)
                     rows = []
                     doc_used = True
                 elif passthrough and after_kept:
@@ -308,9 +313,7 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
                 keep = False
                 if word.startswith(_DOCSTART):
                     if rows:
-                        yield from held
-                        held.clear()
-                        yield Sentence(rows, doc, start, name)
+                        yield from _finished(held, rows, doc, start, name)
                         rows = []
                         doc_used = True
                     if doc_used:
@@ -350,8 +353,7 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
                                  f"the limit)", name, lineno)
             rows.append(fields)
         if rows:
-            yield from held
-            yield Sentence(rows, doc, start, name)
+            yield from _finished(held, rows, doc, start, name)
     finally:
         if close is not None:
             close()

@@ -39,6 +39,12 @@ class OptimizeResult:
     converged: bool
     reason: str
 
+    @classmethod
+    def at(cls, x, shape, f, n_iter, n_evals, outcome):
+        """The result at point x (reshaped to the caller's shape), given (converged, reason)."""
+        return cls(x=x.reshape(shape), f=f, n_iter=n_iter, n_evals=n_evals, converged=outcome[0],
+                   reason=outcome[1])
+
 
 @dataclass
 class IterationInfo:
@@ -96,6 +102,15 @@ class Objective:
 
 def is_finite(f, g):
     return math.isfinite(f) and bool(np.isfinite(g).all())
+
+
+def evaluate_start(fun, shape, x):
+    """(Objective wrapper, f, g) at the starting point, which must be finite."""
+    obj = Objective(fun, shape)
+    f, g = obj(x)
+    if not is_finite(f, g):
+        raise ValueError("fun returned a non-finite value or gradient at x0")
+    return obj, f, g
 
 
 def axpy(a, x, y):
@@ -171,14 +186,21 @@ class StoppingRules:
             )
         return None
 
-    def at_start(self, gnorm, xnorm):
-        """``(converged, reason)`` if the minimiser should not start, else None."""
-        reason = self._gradient_small(gnorm, xnorm)
+    def at_start(self, g, x):
+        """``(converged, reason)`` if the minimiser should not start from x (gradient g), else None."""
+        reason = self._gradient_small(float(np.linalg.norm(g)), float(np.linalg.norm(x)))
         if reason is not None:
             return True, reason
         if self.max_iter == 0:
             return False, "reached the iteration limit (0) before converging"
         return None
+
+    def end_of_iteration(self, callback, *, iteration, x, shape, f, gnorm, step, n_evals, f_rule=None):
+        """Report the iteration to the callback, then apply the rules (to f_rule, default f)."""
+        xnorm = float(np.linalg.norm(x))
+        stop = report(callback, iteration=iteration, x=x, shape=shape, f=f, gnorm=gnorm, xnorm=xnorm,
+                      step=step, n_evals=n_evals)
+        return self.after_iteration(iteration, f if f_rule is None else f_rule, gnorm, xnorm, stop)
 
     def after_iteration(self, n_iter, f, gnorm, xnorm, stop_requested):
         """``(converged, reason)`` if the minimiser should stop, else None."""

@@ -7,8 +7,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (ARMIJO, IterationInfo, Objective, OptimizeResult, StoppingRules,
-                                   check_options, is_finite, not_descent, report, start_point)
+from crftk.optimize.common import (evaluate_start, ARMIJO, IterationInfo, OptimizeResult, StoppingRules,
+                                   check_options, not_descent, start_point)
 from crftk.optimize.linesearch import MAX_STEP, LineSearchFailed, strong_wolfe_search
 
 
@@ -136,23 +136,14 @@ def cg(
         raise ValueError(f"restart must be an integer >= 0 or None, got {restart}")
     restart = int(restart)
 
-    obj = Objective(fun, shape)
-    f, g = obj(x)
-    if not is_finite(f, g):
-        raise ValueError("fun returned a non-finite value or gradient at x0")
-    rules = StoppingRules(
-        max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=f
-    )
+    obj, f, g = evaluate_start(fun, shape, x)
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=f)
     n_iter = 0
 
-    def finish(converged, reason):
-        return OptimizeResult(
-            x=x.reshape(shape), f=f, n_iter=n_iter, n_evals=obj.n_evals,
-            converged=converged, reason=reason,
-        )
+    def finish(*outcome):
+        return OptimizeResult.at(x, shape, f, n_iter, obj.n_evals, outcome)
 
-    outcome = rules.at_start(float(np.linalg.norm(g)), float(np.linalg.norm(x)))
-    if outcome is not None:
+    if (outcome := rules.at_start(g, x)) is not None:
         return finish(*outcome)
 
     preconditioned = precondition is not None and mixed_after != 0
@@ -206,12 +197,8 @@ def cg(
         since_restart += 1
 
         gnorm = float(np.linalg.norm(g))
-        xnorm = float(np.linalg.norm(x))
-        stop = report(
-            callback, iteration=n_iter, x=x, shape=shape, f=f, gnorm=gnorm,
-            xnorm=xnorm, step=t.step, n_evals=obj.n_evals,
-        )
-        outcome = rules.after_iteration(n_iter, f, gnorm, xnorm, stop)
+        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=f, gnorm=gnorm,
+                                         step=t.step, n_evals=obj.n_evals)
         if outcome is not None:
             return finish(*outcome)
 

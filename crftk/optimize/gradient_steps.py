@@ -7,8 +7,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (IterationInfo, Objective, OptimizeResult, StoppingRules, check_options,
-                                   is_finite, report, start_point)
+from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, check_options,
+                                   is_finite, start_point)
 
 # Fahlman's maximum growth factor: no weight's step may exceed mu times its previous step.
 _QP_GROWTH = 1.75
@@ -67,22 +67,15 @@ def quickprop(
     if int(gpd_iter) != gpd_iter or gpd_iter < 0:
         raise ValueError(f"gpd_iter must be an integer >= 0, got {gpd_iter}")
     shape, x = start_point(x0)
-    obj = Objective(fun, shape)
-    f, g = obj(x)
-    if not is_finite(f, g):
-        raise ValueError("fun returned a non-finite value or gradient at x0")
+    obj, f, g = evaluate_start(fun, shape, x)
     rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=f)
     best_x, best_f = x, f
     n_iter = 0
 
-    def finish(converged, reason):
-        return OptimizeResult(
-            x=best_x.reshape(shape), f=best_f, n_iter=n_iter, n_evals=obj.n_evals,
-            converged=converged, reason=reason,
-        )
+    def finish(*outcome):
+        return OptimizeResult.at(best_x, shape, best_f, n_iter, obj.n_evals, outcome)
 
-    outcome = rules.at_start(float(np.linalg.norm(g)), float(np.linalg.norm(x)))
-    if outcome is not None:
+    if (outcome := rules.at_start(g, x)) is not None:
         return finish(*outcome)
     rate = first_step / float(np.max(np.abs(g)))
     prev_dx = prev_slope = None
@@ -102,12 +95,8 @@ def quickprop(
         if f < best_f:
             best_x, best_f = x, f
         gnorm = float(np.linalg.norm(g))
-        xnorm = float(np.linalg.norm(x))
-        stop = report(
-            callback, iteration=n_iter, x=x, shape=shape, f=f, gnorm=gnorm,
-            xnorm=xnorm, step=float(np.linalg.norm(dx)), n_evals=obj.n_evals,
-        )
-        outcome = rules.after_iteration(n_iter, best_f, gnorm, xnorm, stop)
+        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=f, gnorm=gnorm,
+                                         step=float(np.linalg.norm(dx)), n_evals=obj.n_evals, f_rule=best_f)
         if outcome is not None:
             return finish(*outcome)
 

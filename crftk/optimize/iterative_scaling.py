@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from crftk.optimize.common import (IterationInfo, OptimizeResult, StoppingRules, bool_mask, check_options,
-                                   report, start_point)
+                                   start_point)
 
 # Cap on the Newton iterations of the per-feature GIS step with a prior (they
 # converge quadratically and monotonically; the cap is a safety net).
@@ -230,19 +230,13 @@ def gis(
     if state is None:
         raise ValueError("expected(x0) or objective(x0) is not finite")
     E, F, gnorm = state
-    rules = StoppingRules(
-        max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F
-    )
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F)
     n_iter = 0
 
-    def finish(converged, reason):
-        return OptimizeResult(
-            x=x.reshape(shape), f=F, n_iter=n_iter, n_evals=n_evals,
-            converged=converged, reason=reason,
-        )
+    def finish(*outcome):
+        return OptimizeResult.at(x, shape, F, n_iter, n_evals, outcome)
 
-    outcome = rules.at_start(gnorm, float(np.linalg.norm(x)))
-    if outcome is not None:
+    if (outcome := rules.at_start(np.array([gnorm]), x)) is not None:      # gnorm: of the free weights
         return finish(*outcome)
 
     while True:
@@ -263,12 +257,8 @@ def gis(
         E, F, gnorm = state
         n_iter += 1
 
-        xnorm = float(np.linalg.norm(x))
-        stop = report(
-            callback, iteration=n_iter, x=x, shape=shape, f=F, gnorm=gnorm,
-            xnorm=xnorm, step=float(np.linalg.norm(delta)), n_evals=n_evals,
-        )
-        outcome = rules.after_iteration(n_iter, F, gnorm, xnorm, stop)
+        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=F, gnorm=gnorm,
+                                         step=float(np.linalg.norm(delta)), n_evals=n_evals)
         if outcome is not None:
             return finish(*outcome)
 

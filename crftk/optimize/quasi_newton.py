@@ -16,8 +16,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (IterationInfo, Objective, OptimizeResult, StoppingRules, axpy,
-                                   bool_mask, check_options, is_finite, not_descent, report, start_point)
+from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy,
+                                   bool_mask, check_options, not_descent, start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
 
 # A pair (s, y) enters the history only if s'y > _CURVATURE_SKIP * |s| * |y|.
@@ -150,10 +150,7 @@ def lbfgs(
             mask = None
     owlqn = c1 > 0.0 and (mask is None or bool(mask.any()))
 
-    obj = Objective(fun, shape)
-    f, g = obj(x)
-    if not is_finite(f, g):
-        raise ValueError("fun returned a non-finite value or gradient at x0")
+    obj, f, g = evaluate_start(fun, shape, x)
 
     def total(x, f):
         return f + l1(x, c1, mask) if owlqn else f
@@ -166,19 +163,13 @@ def lbfgs(
     F = total(x, f)
     pg = steepest(x, g)
     history = _History(m)
-    rules = StoppingRules(
-        max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F
-    )
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F)
     n_iter = 0
 
-    def finish(converged, reason):
-        return OptimizeResult(
-            x=x.reshape(shape), f=F, n_iter=n_iter, n_evals=obj.n_evals,
-            converged=converged, reason=reason,
-        )
+    def finish(*outcome):
+        return OptimizeResult.at(x, shape, F, n_iter, obj.n_evals, outcome)
 
-    outcome = rules.at_start(float(np.linalg.norm(pg)), float(np.linalg.norm(x)))
-    if outcome is not None:
+    if (outcome := rules.at_start(pg, x)) is not None:
         return finish(*outcome)
 
     while True:
@@ -218,12 +209,8 @@ def lbfgs(
         n_iter += 1
 
         gnorm = float(np.linalg.norm(pg))
-        xnorm = float(np.linalg.norm(x))
-        stop = report(
-            callback, iteration=n_iter, x=x, shape=shape, f=F, gnorm=gnorm,
-            xnorm=xnorm, step=t.step, n_evals=obj.n_evals,
-        )
-        outcome = rules.after_iteration(n_iter, F, gnorm, xnorm, stop)
+        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=F, gnorm=gnorm,
+                                         step=t.step, n_evals=obj.n_evals)
         if outcome is not None:
             return finish(*outcome)
 

@@ -44,12 +44,12 @@ class Structure:
     @property
     def output_labels(self):
         """What decoding outputs, in order: label ids index this list."""
-        return self.space.labels
+        return self.labels
 
     @property
     def output_names(self):
         """The columns of output marginals, in order."""
-        return self.space.labels
+        return self.output_labels
 
     @property
     def n_params(self):
