@@ -7,9 +7,10 @@ import threading
 
 import click
 
-from crftk import __version__
+# Each command imports the library it runs inside its function: `crftk --help` and a
+# mistyped option answer at once, without loading numpy and the kernels.
+from crftk import __version__, params
 from crftk.errors import CrftkError
-from crftk import params
 from crftk.params import MAX_COUNT, MAX_LEXICON_FOLDS, MAX_NBEST, Integer, Real, Threads, column_index
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

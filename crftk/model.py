@@ -4,9 +4,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.io.container import dumps, loads, read_container, read_header, write_container
 from crftk.errors import CrftkError, shown
 from crftk.features.space import FeatureSpace
+from crftk.io.container import dumps, loads, read_container, read_header, write_container
+from crftk.structures import STRUCTURES, make_structure, structure_name
 from crftk.structures.pairs import SEP
 
 FORMAT = "crftk-model"
@@ -45,7 +46,6 @@ class Model:
         if len({p.name for p in self.parts}) != len(self.parts):
             raise CrftkError("the parts of a model need distinct names")
         if structure is None:
-            from crftk.structures import structure_name
             structure = structure_name(self.order, self.model_type)
         self.structure_name = structure
         self._structure = None
@@ -74,7 +74,6 @@ class Model:
     def structure(self):
         """The kind of model (crftk.structures) over this feature space."""
         if self._structure is None:
-            from crftk.structures import make_structure
             self._structure = make_structure(self.structure_name, self.space)
         return self._structure
 
@@ -212,7 +211,6 @@ def _weights_for(space, weights):
 
 def _split_parts(meta, arrays, path):
     """[(name, space meta, space arrays)] and the structure name of a model file of MODEL_KIND."""
-    from crftk.structures import STRUCTURES
 
     def bad(what):
         return CrftkError(f"model file is inconsistent: {what}", path)

@@ -527,7 +527,7 @@ def test_evaluate_lists_and_files(tmp_path):
     with pytest.raises(CrftkError, match=r"pred\[0\] holds a int"):
         evaluate(gold, [[1, 2, 3, 4], ["O"]])
     with pytest.raises(CrftkError, match="scheme|iob"):
-        evaluate([["I-NP", "B-X"]], [["I-NP", "B-X"]], scheme="bioes")
+        evaluate([["I-NP", "B-X"]], [["I-NP", "B-X"]], scheme="bilou")
 
 
 # scikit-learn, when it is installed ----------------------------------------------

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 from crftk.io.conll import read_sentences
 from crftk.errors import CrftkError, shown
+from crftk.io import schemes
+from crftk.io.schemes import split
 
 __all__ = [
     "SCHEMES",
@@ -51,16 +53,7 @@ __all__ = [
 # ---------------------------------------------------------------------------
 # chunk extraction
 
-SCHEMES = ("auto", "iob1", "iob2", "ioe1", "ioe2", "iobes")
-
-# Prefixes each explicit scheme allows ("O" must be the bare tag "O").
-_SCHEME_PREFIXES = {
-    "iob1": frozenset("BI"),
-    "iob2": frozenset("BI"),
-    "ioe1": frozenset("IE"),
-    "ioe2": frozenset("IE"),
-    "iobes": frozenset("BIES"),
-}
+SCHEMES = ("auto",) + schemes.SCHEMES
 
 _CONTINUE, _CLOSE, _OPEN = 0, 1, 2
 
@@ -71,19 +64,14 @@ _TRANSITIONS = {}
 _MAX_TRANSITIONS = 200_000
 
 
-def _split(tag):
-    prefix, dash, typ = tag.partition("-")
-    return prefix, typ
-
-
 def _decide(prev, tag):
     """Action at the boundary between ``prev`` and ``tag``.
 
     ``_OPEN``: a chunk starts at ``tag`` (closing any open chunk first);
     ``_CLOSE``: an open chunk ends with ``prev``; ``_CONTINUE``: neither.
     """
-    pp, pt = _split(prev)
-    cp, ct = _split(tag)
+    pp, pt = split(prev)
+    cp, ct = split(tag)
 
     starts = (
         cp in ("B", "S", "[", "]")
@@ -136,10 +124,7 @@ def _extract(tags):
 
 
 def _check_scheme(scheme):
-    if scheme not in SCHEMES:
-        raise CrftkError(
-            f"unknown tagging scheme {scheme!r} (choose from {', '.join(SCHEMES)})"
-        )
+    return schemes.canonical(scheme, SCHEMES)
 
 
 def _tag_ok(tag, allowed):
@@ -154,7 +139,7 @@ def _validate(sentences, scheme, what, locate=None):
 
     ``locate(what, sentence, token)`` gives the (file, line) of a tag, if known.
     """
-    allowed = _SCHEME_PREFIXES[scheme]
+    allowed = frozenset(schemes.PREFIXES[scheme])
     seen = set()
     for s in sentences:
         seen.update(s)
@@ -178,7 +163,7 @@ def chunks(tags, scheme="auto"):
     ``tags`` is a sequence of tag strings.  With an explicit ``scheme`` the tags
     are first checked to use only that scheme's prefixes (CrftkError if not).
     """
-    _check_scheme(scheme)
+    scheme = _check_scheme(scheme)
     tags = list(tags)
     if scheme != "auto":
         _validate([tags], scheme, "")
@@ -297,7 +282,7 @@ def evaluate(gold_sentences, pred_sentences, scheme="auto", locate=None):
     same type, start and end. ``locate("gold"|"predicted", sentence, token)``
     gives the (file, line) of a tag for error messages (see :class:`Labels`).
     """
-    _check_scheme(scheme)
+    scheme = _check_scheme(scheme)
     gold_sentences = list(gold_sentences)
     pred_sentences = list(pred_sentences)
     if len(gold_sentences) != len(pred_sentences):

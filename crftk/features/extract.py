@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.features import observations as obs
 from crftk.errors import CrftkError
+from crftk.features import observations as obs
+from crftk.features.lexicon import Lexicon, fold_of
 from crftk.features.templates import padding_value
 
 MULTI = {"shape", "ngram"}
@@ -145,7 +146,6 @@ class Extractor:
         Jackknife lexicons are matched per fold: a training token sees only the
         entries seen in other folds of documents.
         """
-        from crftk.features.lexicon import fold_of
         cols = {c: array("q") for c in self.columns}
         lex_keys = [k for k in self.keys if not isinstance(k, int) and k[0] == "lex"]
         lex_vals = {k: array("q") for k in lex_keys}
@@ -271,7 +271,6 @@ class Extractor:
 
 def load_lexicons(template):
     """Read the lexicon files a template declares."""
-    from crftk.features.lexicon import Lexicon
     out = {}
     for name, (path, icase) in template.lexicons.items():
         try:

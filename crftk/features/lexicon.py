@@ -56,6 +56,8 @@ the lexicon.
 import os
 
 from crftk.errors import CrftkError
+from crftk.evaluation.conlleval import chunks
+from crftk.io.conll import AtomicWriter, iter_corpus
 from crftk.progress import status
 
 __all__ = [
@@ -250,7 +252,6 @@ class Lexicon:
 
     def write(self, path):
         """Write the lexicon to ``path`` atomically (temporary file, then rename)."""
-        from crftk.io.conll import AtomicWriter
 
         with AtomicWriter(path) as f:
             for line in self.to_lines():
@@ -395,7 +396,6 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
     ``ignore_case``) are dropped; a type keeps its (possibly empty) lexicon.
     Returns ``{type: Lexicon}`` with each lexicon named after its type.
     """
-    from crftk.evaluation.conlleval import chunks
 
     _check_build_options(n_folds, min_count)
     counts = {}  # type -> {key: count}
@@ -436,7 +436,6 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
 def _bad_tag_line(sentence, tags, scheme):
     """File line of the first tag of ``sentence`` not valid under ``scheme``
     (the sentence's first line if none is found alone; None in memory)."""
-    from crftk.evaluation.conlleval import chunks
 
     if not sentence.line:
         return None
@@ -478,7 +477,6 @@ def write_lexicons(lexicons, out_dir):
 def _corpus_with_paths(inputs, min_columns, where):
     """Sentences of several CoNLL files (numbered as by conll.iter_corpus);
     ``where[0]`` holds the path of the file being read."""
-    from crftk.io.conll import iter_corpus
 
     doc = 0
     n_columns = None

@@ -20,9 +20,13 @@ import itertools
 
 import numpy as np
 
+from crftk._lattice import Lattices
 from crftk.errors import CrftkError
 from crftk.features.extract import Extractor, Vocab, load_lexicons
+from crftk.features.lexicon import Lexicon
 from crftk.features.templates import padding_value, parse_template
+from crftk.io.container import pack_strings, unpack_strings
+from crftk.structures.layout import ChainLayout
 
 FEATURE_SETS = ("supported", "complete")
 
@@ -183,7 +187,6 @@ class FeatureSpace:
 
     def layout(self):
         """The parameter layout of a chain CRF on this space (crftk.structures.layout)."""
-        from crftk.structures.layout import ChainLayout
         return ChainLayout(self.n_features, self.n_labels, self.n_edge_attrs)
 
     # building ------------------------------------------------------------
@@ -512,7 +515,6 @@ class FeatureSpace:
         return self._encode(values, Positions(values.lengths, values.anchor), values.labels)
 
     def lattices(self, corpus):
-        from crftk._lattice import Lattices
         return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
                         self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs, self.layout().offsets())
 
@@ -544,7 +546,6 @@ class FeatureSpace:
     # serialization -------------------------------------------------------
     def to_arrays(self):
         """(meta, arrays) for the model file."""
-        from crftk.io.container import pack_strings
         arrays = {"feat_ptr": self.feat_ptr, "feat_label": self.feat_label}
         offsets, blob = pack_strings(self.labels)
         arrays["labels.offsets"], arrays["labels.blob"] = offsets, blob
@@ -567,7 +568,6 @@ class FeatureSpace:
 
     @classmethod
     def from_arrays(cls, meta, arrays, path=None):
-        from crftk.io.container import unpack_strings
         try:
             try:
                 template = parse_template(meta["template"], meta.get("template_path", "<model>"))
@@ -601,7 +601,6 @@ class FeatureSpace:
 
 
 def _lexicon_from_lines(lines, name, ignore_case):
-    from crftk.features.lexicon import Lexicon
     return Lexicon.from_lines(lines, name, ignore_case)
 
 

@@ -21,6 +21,7 @@ these two interfaces only, so a new structure needs no change in them.
 import numpy as np
 
 from crftk.errors import CrftkError
+from crftk.structures.constraints import FORBIDDEN, forbidden_parameters
 
 
 class Structure:
@@ -78,7 +79,6 @@ class Structure:
         """(mask, value): parameters the constraint scheme pins (zero probability), or None."""
         if scheme == "none":
             return None
-        from crftk.structures.constraints import FORBIDDEN, forbidden_parameters
         return forbidden_parameters(self.space, scheme), FORBIDDEN
 
     def meta(self):

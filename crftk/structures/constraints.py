@@ -1,4 +1,4 @@
-"""Hard constraints on label sequences of chunk encodings (IOB2, IOB1, BIOES).
+"""Hard constraints on label sequences of chunk encodings (IOB2, IOB1, IOBES).
 
 A constraint set says which labels may start or end a sentence and which may
 follow which, e.g. in IOB2 no ``I-X`` after ``O``. Training and decoding
@@ -10,17 +10,15 @@ never takes such a step while an allowed path exists.
 import numpy as np
 
 from crftk.errors import CrftkError, shown
+from crftk.io.schemes import PREFIXES, allows, canonical, split
 
-SCHEMES = ("iob2", "iob1", "bioes")
+SCHEMES = ("iob2", "iob1", "iobes")
 FORBIDDEN = -1e4
-PREFIXES = {"iob2": "BI", "iob1": "BI", "bioes": "BIES"}
-
-
 def _split(label, scheme):
     if label == "O":
         return "O", ""
-    prefix, dash, kind = label.partition("-")
-    if not dash or prefix not in PREFIXES[scheme] or not kind:
+    prefix, kind = split(label)
+    if not allows(scheme, prefix) or not kind:
         raise CrftkError(f"label {shown(label)} is not an {scheme.upper()} tag "
                          f"({'/'.join(PREFIXES[scheme])}-TYPE or O)")
     return prefix, kind
@@ -33,7 +31,7 @@ def _allowed(prev, cur, scheme):
         return cp != "I" or (pp in "BI" and pt == ct)
     if scheme == "iob1":
         return cp != "B" or (pp in "BI" and pt == ct)
-    inside = pp in "BI"                        # bioes: a chunk is open after B or I
+    inside = pp in "BI"                        # iobes: a chunk is open after B or I
     if inside:
         return cp in "IE" and pt == ct
     return cp in "BSO"
@@ -41,12 +39,11 @@ def _allowed(prev, cur, scheme):
 
 def allowed(labels, scheme):
     """(transitions [L, L], starts [L], ends [L]) boolean masks of what is allowed."""
-    if scheme not in SCHEMES:
-        raise CrftkError(f"unknown constraint scheme {scheme!r}: choose {', '.join(SCHEMES)}")
+    scheme = canonical(scheme, SCHEMES, "constraint scheme")
     parts = [_split(lab, scheme) for lab in labels]
     trans = np.array([[_allowed(p, c, scheme) for c in parts] for p in parts], dtype=bool)
     starts = np.array([_allowed(("O", ""), c, scheme) for c in parts], dtype=bool)
-    if scheme == "bioes":
+    if scheme == "iobes":
         ends = np.array([p in "ESO" for p, _ in parts], dtype=bool)
     else:
         ends = np.ones(len(labels), dtype=bool)
@@ -55,6 +52,7 @@ def allowed(labels, scheme):
 
 def forbidden_parameters(space, scheme):
     """Boolean mask over the parameter vector: the weights pinned at FORBIDDEN."""
+    scheme = canonical(scheme, SCHEMES, "constraint scheme")
     return pinned_mask(space, *allowed(space.labels, scheme))
 
 
@@ -73,6 +71,7 @@ def check_gold(space, corpus, scheme, locate=None):
 
     ``locate(sentence, token)`` gives the (file, line) of a token for the message.
     """
+    scheme = canonical(scheme, SCHEMES, "constraint scheme")
     parts = [_split_or_none(lab, scheme) for lab in space.labels]
     bad_labels = [i for i, p in enumerate(parts) if p is None]
     if bad_labels:

@@ -104,3 +104,15 @@ def test_training_with_constraints(tmp_path):
     assert np.all(model.weights[mask] == FORBIDDEN)
     assert np.all(model.weights[~mask][:5] != FORBIDDEN)
     assert model.info["objective"] < 1e3          # the pinned weights are not penalized
+
+
+def test_iobes_is_one_scheme_under_both_names():
+    # the constraints and the evaluator read tags through crftk.io.schemes: "bioes" is an alias
+    from crftk.evaluation.conlleval import evaluate
+    labels = ["B-NP", "I-NP", "E-NP", "S-NP", "O"]
+    for a, b in zip(allowed(labels, "iobes"), allowed(labels, "bioes")):
+        assert np.array_equal(a, b)
+    gold = [["B-NP", "E-NP", "O", "S-NP"]]
+    assert evaluate(gold, gold, scheme="bioes").scheme == "iobes"
+    with pytest.raises(CrftkError, match="is not an IOBES tag"):
+        allowed(["B-NP", "-NP"], "iobes")
