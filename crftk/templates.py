@@ -317,14 +317,17 @@ def _make_macro(name, args, anchored, path, lineno):
 def read_template(path):
     """Read and parse a template file (UTF-8)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read()
+        # decoded whole (not by a text-mode file) so that an undecodable byte has a line
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except FileNotFoundError:
         raise CrftkError("cannot open template: no such file", path) from None
     except IsADirectoryError:
         raise CrftkError("cannot open template: is a directory", path) from None
     except UnicodeDecodeError as e:
-        raise CrftkError(f"template is not valid UTF-8 (byte {e.start})", path) from None
+        line = data[:e.start].count(b"\n") + 1
+        raise CrftkError(f"template is not valid UTF-8 (byte {e.start})", path, line) from None
     except OSError as e:
         raise CrftkError(f"cannot open template: {e.strerror}", path) from None
     return parse_template(text, path)

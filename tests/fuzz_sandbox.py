@@ -226,15 +226,17 @@ def job_tag(model, inputs, **options):
     return out.getvalue()
 
 
-def job_fit(rows, template_text, **options):
-    """Train on in-memory sentences (lists of rows); returns the weights' (size, all finite)."""
+def job_fit(rows, template, **options):
+    """Train on in-memory sentences (lists of rows) with a template (its text, or a file);
+    returns the weights' (size, all finite)."""
     import numpy as np
 
     from crftk.conll import Sentence
-    from crftk.templates import parse_template
+    from crftk.templates import parse_template, read_template
     from crftk.train import fit
-    sentences = [Sentence([list(r) for r in s], 0, 1, "<fuzz>") for s in rows]
-    model = fit(sentences, parse_template(template_text), log=lambda msg: None, **options)
+    sentences = [Sentence([list(r) for r in s], d, 1, "<fuzz>") for d, s in enumerate(rows)]
+    template = read_template(template) if isinstance(template, Path) else parse_template(template)
+    model = fit(sentences, template, log=lambda msg: None, **options)
     return model.weights.size, bool(np.isfinite(model.weights).all())
 
 
