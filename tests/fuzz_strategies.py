@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from hypothesis import strategies as st
-from hypothesis.errors import UnsatisfiedAssumption
+from hypothesis.errors import StopTest, UnsatisfiedAssumption
 
 from crftk.errors import CrftkError
 
@@ -42,7 +42,7 @@ def counted(fn):
         key = CURRENT[0] or fn.__name__
         try:
             result = fn(*args, **kwargs)
-        except UnsatisfiedAssumption:
+        except (UnsatisfiedAssumption, StopTest):     # not a case: Hypothesis draws another
             REJECTED[key] += 1
             raise
         except BaseException:
