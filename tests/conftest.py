@@ -28,7 +28,7 @@ settings.register_profile("fuzz", deadline=None, max_examples=1000, database=Non
 settings.load_profile("ci")     # --hypothesis-profile=fuzz loads the other one after this
 
 #: The fuzz suite's examples in all, per profile.
-BUDGET = {"ci": 300, "fuzz": 100_000}
+BUDGET = {"ci": 800, "fuzz": 100_000}
 
 _FUZZ_IDS = set()
 _OUTCOMES = {}       # nodeid -> passed | failed | xfailed | xpassed | skipped
