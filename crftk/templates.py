@@ -157,7 +157,10 @@ def parse_template(text, path="<template>"):
     """Parse template text; raises CrftkError with the line number on bad input."""
     tmpl = Template(text=text, path=str(path))
     seen = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    # lines end at \n (and \r): not at the form feeds and separators str.splitlines() also
+    # breaks at, which would make error line numbers disagree with the file's
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -302,7 +305,7 @@ def _make_macro(name, args, anchored, path, lineno):
                 raise CrftkError(f'bad macro %{name}[...]: the regex must be quoted ({usage})', path, lineno)
             try:
                 re.compile(text)
-            except re.error as e:
+            except (re.error, OverflowError) as e:     # a{99999999999999999}: OverflowError
                 raise CrftkError(f"bad regex {text!r} in %{name}: {e}", path, lineno) from None
             extra.append(text)
         else:  # lexicon name
