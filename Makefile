@@ -10,13 +10,14 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz-model clean help
+	convergence-figures mcef induction fuzz fuzz-model clean help
 
 all: test
 
 help:
 	@echo "make install     build the Cython kernels and install crftk (editable) with test deps"
 	@echo "make test        install, then run the test suite"
+	@echo "make fuzz        the fuzz properties at 100,000 cases (FUZZ_EXAMPLES=N): cases and failures"
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
@@ -38,6 +39,14 @@ install: $(OUT)/.installed
 
 test: install
 	$(PYTHON) -m pytest -q
+
+# The fuzz properties of the test suite with the "fuzz" Hypothesis profile: 100,000 cases over
+# all properties (CRFTK_FUZZ_EXAMPLES overrides), random seeds, shrinking; prints each
+# property's cases, failing cases and outcome, and the total.
+FUZZ_EXAMPLES ?= 100000
+fuzz: install
+	CRFTK_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest -q -p no:cacheprovider --hypothesis-profile=fuzz \
+		--durations=0 tests/test_fuzz_*.py
 
 demo: install
 	$(CRFTK) train -t templates/chunking-crfpp.tmpl -m $(OUT)/demo.model --max-iter 100 data/demo.train

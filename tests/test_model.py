@@ -327,3 +327,12 @@ def test_a_version_1_model_still_loads_and_is_saved_as_version_2(tmp_path):
         Tagger(m, threads=1).write_batch(test, out, marginals=2)
         outputs.append(out.getvalue())
     assert outputs[0] == outputs[1] and outputs[0].count("\n") > 500
+
+
+@pytest.mark.parametrize("field, value", [("template", 1.5), ("lexicons", None), ("n_columns", "3"),
+                                          ("label_col", True)])
+def test_header_fields_of_the_wrong_type_are_one_line(field, value):
+    # found by the fuzz suite: a float template or null lexicons gave AttributeError tracebacks
+    def edit(meta, arrays):
+        meta[field] = value
+    assert f"its field {field!r} is not a" in load_error(crafted(edit))

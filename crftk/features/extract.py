@@ -1,7 +1,7 @@
 """The values template macros read: columns, tests derived from them, lexicons, first mentions.
 
 Every distinct thing a macro reads is a *source*: a column (``%x``) or a test
-of one (``%X``, ``%t``, ``%shape``, ``%suf`` ...; see crftk/templates.py).
+of one (``%X``, ``%t``, ``%shape``, ``%suf`` ...; see crftk/features/templates.py).
 Each source has a vocabulary of its values; a sentence batch becomes, per
 source, an integer id per token (-1: no value, or a value unseen in training)
 or, for multi-valued tests, a list of ids per token (CSR arrays).

@@ -418,6 +418,12 @@ def build_lexicons(sentences, *, label_col=-1, scheme="auto", n_folds=0, ignore_
         fold = fold_of(s.doc, n_folds) if n_folds else None
         for typ, start, end in found:
             key = tuple(words[start:end])
+            if typ not in counts:      # a type names its lexicon file: refuse it where it first occurs
+                try:
+                    _file_name(typ)
+                except CrftkError as e:
+                    raise CrftkError(e.message, getattr(s, "source", None),
+                                     s.line + start if s.line else None) from None
             c = counts.setdefault(typ, {})
             c[key] = c.get(key, 0) + 1
             if fold is not None:

@@ -2,7 +2,7 @@
 
 Each function maps a string to a value string, to ``None`` (the test does not
 apply: no attribute), or, for the multi-valued tests, to a list of values
-(one attribute each). The template macros of crftk/templates.py name them.
+(one attribute each). The template macros of crftk/features/templates.py name them.
 
 Character classes are Unicode-aware: an upper-case letter is ``A``, a
 lower-case (or caseless) letter ``a``, a digit ``D``; anything else stands for

@@ -21,7 +21,7 @@ import itertools
 import numpy as np
 
 from crftk._lattice import Lattices
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.lexicon import Lexicon
 from crftk.features.templates import padding_value, parse_template
@@ -361,7 +361,8 @@ class FeatureSpace:
         pad = np.full(pos.n_tokens, -1, dtype=np.int64)
         if outside.any():
             vocab = self.vocabs[macro.source]
-            lut = {d: vocab.index[padding_value(d)] for d in np.unique(dist[outside]).tolist()}
+            # a model file always holds its padding values; a forged one may not: then no value (-1)
+            lut = {d: vocab.index.get(padding_value(d), -1) for d in np.unique(dist[outside]).tolist()}
             keys = np.array(sorted(lut), dtype=np.int64)
             pad[outside] = np.array([lut[k] for k in keys.tolist()], dtype=np.int64)[
                 np.searchsorted(keys, dist[outside])]
@@ -568,20 +569,21 @@ class FeatureSpace:
 
     @classmethod
     def from_arrays(cls, meta, arrays, path=None):
+        _check_meta_types(meta, path)
         try:
             try:
                 template = parse_template(meta["template"], meta.get("template_path", "<model>"))
             except CrftkError as e:     # the fault is in the model file, not in that template file
                 raise CrftkError(f"the model's template ({e.path}, line {e.line}): {e.message}", path) from None
-            labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"])
+            labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"], path=path)
             lexicons = {name: _lexicon_from_lines(unpack_strings(arrays[f"lexicon.{name}.offsets"],
-                                                                arrays[f"lexicon.{name}.blob"]),
+                                                                arrays[f"lexicon.{name}.blob"], path=path),
                                                  name, opts["ignore_case"])
                         for name, opts in meta.get("lexicons", {}).items()}
             keys = Extractor(template, lexicons).keys
             if len(keys) != meta["n_sources"]:
                 raise ValueError("template and vocabularies disagree")
-            vocabs = {k: Vocab(unpack_strings(arrays[f"vocab{i}.offsets"], arrays[f"vocab{i}.blob"]))
+            vocabs = {k: Vocab(unpack_strings(arrays[f"vocab{i}.offsets"], arrays[f"vocab{i}.blob"], path=path))
                       for i, k in enumerate(keys)}
             extractor = Extractor(template, lexicons, vocabs)
 
@@ -598,6 +600,24 @@ class FeatureSpace:
                        arrays["feat_ptr"], arrays["feat_label"], meta["feature_set"])
         except (KeyError, ValueError, TypeError) as e:
             raise CrftkError(f"model file is incomplete or inconsistent ({e})", path) from None
+
+
+#: the type of each field a model file's feature space records
+_META_TYPES = {"template": str, "template_path": str, "n_columns": int, "label_col": int,
+               "feature_set": str, "n_sources": int, "lexicons": dict}
+
+
+def _check_meta_types(meta, path):
+    """Refuse a model header whose fields have the wrong types (a file crftk did not write)."""
+    for key, kind in _META_TYPES.items():
+        if key in ("template_path", "lexicons") and key not in meta:     # absent in older files
+            continue
+        value = meta[key] if key in meta else None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise CrftkError(f"model file is inconsistent: its field {key!r} is not a {kind.__name__}", path)
+    for name, opts in meta.get("lexicons", {}).items():
+        if not isinstance(opts, dict) or not isinstance(opts.get("ignore_case"), bool):
+            raise CrftkError(f"model file is inconsistent: lexicon {shown(name)} has no ignore_case flag", path)
 
 
 def _lexicon_from_lines(lines, name, ignore_case):

@@ -172,7 +172,10 @@ def parse_template(text, path="<template>"):
         text = text[1:]
     tmpl = Template(text=text, path=str(path))
     seen = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    # lines end at \n (and \r): not at the form feeds and separators str.splitlines() also
+    # breaks at, which would make error line numbers disagree with the file's
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -329,7 +332,7 @@ def _make_macro(name, args, anchored, path, lineno):
                 raise CrftkError(f'bad macro %{name}[...]: the regex must be quoted ({usage})', path, lineno)
             try:
                 re.compile(text)
-            except re.error as e:
+            except (re.error, OverflowError) as e:     # a{99999999999999999}: OverflowError
                 raise CrftkError(f"bad regex {text!r} in %{name}: {e}", path, lineno) from None
             extra.append(text)
         else:  # lexicon name
@@ -344,14 +347,17 @@ def _make_macro(name, args, anchored, path, lineno):
 def read_template(path):
     """Read and parse a template file (UTF-8)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(path, "rb") as fh:
+            data = fh.read()
+        # decoded whole (not by a text-mode file) so that an undecodable byte has a line
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except FileNotFoundError:
         raise CrftkError("cannot open template: no such file", path) from None
     except IsADirectoryError:
         raise CrftkError("cannot open template: is a directory", path) from None
     except UnicodeDecodeError as e:
-        raise CrftkError(f"template is not valid UTF-8 (byte {e.start})", path) from None
+        line = data[:e.start].count(b"\n") + 1
+        raise CrftkError(f"template is not valid UTF-8 (byte {e.start})", path, line) from None
     except OSError as e:
         raise CrftkError(f"cannot open template: {e.strerror}", path) from None
     return parse_template(text, path)

@@ -473,3 +473,12 @@ def test_lexicon_command_errors_name_the_file(tmp_path):
     with pytest.raises(CrftkError) as info:
         lexicon_command([one_column], tmp_path / "out")
     assert info.value.path == one_column
+
+
+def test_a_chunk_type_that_cannot_name_a_file_is_refused_at_its_line(tmp_path):
+    # found by the fuzz suite: the error named neither file nor line, and came after reading all
+    a = write(tmp_path, "the B-NP\nfox I-NP\n\nOslo B-LOC/0.25\n", "a.txt")
+    with pytest.raises(CrftkError, match="cannot name a lexicon file") as info:
+        lexicon_command([a], tmp_path / "out", log=None)
+    assert (info.value.path, info.value.line) == (a, 4)
+    assert not (tmp_path / "out").exists()
