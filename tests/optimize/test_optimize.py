@@ -139,24 +139,28 @@ def lasso_coordinate_descent(A, b, lam, sweeps=20000, tol=1e-15):
 # ---------------------------------------------------------------- L-BFGS
 
 
-def test_convex_quadratic_matches_linear_solve():
+@pytest.mark.parametrize("minimise, gtol", [(lbfgs, 1e-7), (cg, 1e-8)], ids=["lbfgs", "cg"])
+def test_convex_quadratic_matches_linear_solve(minimise, gtol):
     A, b, fun = quadratic_problem()
     rec = Recorder(fun)
-    res = lbfgs(rec, np.zeros(50), gtol=1e-7, epsilon=0.0)
+    res = minimise(rec, np.zeros(50), gtol=gtol, epsilon=0.0)
     assert isinstance(res, OptimizeResult)
     assert res.converged, res.reason
     assert "gradient" in res.reason
     np.testing.assert_allclose(res.x, np.linalg.solve(A, b), atol=1e-6, rtol=0)
     assert res.f == pytest.approx(fun(res.x)[0], rel=1e-14)
     assert res.n_evals == rec.calls
+    if minimise is cg:
+        assert res.n_iter <= 50  # conjugacy: no slower than exact-arithmetic linear CG
     assert_no_repeated_calls(rec)
     assert_inputs_untouched(rec)
 
 
+@pytest.mark.parametrize("minimise", [lbfgs, cg], ids=["lbfgs", "cg"])
 @pytest.mark.parametrize("n", [2, 10])
-def test_rosenbrock_reaches_minimum(n):
+def test_rosenbrock_reaches_minimum(minimise, n):
     rec = Recorder(rosenbrock)
-    res = lbfgs(rec, rosenbrock_start(n), gtol=1e-10, epsilon=0.0, max_iter=2000)
+    res = minimise(rec, rosenbrock_start(n), gtol=1e-10, epsilon=0.0, max_iter=2000)
     assert res.converged, res.reason
     np.testing.assert_allclose(res.x, np.ones(n), atol=1e-4, rtol=0)
     assert res.n_evals == rec.calls
@@ -631,32 +635,6 @@ def check_pr_plus_directions(accepted, infos, grad_at, diag_at=None, restart=Non
         p_prev, z_prev, g_prev = expected, z, g
         kinds.append(kind)
     return kinds
-
-
-def test_cg_convex_quadratic_matches_linear_solve():
-    A, b, fun = quadratic_problem()
-    rec = Recorder(fun)
-    res = cg(rec, np.zeros(50), gtol=1e-8, epsilon=0.0)
-    assert isinstance(res, OptimizeResult)
-    assert res.converged, res.reason
-    assert "gradient" in res.reason
-    np.testing.assert_allclose(res.x, np.linalg.solve(A, b), atol=1e-6, rtol=0)
-    assert res.f == pytest.approx(fun(res.x)[0], rel=1e-14)
-    assert res.n_evals == rec.calls
-    assert res.n_iter <= 50  # conjugacy: no slower than exact-arithmetic linear CG
-    assert_no_repeated_calls(rec)
-    assert_inputs_untouched(rec)
-
-
-@pytest.mark.parametrize("n", [2, 10])
-def test_cg_rosenbrock_reaches_minimum(n):
-    rec = Recorder(rosenbrock)
-    res = cg(rec, rosenbrock_start(n), gtol=1e-10, epsilon=0.0, max_iter=2000)
-    assert res.converged, res.reason
-    np.testing.assert_allclose(res.x, np.ones(n), atol=1e-4, rtol=0)
-    assert res.n_evals == rec.calls
-    assert_no_repeated_calls(rec)
-    assert_inputs_untouched(rec)
 
 
 def test_cg_strong_wolfe_with_its_curvature_constant():
