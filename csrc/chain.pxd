@@ -38,16 +38,25 @@ cdef struct ChainBuffers:
     double* ebuf       # T*n*n matrices of positions that have their own (NULL unless asked for)
     const double** E   # T*F pointers to the transition matrices into each position
     int* bp            # T*F*n Viterbi back-pointers
+    # chain_nbest's lists for K best labelings (NULL unless asked for): see there
+    double* sc         # T*n*K
+    int* py            # T*n*K
+    int* pk            # T*n*K
+    int* cnt           # T*n
+    int* ptr           # n
 
 
-cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_matrices) noexcept nogil:
-    """A workspace (own_matrices: with ebuf); NULL when out of memory."""
+cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_matrices,
+                                            int K) noexcept nogil:
+    """A workspace (own_matrices: with ebuf; K > 0: with the lists of the K best labelings);
+    NULL when out of memory."""
     cdef ChainBuffers* b = <ChainBuffers*> calloc(1, sizeof(ChainBuffers))
     if b == NULL:
         return NULL
     if max_T < 1:
         max_T = 1
     cdef Py_ssize_t cells = <Py_ssize_t> max_T * n
+    cdef bint failed
     b.q = <double*> malloc(cells * sizeof(double))
     b.alpha = <double*> malloc(cells * sizeof(double))
     b.beta = <double*> malloc(cells * sizeof(double))
@@ -56,10 +65,19 @@ cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_ma
     b.tmp = <double*> malloc(2 * n * sizeof(double))
     b.E = <const double**> malloc(max_T * F * sizeof(double*))
     b.bp = <int*> malloc(cells * F * sizeof(int))
+    failed = (b.q == NULL or b.alpha == NULL or b.beta == NULL or b.scale == NULL or b.shift == NULL
+              or b.tmp == NULL or b.E == NULL or b.bp == NULL)
     if own_matrices:
         b.ebuf = <double*> malloc(cells * n * sizeof(double))
-    if (b.q == NULL or b.alpha == NULL or b.beta == NULL or b.scale == NULL or b.shift == NULL
-            or b.tmp == NULL or b.E == NULL or b.bp == NULL or (own_matrices and b.ebuf == NULL)):
+        failed = failed or b.ebuf == NULL
+    if K > 0:
+        b.sc = <double*> malloc(cells * K * sizeof(double))
+        b.py = <int*> malloc(cells * K * sizeof(int))
+        b.pk = <int*> malloc(cells * K * sizeof(int))
+        b.cnt = <int*> malloc(cells * sizeof(int))
+        b.ptr = <int*> malloc(n * sizeof(int))
+        failed = failed or b.sc == NULL or b.py == NULL or b.pk == NULL or b.cnt == NULL or b.ptr == NULL
+    if failed:
         chain_buffers_free(b)
         return NULL
     return b
@@ -77,40 +95,6 @@ cdef inline void chain_buffers_free(ChainBuffers* b) noexcept nogil:
     free(b.ebuf)
     free(b.E)
     free(b.bp)
-    free(b)
-
-
-cdef struct NBestBuffers:
-    # one thread's workspace for chain_nbest (see there)
-    double* sc
-    int* py
-    int* pk
-    int* cnt
-    int* ptr
-
-
-cdef inline NBestBuffers* nbest_buffers_new(int max_T, int L, int K) noexcept nogil:
-    """A workspace for the K best labelings of chains of up to max_T positions; NULL when out of memory."""
-    cdef NBestBuffers* b = <NBestBuffers*> calloc(1, sizeof(NBestBuffers))
-    if b == NULL:
-        return NULL
-    if max_T < 1:
-        max_T = 1
-    cdef Py_ssize_t cells = <Py_ssize_t> max_T * L * K
-    b.sc = <double*> malloc(cells * sizeof(double))
-    b.py = <int*> malloc(cells * sizeof(int))
-    b.pk = <int*> malloc(cells * sizeof(int))
-    b.cnt = <int*> malloc(<Py_ssize_t> max_T * L * sizeof(int))
-    b.ptr = <int*> malloc(L * sizeof(int))
-    if b.sc == NULL or b.py == NULL or b.pk == NULL or b.cnt == NULL or b.ptr == NULL:
-        nbest_buffers_free(b)
-        return NULL
-    return b
-
-
-cdef inline void nbest_buffers_free(NBestBuffers* b) noexcept nogil:
-    if b == NULL:
-        return
     free(b.sc)
     free(b.py)
     free(b.pk)
@@ -316,12 +300,13 @@ cdef inline int _best_head(const double* sc, const int* cnt, const int* ptr, int
 
 
 cdef inline int chain_nbest(int T, int L, int K, const double* s, const double** Tr,
-                            NBestBuffers* b, int* out, Py_ssize_t out_stride,
+                            ChainBuffers* b, int* out, Py_ssize_t out_stride,
                             double* out_score) noexcept nogil:
     """Exact K best labelings (list Viterbi); returns how many were found.
 
     b.sc/py/pk[(t*L+y)*K+r]: score, previous label and previous rank of the r-th
-    best partial path ending in label y at t; b.cnt[t*L+y] how many. Labeling n goes
+    best partial path ending in label y at t; b.cnt[t*L+y] how many (b from
+    chain_buffers_new with K). Labeling n goes
     to out[n*out_stride : n*out_stride + T], its score to out_score[n].
     """
     cdef int t, i, j, r, bi, n

@@ -16,8 +16,7 @@ The kernels are those of chain.pxd, run over the chains in parallel.
 import numpy as np
 from cython.parallel cimport prange, parallel, threadid
 
-from chain cimport (ChainBuffers, chain_buffers_new, chain_buffers_free, NBestBuffers, nbest_buffers_new,
-                    nbest_buffers_free, exp_shifted, chain_forward_backward, chain_edge_marginals,
+from chain cimport (ChainBuffers, chain_buffers_new, chain_buffers_free, exp_shifted, chain_forward_backward, chain_edge_marginals,
                     chain_node_marginals, chain_viterbi, chain_nbest)
 
 
@@ -105,7 +104,7 @@ def forward_backward(sent_ptr, state, trans, int n_threads=1):
     if tab.n_chains == 0:
         return logz_np, node_np, edge_np
     with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, L, 1, not tab.shared)
+        b = chain_buffers_new(tab.max_len, L, 1, not tab.shared, 0)
         if b == NULL:
             flags[threadid()] = 1
         for s in prange(tab.n_chains, schedule="dynamic", chunksize=8):
@@ -142,7 +141,7 @@ def viterbi(sent_ptr, state, trans, int n_threads=1):
     if tab.n_chains == 0:
         return out_np, score_np
     with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, L, 1, False)
+        b = chain_buffers_new(tab.max_len, L, 1, False, 0)
         if b == NULL:
             flags[threadid()] = 1
         for s in prange(tab.n_chains, schedule="dynamic", chunksize=16):
@@ -172,24 +171,21 @@ def nbest(sent_ptr, state, trans, int k, int n_threads=1):
     flags_np = np.zeros(nt, dtype=np.int32)
     cdef int[::1] flags = flags_np
     cdef ChainBuffers* b
-    cdef NBestBuffers* nb
     cdef Py_ssize_t s, t0
     cdef int T
     if tab.n_chains == 0:
         return paths_np, scores_np, counts_np
     with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, L, 1, False)
-        nb = nbest_buffers_new(tab.max_len, L, K)
-        if b == NULL or nb == NULL:
+        b = chain_buffers_new(tab.max_len, L, 1, False, K)
+        if b == NULL:
             flags[threadid()] = 1
         for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-            if flags[threadid()] == 0:
+            if b != NULL:
                 t0 = tab.sp[s]
                 T = tab.log_tables(s, b)
-                counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, nb, &paths[0, t0], tab.n_tokens,
+                counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, b, &paths[0, t0], tab.n_tokens,
                                         &scores[s, 0])
         chain_buffers_free(b)
-        nbest_buffers_free(nb)
     if flags_np.any():
         raise MemoryError("cannot allocate chain buffers")
     return paths_np, scores_np, counts_np

@@ -16,8 +16,7 @@ from libc.math cimport exp, log, INFINITY
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcpy
 
-from chain cimport (ChainBuffers, chain_buffers_new, chain_buffers_free, NBestBuffers, nbest_buffers_new,
-                    nbest_buffers_free, exp_shifted, chain_forward_backward, chain_edge_marginals,
+from chain cimport (ChainBuffers, chain_buffers_new, chain_buffers_free, exp_shifted, chain_forward_backward, chain_edge_marginals,
                     chain_node_marginals, chain_viterbi, chain_nbest, chain_max_scores)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
                          labeling_score, scatter_edge, scatter_nodes, scatter_curvature, add_counts)
@@ -32,12 +31,13 @@ cdef struct Work:
     double* mbuf         # L*L scratch
 
 
-cdef Work* work_new(int max_T, int L, int has_edges) noexcept nogil:
-    """Per-thread buffers for sentences of up to max_T tokens; NULL when out of memory."""
+cdef Work* work_new(int max_T, int L, int has_edges, int K=0) noexcept nogil:
+    """Per-thread buffers for sentences of up to max_T tokens (K > 0: with the lists of the K
+    best labelings); NULL when out of memory."""
     cdef Work* wk = <Work*> calloc(1, sizeof(Work))
     if wk == NULL:
         return NULL
-    wk.chain = chain_buffers_new(max_T, L, 1, has_edges)
+    wk.chain = chain_buffers_new(max_T, L, 1, has_edges, K)
     wk.s = <double*> malloc(max(1, max_T) * L * sizeof(double))
     wk.mbuf = <double*> malloc(L * L * sizeof(double))
     if wk.chain == NULL or wk.s == NULL or wk.mbuf == NULL:
@@ -347,25 +347,22 @@ cdef class Lattices:
         cdef Py_ssize_t s, t0
         cdef int T
         cdef Work* wk
-        cdef NBestBuffers* nb
         cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         if self.n_sentences == 0:
             return paths_np, scores_np, counts_np
         with nogil, parallel(num_threads=n_threads):
-            wk = work_new(self.max_len, L, d.has_edges)
-            nb = nbest_buffers_new(self.max_len, L, K)
-            if wk == NULL or nb == NULL:
+            wk = work_new(self.max_len, L, d.has_edges, K)
+            if wk == NULL:
                 flags[threadid()] = 1
             for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                if flags[threadid()] == 0:
+                if wk != NULL:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
                     build_log_tables(d, wp, t0, T, wk)
-                    counts[s] = chain_nbest(T, L, K, wk.s, wk.chain.E, nb, &paths[0, t0], self.n_tokens,
+                    counts[s] = chain_nbest(T, L, K, wk.s, wk.chain.E, wk.chain, &paths[0, t0], self.n_tokens,
                                             &scores[s, 0])
             work_free(wk)
-            nbest_buffers_free(nb)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
         return paths_np, scores_np, counts_np

@@ -136,7 +136,7 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
     if tab.n_chains == 0:
         return logz_np, node_np, edges_np
     with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, S, C, False)
+        b = chain_buffers_new(tab.max_len, S, C, False, 0)
         if b == NULL:
             flags[threadid()] = 1
         for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
@@ -179,7 +179,7 @@ def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
     if tab.n_chains == 0:
         return out_np, score_np
     with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, S, C, False)
+        b = chain_buffers_new(tab.max_len, S, C, False, 0)
         if b == NULL:
             flags[threadid()] = 1
         for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
