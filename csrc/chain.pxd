@@ -46,13 +46,10 @@ cdef struct ChainBuffers:
     int* ptr           # n
 
 
-cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_matrices,
-                                            int K) noexcept nogil:
-    """A workspace (own_matrices: with ebuf; K > 0: with the lists of the K best labelings);
-    NULL when out of memory."""
-    cdef ChainBuffers* b = <ChainBuffers*> calloc(1, sizeof(ChainBuffers))
-    if b == NULL:
-        return NULL
+cdef inline int chain_buffers_init(ChainBuffers* b, int max_T, int n, int F, bint own_matrices,
+                                   int K) noexcept nogil:
+    """Allocates the arrays of a zeroed workspace (own_matrices: with ebuf; K > 0: with the
+    lists of the K best labelings); 0, or -1 (nothing left allocated) when out of memory."""
     if max_T < 1:
         max_T = 1
     cdef Py_ssize_t cells = <Py_ssize_t> max_T * n
@@ -78,14 +75,13 @@ cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_ma
         b.ptr = <int*> malloc(n * sizeof(int))
         failed = failed or b.sc == NULL or b.py == NULL or b.pk == NULL or b.cnt == NULL or b.ptr == NULL
     if failed:
-        chain_buffers_free(b)
-        return NULL
-    return b
+        chain_buffers_release(b)
+        return -1
+    return 0
 
 
-cdef inline void chain_buffers_free(ChainBuffers* b) noexcept nogil:
-    if b == NULL:
-        return
+cdef inline void chain_buffers_release(ChainBuffers* b) noexcept nogil:
+    """Frees the arrays of a workspace (not the struct)."""
     free(b.q)
     free(b.alpha)
     free(b.beta)
@@ -100,7 +96,23 @@ cdef inline void chain_buffers_free(ChainBuffers* b) noexcept nogil:
     free(b.pk)
     free(b.cnt)
     free(b.ptr)
-    free(b)
+    memset(b, 0, sizeof(ChainBuffers))
+
+
+cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_matrices,
+                                            int K) noexcept nogil:
+    """A workspace on the heap (see chain_buffers_init); NULL when out of memory."""
+    cdef ChainBuffers* b = <ChainBuffers*> calloc(1, sizeof(ChainBuffers))
+    if b != NULL and chain_buffers_init(b, max_T, n, F, own_matrices, K) < 0:
+        free(b)
+        return NULL
+    return b
+
+
+cdef inline void chain_buffers_free(ChainBuffers* b) noexcept nogil:
+    if b != NULL:
+        chain_buffers_release(b)
+        free(b)
 
 
 cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:
@@ -286,37 +298,32 @@ cdef inline int _best_head(const double* sc, const int* cnt, const int* ptr, int
     position; merging them gives the best paths one position further.
     """
     cdef int i, bi = -1
-    cdef double v
-    best[0] = -INFINITY
+    cdef double v, top = -INFINITY
     for i in range(L):
         if ptr[i] < cnt[i]:
             v = sc[<Py_ssize_t> i * K + ptr[i]]
             if Tt != NULL:
                 v += Tt[i * L + j]
-            if bi < 0 or v > best[0]:
-                best[0] = v
+            if bi < 0 or v > top:
+                top = v
                 bi = i
+    best[0] = top
     return bi
 
 
 cdef inline int chain_nbest(int T, int L, int K, const double* s, const double** Tr,
-                            ChainBuffers* b, int* out, Py_ssize_t out_stride,
-                            double* out_score) noexcept nogil:
+                            double* sc, int* py, int* pk, int* cnt, int* ptr,
+                            int* out, Py_ssize_t out_stride, double* out_score) noexcept nogil:
     """Exact K best labelings (list Viterbi); returns how many were found.
 
-    b.sc/py/pk[(t*L+y)*K+r]: score, previous label and previous rank of the r-th
-    best partial path ending in label y at t; b.cnt[t*L+y] how many (b from
-    chain_buffers_new with K). Labeling n goes
+    sc/py/pk[(t*L+y)*K+r]: score, previous label and previous rank of the r-th
+    best partial path ending in label y at t; cnt[t*L+y] how many; ptr [L] scratch
+    (the ChainBuffers of chain_buffers_new with K hold them). Labeling n goes
     to out[n*out_stride : n*out_stride + T], its score to out_score[n].
     """
     cdef int t, i, j, r, bi, n
     cdef double best
     cdef Py_ssize_t base, pbase
-    cdef double* sc = b.sc
-    cdef int* py = b.py
-    cdef int* pk = b.pk
-    cdef int* cnt = b.cnt
-    cdef int* ptr = b.ptr
     for j in range(L):
         sc[j * K] = s[j]
         cnt[j] = 1

@@ -180,10 +180,11 @@ def nbest(sent_ptr, state, trans, int k, int n_threads=1):
         if b == NULL:
             flags[threadid()] = 1
         for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-            if b != NULL:
+            if flags[threadid()] == 0:      # not b != NULL: see Lattices.nbest
                 t0 = tab.sp[s]
                 T = tab.log_tables(s, b)
-                counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, b, &paths[0, t0], tab.n_tokens,
+                counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
+                                        &paths[0, t0], tab.n_tokens,
                                         &scores[s, 0])
         chain_buffers_free(b)
     if flags_np.any():
