@@ -22,7 +22,97 @@ reparameterization.
 """
 
 from libc.math cimport exp, log, INFINITY
+from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
+
+
+cdef struct ChainBuffers:
+    # one thread's workspace for chains of up to max_T positions, n states (labels, or joint
+    # labels of a product of chains) and F transition factors per position (1 for a chain)
+    double* q          # T*n exp state potentials, then exp-state * beta / scale
+    double* alpha      # T*n scaled forward, then node marginals (Viterbi: the delta scores)
+    double* beta       # T*n scaled backward
+    double* scale      # T
+    double* shift      # T*F log shifts of the exp transition matrices
+    double* tmp        # 2*n scratch
+    double* ebuf       # T*n*n matrices of positions that have their own (NULL unless asked for)
+    const double** E   # T*F pointers to the transition matrices into each position
+    int* bp            # T*F*n Viterbi back-pointers
+    # chain_nbest's lists for K best labelings (NULL unless asked for): see there
+    double* sc         # T*n*K
+    int* py            # T*n*K
+    int* pk            # T*n*K
+    int* cnt           # T*n
+    int* ptr           # n
+
+
+cdef inline int chain_buffers_init(ChainBuffers* b, int max_T, int n, int F, bint own_matrices,
+                                   int K) noexcept nogil:
+    """Allocates the arrays of a zeroed workspace (own_matrices: with ebuf; K > 0: with the
+    lists of the K best labelings); 0, or -1 (nothing left allocated) when out of memory."""
+    if max_T < 1:
+        max_T = 1
+    cdef Py_ssize_t cells = <Py_ssize_t> max_T * n
+    cdef bint failed
+    b.q = <double*> malloc(cells * sizeof(double))
+    b.alpha = <double*> malloc(cells * sizeof(double))
+    b.beta = <double*> malloc(cells * sizeof(double))
+    b.scale = <double*> malloc(max_T * sizeof(double))
+    b.shift = <double*> malloc(max_T * F * sizeof(double))
+    b.tmp = <double*> malloc(2 * n * sizeof(double))
+    b.E = <const double**> malloc(max_T * F * sizeof(double*))
+    b.bp = <int*> malloc(cells * F * sizeof(int))
+    failed = (b.q == NULL or b.alpha == NULL or b.beta == NULL or b.scale == NULL or b.shift == NULL
+              or b.tmp == NULL or b.E == NULL or b.bp == NULL)
+    if own_matrices:
+        b.ebuf = <double*> malloc(cells * n * sizeof(double))
+        failed = failed or b.ebuf == NULL
+    if K > 0:
+        b.sc = <double*> malloc(cells * K * sizeof(double))
+        b.py = <int*> malloc(cells * K * sizeof(int))
+        b.pk = <int*> malloc(cells * K * sizeof(int))
+        b.cnt = <int*> malloc(cells * sizeof(int))
+        b.ptr = <int*> malloc(n * sizeof(int))
+        failed = failed or b.sc == NULL or b.py == NULL or b.pk == NULL or b.cnt == NULL or b.ptr == NULL
+    if failed:
+        chain_buffers_release(b)
+        return -1
+    return 0
+
+
+cdef inline void chain_buffers_release(ChainBuffers* b) noexcept nogil:
+    """Frees the arrays of a workspace (not the struct)."""
+    free(b.q)
+    free(b.alpha)
+    free(b.beta)
+    free(b.scale)
+    free(b.shift)
+    free(b.tmp)
+    free(b.ebuf)
+    free(b.E)
+    free(b.bp)
+    free(b.sc)
+    free(b.py)
+    free(b.pk)
+    free(b.cnt)
+    free(b.ptr)
+    memset(b, 0, sizeof(ChainBuffers))
+
+
+cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_matrices,
+                                            int K) noexcept nogil:
+    """A workspace on the heap (see chain_buffers_init); NULL when out of memory."""
+    cdef ChainBuffers* b = <ChainBuffers*> calloc(1, sizeof(ChainBuffers))
+    if b != NULL and chain_buffers_init(b, max_T, n, F, own_matrices, K) < 0:
+        free(b)
+        return NULL
+    return b
+
+
+cdef inline void chain_buffers_free(ChainBuffers* b) noexcept nogil:
+    if b != NULL:
+        chain_buffers_release(b)
+        free(b)
 
 
 cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:
@@ -35,6 +125,44 @@ cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept n
     for i in range(n):
         dst[i] = exp(src[i] - m)
     return m
+
+
+cdef inline double scaled_start(const double* s, double* alpha, double* scale, int n) noexcept nogil:
+    """The first step of a scaled forward pass: alpha = exp(s) / its sum, the sum (of
+    exp(s - max s)) into scale[0]; returns log(sum exp(s))."""
+    cdef int k
+    cdef double m = exp_shifted(s, alpha, n)
+    cdef double z = 0.0
+    for k in range(n):
+        z += alpha[k]
+    for k in range(n):
+        alpha[k] /= z
+    scale[0] = z
+    return m + log(z)
+
+
+cdef inline double scaled_step(const double* x, const double* q, double* alpha, double* scale,
+                               int n) noexcept nogil:
+    """A step of a scaled forward pass: alpha = x * q / its sum (x may be alpha), the sum into
+    scale[0]; returns its log."""
+    cdef int k
+    cdef double z = 0.0, inv
+    for k in range(n):
+        alpha[k] = x[k] * q[k]
+        z += alpha[k]
+    inv = 1.0 / z
+    for k in range(n):
+        alpha[k] *= inv
+    scale[0] = z
+    return log(z)
+
+
+cdef inline void backward_weights(double* q, const double* beta, double scale, int n) noexcept nogil:
+    """q = q * beta / scale: what a backward step sends through the transitions."""
+    cdef int k
+    cdef double inv = 1.0 / scale
+    for k in range(n):
+        q[k] = q[k] * beta[k] * inv
 
 
 cdef inline double chain_forward_backward(int T, int L, const double* s, const double** E,
@@ -51,7 +179,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
     counts of the shared transitions); doing it in the backward sweep reads q[t] once.
     """
     cdef int t, i, j
-    cdef double logz, m, c, a, acc, inv
+    cdef double logz, m, a, acc
     cdef double* at
     cdef const double* ap
     cdef const double* Et
@@ -60,14 +188,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
     cdef double* row
 
     # forward
-    logz = exp_shifted(s, alpha, L)
-    c = 0.0
-    for j in range(L):
-        c += alpha[j]
-    for j in range(L):
-        alpha[j] /= c
-    scale[0] = c
-    logz += log(c)
+    logz = scaled_start(s, alpha, scale, L)
     for t in range(1, T):
         logz += shift[t]
         m = exp_shifted(s + t * L, q + t * L, L)
@@ -80,16 +201,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
             a = ap[i]
             for j in range(L):
                 at[j] += a * Et[i * L + j]
-        c = 0.0
-        qt = q + t * L
-        for j in range(L):
-            at[j] *= qt[j]
-            c += at[j]
-        inv = 1.0 / c
-        for j in range(L):
-            at[j] *= inv
-        scale[t] = c
-        logz += log(c)
+        logz += scaled_step(at, q + t * L, at, scale + t, L)
 
     # backward
     bt = beta + (T - 1) * L
@@ -97,10 +209,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
         bt[j] = 1.0
     for t in range(T - 1, 0, -1):
         qt = q + t * L
-        bt = beta + t * L
-        inv = 1.0 / scale[t]
-        for j in range(L):
-            qt[j] = qt[j] * bt[j] * inv
+        backward_weights(qt, beta + t * L, scale[t], L)
         Et = E[t]
         bt = beta + (t - 1) * L
         if tacc != NULL and Et == E_shared:
@@ -189,16 +298,16 @@ cdef inline int _best_head(const double* sc, const int* cnt, const int* ptr, int
     position; merging them gives the best paths one position further.
     """
     cdef int i, bi = -1
-    cdef double v
-    best[0] = -INFINITY
+    cdef double v, top = -INFINITY
     for i in range(L):
         if ptr[i] < cnt[i]:
             v = sc[<Py_ssize_t> i * K + ptr[i]]
             if Tt != NULL:
                 v += Tt[i * L + j]
-            if bi < 0 or v > best[0]:
-                best[0] = v
+            if bi < 0 or v > top:
+                top = v
                 bi = i
+    best[0] = top
     return bi
 
 
@@ -208,7 +317,8 @@ cdef inline int chain_nbest(int T, int L, int K, const double* s, const double**
     """Exact K best labelings (list Viterbi); returns how many were found.
 
     sc/py/pk[(t*L+y)*K+r]: score, previous label and previous rank of the r-th
-    best partial path ending in label y at t; cnt[t*L+y] how many. Labeling n goes
+    best partial path ending in label y at t; cnt[t*L+y] how many; ptr [L] scratch
+    (the ChainBuffers of chain_buffers_new with K hold them). Labeling n goes
     to out[n*out_stride : n*out_stride + T], its score to out_score[n].
     """
     cdef int t, i, j, r, bi, n

@@ -19,10 +19,10 @@ Forward-backward is scaled like chain.pxd's; Viterbi and n-best keep one
 back-pointer table per chain and position. Callers own the buffers.
 """
 
-from libc.math cimport log, INFINITY
-from libc.string cimport memset, memcpy
+from libc.math cimport INFINITY
+from libc.string cimport memset
 
-from chain cimport exp_shifted
+from chain cimport exp_shifted, scaled_start, scaled_step, backward_weights
 
 
 cdef struct Shape:
@@ -48,42 +48,28 @@ cdef inline int shape_init(Shape* sh, int C, const int* n) noexcept nogil:
     return 0
 
 
-cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double* M,
+cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double* M, bint transpose,
                           double* y) noexcept nogil:
-    """y[.., j, ..] = sum_i x[.., i, ..] M[i, j] along chain c's axis."""
+    """y[.., j, ..] = sum_i x[.., i, ..] M[i, j] along chain c's axis; with transpose,
+    sum_i M[j, i] x[.., i, ..] (a backward step)."""
     cdef int nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
+    cdef int from_step = nc, to_step = 1      # M[i*from_step + j*to_step] links i to j
     cdef int p, i, j, r
     cdef const double* xb
     cdef double* yb
     cdef double mij
+    if transpose:
+        from_step = 1
+        to_step = nc
     memset(y, 0, sh.S * sizeof(double))
     for p in range(pre):
         xb = x + p * nc * post
         yb = y + p * nc * post
         for i in range(nc):
             for j in range(nc):
-                mij = M[i * nc + j]
+                mij = M[i * from_step + j * to_step]
                 for r in range(post):
                     yb[j * post + r] += xb[i * post + r] * mij
-
-
-cdef inline void axis_sum_t(const Shape* sh, int c, const double* x, const double* M,
-                            double* y) noexcept nogil:
-    """y[.., i, ..] = sum_j M[i, j] x[.., j, ..] along chain c's axis (the transpose)."""
-    cdef int nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
-    cdef int p, i, j, r
-    cdef const double* xb
-    cdef double* yb
-    cdef double mij
-    memset(y, 0, sh.S * sizeof(double))
-    for p in range(pre):
-        xb = x + p * nc * post
-        yb = y + p * nc * post
-        for i in range(nc):
-            for j in range(nc):
-                mij = M[i * nc + j]
-                for r in range(post):
-                    yb[i * post + r] += mij * xb[j * post + r]
 
 
 cdef inline void axis_max(const Shape* sh, int c, const double* x, const double* M, double* y,
@@ -117,20 +103,11 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
     """
     cdef int S = sh.S, C = sh.C
     cdef int t, k, c
-    cdef double logz, m, z, inv
+    cdef double logz, m
     cdef double* x
     cdef double* y
-    cdef double* swap
-    cdef double* at
     cdef double* qt
-    logz = exp_shifted(s, alpha, S)
-    z = 0.0
-    for k in range(S):
-        z += alpha[k]
-    for k in range(S):
-        alpha[k] /= z
-    scale[0] = z
-    logz += log(z)
+    logz = scaled_start(s, alpha, scale, S)
     for t in range(1, T):
         for c in range(C):
             logz += shift[t * C + c]
@@ -139,34 +116,22 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
         x = alpha + (t - 1) * S
         y = tmp
         for c in range(C):
-            axis_sum(sh, c, x, E[t * C + c], y)
+            axis_sum(sh, c, x, E[t * C + c], False, y)
             x = y
             y = tmp + S if y == tmp else tmp
-        at = alpha + t * S
-        qt = q + t * S
-        z = 0.0
-        for k in range(S):
-            at[k] = x[k] * qt[k]
-            z += at[k]
-        inv = 1.0 / z
-        for k in range(S):
-            at[k] *= inv
-        scale[t] = z
-        logz += log(z)
+        logz += scaled_step(x, q + t * S, alpha + t * S, scale + t, S)
     x = beta + (T - 1) * S
     for k in range(S):
         x[k] = 1.0
     for t in range(T - 1, 0, -1):
         qt = q + t * S
-        inv = 1.0 / scale[t]
-        for k in range(S):
-            qt[k] = qt[k] * beta[t * S + k] * inv
+        backward_weights(qt, beta + t * S, scale[t], S)
         x = qt
         y = tmp
         for c in range(C):
             if c == C - 1:
                 y = beta + (t - 1) * S
-            axis_sum_t(sh, c, x, E[t * C + c], y)
+            axis_sum(sh, c, x, E[t * C + c], True, y)
             x = y
             y = tmp + S if y == tmp else tmp
     return logz
@@ -194,7 +159,7 @@ cdef inline void product_edge_marginals(const Shape* sh, int c, const double* al
     for d in range(C):             # move every other chain to time t
         if d == c:
             continue
-        axis_sum(sh, d, x, Et[d], y)
+        axis_sum(sh, d, x, Et[d], False, y)
         x = y
         y = tmp + sh.S if y == tmp else tmp
     for i in range(nc):

@@ -15,15 +15,59 @@ The kernels run over the product chains in parallel.
 
 import numpy as np
 from cython.parallel cimport prange, parallel, threadid
-from libc.stdlib cimport malloc, free
 
-from chain cimport exp_shifted
+from chain cimport ChainBuffers, chain_buffers_new, chain_buffers_free
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
 
-class ProductTables:
+cdef struct Factors:
+    # each chain's transition matrices as [1 or N, n*n] rows (1: shared by every position),
+    # and for the exponentiated ones their log shifts [1 or N]
+    const double* rows[8]
+    const double* shifts[8]
+    Py_ssize_t n_rows[8]
+    Py_ssize_t width[8]
+
+
+cdef void factors_init(Factors* f, matrices, shifts) except *:
+    """Fill f from contiguous [rows, n*n] arrays (and [rows] shifts, or None); the caller keeps them."""
+    cdef const double[:, ::1] m
+    cdef const double[::1] v
+    for c in range(len(matrices)):
+        m = matrices[c]
+        f.rows[c] = &m[0, 0] if m.shape[0] else NULL
+        f.n_rows[c] = m.shape[0]
+        f.width[c] = m.shape[1]
+        f.shifts[c] = NULL
+        if shifts is not None:
+            v = shifts[c]
+            f.shifts[c] = &v[0] if v.shape[0] else NULL
+
+
+cdef inline void factors_at(const Factors* f, int C, Py_ssize_t t0, int T, const double** table,
+                            double* shift) noexcept nogil:
+    """table[t*C + c]: chain c's matrix into position t of the product chain starting at t0,
+    and when shift is given, its log shift into shift[t*C + c]."""
+    cdef int t, c
+    cdef Py_ssize_t row
+    for t in range(1, T):
+        for c in range(C):
+            row = 0 if f.n_rows[c] == 1 else t0 + t
+            table[t * C + c] = f.rows[c] + row * f.width[c]
+            if shift != NULL:
+                shift[t * C + c] = f.shifts[c][row]
+
+
+cdef class ProductTables:
     """A batch of product chains, checked and made contiguous."""
+
+    cdef readonly object sizes, sent_ptr, state, trans, shared
+    cdef readonly int n_states, max_len
+    cdef readonly Py_ssize_t n_tokens, n_chains
+    cdef Shape shape
+    cdef const long[::1] sp
+    cdef const double[:, ::1] st
 
     def __init__(self, sizes, sent_ptr, state, trans):
         self.sizes = np.ascontiguousarray(sizes, dtype=np.int32)
@@ -50,30 +94,21 @@ class ProductTables:
             self.shared.append(m.ndim == 2)
             self.trans.append(m.reshape(-1, n * n))
         self.n_states = S
+        self.n_tokens = N
+        self.n_chains = sp.size - 1
         self.max_len = int(np.diff(sp).max()) if sp.size > 1 else 0
-
-
-cdef void _pointers(const double** table, Py_ssize_t t0, int T, int C, const double** chains,
-                    const long* rows, Py_ssize_t* widths) noexcept nogil:
-    """table[t*C + c]: the row of chain c's matrix into position t (row 0 when shared)."""
-    cdef int t, c
-    for t in range(1, T):
-        for c in range(C):
-            table[t * C + c] = chains[c] + (0 if rows[c] == 1 else (t0 + t) * widths[c])
+        cdef int[::1] n_labels = self.sizes
+        shape_init(&self.shape, C, &n_labels[0])
+        self.sp = self.sent_ptr
+        self.st = self.state
 
 
 def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
     """(log Z [S], joint node marginals [N, prod(sizes)], per chain edge marginals
     [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0))."""
-    tab = ProductTables(sizes, sent_ptr, state, trans)
-    cdef Shape sh
-    cdef int C = tab.sizes.size
-    cdef int[::1] nsz = tab.sizes
-    shape_init(&sh, C, &nsz[0])
-    cdef int S = sh.S, max_len = tab.max_len, nt = max(1, n_threads)
-    cdef Py_ssize_t N = tab.state.shape[0], n_sent = tab.sent_ptr.size - 1
-    cdef const long[::1] sp = tab.sent_ptr
-    cdef const double[:, ::1] st = tab.state
+    cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
+    cdef const Shape* sh = &tab.shape
+    cdef int S = sh.S, C = sh.C, nt = max(1, n_threads)
     # exponentiated transitions: shared matrices once, per-position ones here too
     exp_tables = []
     shifts = []
@@ -81,85 +116,45 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
         mx = m.max(axis=1)
         exp_tables.append(np.ascontiguousarray(np.exp(m - mx[:, None])))
         shifts.append(np.ascontiguousarray(mx))
-    cdef const double** chains = <const double**> malloc(C * sizeof(double*))
-    cdef const double** shift_rows = <const double**> malloc(C * sizeof(double*))
-    cdef long* rows = <long*> malloc(C * sizeof(long))
-    cdef Py_ssize_t* widths = <Py_ssize_t*> malloc(C * sizeof(Py_ssize_t))
-    cdef double[:, ::1] ev
-    cdef double[::1] sv
-    for c_ in range(C):
-        ev = exp_tables[c_]
-        sv = shifts[c_]
-        chains[c_] = &ev[0, 0]
-        shift_rows[c_] = &sv[0]
-        rows[c_] = exp_tables[c_].shape[0]
-        widths[c_] = exp_tables[c_].shape[1]
-    logz_np = np.zeros(n_sent)
-    node_np = np.zeros((N, S))
-    edges_np = [np.zeros((N, n, n)) for n in tab.sizes.tolist()]
+    cdef Factors factors
+    factors_init(&factors, exp_tables, shifts)
+    logz_np = np.zeros(tab.n_chains)
+    node_np = np.zeros((tab.n_tokens, S))
+    edges_np = [np.zeros((tab.n_tokens, n, n)) for n in tab.sizes.tolist()]
     cdef double[::1] logz = logz_np
     cdef double[:, ::1] node = node_np
-    cdef double** edge_out = <double**> malloc(C * sizeof(double*))
+    cdef double* edge_out[8]
     cdef double[:, :, ::1] edv
     for c_ in range(C):
         edv = edges_np[c_]
-        edge_out[c_] = &edv[0, 0, 0] if N else NULL
+        edge_out[c_] = &edv[0, 0, 0] if tab.n_tokens else NULL
     flags_np = np.zeros(nt, dtype=np.int32)
     cdef int[::1] flags = flags_np
-    cdef double* q
-    cdef double* alpha
-    cdef double* beta
-    cdef double* scale
-    cdef double* shift
-    cdef double* tmp
-    cdef const double** E
+    cdef ChainBuffers* b
     cdef Py_ssize_t s, t0
     cdef int T, t, c, k, L
-    cdef Py_ssize_t cells = <Py_ssize_t> max(1, max_len) * S
-    try:
-        if n_sent:
-            with nogil, parallel(num_threads=nt):
-                q = <double*> malloc(cells * sizeof(double))
-                alpha = <double*> malloc(cells * sizeof(double))
-                beta = <double*> malloc(cells * sizeof(double))
-                scale = <double*> malloc(max(1, max_len) * sizeof(double))
-                shift = <double*> malloc(max(1, max_len) * C * sizeof(double))
-                tmp = <double*> malloc(2 * S * sizeof(double))
-                E = <const double**> malloc(max(1, max_len) * C * sizeof(double*))
-                if q == NULL or alpha == NULL or beta == NULL or scale == NULL or shift == NULL \
-                        or tmp == NULL or E == NULL:
-                    flags[threadid()] = 1
-                for s in prange(n_sent, schedule="dynamic", chunksize=4):
-                    if flags[threadid()] == 0:
-                        t0 = sp[s]
-                        T = <int> (sp[s + 1] - t0)
-                        _pointers(E, t0, T, C, chains, rows, widths)
-                        for t in range(1, T):
-                            for c in range(C):
-                                shift[t * C + c] = shift_rows[c][0 if rows[c] == 1 else t0 + t]
-                        logz[s] = product_forward_backward(&sh, T, &st[t0, 0], E, shift, q, alpha, beta,
-                                                           scale, tmp)
-                        for t in range(1, T):
-                            for c in range(C):
-                                L = sh.n[c]
-                                product_edge_marginals(&sh, c, alpha + (t - 1) * S, E + t * C, q + t * S,
-                                                       tmp, edge_out[c] + (t0 + t) * L * L)
-                        product_node_marginals(T, S, alpha, beta)
-                        for k in range(T * S):
-                            node[t0 + k // S, k % S] = alpha[k]
-                free(q)
-                free(alpha)
-                free(beta)
-                free(scale)
-                free(shift)
-                free(tmp)
-                free(E)
-    finally:
-        free(chains)
-        free(shift_rows)
-        free(rows)
-        free(widths)
-        free(edge_out)
+    if tab.n_chains == 0:
+        return logz_np, node_np, edges_np
+    with nogil, parallel(num_threads=nt):
+        b = chain_buffers_new(tab.max_len, S, C, False, 0)
+        if b == NULL:
+            flags[threadid()] = 1
+        for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
+            if b != NULL:
+                t0 = tab.sp[s]
+                T = <int> (tab.sp[s + 1] - t0)
+                factors_at(&factors, C, t0, T, b.E, b.shift)
+                logz[s] = product_forward_backward(sh, T, &tab.st[t0, 0], b.E, b.shift, b.q, b.alpha, b.beta,
+                                                   b.scale, b.tmp)
+                for t in range(1, T):
+                    for c in range(C):
+                        L = sh.n[c]
+                        product_edge_marginals(sh, c, b.alpha + (t - 1) * S, b.E + t * C, b.q + t * S,
+                                               b.tmp, edge_out[c] + (t0 + t) * L * L)
+                product_node_marginals(T, S, b.alpha, b.beta)
+                for k in range(T * S):
+                    node[t0 + k // S, k % S] = b.alpha[k]
+        chain_buffers_free(b)
     if flags_np.any():
         raise MemoryError("cannot allocate product chain buffers")
     return logz_np, node_np, edges_np
@@ -167,60 +162,33 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
 
 def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
     """(best joint labels [N], their scores [S]); np.unravel_index(labels, sizes) splits them."""
-    tab = ProductTables(sizes, sent_ptr, state, trans)
-    cdef Shape sh
-    cdef int C = tab.sizes.size
-    cdef int[::1] nsz = tab.sizes
-    shape_init(&sh, C, &nsz[0])
-    cdef int S = sh.S, max_len = tab.max_len, nt = max(1, n_threads)
-    cdef Py_ssize_t N = tab.state.shape[0], n_sent = tab.sent_ptr.size - 1
-    cdef const long[::1] sp = tab.sent_ptr
-    cdef const double[:, ::1] st = tab.state
-    cdef const double** chains = <const double**> malloc(C * sizeof(double*))
-    cdef long* rows = <long*> malloc(C * sizeof(long))
-    cdef Py_ssize_t* widths = <Py_ssize_t*> malloc(C * sizeof(Py_ssize_t))
-    cdef const double[:, ::1] mv
-    for c_ in range(C):
-        mv = tab.trans[c_]
-        chains[c_] = &mv[0, 0]
-        rows[c_] = tab.trans[c_].shape[0]
-        widths[c_] = tab.trans[c_].shape[1]
-    out_np = np.zeros(N, dtype=np.int32)
-    score_np = np.zeros(n_sent)
+    cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
+    cdef const Shape* sh = &tab.shape
+    cdef int S = sh.S, C = sh.C, nt = max(1, n_threads)
+    cdef Factors factors
+    factors_init(&factors, tab.trans, None)
+    out_np = np.zeros(tab.n_tokens, dtype=np.int32)
+    score_np = np.zeros(tab.n_chains)
     cdef int[::1] out = out_np
     cdef double[::1] score = score_np
     flags_np = np.zeros(nt, dtype=np.int32)
     cdef int[::1] flags = flags_np
-    cdef double* delta
-    cdef double* tmp
-    cdef int* bp
-    cdef const double** Tr
+    cdef ChainBuffers* b
     cdef Py_ssize_t s, t0
     cdef int T
-    cdef Py_ssize_t cells = <Py_ssize_t> max(1, max_len) * S
-    try:
-        if n_sent:
-            with nogil, parallel(num_threads=nt):
-                delta = <double*> malloc(cells * sizeof(double))
-                tmp = <double*> malloc(2 * S * sizeof(double))
-                bp = <int*> malloc(cells * C * sizeof(int))
-                Tr = <const double**> malloc(max(1, max_len) * C * sizeof(double*))
-                if delta == NULL or tmp == NULL or bp == NULL or Tr == NULL:
-                    flags[threadid()] = 1
-                for s in prange(n_sent, schedule="dynamic", chunksize=4):
-                    if flags[threadid()] == 0:
-                        t0 = sp[s]
-                        T = <int> (sp[s + 1] - t0)
-                        _pointers(Tr, t0, T, C, chains, rows, widths)
-                        product_viterbi(&sh, T, &st[t0, 0], Tr, delta, tmp, bp, &out[t0], &score[s])
-                free(delta)
-                free(tmp)
-                free(bp)
-                free(Tr)
-    finally:
-        free(chains)
-        free(rows)
-        free(widths)
+    if tab.n_chains == 0:
+        return out_np, score_np
+    with nogil, parallel(num_threads=nt):
+        b = chain_buffers_new(tab.max_len, S, C, False, 0)
+        if b == NULL:
+            flags[threadid()] = 1
+        for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
+            if b != NULL:
+                t0 = tab.sp[s]
+                T = <int> (tab.sp[s + 1] - t0)
+                factors_at(&factors, C, t0, T, b.E, NULL)
+                product_viterbi(sh, T, &tab.st[t0, 0], b.E, b.alpha, b.tmp, b.bp, &out[t0], &score[s])
+        chain_buffers_free(b)
     if flags_np.any():
         raise MemoryError("cannot allocate product chain buffers")
     return out_np, score_np
