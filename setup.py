@@ -51,9 +51,25 @@ extensions = [
         extra_link_args=link_omp,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),
+    Extension(
+        "crftk._chain",
+        ["csrc/chain_tables.pyx"],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=["-O3"] + compile_omp,
+        extra_link_args=link_omp,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+    Extension(
+        "crftk._product",
+        ["csrc/product_tables.pyx"],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=["-O3"] + compile_omp,
+        extra_link_args=link_omp,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]
 
 setup(
-    ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
+    ext_modules=cythonize(extensions, include_path=["csrc"], compiler_directives={"language_level": 3}),
 )

@@ -11,7 +11,7 @@ number of L-BFGS iterations, and tag ``dev.txt``. Measured:
 * memory: peak RSS of each training process, and RSS right after the data is
   loaded (each system trains in a fresh child process);
 * tagging throughput on dev.txt (tokens/s, median over ``--tag-repeats``);
-* chunk F1 on dev.txt (crftk.evaluation).
+* chunk F1 on dev.txt (crftk.evaluation.conlleval).
 
 How the attributes are made identical: the parent builds the crftk
 FeatureSpace on train.txt (min_freq=1) and writes, for each token, the label and
@@ -120,7 +120,7 @@ def read_attr_file(path):
 
 def crfpp_strings(rows, template):
     """The CRF++ attribute strings of every token of a sentence (unigram templates only)."""
-    from crftk.templates import padding_value
+    from crftk.features.templates import padding_value
     n = len(rows)
     out = []
     for t in range(n):
@@ -221,7 +221,7 @@ def worker_train_crfsuite(job):
 def worker_train_crftk(job):
     res = {"system": f"crftk-t{job['threads']}", "rss_start": proc_status_mb(),
            "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
-    from crftk.train import train
+    from crftk.commands.train import train
     res["rss_after_import"] = proc_status_mb()
     state = {"first": True, "t_load": None, "cpu_load": None, "cpu_opt_end": None}
     t0 = time.perf_counter()
@@ -284,9 +284,9 @@ def _time_reps(fn, reps):
 
 def worker_tag_crfsuite(job):
     import pycrfsuite
-    from crftk.conll import read_corpus
-    from crftk.evaluation import evaluate
-    from crftk.templates import read_template
+    from crftk.io.conll import read_corpus
+    from crftk.evaluation.conlleval import evaluate
+    from crftk.features.templates import read_template
 
     sents = list(read_attr_file(job["dev_attrs"]))
     xseqs = [x for x, _ in sents]
@@ -319,9 +319,9 @@ def worker_tag_crfsuite(job):
 
 
 def worker_tag_crftk(job):
-    from crftk.conll import read_corpus
-    from crftk.decode import Tagger
-    from crftk.evaluation import evaluate
+    from crftk.io.conll import read_corpus
+    from crftk.commands.tag import Tagger
+    from crftk.evaluation.conlleval import evaluate
     from crftk.model import Model
 
     sents = read_corpus(job["dev_conll"])
@@ -411,7 +411,7 @@ def spawn(kind, job, workdir, tag, extra_env=None):
 
 def write_subset(src, dst, max_sentences):
     """Copy the first max_sentences sentences of a CoNLL file (to a temp file, never the repo)."""
-    from crftk.conll import read_sentences
+    from crftk.io.conll import read_sentences
     with open(dst, "w", encoding="utf-8") as out:
         for i, s in enumerate(read_sentences(src)):
             if i >= max_sentences:
@@ -422,9 +422,9 @@ def write_subset(src, dst, max_sentences):
 def prepare(args, workdir):
     """Build the crftk feature space in the parent; write CRFsuite attribute files."""
     import numpy as np
-    from crftk.conll import read_corpus
-    from crftk.features import FeatureSpace
-    from crftk.templates import read_template
+    from crftk.io.conll import read_corpus
+    from crftk.features.space import FeatureSpace
+    from crftk.features.templates import read_template
 
     train_conll = os.path.join(args.data, "train.txt")
     dev_conll = os.path.join(args.data, "dev.txt")
@@ -501,7 +501,7 @@ def crftk_objective_at_crfsuite_weights(space, corpus, model_path, c2, threads):
     """
     import numpy as np
     import pycrfsuite
-    from crftk.objectives import LogLikelihood
+    from crftk.objectives import Likelihood
 
     tagger = pycrfsuite.Tagger()
     tagger.open(model_path)
@@ -533,7 +533,7 @@ def crftk_objective_at_crfsuite_weights(space, corpus, model_path, c2, threads):
     t0 = lay["trans"].start
     for (a, b), val in dump.transitions.items():
         w[t0 + lab[a] * L + lab[b]] = val
-    value, _ = LogLikelihood(space, corpus, c2=c2, n_threads=threads)(w)
+    value, _ = Likelihood.chain(space, corpus, c2=c2, n_threads=threads)(w)
     return {"crftk_objective_at_crfsuite_weights": float(value),
             "crfsuite_state_features_nonzero": len(dump.state_features),
             "crfsuite_state_features_missing_in_crftk": missing,

@@ -8,9 +8,9 @@ Modes (all read ``eng.train`` and ``eng.testa`` from ``--data`` or $CONLL2003):
     sklearn-crfsuite tutorial, computed in Python (see :func:`token_features`),
     trained with the tutorial's settings (L-BFGS, c1=0.1, c2=0.1, 100
     iterations, all possible transitions). eng.testa is scored with
-    ``crftk.evaluation.evaluate`` (conlleval chunk rules; labels are IOB1).
+    ``crftk.evaluation.conlleval.evaluate`` (conlleval chunk rules; labels are IOB1).
 ``crftk``
-    crftk trained in-process (``crftk.train.train``) with a template (default
+    crftk trained in-process (``crftk.commands.train.train``) with a template (default
     ``templates/conll2003-ner.tmpl``) and the given options, without a
     development set unless ``--dev`` is given; eng.testa scored the same way.
 ``throughput``
@@ -316,7 +316,7 @@ def pycrfsuite_tag_file_staged(tagger, path, out):
 
 def score_tagged_text(text):
     """F1 of a tagged output (gold label second to last column, prediction last)."""
-    from crftk.evaluation import evaluate
+    from crftk.evaluation.conlleval import evaluate
     gold, pred, g, p = [], [], [], []
     for line in text.splitlines():
         fields = line.split()
@@ -338,8 +338,8 @@ def score_tagged_text(text):
 
 def run_baseline(args):
     import pycrfsuite
-    from crftk.conll import read_corpus
-    from crftk.evaluation import evaluate
+    from crftk.io.conll import read_corpus
+    from crftk.evaluation.conlleval import evaluate
 
     train_path, testa_path = data_paths(args)
     os.makedirs(args.workdir, exist_ok=True)
@@ -401,10 +401,10 @@ def run_baseline(args):
 
 
 def run_crftk(args):
-    from crftk.conll import read_corpus
-    from crftk.decode import Tagger
-    from crftk.evaluation import evaluate
-    from crftk.train import DEFAULTS, train
+    from crftk.io.conll import read_corpus
+    from crftk.commands.tag import Tagger
+    from crftk.evaluation.conlleval import evaluate
+    from crftk.commands.train import DEFAULTS, train
 
     train_path, testa_path = data_paths(args)
     os.makedirs(args.workdir, exist_ok=True)
@@ -463,11 +463,11 @@ def run_crftk(args):
 
 def run_throughput(args):
     import pycrfsuite
-    from crftk.conll import read_corpus
-    from crftk.decode import tag_files
-    from crftk.features import FeatureSpace
+    from crftk.io.conll import read_corpus
+    from crftk.commands.tag import tag_files
+    from crftk.features.space import FeatureSpace
     from crftk.model import Model
-    from crftk.templates import read_template
+    from crftk.features.templates import read_template
 
     train_path, testa_path = data_paths(args)
     for p, mode in ((args.crftk_model, "crftk"), (args.crfsuite_model, "baseline")):
@@ -567,8 +567,8 @@ def run_throughput(args):
 def tagging_breakdown(model, crfsuite_model, testa_path, n_test, args):
     """Stages of the two tagging pipelines timed separately on eng.testa (median of --repeats)."""
     import pycrfsuite
-    from crftk.conll import read_corpus
-    from crftk.decode import Tagger
+    from crftk.io.conll import read_corpus
+    from crftk.commands.tag import Tagger
 
     R = args.repeats
     out = {}

@@ -4,8 +4,8 @@ Data are plain Python lists, as in a CoNLL file: a sentence is a list of token
 rows, a row a sequence of column strings (a bare string is a row of one
 column), without the label column; the labels are a separate list ``y`` of
 label sequences, one per sentence. :func:`read_conll` reads a file into that
-shape. The estimator trains through :func:`crftk.train.fit` and decodes through
-:class:`crftk.decode.Tagger`, so it gives exactly what ``crftk train`` and
+shape. The estimator trains through :func:`crftk.commands.train.fit` and decodes through
+:class:`crftk.commands.tag.Tagger`, so it gives exactly what ``crftk train`` and
 ``crftk tag`` give, and its model files are theirs.
 
 scikit-learn is not needed: :class:`CRF` follows its conventions (parameters
@@ -21,17 +21,17 @@ import warnings
 
 import numpy as np
 
-from crftk.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, read_corpus
-from crftk.decode import NBEST_MEMORY, Tagger
+from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, read_corpus
+from crftk.commands.tag import Tagger
 from crftk.errors import CrftkError, shown
-from crftk.evaluation import evaluate as _evaluate
-from crftk.evaluation import read_labels
+from crftk.evaluation.conlleval import evaluate as _evaluate
+from crftk.evaluation.conlleval import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
-from crftk.templates import parse_template, read_template
+from crftk.features.templates import parse_template, read_template
 from crftk.params import CHECKPOINT_EVERY, TRAIN, Param
-from crftk.train import check_options
-from crftk.train import fit as _fit
+from crftk.commands.train import check_options
+from crftk.commands.train import fit as _fit
 
 __all__ = ["CRF", "NotFittedError", "read_conll", "evaluate"]
 
@@ -245,10 +245,10 @@ class CRF:
         n_labels = len(self.classes_)
         out = [np.zeros((0, n_labels)) if as_arrays else [] for _ in range(_count(X, "X"))]
         for tagger, batch, index in self._batches(X, docs):
-            corpus, lat = tagger.lattices(batch)
-            marg, _ = tagger.output_marginals(lat)
+            inf = tagger.inference(batch)
+            marg, _ = tagger.marginals(inf)
             names = tagger.output_names
-            for i, sl in zip(index, corpus.sentence_slices()):
+            for i, sl in zip(index, inf.corpus.sentence_slices()):
                 out[i] = marg[sl] if as_arrays else [dict(zip(names, row)) for row in marg[sl].tolist()]
         return out
 
@@ -261,15 +261,11 @@ class CRF:
         k = int(k)
         out = [[([], 1.0)] for _ in range(_count(X, "X"))]   # an empty sentence has one labeling
         for tagger, batch, index in self._batches(X, docs):
-            corpus, lat = tagger.lattices(batch)
-            need = lat.max_len * lat.n_labels * k * 16 * tagger.n_threads
-            if need > NBEST_MEMORY:
-                raise CrftkError(f"{k}-best lists of a sentence of {lat.max_len} tokens and {lat.n_labels} "
-                                 f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
-            paths, scores, counts = lat.nbest(tagger.weights, k, tagger.n_threads)
-            _, logz = tagger.output_marginals(lat)
+            inf = tagger.inference(batch)
+            paths, scores, counts = tagger.nbest(inf, k)
+            _, logz = tagger.marginals(inf)
             probs = np.exp(scores - logz[:, None])
-            for s, (i, sl) in enumerate(zip(index, corpus.sentence_slices())):
+            for s, (i, sl) in enumerate(zip(index, inf.corpus.sentence_slices())):
                 out[i] = [(tagger.labels[paths[r, sl]].tolist(), float(probs[s, r])) for r in range(counts[s])]
         return out
 
@@ -529,7 +525,7 @@ def read_conll(path, label_col=None, *, docs=False, max_sentence_tokens=MAX_SENT
 
 
 def evaluate(gold, pred=None, *, scheme="auto", gold_col=None, pred_col=-1, nbest_rank=0):
-    """Chunk scores (conlleval's rules): an :class:`crftk.evaluation.Evaluation`.
+    """Chunk scores (conlleval's rules): an :class:`crftk.evaluation.conlleval.Evaluation`.
 
     In memory: ``evaluate(gold, pred)`` with two lists of label sequences. Files,
     as ``crftk eval``: ``evaluate(path)``, a tagged file with the gold and

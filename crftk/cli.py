@@ -7,9 +7,10 @@ import threading
 
 import click
 
-from crftk import __version__
+# Each command imports the library it runs inside its function: `crftk --help` and a
+# mistyped option answer at once, without loading numpy and the kernels.
+from crftk import __version__, params
 from crftk.errors import CrftkError
-from crftk import params
 from crftk.params import MAX_COUNT, MAX_LEXICON_FOLDS, MAX_NBEST, Integer, Real, Threads, column_index
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -155,7 +156,7 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
           max_sentence_tokens, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
     from crftk.progress import Reporter
-    from crftk.train import train as run
+    from crftk.commands.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, **options)
@@ -177,7 +178,7 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
 def induce(train_files, template, model_path, dev_file, report_path, quiet, max_sentence_tokens, **options):
     """Grow a CRF's features by induction (McCallum 2003): conjunctions of atomic tests that
     raise the likelihood, a round at a time."""
-    from crftk.induce import induce as run
+    from crftk.commands.induce import induce as run
     from crftk.progress import Reporter
     run(list(train_files), template, model_path, dev_file=dev_file, report_path=report_path,
         log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens, **options)
@@ -201,8 +202,8 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @threads_option
 def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
-    from crftk.conll import AtomicWriter, check_output
-    from crftk.decode import tag_files
+    from crftk.io.conll import AtomicWriter, check_output
+    from crftk.commands.tag import tag_files
     from crftk.model import Model
     from crftk.progress import tty_progress
     check_output(output)
@@ -244,7 +245,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     from FILE and the predictions from PRED_FILE. Columns that cannot be labels
     (probabilities, a file of gold labels only) are an error that says what to pass.
     """
-    from crftk.evaluation import evaluate, mcnemar, read_labels
+    from crftk.evaluation.conlleval import evaluate, mcnemar, read_labels
     if len(files) > 2:
         raise CrftkError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
     labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
@@ -291,7 +292,7 @@ def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
 
     Use them in a template with '@lexicon NAME DIR/TYPE.lex' and '%lex[row,NAME]'.
     """
-    from crftk.lexicon import lexicon_command
+    from crftk.features.lexicon import lexicon_command
     from crftk.progress import Reporter
     lexicon_command(list(inputs), out_dir, label_col=label_col, scheme=scheme, folds=folds,
                     ignore_case=icase, min_count=min_count, log=Reporter())
@@ -314,7 +315,7 @@ def info(model_path, as_json):
               help="Only state/edge features whose |weight| exceeds this (0: all non-zero).")
 def dump(model_path, output, min_abs):
     """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""
-    from crftk.conll import AtomicWriter, check_output
+    from crftk.io.conll import AtomicWriter, check_output
     from crftk.model import Model
     check_output(output)
     model = Model.load(model_path)

@@ -1,25 +1,62 @@
 """A trained model: feature space, weights and training record; saved without pickle."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from crftk.container import dumps, loads, read_container, read_header, write_container
 from crftk.errors import CrftkError, shown
-from crftk.features import FeatureSpace
-from crftk.order2 import SEP
+from crftk.features.space import FeatureSpace
+from crftk.io.container import dumps, loads, read_container, read_header, write_container
+from crftk.structures import STRUCTURES, make_structure, structure_name
+from crftk.structures.pairs import SEP
 
 FORMAT = "crftk-model"
 
 
-class Model:
-    """Feature space + weight vector + what training recorded (``info``)."""
+#: meta["kind"] of model files that name their structure and hold a list of parts
+MODEL_KIND = "model"
+#: meta["kind"] of the first files: one feature space and weight vector, the structure in info
+LEGACY_KIND = "linear-chain"
+#: version of a part's layout (a feature space's arrays + a weight vector); a reader refuses newer ones
+PART_VERSION = 1
 
-    def __init__(self, space, weights, info=None):
-        weights = np.ascontiguousarray(weights, dtype=np.float64)
-        if weights.shape != (space.n_params,):
-            raise CrftkError(f"weights have {weights.size} entries, the feature space needs {space.n_params}")
-        self.space = space
-        self.weights = weights
+
+@dataclass
+class Part:
+    """One (feature space, weights) pair of a model; ``name`` says its role in the structure."""
+
+    space: FeatureSpace
+    weights: np.ndarray
+    name: str = "main"
+
+
+class Model:
+    """Feature space + weight vector + what training recorded (``info``).
+
+    A model file names its structure (crftk.structures) and holds a list of
+    parts; a model trained by ``crftk train`` has one. ``space`` and
+    ``weights`` are those of the first part.
+    """
+
+    def __init__(self, space, weights, info=None, *, structure=None, more_parts=()):
         self.info = dict(info or {})
+        self.parts = [Part(space, _weights_for(space, weights))]
+        for part in more_parts:
+            self.parts.append(Part(part.space, _weights_for(part.space, part.weights), part.name))
+        if len({p.name for p in self.parts}) != len(self.parts):
+            raise CrftkError("the parts of a model need distinct names")
+        if structure is None:
+            structure = structure_name(self.order, self.model_type)
+        self.structure_name = structure
+        self._structure = None
+
+    @property
+    def space(self):
+        return self.parts[0].space
+
+    @property
+    def weights(self):
+        return self.parts[0].weights
 
     @property
     def labels(self):
@@ -34,18 +71,26 @@ class Model:
         return int(self.info.get("order", 1))
 
     @property
+    def structure(self):
+        """The kind of model (crftk.structures) over this feature space."""
+        if self._structure is None:
+            self._structure = make_structure(self.structure_name, self.space)
+        return self._structure
+
+    @property
     def output_labels(self):
         """What decoding outputs for each label id: the label, or for order 2 the current tag."""
-        if self.order == 2:
-            from crftk.order2 import current_tag
-            return [current_tag(p) for p in self.labels]
-        return self.labels
+        return self.structure.output_labels
 
     def _parts(self):
-        meta, arrays = self.space.to_arrays()
-        meta["info"] = self.info
-        meta["kind"] = "linear-chain"
-        arrays["weights"] = self.weights
+        meta = {"kind": MODEL_KIND, "structure": self.structure_name, "info": self.info, "parts": []}
+        arrays = {}
+        for i, part in enumerate(self.parts):
+            space_meta, space_arrays = part.space.to_arrays()
+            meta["parts"].append({"name": part.name, "version": PART_VERSION, "space": space_meta})
+            for key, value in space_arrays.items():
+                arrays[f"{i}:{key}"] = value
+            arrays[f"{i}:weights"] = part.weights
         return meta, arrays
 
     def save(self, path):
@@ -66,21 +111,30 @@ class Model:
 
     @classmethod
     def _from_parts(cls, meta, arrays, path):
-        if meta.get("kind") != "linear-chain":
-            raise CrftkError(f"unsupported model kind {meta.get('kind')!r}", path)
         info = meta.get("info", {})
         if not isinstance(info, dict):
             raise CrftkError("model file is inconsistent: its training record is not an object", path)
         _check_kind(info, path)
-        space = FeatureSpace.from_arrays(meta, arrays, path)
-        if "weights" not in arrays:
-            raise CrftkError("model file has no weights", path)
+        kind = meta.get("kind")
+        if kind == LEGACY_KIND:
+            parts, structure = [("main", meta, arrays)], None
+        elif kind == MODEL_KIND:
+            parts, structure = _split_parts(meta, arrays, path)
+        else:
+            raise CrftkError(f"unsupported model kind {shown(kind)}", path)
+        loaded = []
+        for name, space_meta, space_arrays in parts:
+            space = FeatureSpace.from_arrays(space_meta, space_arrays, path)
+            if "weights" not in space_arrays:
+                raise CrftkError(f"model file has no weights for its part {shown(name)}", path)
+            loaded.append(Part(space, space_arrays["weights"], name))
         try:
-            model = cls(space, arrays["weights"], info)
+            model = cls(loaded[0].space, loaded[0].weights, info, structure=structure, more_parts=loaded[1:])
         except CrftkError as e:
             raise CrftkError(e.message, path) from None
-        _check_space(space, info, path)
-        _check_weights(model.weights, path)
+        for part in model.parts:
+            _check_space(part.space, info, path)
+            _check_weights(part.weights, path)
         return model
 
     # summaries ------------------------------------------------------------
@@ -147,6 +201,47 @@ class Model:
 # The container's checksums catch damage; these checks catch files whose checksums are right
 # but whose contents no crftk wrote (another program's, an edited one). The kernels index
 # with these arrays unchecked, so each index is bounded here, once, before any is used.
+
+def _weights_for(space, weights):
+    weights = np.ascontiguousarray(weights, dtype=np.float64)
+    if weights.shape != (space.n_params,):
+        raise CrftkError(f"weights have {weights.size} entries, the feature space needs {space.n_params}")
+    return weights
+
+
+def _split_parts(meta, arrays, path):
+    """[(name, space meta, space arrays)] and the structure name of a model file of MODEL_KIND."""
+
+    def bad(what):
+        return CrftkError(f"model file is inconsistent: {what}", path)
+
+    structure = meta.get("structure")
+    if not isinstance(structure, str) or structure not in STRUCTURES:
+        raise CrftkError(f"model file has an unknown structure {shown(structure)} (this crftk knows "
+                         f"{', '.join(sorted(STRUCTURES))}; a newer crftk may have written it)", path)
+    entries = meta.get("parts")
+    if not isinstance(entries, list) or not entries:
+        raise bad("it lists no parts")
+    parts, owned = [], set()
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("space"), dict) \
+                or not isinstance(entry.get("name"), str):
+            raise bad(f"part {i} is malformed")
+        version = entry.get("version")
+        if type(version) is not int or version < 1:
+            raise bad(f"part {i} has no valid version")
+        if version > PART_VERSION:
+            raise CrftkError(f"model part {shown(entry['name'])} has version {version}; this crftk reads "
+                             f"up to {PART_VERSION} (upgrade crftk)", path)
+        prefix = f"{i}:"
+        own = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+        owned.update(prefix + k for k in own)
+        parts.append((entry["name"], entry["space"], own))
+    stray = sorted(set(arrays) - owned)
+    if stray:
+        raise bad(f"array {shown(stray[0])} belongs to no part")
+    return parts, structure
+
 
 def _check_kind(info, path):
     model_type, order = info.get("model_type", "crf"), info.get("order", 1)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import click
 
-from crftk.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
+from crftk.io.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
 from crftk.errors import CrftkError, shown
-from crftk.templates import MAX_COLUMNS
+from crftk.features.templates import MAX_COLUMNS
 
 #: Iterations, epochs, rounds: CoNLL-2000 converges within about a thousand.
 MAX_ITER = 1_000_000
@@ -286,8 +286,8 @@ TRAIN = (
                            "label set grows as tags squared, so keep the tag set small).", (1, 2)),
     Param("constraints", "none", str,
           "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
-          "another type), iob1 (B-X only between chunks of type X), bioes; none.",
-          ("none", "iob2", "iob1", "bioes")),
+          "another type), iob1 (B-X only between chunks of type X), iobes (also spelled bioes); none.",
+          ("none", "iob2", "iob1", "iobes", "bioes")),
     Param("keep", "best", str,
           "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
           "Pereira chose on held-out data); last keeps the final weights, so that figures reported "

@@ -1,23 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Linear-chain lattice kernels: forward-backward, gradient, Viterbi, n-best.
+"""The linear-chain CRF kernels over an encoded corpus: likelihood and gradient, Viterbi,
+marginals, n-best, and the online passes (perceptron, SGD).
 
-A corpus is encoded as flat integer arrays (see crftk/features.py):
-
-- ``sent_ptr[S+1]``: token offsets of the sentences;
-- ``attr_ptr[N+1]``, ``attrs``: the state attributes of each token (CSR);
-- ``eattr_ptr[N+1]``, ``eattrs``: the edge (transition) attributes of each token,
-  i.e. CRF++ ``B`` templates with macros; the transition into token t uses
-  the attributes of token t;
-- ``feat_ptr[A+1]``, ``feat_label``: the state features of each attribute, one
-  (attribute, label) pair each; the weight of feature f is ``w[f]``.
-
-The parameter vector is laid out as::
-
-    [ state features (F) | transitions L*L (prev*L+cur) | start L | end L | edge blocks E*L*L ]
-
-Forward-backward works on exponentiated potentials with per-position scaling
-(no overflow on long sentences, no logsumexp in the inner loop); Viterbi and
-n-best work in log space.
+Each kernel runs over the sentences (``prange`` where sentences are independent):
+for each sentence, potentials.pxd builds its tables from the features and weights,
+chain.pxd runs inference on them, and potentials.pxd scatters marginals back onto
+the parameters. The corpus arrays and the parameter layout are described in
+potentials.pxd.
 """
 
 import numpy as np
@@ -27,106 +16,31 @@ from libc.math cimport exp, log, INFINITY
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcpy
 
+from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
+                    chain_forward_backward, chain_edge_marginals, chain_node_marginals, chain_viterbi,
+                    chain_nbest, chain_max_scores)
+from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
+                         labeling_score, scatter_edge, scatter_nodes, scatter_curvature, add_counts)
+
 cnp.import_array()
 
 
-cdef struct Data:
-    const int* attr_ptr
-    const int* attrs
-    const int* eattr_ptr
-    const int* eattrs
-    const int* feat_ptr
-    const int* feat_label
-    int L
-    int has_edges
-    Py_ssize_t off_trans
-    Py_ssize_t off_start
-    Py_ssize_t off_end
-    Py_ssize_t off_edge
-
-
-cdef inline void state_scores(const Data* d, const double* w, Py_ssize_t t0, int T,
-                              double* s) noexcept nogil:
-    """s[t*L+y]: log potential of label y at token t0+t, with start/end weights."""
-    cdef int L = d.L
-    cdef int t, y, k, a, f
-    cdef double* row
-    memset(s, 0, T * L * sizeof(double))
-    for t in range(T):
-        row = s + t * L
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                row[d.feat_label[f]] += w[f]
-    for y in range(L):
-        s[y] += w[d.off_start + y]
-        s[(T - 1) * L + y] += w[d.off_end + y]
-
-
-cdef inline int edge_scores(const Data* d, const double* w, Py_ssize_t tok,
-                            double* M) noexcept nogil:
-    """Log transition matrix into token ``tok`` when it has edge attributes.
-
-    Returns 0 (and leaves M alone) when the token has none: the shared
-    transition matrix applies.
-    """
-    cdef int L = d.L
-    cdef int k, i
-    cdef const double* blk
-    if not d.has_edges or d.eattr_ptr[tok] == d.eattr_ptr[tok + 1]:
-        return 0
-    memcpy(M, w + d.off_trans, L * L * sizeof(double))
-    for k in range(d.eattr_ptr[tok], d.eattr_ptr[tok + 1]):
-        blk = w + d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L
-        for i in range(L * L):
-            M[i] += blk[i]
-    return 1
-
-
-cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:
-    """dst = exp(src - max(src)); returns the max."""
-    cdef int i
-    cdef double m = src[0]
-    for i in range(1, n):
-        if src[i] > m:
-            m = src[i]
-    for i in range(n):
-        dst[i] = exp(src[i] - m)
-    return m
-
-
 cdef struct Work:
-    double* s        # T*L log state potentials
-    double* q        # T*L exp state potentials, then S*beta/scale
-    double* alpha    # T*L scaled forward, then node marginals
-    double* beta     # T*L scaled backward
-    double* scale    # T
-    double* ebuf     # T*L*L exp transition matrices of positions with edge attributes
-    double* mbuf     # L*L scratch
-    const double** E # T pointers to the exp transition matrix into each position
+    ChainBuffers chain   # inference on the sentence's tables (chain.ebuf: the matrices of
+                         # positions with edge attributes)
+    double* s            # T*L log state potentials
+    double* mbuf         # L*L scratch
 
 
-cdef Work* work_new(int max_T, int L, int has_edges) noexcept nogil:
-    """Per-thread buffers for sentences of up to max_T tokens; NULL when out of memory."""
+cdef Work* work_new(int max_T, int L, int has_edges, int K=0) noexcept nogil:
+    """Per-thread buffers for sentences of up to max_T tokens (K > 0: with the lists of the K
+    best labelings); NULL when out of memory."""
     cdef Work* wk = <Work*> calloc(1, sizeof(Work))
     if wk == NULL:
         return NULL
-    if max_T < 1:
-        max_T = 1
-    wk.s = <double*> malloc(max_T * L * sizeof(double))
-    wk.q = <double*> malloc(max_T * L * sizeof(double))
-    wk.alpha = <double*> malloc(max_T * L * sizeof(double))
-    wk.beta = <double*> malloc(max_T * L * sizeof(double))
-    wk.scale = <double*> malloc(max_T * sizeof(double))
+    wk.s = <double*> malloc(max(1, max_T) * L * sizeof(double))
     wk.mbuf = <double*> malloc(L * L * sizeof(double))
-    wk.E = <const double**> malloc(max_T * sizeof(double*))
-    if has_edges:
-        wk.ebuf = <double*> malloc(<Py_ssize_t> max_T * L * L * sizeof(double))
-    else:
-        wk.ebuf = NULL
-    if (wk.s == NULL or wk.q == NULL or wk.alpha == NULL or wk.beta == NULL
-            or wk.scale == NULL or wk.mbuf == NULL or wk.E == NULL
-            or (has_edges and wk.ebuf == NULL)):
+    if chain_buffers_init(&wk.chain, max_T, L, 1, has_edges, K) < 0 or wk.s == NULL or wk.mbuf == NULL:
         work_free(wk)
         return NULL
     return wk
@@ -135,371 +49,49 @@ cdef Work* work_new(int max_T, int L, int has_edges) noexcept nogil:
 cdef void work_free(Work* wk) noexcept nogil:
     if wk == NULL:
         return
+    chain_buffers_release(&wk.chain)
     free(wk.s)
-    free(wk.q)
-    free(wk.alpha)
-    free(wk.beta)
-    free(wk.scale)
     free(wk.mbuf)
-    free(wk.E)
-    free(wk.ebuf)
     free(wk)
 
 
-cdef double forward_backward(const Data* d, const double* w, const double* E_shared,
+cdef double forward_backward(const Features* d, const double* w, const double* E_shared,
                              double shift_shared, Py_ssize_t t0, int T,
                              Work* wk, double* tacc, double scale) noexcept nogil:
-    """Scaled forward-backward over one sentence; returns log Z.
-
-    Afterwards alpha[t]*beta[t] are the node marginals and
-    alpha[t-1,i]*E[t][i,j]*q[t,j] the edge marginals. When tacc is given,
-    alpha[t-1,i]*q[t,j] is added to it for every position using the shared
-    matrix (the gradient multiplies by that matrix once at the end); doing it
-    in the backward sweep reads q[t] once for both. The weights are scale * w
-    (SGD keeps them so); E_shared must already be built from the scaled ones.
-    """
-    cdef int L = d.L
-    cdef int t, i, j
-    cdef double logz, m, c, a, acc, shift, inv
-    cdef double* at
-    cdef const double* ap
-    cdef const double* E
-    cdef double* qt
-    cdef double* bt
-
+    """Forward-backward over the sentence at t0 (chain_forward_backward on its tables);
+    returns log Z. The weights are scale * w (SGD keeps them so); E_shared must already
+    be built from the scaled ones."""
+    cdef int i
+    cdef ChainBuffers* c = &wk.chain
     state_scores(d, w, t0, T, wk.s)
     if scale != 1.0:
-        for i in range(T * L):
+        for i in range(T * d.L):
             wk.s[i] *= scale
-    # exp potentials of the transitions into each position
-    for t in range(1, T):
-        if edge_scores(d, w, t0 + t, wk.mbuf):
-            if scale != 1.0:
-                for i in range(L * L):
-                    wk.mbuf[i] *= scale
-            shift = exp_shifted(wk.mbuf, wk.ebuf + <Py_ssize_t> t * L * L, L * L)
-            wk.E[t] = wk.ebuf + <Py_ssize_t> t * L * L
-            wk.scale[t] = shift      # log shift, consumed below
-        else:
-            wk.E[t] = E_shared
-            wk.scale[t] = shift_shared
-
-    # forward
-    logz = exp_shifted(wk.s, wk.alpha, L)
-    c = 0.0
-    for j in range(L):
-        c += wk.alpha[j]
-    for j in range(L):
-        wk.alpha[j] /= c
-    wk.scale[0] = c
-    logz += log(c)
-    for t in range(1, T):
-        logz += wk.scale[t]
-        m = exp_shifted(wk.s + t * L, wk.q + t * L, L)
-        logz += m
-        at = wk.alpha + t * L
-        ap = wk.alpha + (t - 1) * L
-        E = wk.E[t]
-        memset(at, 0, L * sizeof(double))
-        for i in range(L):
-            a = ap[i]
-            for j in range(L):
-                at[j] += a * E[i * L + j]
-        c = 0.0
-        qt = wk.q + t * L
-        for j in range(L):
-            at[j] *= qt[j]
-            c += at[j]
-        inv = 1.0 / c
-        for j in range(L):
-            at[j] *= inv
-        wk.scale[t] = c
-        logz += log(c)
-
-    # backward
-    bt = wk.beta + (T - 1) * L
-    for j in range(L):
-        bt[j] = 1.0
-    for t in range(T - 1, 0, -1):
-        qt = wk.q + t * L
-        bt = wk.beta + t * L
-        inv = 1.0 / wk.scale[t]
-        for j in range(L):
-            qt[j] = qt[j] * bt[j] * inv
-        E = wk.E[t]
-        bt = wk.beta + (t - 1) * L
-        if tacc != NULL and E == E_shared:
-            ap = wk.alpha + (t - 1) * L
-            for i in range(L):
-                acc = 0.0
-                a = ap[i]
-                row = tacc + i * L
-                for j in range(L):
-                    acc += E[i * L + j] * qt[j]
-                    row[j] += a * qt[j]
-                bt[i] = acc
-        else:
-            for i in range(L):
-                acc = 0.0
-                for j in range(L):
-                    acc += E[i * L + j] * qt[j]
-                bt[i] = acc
-    return logz
+    exp_transitions(d, w, scale, t0, T, E_shared, shift_shared, wk.mbuf, c.ebuf, c.E, c.shift)
+    return chain_forward_backward(T, d.L, wk.s, c.E, c.shift, c.q, c.alpha, c.beta, c.scale, tacc, E_shared)
 
 
-cdef double gold_score(const Data* d, const double* w, const double* s, Py_ssize_t t0,
-                       int T, const int* y, double scale) noexcept nogil:
-    """Score of the labeling y (s: state log potentials, already scaled; weights scale * w)."""
-    cdef int L = d.L
-    cdef int t, k
-    cdef double total = 0.0, trans = 0.0
-    for t in range(T):
-        total += s[t * L + y[t]]
-    for t in range(1, T):
-        trans += w[d.off_trans + y[t - 1] * L + y[t]]
-        if d.has_edges:
-            for k in range(d.eattr_ptr[t0 + t], d.eattr_ptr[t0 + t + 1]):
-                trans += w[d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L + y[t - 1] * L + y[t]]
-    return total + scale * trans
-
-
-cdef void accumulate_gradient(const Data* d, Py_ssize_t t0, int T, const int* y,
+cdef void accumulate_gradient(const Features* d, Py_ssize_t t0, int T, const int* y,
                               Work* wk, double* g, double factor) noexcept nogil:
-    """g += factor * (expected counts - observed counts) for one sentence.
-
-    Expected transition counts of positions sharing the global matrix were
-    gathered by forward_backward (its tacc argument).
-    """
+    """g += factor * (expected counts - observed counts) for one sentence, after
+    forward_backward (which gathered the expected counts of the positions sharing the
+    transition matrix: its tacc argument). Leaves the node marginals in wk.chain.alpha."""
     cdef int L = d.L
-    cdef int t, i, j, k, a, f
-    cdef double ai, p
-    cdef const double* ap
-    cdef const double* qt
-    cdef const double* E
-    cdef double* blk
-    cdef double* pt
-    cdef const double* bt
-    cdef Py_ssize_t tok
-
-    # transitions and edge attributes (need alpha before it becomes the marginals)
+    cdef int t
     for t in range(1, T):
-        tok = t0 + t
-        ap = wk.alpha + (t - 1) * L
-        qt = wk.q + t * L
-        E = wk.E[t]
-        if d.has_edges and d.eattr_ptr[tok] != d.eattr_ptr[tok + 1]:
-            for i in range(L):
-                ai = ap[i]
-                for j in range(L):
-                    wk.mbuf[i * L + j] = factor * ai * E[i * L + j] * qt[j]
-            for i in range(L * L):
-                g[d.off_trans + i] += wk.mbuf[i]
-            for k in range(d.eattr_ptr[tok], d.eattr_ptr[tok + 1]):
-                blk = g + d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L
-                for i in range(L * L):
-                    blk[i] += wk.mbuf[i]
-                blk[y[t - 1] * L + y[t]] -= factor
+        if has_edge_attributes(d, t0 + t):
+            chain_edge_marginals(L, wk.chain.alpha + (t - 1) * L, wk.chain.E[t], wk.chain.q + t * L, factor, wk.mbuf)
+            scatter_edge(d, t0 + t, wk.mbuf, y[t - 1], y[t], g, factor)
         g[d.off_trans + y[t - 1] * L + y[t]] -= factor
-
-    # node marginals
-    for t in range(T):
-        pt = wk.alpha + t * L
-        bt = wk.beta + t * L
-        for j in range(L):
-            pt[j] *= bt[j]
-    for j in range(L):
-        g[d.off_start + j] += factor * wk.alpha[j]
-        g[d.off_end + j] += factor * wk.alpha[(T - 1) * L + j]
-    g[d.off_start + y[0]] -= factor
-    g[d.off_end + y[T - 1]] -= factor
-
-    for t in range(T):
-        pt = wk.alpha + t * L
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                g[f] += factor * pt[d.feat_label[f]]
-                if d.feat_label[f] == y[t]:
-                    g[f] -= factor
+    chain_node_marginals(T, L, wk.chain.alpha, wk.chain.beta)
+    scatter_nodes(d, t0, T, wk.chain.alpha, y, g, factor)
 
 
-cdef void accumulate_curvature(const Data* d, Py_ssize_t t0, int T, Work* wk, double* h) noexcept nogil:
-    """h += p(1 - p) summed over the tokens, for every state feature, start and end weight.
-
-    The Hessian diagonal if the tokens were independent (Sha & Pereira's feature
-    independence approximation); needs the node marginals that
-    accumulate_gradient leaves in wk.alpha.
-    """
-    cdef int L = d.L
-    cdef int t, j, k, a, f
-    cdef double p
-    cdef const double* pt
-    for j in range(L):
-        p = wk.alpha[j]
-        h[d.off_start + j] += p * (1.0 - p)
-        p = wk.alpha[(T - 1) * L + j]
-        h[d.off_end + j] += p * (1.0 - p)
-    for t in range(T):
-        pt = wk.alpha + t * L
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                p = pt[d.feat_label[f]]
-                h[f] += p * (1.0 - p)
-
-
-cdef void viterbi_one(const Data* d, const double* w, Py_ssize_t t0, int T, Work* wk,
-                      int* bp, int* out, double* score) noexcept nogil:
-    """Best labeling of one sentence into out[0:T]; its score into score[0]."""
-    cdef int L = d.L
-    cdef int t, i, j, best_j
-    cdef double v, best, di
-    cdef const double* Tr
-    cdef double* cur
-    cdef double* prev
+cdef inline void build_log_tables(const Features* d, const double* w, Py_ssize_t t0, int T,
+                                  Work* wk) noexcept nogil:
+    """The log tables of the sentence at t0 (for the max-product kernels): wk.s and wk.chain.E."""
     state_scores(d, w, t0, T, wk.s)
-    prev = wk.alpha
-    for j in range(L):
-        prev[j] = wk.s[j]
-    for t in range(1, T):
-        if edge_scores(d, w, t0 + t, wk.mbuf):
-            Tr = wk.mbuf
-        else:
-            Tr = w + d.off_trans
-        cur = wk.alpha + t * L
-        for j in range(L):
-            cur[j] = -INFINITY
-            bp[t * L + j] = 0
-        for i in range(L):
-            di = prev[i]
-            for j in range(L):
-                v = di + Tr[i * L + j]
-                if v > cur[j]:
-                    cur[j] = v
-                    bp[t * L + j] = i
-        for j in range(L):
-            cur[j] += wk.s[t * L + j]
-        prev = cur
-    best_j = 0
-    best = prev[0]
-    for j in range(1, L):
-        if prev[j] > best:
-            best = prev[j]
-            best_j = j
-    score[0] = best
-    out[T - 1] = best_j
-    for t in range(T - 1, 0, -1):
-        out[t - 1] = bp[t * L + out[t]]
-
-
-cdef inline int best_head(const double* sc, const int* cnt, const int* ptr, int L, int K,
-                          const double* Tr, int j, double* best) noexcept nogil:
-    """The list i whose next unused entry (sc[i*K + ptr[i]], plus Tr[i*L+j] when Tr is
-    given) scores highest, its score in best[0]; -1 when every list is used up.
-
-    The lists hold, best first, the partial paths ending in label i at one
-    position; merging them gives the best paths one position further.
-    """
-    cdef int i, bi = -1
-    cdef double v
-    best[0] = -INFINITY
-    for i in range(L):
-        if ptr[i] < cnt[i]:
-            v = sc[<Py_ssize_t> i * K + ptr[i]]
-            if Tr != NULL:
-                v += Tr[i * L + j]
-            if bi < 0 or v > best[0]:
-                best[0] = v
-                bi = i
-    return bi
-
-
-cdef int nbest_one(const Data* d, const double* w, Py_ssize_t t0, int T, int K, Work* wk,
-                   double* sc, int* py, int* pk, int* cnt, int* ptr,
-                   int* out, Py_ssize_t out_stride, double* out_score) noexcept nogil:
-    """Exact K best labelings (list Viterbi); returns how many were found.
-
-    sc/py/pk[(t*L+y)*K+r]: score, previous label and previous rank of the
-    r-th best partial path ending in label y at t; cnt[t*L+y] how many.
-    """
-    cdef int L = d.L
-    cdef int t, i, j, r, bi, n
-    cdef double best
-    cdef const double* Tr
-    cdef Py_ssize_t base, pbase
-    state_scores(d, w, t0, T, wk.s)
-    for j in range(L):
-        sc[j * K] = wk.s[j]
-        cnt[j] = 1
-    for t in range(1, T):
-        if edge_scores(d, w, t0 + t, wk.mbuf):
-            Tr = wk.mbuf
-        else:
-            Tr = w + d.off_trans
-        for j in range(L):
-            base = (<Py_ssize_t> t * L + j) * K
-            for i in range(L):
-                ptr[i] = 0
-            n = 0
-            while n < K:
-                bi = best_head(sc + (<Py_ssize_t> t - 1) * L * K, cnt + (t - 1) * L, ptr, L, K, Tr, j, &best)
-                if bi < 0:
-                    break
-                sc[base + n] = best + wk.s[t * L + j]
-                py[base + n] = bi
-                pk[base + n] = ptr[bi]
-                ptr[bi] += 1
-                n += 1
-            cnt[t * L + j] = n
-    # merge the final lists and trace back
-    for i in range(L):
-        ptr[i] = 0
-    n = 0
-    while n < K:
-        bi = best_head(sc + (<Py_ssize_t> T - 1) * L * K, cnt + (T - 1) * L, ptr, L, K, NULL, 0, &best)
-        if bi < 0:
-            break
-        out_score[n] = best
-        j = bi
-        r = ptr[bi]
-        ptr[bi] += 1
-        for t in range(T - 1, -1, -1):
-            out[n * out_stride + t] = j
-            if t > 0:
-                pbase = (<Py_ssize_t> t * L + j) * K + r
-                j = py[pbase]
-                r = pk[pbase]
-        n += 1
-    return n
-
-
-cdef void add_counts(const Data* d, Py_ssize_t t0, int T, const int* y, double amount,
-                     double* w, double* u, double c) noexcept nogil:
-    """w += amount * F(y) and u += c * amount * F(y) for the labeling y of one sentence."""
-    cdef int L = d.L
-    cdef int t, k, a, f
-    cdef Py_ssize_t idx
-    for t in range(T):
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                if d.feat_label[f] == y[t]:
-                    w[f] += amount
-                    u[f] += c * amount
-                    break
-        if t > 0:
-            idx = d.off_trans + y[t - 1] * L + y[t]
-            w[idx] += amount
-            u[idx] += c * amount
-            if d.has_edges:
-                for k in range(d.eattr_ptr[t0 + t], d.eattr_ptr[t0 + t + 1]):
-                    idx = d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L + y[t - 1] * L + y[t]
-                    w[idx] += amount
-                    u[idx] += c * amount
-    w[d.off_start + y[0]] += amount
-    u[d.off_start + y[0]] += c * amount
-    w[d.off_end + y[T - 1]] += amount
-    u[d.off_end + y[T - 1]] += c * amount
+    log_transitions(d, w, t0, T, wk.chain.ebuf, wk.chain.E)
 
 
 cdef class Lattices:
@@ -514,12 +106,14 @@ cdef class Lattices:
     cdef const int[::1] eattrs
     cdef const int[::1] feat_ptr
     cdef const int[::1] feat_label
-    cdef Data d
+    cdef Features d
 
     def __init__(self, const int[::1] sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
                  const int[::1] eattr_ptr, const int[::1] eattrs,
                  const int[::1] feat_ptr, const int[::1] feat_label,
-                 int n_labels, int n_edge_attrs):
+                 int n_labels, int n_edge_attrs, offsets=None):
+        """The corpus arrays, the feature map, and the layout's offsets (trans, start, end,
+        edge, n_params: crftk.structures.layout.ChainLayout.offsets; by default that layout's)."""
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int L = n_labels
@@ -564,7 +158,14 @@ cdef class Lattices:
         self.n_features = feat_label.shape[0]
         self.n_edge_attrs = n_edge_attrs
         self.max_len = int(lengths.max()) if lengths.size else 0
-        self.n_params = self.n_features + L * L + 2 * L + <Py_ssize_t> n_edge_attrs * L * L
+        if offsets is None:
+            from crftk.structures.layout import ChainLayout
+            offsets = ChainLayout(feat_label.shape[0], L, n_edge_attrs).offsets()
+        off_trans, off_start, off_end, off_edge, n_params = offsets
+        if (off_trans != self.n_features or off_start != off_trans + L * L or off_end != off_start + L
+                or off_edge != off_end + L or n_params != off_edge + <Py_ssize_t> n_edge_attrs * L * L):
+            raise ValueError("the layout's offsets do not fit the features, labels and edge attributes")
+        self.n_params = n_params
         self.d.attr_ptr = &attr_ptr[0]
         self.d.attrs = &attrs[0] if attrs.shape[0] else NULL
         self.d.eattr_ptr = &eattr_ptr[0]
@@ -573,10 +174,10 @@ cdef class Lattices:
         self.d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
         self.d.L = L
         self.d.has_edges = 1 if eattrs.shape[0] > 0 else 0
-        self.d.off_trans = self.n_features
-        self.d.off_start = self.d.off_trans + L * L
-        self.d.off_end = self.d.off_start + L
-        self.d.off_edge = self.d.off_end + L
+        self.d.off_trans = off_trans
+        self.d.off_start = off_start
+        self.d.off_end = off_end
+        self.d.off_edge = off_edge
 
     cdef void _check_w(self, const double[::1] w) except *:
         if w.shape[0] != self.n_params:
@@ -600,7 +201,7 @@ cdef class Lattices:
         Returns (loss, grad): loss = sum over sentences of log Z - score(gold).
         curvature: an optional float64 array [n_params] that receives, in the same
         pass, sum over tokens of p(1 - p) of each state feature, start and end weight
-        (see accumulate_curvature); its other entries are set to 0.
+        (see scatter_curvature in potentials.pxd); its other entries are set to 0.
         """
         self._check_w(w)
         self._check_labels(labels)
@@ -623,7 +224,7 @@ cdef class Lattices:
         cdef int T, tid
         cdef Work* wk
         cdef double logz
-        cdef const Data* d = &self.d
+        cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         cdef const int* yp = &labels[0] if labels.shape[0] else NULL
         E_np = np.empty(L * L, dtype=np.float64)
@@ -639,10 +240,10 @@ cdef class Lattices:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
                     logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, &tacc[tid, 0], 1.0)
-                    total += logz - gold_score(d, wp, wk.s, t0, T, yp + t0, 1.0)
+                    total += logz - labeling_score(d, wp, wk.s, t0, T, yp + t0, 1.0)
                     accumulate_gradient(d, t0, T, yp + t0, wk, &gbuf[tid, 0], 1.0)
                     if want_h:
-                        accumulate_curvature(d, t0, T, wk, &hbuf[tid, 0])
+                        scatter_curvature(d, t0, T, wk.chain.alpha, &hbuf[tid, 0])
             work_free(wk)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
@@ -666,23 +267,21 @@ cdef class Lattices:
         cdef Py_ssize_t s, t0
         cdef int T
         cdef Work* wk
-        cdef int* bp
-        cdef const Data* d = &self.d
+        cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         if self.n_sentences == 0:
             return out_np, score_np
         with nogil, parallel(num_threads=n_threads):
-            wk = work_new(self.max_len, L, 0)
-            bp = <int*> malloc(<Py_ssize_t> self.max_len * L * sizeof(int))
-            if wk == NULL or bp == NULL:
+            wk = work_new(self.max_len, L, d.has_edges)
+            if wk == NULL:
                 flags[threadid()] = 1
             for s in prange(self.n_sentences, schedule="dynamic", chunksize=16):
-                if wk != NULL and bp != NULL:
+                if wk != NULL:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    viterbi_one(d, wp, t0, T, wk, bp, &out[t0], &score[s])
+                    build_log_tables(d, wp, t0, T, wk)
+                    chain_viterbi(T, L, wk.s, wk.chain.E, wk.chain.alpha, wk.chain.bp, &out[t0], &score[s])
             work_free(wk)
-            free(bp)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
         return out_np, score_np
@@ -701,7 +300,7 @@ cdef class Lattices:
         cdef Py_ssize_t s, t0
         cdef int T, t, j
         cdef Work* wk
-        cdef const Data* d = &self.d
+        cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         E_np = np.empty(L * L, dtype=np.float64)
         cdef double[::1] E_shared = E_np
@@ -719,7 +318,7 @@ cdef class Lattices:
                     logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, NULL, 1.0)
                     for t in range(T):
                         for j in range(L):
-                            marg[t0 + t, j] = wk.alpha[t * L + j] * wk.beta[t * L + j]
+                            marg[t0 + t, j] = wk.chain.alpha[t * L + j] * wk.chain.beta[t * L + j]
             work_free(wk)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
@@ -748,37 +347,24 @@ cdef class Lattices:
         cdef Py_ssize_t s, t0
         cdef int T
         cdef Work* wk
-        cdef double* sc
-        cdef int* py
-        cdef int* pk
-        cdef int* cnt
-        cdef int* ptr
-        cdef Py_ssize_t cells = <Py_ssize_t> self.max_len * L * K
-        cdef const Data* d = &self.d
+        cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         if self.n_sentences == 0:
             return paths_np, scores_np, counts_np
         with nogil, parallel(num_threads=n_threads):
-            wk = work_new(self.max_len, L, 0)
-            sc = <double*> malloc(cells * sizeof(double))
-            py = <int*> malloc(cells * sizeof(int))
-            pk = <int*> malloc(cells * sizeof(int))
-            cnt = <int*> malloc(<Py_ssize_t> self.max_len * L * sizeof(int))
-            ptr = <int*> malloc(L * sizeof(int))
-            if wk == NULL or sc == NULL or py == NULL or pk == NULL or cnt == NULL or ptr == NULL:
+            wk = work_new(self.max_len, L, d.has_edges, K)
+            if wk == NULL:
                 flags[threadid()] = 1
             for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
+                # testing flags, not wk, here keeps gcc's list merge branch-free (1.5x faster)
                 if flags[threadid()] == 0:
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    counts[s] = nbest_one(d, wp, t0, T, K, wk, sc, py, pk, cnt, ptr,
-                                          &paths[0, t0], self.n_tokens, &scores[s, 0])
+                    build_log_tables(d, wp, t0, T, wk)
+                    counts[s] = chain_nbest(T, L, K, wk.s, wk.chain.E, wk.chain.sc, wk.chain.py, wk.chain.pk,
+                                            wk.chain.cnt, wk.chain.ptr, &paths[0, t0], self.n_tokens,
+                                            &scores[s, 0])
             work_free(wk)
-            free(sc)
-            free(py)
-            free(pk)
-            free(cnt)
-            free(ptr)
         if flags_np.any():
             raise MemoryError("cannot allocate lattice buffers")
         return paths_np, scores_np, counts_np
@@ -799,16 +385,14 @@ cdef class Lattices:
         self._check_labels(labels)
         self._check_order(order)
         cdef int L = self.n_labels
-        cdef Work* wk = work_new(self.max_len, L, 0)
-        cdef int* bp = <int*> malloc(max(1, self.max_len) * L * sizeof(int))
+        cdef Work* wk = work_new(self.max_len, L, self.d.has_edges)
         cdef int* pred = <int*> malloc(max(1, self.max_len) * sizeof(int))
         cdef double score
         cdef Py_ssize_t k, s, t0
         cdef int T, t, wrong
         cdef long n_sent = 0, n_tok = 0
-        if wk == NULL or bp == NULL or pred == NULL:
+        if wk == NULL or pred == NULL:
             work_free(wk)
-            free(bp)
             free(pred)
             raise MemoryError("cannot allocate lattice buffers")
         with nogil:
@@ -816,7 +400,8 @@ cdef class Lattices:
                 s = order[k]
                 t0 = self.sent_ptr[s]
                 T = <int> (self.sent_ptr[s + 1] - t0)
-                viterbi_one(&self.d, &w[0], t0, T, wk, bp, pred, &score)
+                build_log_tables(&self.d, &w[0], t0, T, wk)
+                chain_viterbi(T, L, wk.s, wk.chain.E, wk.chain.alpha, wk.chain.bp, pred, &score)
                 wrong = 0
                 for t in range(T):
                     if pred[t] != labels[t0 + t]:
@@ -828,7 +413,6 @@ cdef class Lattices:
                     add_counts(&self.d, t0, T, pred, -1.0, &w[0], &u[0], c)
                 c += 1.0
         work_free(wk)
-        free(bp)
         free(pred)
         return n_sent, n_tok, c
 
@@ -849,7 +433,7 @@ cdef class Lattices:
         if not lam > 0 or not a > 0:
             raise ValueError("lam and a must be positive")
         cdef int L = self.n_labels
-        cdef const Data* d = &self.d
+        cdef const Features* d = &self.d
         cdef Work* wk = work_new(self.max_len, L, d.has_edges)
         cdef double* E = <double*> malloc(L * L * sizeof(double))
         cdef double* M = <double*> malloc(L * L * sizeof(double))
@@ -874,7 +458,7 @@ cdef class Lattices:
                     tacc[i] = 0.0
                 shift = exp_shifted(M, E, L * L)
                 logz = forward_backward(d, &v[0], E, shift, t0, T, wk, tacc, a)
-                total += logz - gold_score(d, &v[0], wk.s, t0, T, &labels[t0], a)
+                total += logz - labeling_score(d, &v[0], wk.s, t0, T, &labels[t0], a)
                 eta = 1.0 / (lam * (t0_rate + t))
                 a *= 1.0 - eta * lam
                 factor = -eta / a
@@ -924,44 +508,18 @@ cdef class Lattices:
         bwd_np = np.zeros((self.n_tokens, L), dtype=np.float64)
         cdef double[:, ::1] fwd = fwd_np
         cdef double[:, ::1] bwd = bwd_np
-        cdef double* sbuf = <double*> malloc(max(1, self.max_len) * L * sizeof(double))
-        cdef double* M = <double*> malloc(L * L * sizeof(double))
-        cdef const double* Tr
+        cdef Work* wk = work_new(self.max_len, L, self.d.has_edges)
         cdef Py_ssize_t s, t0
-        cdef int T, t, i, j
-        cdef double v, best
-        if sbuf == NULL or M == NULL:
-            free(sbuf)
-            free(M)
-            raise MemoryError()
+        cdef int T
+        if wk == NULL:
+            raise MemoryError("cannot allocate lattice buffers")
         with nogil:
             for s in range(self.n_sentences):
                 t0 = self.sent_ptr[s]
                 T = <int> (self.sent_ptr[s + 1] - t0)
-                state_scores(&self.d, &w[0], t0, T, sbuf)
-                for j in range(L):
-                    fwd[t0, j] = sbuf[j]
-                    bwd[t0 + T - 1, j] = 0.0
-                for t in range(1, T):
-                    Tr = M if edge_scores(&self.d, &w[0], t0 + t, M) else &w[0] + self.d.off_trans
-                    for j in range(L):
-                        best = -INFINITY
-                        for i in range(L):
-                            v = fwd[t0 + t - 1, i] + Tr[i * L + j]
-                            if v > best:
-                                best = v
-                        fwd[t0 + t, j] = best + sbuf[t * L + j]
-                for t in range(T - 1, 0, -1):
-                    Tr = M if edge_scores(&self.d, &w[0], t0 + t, M) else &w[0] + self.d.off_trans
-                    for i in range(L):
-                        best = -INFINITY
-                        for j in range(L):
-                            v = Tr[i * L + j] + sbuf[t * L + j] + bwd[t0 + t, j]
-                            if v > best:
-                                best = v
-                        bwd[t0 + t - 1, i] = best
-        free(sbuf)
-        free(M)
+                build_log_tables(&self.d, &w[0], t0, T, wk)
+                chain_max_scores(T, L, wk.s, wk.chain.E, &fwd[t0, 0], &bwd[t0, 0])
+        work_free(wk)
         return fwd_np, bwd_np
 
     def sequence_scores(self, const double[::1] w, const int[::1] labels):
@@ -981,7 +539,7 @@ cdef class Lattices:
                 t0 = self.sent_ptr[s]
                 T = <int> (self.sent_ptr[s + 1] - t0)
                 state_scores(&self.d, &w[0], t0, T, sbuf)
-                out[s] = gold_score(&self.d, &w[0], sbuf, t0, T, &labels[t0], 1.0)
+                out[s] = labeling_score(&self.d, &w[0], sbuf, t0, T, &labels[t0], 1.0)
         free(sbuf)
         return out_np
 

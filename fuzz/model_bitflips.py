@@ -42,12 +42,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from crftk import container  # noqa: E402
-from crftk.conll import read_corpus  # noqa: E402
-from crftk.decode import Tagger  # noqa: E402
+from crftk.io.conll import read_corpus  # noqa: E402
+from crftk.commands.tag import Tagger  # noqa: E402
 from crftk.errors import CrftkError  # noqa: E402
 from crftk.model import Model  # noqa: E402
-from crftk.templates import parse_template  # noqa: E402
-from crftk.train import fit  # noqa: E402
+from crftk.features.templates import parse_template  # noqa: E402
+from crftk.commands.train import fit  # noqa: E402
 
 TEMPLATE = """\
 U00:%x[0,0]

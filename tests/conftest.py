@@ -99,9 +99,9 @@ def fuzz_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def models(fuzz_dir):
     """Tiny models trained once: a rich first-order CRF, an order-2 CRF and an MEMM (files and bytes)."""
-    from crftk.conll import Sentence
-    from crftk.templates import read_template
-    from crftk.train import fit
+    from crftk.io.conll import Sentence
+    from crftk.features.templates import read_template
+    from crftk.commands.train import fit
 
     fz.write(fuzz_dir / "city.lex", fz.CITY_LEXICON)
     rich = read_template(fz.write(fuzz_dir / "rich.tmpl", fz.RICH_TEMPLATE))

@@ -1,9 +1,13 @@
 """Small corpora and a string-based reference of CRF++ template expansion, for the tests."""
 
 import random
+from pathlib import Path
 
-from crftk.conll import Sentence
-from crftk.templates import padding_value
+from crftk.io.conll import Sentence
+from crftk.features.templates import padding_value
+
+#: the repository's root (templates/, data/)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def sentences(rows_list):
@@ -66,7 +70,7 @@ def random_docs(n_docs, seed=0, words=WORDS, sents_per_doc=3, max_len=6):
 def reference_attributes(template, sents, lexicons=None, folds=None):
     """Every token's attribute strings (a sorted list, repeats kept), straight from the definitions."""
     import itertools
-    from crftk.extract import string_test
+    from crftk.features.extract import string_test
 
     tokens = [(si, ti) for si, s in enumerate(sents) for ti in range(len(s.rows))]
     anchor = {}

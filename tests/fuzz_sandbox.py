@@ -218,7 +218,7 @@ def job_cli(args, input_text=None):
 
 def job_tag(model, inputs, **options):
     """Load a model (a path or its bytes) and tag files with it; returns the output text."""
-    from crftk.decode import tag_files
+    from crftk.commands.tag import tag_files
     from crftk.model import Model
     m = Model.from_bytes(model) if isinstance(model, bytes) else Model.load(model)
     out = io.StringIO()
@@ -231,9 +231,9 @@ def job_fit(rows, template, **options):
     returns the weights' (size, all finite)."""
     import numpy as np
 
-    from crftk.conll import Sentence
-    from crftk.templates import parse_template, read_template
-    from crftk.train import fit
+    from crftk.io.conll import Sentence
+    from crftk.features.templates import parse_template, read_template
+    from crftk.commands.train import fit
     sentences = [Sentence([list(r) for r in s], d, 1, "<fuzz>") for d, s in enumerate(rows)]
     template = read_template(template) if isinstance(template, Path) else parse_template(template)
     model = fit(sentences, template, log=lambda msg: None, **options)
@@ -244,7 +244,7 @@ def job_induce(train_file, template_path, **options):
     """Induce on a file; returns the weights' (size, all finite)."""
     import numpy as np
 
-    from crftk.induce import induce
+    from crftk.commands.induce import induce
     model = induce([train_file], template_path, log=lambda msg: None, **options)
     return model.weights.size, bool(np.isfinite(model.weights).all())
 

@@ -54,18 +54,6 @@ def counted(fn):
     return body
 
 
-def known_failure(open_item, branch, fixed):
-    """A property that finds a bug whose fix is on another branch, not merged yet.
-
-    ``fixed`` tells from the code whether the fix is there (e.g. a constant it
-    adds). Until then the property is expected to fail (strict: its explicit
-    example reproduces the bug every run) and the summary lists it; once the
-    fix is merged the marker does nothing and the property must pass.
-    """
-    import pytest
-    return pytest.mark.xfail(not fixed, reason=f"{open_item} (fix on branch {branch}, not merged)", strict=True)
-
-
 # ---------------------------------------------------------------------------
 # a tiny corpus (word, POS, chunk) that the models of the properties are trained on
 

@@ -1,7 +1,8 @@
 """Plain NumPy references for the lattice kernels (crftk._lattice).
 
-Everything here is written straight from the definitions in the module
-docstring of csrc/lattice.pyx, and shares no code with the kernels:
+Everything here is written straight from the definitions in csrc/potentials.pxd
+and crftk.structures.layout (the declared parameter layout), and shares no code
+with the kernels:
 
 - the score of a labeling is a sum of weights, one per firing parameter;
 - brute-force enumeration of all L**T labelings of tiny sentences;
@@ -15,6 +16,8 @@ Parameter layout::
 import itertools
 
 import numpy as np
+
+from crftk.structures.layout import ChainLayout
 
 I32 = np.int32
 
@@ -33,19 +36,15 @@ class Corpus:
         self.feat_label = np.ascontiguousarray(feat_label, dtype=I32)
         self.L = int(n_labels)
         self.E = int(n_edge_attrs)
-        L = self.L
         self.F = len(self.feat_label)
-        self.off_trans = self.F
-        self.off_start = self.F + L * L
-        self.off_end = self.off_start + L
-        self.off_edge = self.off_end + L
-        self.P = self.off_edge + self.E * L * L
+        self.layout = ChainLayout(self.F, self.L, self.E)
+        self.off_trans, self.off_start, self.off_end, self.off_edge, self.P = self.layout.offsets()
         self.S = len(self.sent_ptr) - 1
         self.N = int(self.sent_ptr[-1])
 
     def arrays(self):
         return (self.sent_ptr, self.attr_ptr, self.attrs, self.eattr_ptr, self.eattrs,
-                self.feat_ptr, self.feat_label, self.L, self.E)
+                self.feat_ptr, self.feat_label, self.L, self.E, self.layout.offsets())
 
     def sentences(self):
         """(s, t0, T) for every sentence."""

@@ -18,15 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import crftk
 from crftk import CRF, CrftkError, Model, NotFittedError, evaluate, read_conll
 from crftk.api import BATCH_TOKENS
-from crftk.conll import read_corpus
-from crftk.decode import Tagger
+from crftk.io.conll import read_corpus
+from crftk.commands.tag import Tagger
 from crftk.params import TRAIN as TRAIN_PARAMS
-from crftk.train import train as train_files
+from crftk.commands.train import train as train_files
+from corpora import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DEMO_TRAIN = REPO / "data" / "demo.train"
 DEMO_TEST = REPO / "data" / "demo.test"
 TEMPLATE = REPO / "templates" / "chunking-crfpp.tmpl"
@@ -72,7 +71,7 @@ def test_import_crftk_stays_cheap_and_exports_the_api_lazily():
 
 
 def test_evaluate_is_the_function_even_after_the_evaluation_module_is_imported():
-    import crftk.evaluation  # noqa: F401  (as train and the CLI do)
+    import crftk.evaluation.conlleval  # noqa: F401  (as train and the CLI do)
     assert callable(crftk.evaluate) and crftk.evaluate is evaluate
     assert crftk.evaluate([["B-NP", "I-NP"]], [["B-NP", "I-NP"]]).overall.f1 == 100.0
     assert {"CRF", "evaluate", "read_conll", "Model", "NotFittedError"} <= set(dir(crftk))
@@ -487,7 +486,7 @@ def test_threads_tagging_one_model_at_once_agree_with_tagging_alone(fitted, data
 
 def test_lookup_tables_are_published_only_when_complete(fitted, data):
     # another thread may read a line's lazy table as soon as it is set: it must be whole then
-    from crftk.features import CompiledLine
+    from crftk.features.space import CompiledLine
 
     published = []
 
@@ -528,7 +527,7 @@ def test_evaluate_lists_and_files(tmp_path):
     with pytest.raises(CrftkError, match=r"pred\[0\] holds a int"):
         evaluate(gold, [[1, 2, 3, 4], ["O"]])
     with pytest.raises(CrftkError, match="scheme|iob"):
-        evaluate([["I-NP", "B-X"]], [["I-NP", "B-X"]], scheme="bioes")
+        evaluate([["I-NP", "B-X"]], [["I-NP", "B-X"]], scheme="bilou")
 
 
 # scikit-learn, when it is installed ----------------------------------------------

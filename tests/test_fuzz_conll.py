@@ -14,8 +14,8 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import fuzz_strategies as fz
-from crftk.conll import Sentence, read_corpus, read_sentences
-from crftk.decode import tag_files
+from crftk.io.conll import Sentence, read_corpus, read_sentences
+from crftk.commands.tag import tag_files
 from crftk.errors import CrftkError
 
 column_counts = st.one_of(st.none(), st.integers(1, 5), st.sets(st.integers(1, 5), min_size=1, max_size=3))

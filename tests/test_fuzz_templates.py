@@ -10,17 +10,15 @@ no model behind.
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-import crftk.templates
+import crftk.features.templates
 import fuzz_strategies as fz
 import pytest
 from crftk.errors import CrftkError
-from crftk.templates import parse_template, read_template
+from crftk.features.templates import parse_template, read_template
 
-#: The validation branch bounds every number of a macro (and adds these constants).
-BOUNDS_FIXED = hasattr(crftk.templates, "MAX_ROW")
-MAX_ROW = getattr(crftk.templates, "MAX_ROW", 100)
-MAX_COLUMNS = getattr(crftk.templates, "MAX_COLUMNS", 10_000)
-MAX_LENGTH = getattr(crftk.templates, "MAX_LENGTH", 100)
+MAX_ROW = crftk.features.templates.MAX_ROW
+MAX_COLUMNS = crftk.features.templates.MAX_COLUMNS
+MAX_LENGTH = getattr(crftk.features.templates, "MAX_LENGTH", 100)
 
 ordinary_numbers = st.sampled_from(fz.ASCII_NUMBERS + fz.BROKEN_NUMBERS + [str(MAX_ROW), str(-MAX_ROW)])
 any_numbers = st.sampled_from(fz.ASCII_NUMBERS + fz.BROKEN_NUMBERS + fz.ODD_NUMBERS)
@@ -76,7 +74,6 @@ def test_parser_raises_only_crftk_errors_naming_the_line(fuzz_dir, text, as_byte
 @example(text="U:%x[0,\u00b2]\n")              # int() refuses what str.isdigit() accepts
 @example(text="U:%x[100000000,0]\n")            # 2 x 10^8 padding values per vocabulary
 @example(text="U:%ngram[0,0,1,100000000]\n")    # a pass over every word per length
-@fz.known_failure("template numbers unbounded; non-ASCII digits raise ValueError", "validation", BOUNDS_FIXED)
 @fz.counted
 def test_odd_numbers_are_rejected_with_the_line_or_bounded(fuzz_dir, text):
     path = str(fuzz_dir / "t.tmpl")
@@ -96,7 +93,6 @@ def test_odd_numbers_are_rejected_with_the_line_or_bounded(fuzz_dir, text):
 @pytest.mark.fuzz(weight=1)
 @given(text=fz.template_texts(ordinary_numbers))
 @example(text="U00:%x[0,0]\nB\n")
-@fz.known_failure("a byte order mark makes line 1 an error", "validation", BOUNDS_FIXED)
 @fz.counted
 def test_a_byte_order_mark_changes_nothing(fuzz_dir, text):
     assume(not text.startswith("\ufeff"))     # a second mark is text, and an error

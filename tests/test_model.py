@@ -2,17 +2,16 @@ import io
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from corpora import random_corpus
-from crftk.container import dumps, pack_strings
+from corpora import REPO, random_corpus
+from crftk.io.container import dumps, pack_strings
 from crftk.errors import CrftkError
-from crftk.features import FeatureSpace
+from crftk.features.space import FeatureSpace
 from crftk.model import Model, model_header
-from crftk.templates import parse_template
+from crftk.features.templates import parse_template
 
 TEMPLATE = "U00:%x[0,0]\nU01:%x[-1,0]/%x[0,1]\nU02:%x[-1,1]/%x[0,1]/%x[1,0]\nB\nB01:%x[0,1]\n"
 
@@ -36,7 +35,9 @@ def test_save_load_round_trip(tmp_path):
     assert np.array_equal(a.attrs, b.attrs) and np.array_equal(a.eattrs, b.eattrs)
     la, lb = m.space.lattices(a), back.space.lattices(b)
     assert np.array_equal(la.viterbi(m.weights)[0], lb.viterbi(back.weights)[0])
-    assert model_header(path)["meta"]["kind"] == "linear-chain"
+    header = model_header(path)["meta"]
+    assert header["kind"] == "model" and header["structure"] == "chain"
+    assert [(p["name"], p["version"]) for p in header["parts"]] == [("main", 1)]
 
 
 def test_bytes_round_trip_equals_the_file(tmp_path):
@@ -128,15 +129,49 @@ def test_dump_lists_every_weight_with_crfpp_strings():
 # load validation: files whose checksums are right but whose contents crftk never wrote
 # ---------------------------------------------------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def crafted(edit, seed=0):
     """A model file (bytes, valid checksums) whose meta and arrays ``edit(meta, arrays)`` changed."""
     meta, arrays = make_model(seed)._parts()
-    arrays = {k: np.array(v) for k, v in arrays.items()}
-    edit(meta, arrays)
+    # the edit sees the one part's space and arrays (stored as "0:name"), and the training record
+    view = dict(meta["parts"][0]["space"], info=meta["info"])
+    own = {k.split(":", 1)[1]: np.array(v) for k, v in arrays.items()}
+    edit(view, own)
+    meta["info"] = view.pop("info")
+    meta["parts"][0]["space"] = view
+    return dumps(meta, {f"0:{k}": v for k, v in own.items()})
+
+
+def crafted_file(edit_file, seed=0):
+    """A model file whose whole meta and arrays ``edit_file(meta, arrays)`` changed."""
+    meta, arrays = make_model(seed)._parts()
+    edit_file(meta, arrays)
     return dumps(meta, arrays)
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (lambda meta, arrays: meta.update(structure="factorial-9"), "unknown structure 'factorial-9'"),
+    (lambda meta, arrays: meta["parts"][0].update(version=2), "has version 2; this crftk reads up to 1"),
+    (lambda meta, arrays: meta.update(parts=[]), "it lists no parts"),
+    (lambda meta, arrays: arrays.update({"7:weights": np.zeros(3)}), "array '7:weights' belongs to no part"),
+    (lambda meta, arrays: meta.update(kind="bag-of-words"), "unsupported model kind 'bag-of-words'"),
+])
+def test_the_structure_and_parts_of_a_file_are_checked(edit, fragment):
+    assert fragment in load_error(crafted_file(edit))
+
+
+def test_a_model_with_several_parts_round_trips():
+    from crftk.model import Part
+    a, b = make_model(0), make_model(1)
+    two = Model(a.space, a.weights, a.info, more_parts=[Part(b.space, b.weights * 2, "second")])
+    back = Model.from_bytes(two.to_bytes())
+    assert [p.name for p in back.parts] == ["main", "second"]
+    assert back.structure_name == "chain"
+    assert np.array_equal(back.parts[1].weights, b.weights * 2)
+    assert back.parts[1].space.labels == b.space.labels
+    with pytest.raises(CrftkError, match="distinct names"):
+        Model(a.space, a.weights, more_parts=[Part(b.space, b.weights)])
 
 
 def load_error(data):
@@ -276,12 +311,15 @@ def test_a_version_1_model_still_loads_and_is_saved_as_version_2(tmp_path):
     assert old.labels == ["B-NP", "B-PP", "B-SBAR", "B-VP", "I-NP", "I-VP", "O"]
     assert old.weights.size == 1197 and np.isfinite(old.weights).all()
     old.save(tmp_path / "m.crftk")
-    assert model_header(tmp_path / "m.crftk")["version"] == 2
+    header = model_header(tmp_path / "m.crftk")
+    assert header["version"] == 2
+    assert model_header(old_path)["meta"]["kind"] == "linear-chain"      # one space, no parts list
+    assert header["meta"]["kind"] == "model" and header["meta"]["structure"] == old.structure_name == "chain"
     new = Model.load(tmp_path / "m.crftk")
     assert np.array_equal(new.weights, old.weights) and new.info == old.info
     assert new.space.template.text == old.space.template.text
-    from crftk.conll import read_corpus
-    from crftk.decode import Tagger
+    from crftk.io.conll import read_corpus
+    from crftk.commands.tag import Tagger
     test = read_corpus(REPO / "data" / "demo.test")[:50]
     outputs = []
     for m in (old, new):

@@ -7,10 +7,10 @@ import pytest
 
 from crftk import params
 from crftk.errors import CrftkError
-from crftk.features import FEATURE_SETS
-from crftk.induce import check_options as check_induce
-from crftk.train import check_options as check_train
-from crftk.train import fit, train
+from crftk.features.space import FEATURE_SETS
+from crftk.commands.induce import check_options as check_induce
+from crftk.commands.train import check_options as check_train
+from crftk.commands.train import fit, train
 
 TEMPLATE = "U00:%x[0,0]\nU01:%x[-1,0]\nB\n"
 DATA = "a DT B-NP\nb NN I-NP\nc VBZ B-VP\n\nd DT B-NP\ne NN I-NP\n\n"

@@ -43,7 +43,7 @@ def statuses(stream):
 
 
 def test_induce_rounds_show_their_steps(tmp_path):
-    from crftk.induce import induce
+    from crftk.commands.induce import induce
     path = tmp_path / "train.txt"
     path.write_text("".join("\n".join(" ".join(r) for r in s.rows) + "\n\n" for s in random_corpus(60, seed=2)))
     tmpl = tmp_path / "a.tmpl"
@@ -59,7 +59,7 @@ def test_induce_rounds_show_their_steps(tmp_path):
 
 
 def test_train_shows_encoding_on_a_terminal(tmp_path):
-    from crftk.train import train
+    from crftk.commands.train import train
     path = tmp_path / "train.txt"
     path.write_text("".join("\n".join(" ".join(r) for r in s.rows) + "\n\n" for s in random_corpus(20)))
     tmpl = tmp_path / "t.tmpl"

@@ -1,0 +1,152 @@
+"""Tagging: stream sentences through a model in batches and write the labels."""
+
+import math
+
+import numpy as np
+
+from crftk.io.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
+from crftk.errors import CrftkError
+from crftk.commands.train import resolve_threads
+
+
+#: Most memory the n-best tables of one batch may take.
+NBEST_MEMORY = 2 * 2**30
+
+
+class Tagger:
+    """Decodes batches of sentences with a model."""
+
+    def __init__(self, model, *, threads=0):
+        self.model = model
+        self.space = model.space
+        self.weights = model.weights
+        self.n_threads = resolve_threads(threads)
+        self.structure = model.structure
+        self.labels = np.asarray(model.output_labels, dtype=object)
+
+    @property
+    def output_names(self):
+        """The names of the output marginals' columns."""
+        return self.structure.output_names
+
+    @property
+    def output_index(self):
+        """Column of each label id in the output marginals."""
+        names = self.output_names
+        return np.array([names.index(x) for x in self.labels.tolist()], dtype=np.int64)
+
+    def inference(self, sentences):
+        return self.structure.bind(self.space.encode(sentences), self.n_threads)
+
+    def viterbi(self, sentences):
+        """Best label ids per sentence: list of int arrays."""
+        inf = self.inference(sentences)
+        pred = inf.best(self.weights)[0]
+        return [pred[sl] for sl in inf.corpus.sentence_slices()]
+
+    def tag(self, sentences):
+        """Best label strings per sentence."""
+        return [self.labels[p].tolist() for p in self.viterbi(sentences)]
+
+    def marginals(self, inf):
+        """Marginals of the output labels [tokens, output_names] and log Z per sentence."""
+        return inf.marginals(self.weights)
+
+    def nbest(self, inf, k):
+        """(paths [k, tokens], scores [sentences, k], counts) of the k best labelings."""
+        # list Viterbi keeps k entries per label and token of the longest sentence, per thread
+        max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
+        need = max_len * self.space.n_labels * k * 16 * self.n_threads
+        if need > NBEST_MEMORY:
+            raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and "
+                             f"{self.space.n_labels} labels would take {need / 2**30:.1f} GiB; ask for fewer")
+        return inf.nbest(self.weights, k)
+
+    def write_batch(self, items, out, *, marginals=0, nbest=0, sep="\t"):
+        """Tag a batch and write it: input columns + predicted label (+ probabilities).
+
+        ``items`` are Sentences and, in between, lines to copy unchanged (str: a
+        reader's pass-through lines, such as ``-DOCSTART-``); columns are joined
+        with ``sep``.
+        """
+        sentences = [it for it in items if not isinstance(it, str)]
+        blocks = self._blocks(sentences, marginals, nbest, sep) if sentences else iter(())
+        for it in items:
+            out.write(it + "\n" if isinstance(it, str) else next(blocks))
+
+    def _blocks(self, sentences, marginals, nbest, sep):
+        """The output text of each sentence, in order."""
+        inf = self.inference(sentences)
+        w = self.weights
+        slices = inf.corpus.sentence_slices()
+        labels = self.labels
+        if nbest > 0:
+            paths, scores, counts = self.nbest(inf, nbest)
+            marg, logz = inf.marginals(w)
+            for i, (s, sl) in enumerate(zip(sentences, slices)):
+                parts = []
+                for k in range(counts[i]):
+                    prob = math.exp(scores[i, k] - logz[i])
+                    parts.append(f"# nbest {k} {prob:.6f}\n")
+                    path = paths[k, sl]
+                    extra = [[lab] for lab in labels[path].tolist()]
+                    if marginals:
+                        outp = self.output_index[path]
+                        for cols, p in zip(extra, marg[sl][np.arange(path.size), outp].tolist()):
+                            cols.append(f"{p:.6f}")
+                    parts.append(_rows_text(s.rows, extra, sep))
+                yield "".join(parts)
+            return
+        pred, vscore = inf.best(w)
+        if not marginals:
+            for s, sl in zip(sentences, slices):
+                yield _rows_text(s.rows, [[lab] for lab in labels[pred[sl]].tolist()], sep)
+            return
+        marg, logz = inf.marginals(w)
+        names = self.output_names
+        for i, (s, sl) in enumerate(zip(sentences, slices)):
+            p = self.output_index[pred[sl]]
+            m = marg[sl]
+            extra = []
+            for t, y in enumerate(p.tolist()):
+                cols = [names[y], f"{m[t, y]:.6f}"]
+                if marginals > 1:
+                    cols += [f"{names[j]}/{m[t, j]:.6f}" for j in range(len(names))]
+                extra.append(cols)
+            yield f"# prob {math.exp(vscore[i] - logz[i]):.6f}\n" + _rows_text(s.rows, extra, sep)
+
+
+def _rows_text(rows, extra, sep):
+    return "".join(sep.join(r) + sep + sep.join(e) + "\n" for r, e in zip(rows, extra)) + "\n"
+
+
+def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_tokens=50_000,
+              progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS):
+    """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts.
+
+    Lines that are not tokens (``-DOCSTART-``, ``# prob`` annotations) are copied
+    in place; the output keeps each file's column separator (tab or space).
+    ``log`` receives a warning for an input without sentences.
+    """
+    tagger = Tagger(model, threads=threads)
+    space = model.space
+    allowed = {space.n_columns}
+    if space.label_col == space.n_columns - 1:
+        allowed.add(space.n_columns - 1)
+    n_sent = n_tok = 0
+    by_document = space.template.anchored
+    for path in inputs:
+        layout = Layout()
+        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
+                                max_sentence_tokens=max_sentence_tokens)
+        before = n_sent
+        for batch in chunked(stream, batch_tokens, by_document=by_document):
+            tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=layout.separator or "\t")
+            sents = [s for s in batch if not isinstance(s, str)]
+            n_sent += len(sents)
+            n_tok += sum(len(s) for s in sents)
+            if progress:
+                progress(n_sent, n_tok)
+        if n_sent == before and log is not None:
+            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
+    return n_sent, n_tok

@@ -1,0 +1,280 @@
+"""The values template macros read: columns, tests derived from them, lexicons, first mentions.
+
+Every distinct thing a macro reads is a *source*: a column (``%x``) or a test
+of one (``%X``, ``%t``, ``%shape``, ``%suf`` ...; see crftk/features/templates.py).
+Each source has a vocabulary of its values; a sentence batch becomes, per
+source, an integer id per token (-1: no value, or a value unseen in training)
+or, for multi-valued tests, a list of ids per token (CSR arrays).
+
+A test of a string is computed once per distinct string: over the column's
+vocabulary (a lookup table, then one numpy gather for all tokens), and at
+tagging time only for the words training never saw. Lexicon tests run per
+sentence. First-mention macros read the token's *anchor*: the first earlier
+token of the same document with the same word (column 0), for capitalized
+words (McCallum & Li's "firstmention" tests).
+"""
+
+import itertools
+import re
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from crftk.errors import CrftkError
+from crftk.features import observations as obs
+from crftk.features.lexicon import Lexicon, fold_of
+from crftk.features.templates import padding_value
+
+MULTI = {"shape", "ngram"}
+
+
+def string_test(kind, args):
+    """The function of one string a derived source computes."""
+    if kind == "X":
+        return str.lower
+    if kind in "tTmM":
+        rx = re.compile(args[0], re.IGNORECASE if kind.isupper() else 0)
+        return obs.regex_test(rx) if kind in "tT" else obs.regex_match(rx)
+    if kind == "shape":
+        return obs.word_classes
+    if kind == "fshape":
+        return obs.full_shape
+    if kind == "cshape":
+        return obs.collapsed_shape
+    if kind == "pre":
+        return lambda w, n=args[0]: obs.prefix(w, n)
+    if kind == "suf":
+        return lambda w, n=args[0]: obs.suffix(w, n)
+    if kind == "ngram":
+        return lambda w, lo=args[0], hi=args[1]: obs.char_ngrams(w, lo, hi)
+    raise ValueError(kind)
+
+
+class Vocab:
+    """The values of one source, each with an integer id."""
+
+    def __init__(self, strings=()):
+        self.strings = list(strings)
+        self.index = {s: i for i, s in enumerate(self.strings)}
+
+    def __len__(self):
+        return len(self.strings)
+
+    def ids(self, values):
+        """Ids of values; -1 for unknown values and None."""
+        return np.fromiter(map(self.index.get, values, itertools.repeat(-1)), dtype=np.int64,
+                           count=len(values))
+
+    def add_ids(self, values):
+        """Ids of values, adding the new ones; None gives -1."""
+        index, strings = self.index, self.strings
+        out = []
+        for v in values:
+            if v is None:
+                out.append(-1)
+                continue
+            i = index.get(v)
+            if i is None:
+                i = index[v] = len(strings)
+                strings.append(v)
+            out.append(i)
+        return out
+
+
+@dataclass
+class Values:
+    """Per-source value ids of a batch of sentences."""
+
+    single: dict          # source key -> int64 [N]
+    multi: dict           # source key -> (ptr int64 [N+1], vals int64)
+    anchor: object        # int64 [N] first-mention token (-1: none), or None
+    lengths: np.ndarray   # tokens per sentence
+    labels: list          # gold label strings per token, or None
+
+    def get(self, key):
+        return self.multi[key] if key in self.multi else self.single[key]
+
+
+def _csr(lists):
+    counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    vals = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, vals
+
+
+def _ranks(counts):
+    """0..c-1 for each group of c items, concatenated."""
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def anchors(word_ids, docs, capitalized):
+    """First earlier token of the same document with the same word, for capitalized tokens."""
+    n = word_ids.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    width = int(word_ids.max()) + 1
+    key = docs.astype(np.int64) * width + word_ids
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    first = first[inverse.reshape(-1)]
+    return np.where((first < np.arange(n)) & capitalized, first, -1)
+
+
+def _capitalized(strings):
+    return np.fromiter((bool(s) and s[0].isupper() for s in strings), dtype=bool, count=len(strings))
+
+
+class Extractor:
+    """Vocabularies of every source; turns sentences into value ids."""
+
+    def __init__(self, template, lexicons, vocabs=None):
+        self.template = template
+        self.lexicons = lexicons                      # name -> crftk.features.lexicon.Lexicon
+        derived = [k for k in template.sources if not isinstance(k, int)]
+        self.columns = template.columns
+        self.keys = list(self.columns) + derived
+        pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
+        self.vocabs = vocabs if vocabs is not None else {k: Vocab(pads) for k in self.keys}
+        self.tests = {k: string_test(k[0], k[2]) for k in derived if k[0] != "lex"}
+        self._tables = {}                             # key -> lookup table over the column vocab
+
+    # training ---------------------------------------------------------------
+    def fit(self, sentences, label_col):
+        """Read training sentences once, growing the vocabularies; returns Values.
+
+        Jackknife lexicons are matched per fold: a training token sees only the
+        entries seen in other folds of documents.
+        """
+        cols = {c: array("q") for c in self.columns}
+        lex_keys = [k for k in self.keys if not isinstance(k, int) and k[0] == "lex"]
+        lex_vals = {k: array("q") for k in lex_keys}
+        labels, lengths, docs = [], array("q"), array("q")
+        for s in sentences:
+            rows = s.rows
+            lengths.append(len(rows))
+            docs.append(s.doc)
+            for c in self.columns:
+                cols[c].extend(self.vocabs[c].add_ids([row[c] for row in rows]))
+            if lex_keys:
+                words = [row[0] for row in rows]
+                for k in lex_keys:
+                    lex = self.lexicons[k[2][0]]
+                    fold = fold_of(s.doc, lex.n_folds) if lex.n_folds else None
+                    lex_vals[k].extend(self.vocabs[k].add_ids(lex.match(words, fold)))
+            labels.extend(row[label_col] for row in rows)
+        single = {c: np.frombuffer(a, dtype=np.int64) for c, a in cols.items()}
+        single.update({k: np.frombuffer(a, dtype=np.int64) for k, a in lex_vals.items()})
+        multi = {}
+        for k, test in self.tests.items():
+            table = self._table(k, grow=True)
+            col_ids = single[k[1]]
+            if k[0] in MULTI:
+                ptr, vals = table
+                counts = ptr[1:] - ptr[:-1]
+                c = counts[col_ids]
+                out_ptr = np.zeros(col_ids.size + 1, dtype=np.int64)
+                np.cumsum(c, out=out_ptr[1:])
+                idx = np.repeat(ptr[col_ids] - out_ptr[:-1], c) + np.arange(out_ptr[-1])
+                multi[k] = (out_ptr, vals[idx])
+            else:
+                single[k] = table[col_ids]
+        lengths = np.frombuffer(lengths, dtype=np.int64)
+        anchor = None
+        if self.template.anchored:
+            tok_docs = np.repeat(np.frombuffer(docs, dtype=np.int64), lengths)
+            anchor = anchors(single[0], tok_docs, _capitalized(self.vocabs[0].strings)[single[0]])
+        return Values(single, multi, anchor, lengths, labels)
+
+    def _table(self, key, grow=False):
+        """Test values of every string of the column vocabulary (ids; CSR for multi-valued)."""
+        if key in self._tables and not grow:
+            return self._tables[key]
+        test, vocab = self.tests[key], self.vocabs[key]
+        values = [test(s) for s in self.vocabs[key[1]].strings]
+        if key[0] in MULTI:
+            lists = [vocab.add_ids(v) if grow else vocab.ids(v).tolist() for v in values]
+            lists = [[i for i in x if i >= 0] for x in lists]
+            table = _csr(lists)
+        else:
+            table = np.array(vocab.add_ids(values), dtype=np.int64) if grow else vocab.ids(values)
+        self._tables[key] = table
+        return table
+
+    # tagging ----------------------------------------------------------------
+    def values(self, sentences, label_col=None):
+        """Value ids of a batch with the frozen vocabularies (unseen values are -1)."""
+        lengths = np.fromiter((len(s.rows) for s in sentences), dtype=np.int64, count=len(sentences))
+        strings = {c: [row[c] for s in sentences for row in s.rows] for c in self.columns}
+        single = {c: self.vocabs[c].ids(strings[c]) for c in self.columns}
+        multi = {}
+        unseen = {}       # column -> (unseen token positions, their distinct words, word of each)
+        for k, test in self.tests.items():
+            c = k[1]
+            col_ids = single[c]
+            if c not in unseen:
+                where = np.flatnonzero(col_ids < 0)
+                local = Vocab()
+                inverse = np.array(local.add_ids([strings[c][i] for i in where.tolist()]), dtype=np.int64)
+                unseen[c] = (where, local.strings, inverse)
+            where, words, inverse = unseen[c]
+            known = col_ids >= 0
+            safe = np.where(known, col_ids, 0)
+            vocab, table = self.vocabs[k], self._table(k)
+            if k[0] in MULTI:
+                # values of the unseen words (CSR over distinct words), then every token's list
+                w_ptr, w_vals = _csr([[i for i in vocab.ids(test(w)).tolist() if i >= 0] for w in words])
+                ptr, vals = table
+                counts = np.where(known, (ptr[1:] - ptr[:-1])[safe], 0)
+                counts[where] = (w_ptr[1:] - w_ptr[:-1])[inverse]
+                out_ptr = np.zeros(col_ids.size + 1, dtype=np.int64)
+                np.cumsum(counts, out=out_ptr[1:])
+                rank = _ranks(counts)
+                tok_known = np.repeat(known, counts)
+                first = np.where(known, ptr[safe], 0)
+                if where.size:
+                    first[where] = w_ptr[inverse]
+                src = np.repeat(first, counts) + rank
+                out = np.where(tok_known, vals[np.where(tok_known, src, 0)],
+                               w_vals[np.where(tok_known, 0, src)] if w_vals.size else -1)
+                multi[k] = (out_ptr, out)
+            else:
+                out = np.where(known, table[safe], -1)
+                if where.size:
+                    out[where] = vocab.ids([test(w) for w in words])[inverse]
+                single[k] = out
+        for k in self.keys:
+            if not isinstance(k, int) and k[0] == "lex":
+                lex = self.lexicons[k[2][0]]
+                single[k] = self.vocabs[k].ids([v for s in sentences
+                                                for v in lex.match([row[0] for row in s.rows], None)])
+        anchor = None
+        if self.template.anchored:
+            # words: the vocabulary's ids, and new ids past its end for unseen words
+            vocab = self.vocabs[0]
+            word_ids = single[0].copy()
+            unseen = np.flatnonzero(word_ids < 0)
+            local = Vocab()
+            word_ids[unseen] = len(vocab) + np.array(local.add_ids([strings[0][i] for i in unseen.tolist()]),
+                                                     dtype=np.int64)
+            if "capitalized" not in self._tables:
+                self._tables["capitalized"] = _capitalized(vocab.strings)
+            capitalized = np.concatenate([self._tables["capitalized"], _capitalized(local.strings)])
+            docs = np.repeat(np.fromiter((s.doc for s in sentences), dtype=np.int64,
+                                         count=len(sentences)), lengths)
+            anchor = anchors(word_ids, docs, capitalized[word_ids])
+        labels = None
+        if label_col is not None:
+            labels = [row[label_col] for s in sentences for row in s.rows]
+        return Values(single, multi, anchor, lengths, labels)
+
+
+def load_lexicons(template):
+    """Read the lexicon files a template declares."""
+    out = {}
+    for name, (path, icase) in template.lexicons.items():
+        try:
+            out[name] = Lexicon.read(path, name=name, ignore_case=icase)
+        except FileNotFoundError:
+            raise CrftkError(f"cannot open lexicon {name!r}: no such file", path) from None
+    return out

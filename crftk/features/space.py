@@ -1,0 +1,681 @@
+"""Feature space: dictionaries of column values, attributes and labels; corpus encoding.
+
+Templates are expanded without building a string per token: every value of a
+column read by the templates gets an integer id (the CRF++ padding values
+``_B-k``/``_B+k`` included), a macro's values are gathered for all tokens at
+once, and a template with several macros combines them pairwise into exact
+integer keys (``prefix * radix + value``, where ``prefix`` is the id of the
+combination so far). The sorted key arrays are the attribute dictionary; a key
+missing from them is an attribute unseen in training, which has no weight.
+Strings are made only for the dump, from the keys.
+
+Attribute ids are numbered template by template. A state feature is an
+(attribute, label) pair: "supported" keeps the pairs seen in training,
+"complete" every attribute with every label (Sha & Pereira 2003).
+"""
+
+from dataclasses import dataclass
+
+import itertools
+
+import numpy as np
+
+from crftk._lattice import Lattices
+from crftk.errors import CrftkError, shown
+from crftk.features.extract import Extractor, Vocab, load_lexicons
+from crftk.features.lexicon import Lexicon
+from crftk.features.templates import padding_value, parse_template
+from crftk.io.container import pack_strings, unpack_strings
+from crftk.structures.layout import ChainLayout
+
+FEATURE_SETS = ("supported", "complete")
+
+
+def _lookup(sorted_keys, query):
+    """Index of each query in sorted_keys, -1 where absent (negative queries are absent)."""
+    if sorted_keys.size == 0:
+        return np.full(query.shape, -1, dtype=np.int64)
+    if query.size > 1024 and sorted_keys.size > 4096:
+        # numpy narrows each binary search with the previous answer when the queries
+        # are sorted: sorting first is 3-4x faster on large dictionaries
+        order = np.argsort(query)
+        idx = np.empty(query.size, dtype=np.intp)
+        idx[order] = np.searchsorted(sorted_keys, query[order])
+    else:
+        idx = np.searchsorted(sorted_keys, query)
+    np.minimum(idx, sorted_keys.size - 1, out=idx)
+    found = (sorted_keys[idx] == query) & (query >= 0)
+    return np.where(found, idx, -1)
+
+
+@dataclass
+class CompiledLine:
+    """A template line with its dictionaries.
+
+    ``steps[i]`` holds the sorted packed keys of the combinations of macros
+    0..i+1 (for lines of three macros or more); ``keys`` the sorted final keys
+    of the attributes kept; attribute ids are ``offset + rank in keys``.
+    """
+
+    line: object
+    steps: list
+    keys: np.ndarray
+    offset: int = 0
+    table: object = None      # single-macro lines: rank of every value id (-1: not kept)
+
+    @property
+    def size(self):
+        return int(self.keys.size)
+
+
+@dataclass
+class EncodedCorpus:
+    """Sentences as flat arrays, ready for the lattice kernels."""
+
+    sent_ptr: np.ndarray
+    attr_ptr: np.ndarray
+    attrs: np.ndarray
+    eattr_ptr: np.ndarray
+    eattrs: np.ndarray
+    labels: object          # int32 gold label ids (-1: unknown label) or None
+
+    @property
+    def n_sentences(self):
+        return self.sent_ptr.size - 1
+
+    @property
+    def n_tokens(self):
+        return int(self.sent_ptr[-1])
+
+    def sentence_slices(self):
+        p = self.sent_ptr
+        return [slice(int(p[i]), int(p[i + 1])) for i in range(p.size - 1)]
+
+    def tokens_of(self, sentences):
+        """Token ids of the given sentences, in order."""
+        sentences = np.asarray(sentences, dtype=np.int64)
+        starts = self.sent_ptr[sentences].astype(np.int64)
+        return _slots(starts, self.sent_ptr[sentences + 1] - starts)
+
+    def subset(self, sentences):
+        """The given sentences (ids in increasing order) as a corpus of their own."""
+        sentences = np.asarray(sentences, dtype=np.int64)
+        tokens = self.tokens_of(sentences)
+
+        def rows(ptr, ids):
+            starts = ptr[tokens].astype(np.int64)
+            counts = ptr[tokens + 1] - starts
+            new_ptr = np.zeros(tokens.size + 1, dtype=np.int32)
+            np.cumsum(counts, out=new_ptr[1:])
+            return new_ptr, ids[_slots(starts, counts)]
+
+        lengths = np.diff(self.sent_ptr)[sentences]
+        sent_ptr = np.zeros(sentences.size + 1, dtype=np.int32)
+        np.cumsum(lengths, out=sent_ptr[1:])
+        attr_ptr, attrs = rows(self.attr_ptr, self.attrs)
+        eattr_ptr, eattrs = rows(self.eattr_ptr, self.eattrs)
+        labels = None if self.labels is None else self.labels[tokens]
+        return EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, labels)
+
+
+class Positions:
+    """Where each token of a batch sits in its sentence (and its first-mention anchor)."""
+
+    def __init__(self, lengths, anchor=None):
+        self.anchor = anchor
+        lengths = np.asarray(lengths, dtype=np.int64)
+        self.sent_ptr = np.zeros(lengths.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.sent_ptr[1:])
+        n = int(self.sent_ptr[-1])
+        self.token = np.arange(n, dtype=np.int64)
+        sid = np.repeat(np.arange(lengths.size), lengths)
+        self.start = self.sent_ptr[sid]
+        self.end = self.sent_ptr[sid + 1]
+
+    @property
+    def n_tokens(self):
+        return self.token.size
+
+
+class FeatureSpace:
+    """Labels, column vocabularies, attribute dictionaries and the state features."""
+
+    def __init__(self, template, n_columns, label_col, labels, extractor, unigram_lines,
+                 bigram_lines, feat_ptr, feat_label, feature_set):
+        self.template = template
+        self.n_columns = n_columns
+        self.label_col = label_col
+        self.labels = list(labels)
+        self.label_index = {s: i for i, s in enumerate(self.labels)}
+        self.extractor = extractor                # vocabularies of the macros' sources
+        self.vocabs = extractor.vocabs            # source key -> Vocab
+        self.unigram_lines = unigram_lines        # CompiledLine list, state attributes
+        self.bigram_lines = bigram_lines          # CompiledLine list, edge attributes
+        self.feat_ptr = np.ascontiguousarray(feat_ptr, dtype=np.int32)
+        self.feat_label = np.ascontiguousarray(feat_label, dtype=np.int32)
+        self.feature_set = feature_set
+        self._number(unigram_lines)
+        self._number(bigram_lines)
+
+    @staticmethod
+    def _number(lines):
+        offset = 0
+        for cl in lines:
+            cl.offset = offset
+            offset += cl.size
+
+    # sizes ---------------------------------------------------------------
+    @property
+    def n_labels(self):
+        return len(self.labels)
+
+    @property
+    def n_attrs(self):
+        return sum(cl.size for cl in self.unigram_lines)
+
+    @property
+    def n_edge_attrs(self):
+        return sum(cl.size for cl in self.bigram_lines)
+
+    @property
+    def n_features(self):
+        return int(self.feat_label.size)
+
+    @property
+    def n_params(self):
+        return self.layout().n_params
+
+    def layout(self):
+        """The parameter layout of a chain CRF on this space (crftk.structures.layout)."""
+        return ChainLayout(self.n_features, self.n_labels, self.n_edge_attrs)
+
+    # building ------------------------------------------------------------
+    @classmethod
+    def fit(cls, sentences, template, *, label_col=-1, min_freq=1, feature_set="supported",
+            path=None):
+        """Build the feature space from training sentences; returns (space, encoded corpus).
+
+        ``sentences`` may be any iterable (a stream from the reader): it is read
+        once, straight into integer arrays, so the corpus's rows are never all
+        held as strings.
+        """
+        if feature_set not in FEATURE_SETS:
+            raise CrftkError(f"unknown feature set {feature_set!r}: choose supported or complete")
+        if min_freq < 1:
+            raise CrftkError("--min-freq must be at least 1")
+        it = iter(sentences)
+        first = next(it, None)
+        if first is None:
+            raise CrftkError("no training sentences", path)
+        n_columns = len(first.rows[0])
+        if n_columns < 2:
+            raise CrftkError("training data needs at least two columns: an input and the gold label",
+                             path, first.line)
+        label_col = _normalize_col(label_col, n_columns, path)
+        template.check_columns(n_columns, label_col, path)
+
+        extractor = Extractor(template, load_lexicons(template))
+        values = extractor.fit(itertools.chain((first,), it), label_col)
+        label_vocab = Vocab()
+        label_ids = np.array(label_vocab.add_ids(values.labels), dtype=np.int64)
+        values.labels = None
+        labels = sorted(label_vocab.strings)
+        rank = np.argsort(np.argsort(np.array(label_vocab.strings, dtype=object)))
+        gold = rank[label_ids].astype(np.int32)
+        del label_ids
+        pos = Positions(values.lengths, values.anchor)
+
+        space = cls(template, n_columns, label_col, labels, extractor, [], [],
+                    np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
+        space.unigram_lines = [space._fit_line(tl, values, pos, min_freq) for tl in template.unigrams]
+        space.bigram_lines = [space._fit_line(tl, values, pos, min_freq) for tl in template.bigrams]
+        cls._number(space.unigram_lines)
+        cls._number(space.bigram_lines)
+
+        corpus = space._encode(values, pos, None)
+        corpus.labels = gold
+        L, A = space.n_labels, space.n_attrs
+        if A * L >= 2**31:
+            raise CrftkError(f"{A} attributes x {L} labels: too many for this version; raise --min-freq")
+        if feature_set == "complete":
+            space.feat_ptr = (np.arange(A + 1, dtype=np.int64) * L).astype(np.int32)
+            space.feat_label = np.tile(np.arange(L, dtype=np.int32), A)
+        else:
+            # (attribute, label) pairs seen: a bitmap over all pairs is smaller and
+            # faster than sorting one entry per attribute occurrence
+            seen = np.zeros(A * L, dtype=bool)
+            seen[corpus.attrs * np.int32(L) + np.repeat(gold, np.diff(corpus.attr_ptr))] = True
+            pairs = np.flatnonzero(seen)
+            del seen
+            space.feat_label = (pairs % L).astype(np.int32)
+            counts = np.bincount(pairs // L, minlength=A)
+            space.feat_ptr = np.zeros(A + 1, dtype=np.int32)
+            np.cumsum(counts, out=space.feat_ptr[1:])
+        if space.n_params >= 2**31:
+            raise CrftkError(f"{space.n_params} parameters: too many for this version; "
+                             f"raise --min-freq or use the supported feature set")
+        return space, corpus
+
+    @classmethod
+    def from_predicates(cls, atomic, predicates, labels):
+        """A feature space whose attributes are the given conjunctions of atomic attributes.
+
+        ``atomic`` is fitted on a template with one macro per U line, so its
+        attributes are atomic tests; each predicate is a tuple of them (from
+        distinct lines) and ``labels[j]`` the sorted label ids of predicate j's
+        state features. Single tests stay on their atomic lines; each set of
+        lines that predicates combine becomes one U line appended to the
+        template, the atomic texts joined by "/" (``U01:%x[-1,0]/U05:%x[0,1]``).
+        No data is read. Returns (space, attr_of), attr_of[j] the attribute id
+        of predicate j.
+        """
+        lines = atomic.unigram_lines
+        path = atomic.template.path
+        if any(len(cl.line.macros) != 1 for cl in lines):
+            raise CrftkError("conjunctions need an atomic template: exactly one macro per U line", path)
+        if len(labels) != len(predicates):
+            raise ValueError(f"{len(predicates)} predicates but {len(labels)} label sets")
+        n_atoms = atomic.n_attrs
+        line_of = np.repeat(np.arange(len(lines)), [cl.size for cl in lines]).tolist()
+        value_of = np.concatenate([np.zeros(0, np.int64)] + [cl.keys for cl in lines]).tolist()
+        groups = {}       # signature (sorted atomic line indices) -> ([predicate], [value ids])
+        seen = set()
+        for j, pred in enumerate(predicates):
+            tests = tuple(sorted(int(a) for a in pred))
+            if not tests or tests[0] < 0 or tests[-1] >= n_atoms:
+                raise ValueError(f"predicate {j}: {tests} is empty or not in 0..{n_atoms - 1}")
+            sig = tuple(line_of[a] for a in tests)     # ids are numbered line by line: sig is sorted
+            if len(set(sig)) != len(sig):
+                raise ValueError(f"predicate {j}: {tests} has two tests of one template line")
+            if tests in seen:
+                raise ValueError(f"predicate {j}: {tests} is given twice")
+            seen.add(tests)
+            group = groups.setdefault(sig, ([], []))
+            group[0].append(j)
+            group[1].append([value_of[a] for a in tests])
+        label_arrays = [np.asarray(lab, dtype=np.int64).reshape(-1) for lab in labels]
+        for j, lab in enumerate(label_arrays):
+            if lab.size == 0 or lab[0] < 0 or lab[-1] >= atomic.n_labels or np.any(np.diff(lab) <= 0):
+                raise ValueError(f"predicate {j}: labels must be sorted, unique, non-empty label ids")
+
+        conj = sorted(sig for sig in groups if len(sig) > 1)
+        generated = ["/".join(lines[i].line.text for i in sig) for sig in conj]
+        text = atomic.template.text
+        if text and not text.endswith("\n"):
+            text += "\n"
+        template = parse_template(text + "".join(g + "\n" for g in generated), path)
+        # the parser merges identical lines: two signatures can only join into one text when
+        # atomic literals hold "/U...", and the merged line would misnumber the attributes
+        if [tl.text for tl in template.unigrams[len(lines):]] != generated:
+            raise CrftkError("generated conjunction lines collide; avoid '/' in the atomic lines' text", path)
+        extractor = Extractor(template, atomic.extractor.lexicons, atomic.vocabs)
+        if extractor.keys != atomic.extractor.keys:   # the same macros: the same sources, in the same order
+            raise CrftkError("conjunction template reads other sources than the atomic one", path)
+
+        sigs = [(i,) for i in range(len(lines))] + conj
+        unigram, row_keys = [], []       # row_keys: the final key of each predicate of a line
+        for tl, sig in zip(template.unigrams, sigs):
+            vals = groups[sig][1] if sig in groups else []
+            radices = [atomic._radix(lines[i].line.macros[0]) for i in sig]
+            steps, key = _pack(np.array(vals, dtype=np.int64).reshape(-1, len(sig)), radices)
+            unigram.append(CompiledLine(tl, steps, np.unique(key)))
+            row_keys.append(key)
+        bigram = [CompiledLine(tl, list(cl.steps), cl.keys)
+                  for tl, cl in zip(template.bigrams, atomic.bigram_lines)]
+        cls._number(unigram)
+
+        attr_of = np.zeros(len(predicates), dtype=np.int64)
+        for sig, cl, key in zip(sigs, unigram, row_keys):
+            if sig in groups:
+                attr_of[groups[sig][0]] = cl.offset + np.searchsorted(cl.keys, key)
+        order = np.argsort(attr_of)         # a bijection: one attribute per predicate
+        feat_ptr = np.zeros(len(predicates) + 1, dtype=np.int64)
+        np.cumsum(np.array([label_arrays[j].size for j in order], dtype=np.int64), out=feat_ptr[1:])
+        feat_label = np.concatenate([np.zeros(0, np.int64)] + [label_arrays[j] for j in order])
+        space = cls(template, atomic.n_columns, atomic.label_col, atomic.labels, extractor, unigram,
+                    bigram, feat_ptr, feat_label, atomic.feature_set)
+        return space, attr_of
+
+    def _radix(self, macro):
+        return len(self.vocabs[macro.source])
+
+    def _macro_values(self, macro, values, pos):
+        """Ids of one macro for every token: int64 [N], or CSR (ptr, vals) if multi-valued."""
+        src = values.get(macro.source)
+        base = pos.token
+        start, end = pos.start, pos.end
+        valid = None
+        if macro.anchored:
+            valid = pos.anchor >= 0
+            base = np.where(valid, pos.anchor, 0)
+            start, end = pos.start[base], pos.end[base]
+        if macro.row == 0 and valid is None:
+            return src
+        target = base + macro.row
+        inside = (target >= start) & (target < end)
+        dist = np.where(target < start, target - start, target - end + 1)  # 0 inside
+        outside = ~inside
+        if valid is not None:
+            outside &= valid
+            inside &= valid
+        pad = np.full(pos.n_tokens, -1, dtype=np.int64)
+        if outside.any():
+            vocab = self.vocabs[macro.source]
+            # a model file always holds its padding values; a forged one may not: then no value (-1)
+            lut = {d: vocab.index.get(padding_value(d), -1) for d in np.unique(dist[outside]).tolist()}
+            keys = np.array(sorted(lut), dtype=np.int64)
+            pad[outside] = np.array([lut[k] for k in keys.tolist()], dtype=np.int64)[
+                np.searchsorted(keys, dist[outside])]
+        if not macro.multi:
+            out = pad
+            out[inside] = src[target[inside]]
+            return out
+        ptr, vals = src
+        tgt = np.where(inside, target, 0)
+        counts = np.where(inside, ptr[tgt + 1] - ptr[tgt], outside.astype(np.int64))
+        out_ptr = np.zeros(pos.n_tokens + 1, dtype=np.int64)
+        np.cumsum(counts, out=out_ptr[1:])
+        out = np.repeat(pad, counts)
+        take = np.repeat(inside, counts)
+        idx = np.repeat(ptr[tgt] - out_ptr[:-1], counts) + np.arange(out.size)
+        out[take] = vals[idx[take]]
+        return out_ptr, out
+
+    def _keys(self, cl, values, pos, grow=False):
+        """Final keys of one line: (owner token of each key, or None for one per token; keys).
+
+        -1 marks a key that is not in the dictionary. Multi-valued macros make
+        one key per combination of their values.
+        """
+        macros = cl.line.macros
+        if not macros:
+            return None, np.zeros(pos.n_tokens, dtype=np.int64)
+        own, key = _items(self._macro_values(macros[0], values, pos), None)
+        for i in range(1, len(macros)):
+            own, key, vals = _cross(own, key, self._macro_values(macros[i], values, pos))
+            bad = (key < 0) | (vals < 0)
+            packed = np.where(bad, -1, key * self._radix(macros[i]) + vals)
+            if i == len(macros) - 1:
+                return own, packed
+            if grow:
+                uniq, inv = np.unique(packed[~bad], return_inverse=True)
+                cl.steps.append(uniq)
+                key = np.full(packed.size, -1, dtype=np.int64)
+                key[~bad] = inv.reshape(-1)
+            else:
+                key = _lookup(cl.steps[i - 1], packed)
+        return own, key
+
+    def _fit_line(self, tl, values, pos, min_freq):
+        cl = CompiledLine(line=tl, steps=[], keys=np.zeros(0, np.int64))
+        _, keys = self._keys(cl, values, pos, grow=True)
+        uniq, counts = np.unique(keys[keys >= 0], return_counts=True)
+        kept = uniq[counts >= min_freq]
+        cl.keys = self._prune(cl, kept)
+        return cl
+
+    def _prune(self, cl, kept):
+        """Drop the combinations that no kept attribute uses; returns the re-keyed kept keys.
+
+        Walking down from the final keys, each level keeps only the prefixes
+        the level above uses and renumbers them (monotonically, so every key
+        array stays sorted).
+        """
+        macros = cl.line.macros
+        upper = kept
+        for i in range(len(cl.steps) - 1, -1, -1):
+            radix = self._radix(macros[i + 2])
+            prefix, value = np.divmod(upper, radix)
+            used = np.unique(prefix)
+            rekeyed = np.searchsorted(used, prefix) * radix + value
+            if i == len(cl.steps) - 1:
+                kept = rekeyed
+            else:
+                cl.steps[i + 1] = rekeyed
+            cl.steps[i] = cl.steps[i][used]
+            upper = cl.steps[i]
+        return kept
+
+    # encoding ------------------------------------------------------------
+    def _rank(self, cl, keys):
+        """Rank of each key among the line's kept keys (-1: absent)."""
+        if len(cl.line.macros) != 1:
+            return _lookup(cl.keys, keys)
+        table = cl.table
+        if table is None:           # the key is the value id itself: a direct table
+            table = np.full(self._radix(cl.line.macros[0]) + 1, -1, dtype=np.int64)
+            table[cl.keys] = np.arange(cl.keys.size)
+            # published only when complete: threads tagging with one model share it
+            cl.table = table
+        return table[keys]          # key -1 reads the extra last entry, which is -1
+
+    def _attribute_csr(self, lines, values, pos):
+        """Attribute ids of each token (CSR): one column per single-valued line, plus the
+        variable-length contributions of lines with multi-valued macros."""
+        n = pos.n_tokens
+        dense, owners, extra = [], [], []
+        for cl in lines:
+            own, keys = self._keys(cl, values, pos)
+            rank = self._rank(cl, keys)
+            ids = np.where(rank >= 0, rank + cl.offset, -1).astype(np.int32)
+            if own is None:
+                dense.append(ids)
+            else:
+                keep = ids >= 0
+                owners.append(own[keep])
+                extra.append(ids[keep])
+        if dense:
+            mat = np.stack(dense, axis=1)
+            mask = mat >= 0
+            dense_counts = mask.sum(axis=1, dtype=np.int64)
+            dense_ids = mat[mask]
+            del mat, mask
+        else:
+            dense_counts, dense_ids = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        if not owners:
+            ptr = np.zeros(n + 1, dtype=np.int32)
+            np.cumsum(dense_counts, out=ptr[1:])
+            return ptr, dense_ids
+        own = np.concatenate(owners)
+        order = np.argsort(own, kind="stable")
+        extra_ids = np.concatenate(extra)[order]
+        extra_counts = np.bincount(own, minlength=n).astype(np.int64)
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(dense_counts + extra_counts, out=ptr[1:])
+        out = np.empty(int(ptr[-1]), dtype=np.int32)
+        out[_slots(ptr[:-1], dense_counts)] = dense_ids
+        out[_slots(ptr[:-1] + dense_counts, extra_counts)] = extra_ids
+        return ptr.astype(np.int32), out
+
+    def _encode(self, values, pos, gold):
+        attr_ptr, attrs = self._attribute_csr(self.unigram_lines, values, pos)
+        eattr_ptr, eattrs = self._attribute_csr(self.bigram_lines, values, pos)
+        labels = None
+        if gold is not None:
+            get = self.label_index.get
+            labels = np.fromiter((get(v, -1) for v in gold), dtype=np.int32, count=len(gold))
+        return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels)
+
+    def input_columns(self, n):
+        """True when rows of n columns carry the gold label, False when they lack it; else raise."""
+        if n == self.n_columns:
+            return True
+        if n == self.n_columns - 1 and self.label_col == self.n_columns - 1:
+            return False
+        expect = f"{self.n_columns}" + (f" (or {self.n_columns - 1} without the label)"
+                                         if self.label_col == self.n_columns - 1 else "")
+        raise CrftkError(f"the model expects {expect} columns, found {n}")
+
+    def encode(self, sentences):
+        """Encode sentences with the frozen dictionaries (gold labels kept when present)."""
+        if not sentences:
+            return EncodedCorpus(np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(0, np.int32),
+                                 np.zeros(1, np.int32), np.zeros(0, np.int32), None)
+        has_gold = self.input_columns(len(sentences[0].rows[0]))
+        values = self.extractor.values(sentences, self.label_col if has_gold else None)
+        return self._encode(values, Positions(values.lengths, values.anchor), values.labels)
+
+    def lattices(self, corpus):
+        return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
+                        self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs, self.layout().offsets())
+
+    # strings (dump) ------------------------------------------------------
+    def _values(self, cl, keys):
+        """Macro value strings of each key of a line."""
+        macros = cl.line.macros
+        cols = []
+        key = keys
+        for i in range(len(macros) - 1, -1, -1):
+            if i == 0:
+                vals = key
+            else:
+                key, vals = np.divmod(key, self._radix(macros[i]))
+                if i >= 2:
+                    key = cl.steps[i - 2][key]
+            strings = self.vocabs[macros[i].source].strings
+            cols.append([strings[v] for v in vals.tolist()])
+        cols.reverse()
+        return list(zip(*cols)) if cols else [()] * keys.size
+
+    def attribute_strings(self, edge=False):
+        """The CRF++ feature string of every attribute, in id order."""
+        out = []
+        for cl in (self.bigram_lines if edge else self.unigram_lines):
+            out.extend(cl.line.render(v) for v in self._values(cl, cl.keys))
+        return out
+
+    # serialization -------------------------------------------------------
+    def to_arrays(self):
+        """(meta, arrays) for the model file."""
+        arrays = {"feat_ptr": self.feat_ptr, "feat_label": self.feat_label}
+        offsets, blob = pack_strings(self.labels)
+        arrays["labels.offsets"], arrays["labels.blob"] = offsets, blob
+        for i, key in enumerate(self.extractor.keys):
+            arrays[f"vocab{i}.offsets"], arrays[f"vocab{i}.blob"] = pack_strings(self.vocabs[key].strings)
+        lexicons = {}
+        for name, lex in self.extractor.lexicons.items():
+            arrays[f"lexicon.{name}.offsets"], arrays[f"lexicon.{name}.blob"] = pack_strings(lex.to_lines())
+            lexicons[name] = {"ignore_case": lex.ignore_case}
+        for prefix, lines in (("u", self.unigram_lines), ("b", self.bigram_lines)):
+            for i, cl in enumerate(lines):
+                arrays[f"{prefix}{i}.keys"] = cl.keys
+                for j, st in enumerate(cl.steps):
+                    arrays[f"{prefix}{i}.step{j}"] = st
+        meta = {"template": self.template.text, "template_path": self.template.path,
+                "n_columns": self.n_columns, "label_col": self.label_col,
+                "feature_set": self.feature_set, "n_sources": len(self.extractor.keys),
+                "lexicons": lexicons}
+        return meta, arrays
+
+    @classmethod
+    def from_arrays(cls, meta, arrays, path=None):
+        _check_meta_types(meta, path)
+        try:
+            try:
+                template = parse_template(meta["template"], meta.get("template_path", "<model>"))
+            except CrftkError as e:     # the fault is in the model file, not in that template file
+                raise CrftkError(f"the model's template ({e.path}, line {e.line}): {e.message}", path) from None
+            labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"], path=path)
+            lexicons = {name: _lexicon_from_lines(unpack_strings(arrays[f"lexicon.{name}.offsets"],
+                                                                arrays[f"lexicon.{name}.blob"], path=path),
+                                                 name, opts["ignore_case"])
+                        for name, opts in meta.get("lexicons", {}).items()}
+            keys = Extractor(template, lexicons).keys
+            if len(keys) != meta["n_sources"]:
+                raise ValueError("template and vocabularies disagree")
+            vocabs = {k: Vocab(unpack_strings(arrays[f"vocab{i}.offsets"], arrays[f"vocab{i}.blob"], path=path))
+                      for i, k in enumerate(keys)}
+            extractor = Extractor(template, lexicons, vocabs)
+
+            def lines(prefix, tls):
+                out = []
+                for i, tl in enumerate(tls):
+                    n_steps = max(0, len(tl.macros) - 2)
+                    steps = [np.asarray(arrays[f"{prefix}{i}.step{j}"], dtype=np.int64) for j in range(n_steps)]
+                    out.append(CompiledLine(tl, steps, np.asarray(arrays[f"{prefix}{i}.keys"], dtype=np.int64)))
+                return out
+
+            return cls(template, int(meta["n_columns"]), int(meta["label_col"]), labels, extractor,
+                       lines("u", template.unigrams), lines("b", template.bigrams),
+                       arrays["feat_ptr"], arrays["feat_label"], meta["feature_set"])
+        except (KeyError, ValueError, TypeError) as e:
+            raise CrftkError(f"model file is incomplete or inconsistent ({e})", path) from None
+
+
+#: the type of each field a model file's feature space records
+_META_TYPES = {"template": str, "template_path": str, "n_columns": int, "label_col": int,
+               "feature_set": str, "n_sources": int, "lexicons": dict}
+
+
+def _check_meta_types(meta, path):
+    """Refuse a model header whose fields have the wrong types (a file crftk did not write)."""
+    for key, kind in _META_TYPES.items():
+        if key in ("template_path", "lexicons") and key not in meta:     # absent in older files
+            continue
+        value = meta[key] if key in meta else None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise CrftkError(f"model file is inconsistent: its field {key!r} is not a {kind.__name__}", path)
+    for name, opts in meta.get("lexicons", {}).items():
+        if not isinstance(opts, dict) or not isinstance(opts.get("ignore_case"), bool):
+            raise CrftkError(f"model file is inconsistent: lexicon {shown(name)} has no ignore_case flag", path)
+
+
+def _lexicon_from_lines(lines, name, ignore_case):
+    return Lexicon.from_lines(lines, name, ignore_case)
+
+
+def _pack(values, radices):
+    """(steps, final key of each row) for rows of macro value ids, packed as ``_keys`` packs them.
+
+    Each row is one kept combination, so every prefix is used and, unlike
+    ``_fit_line``, nothing needs pruning.
+    """
+    key = values[:, 0]
+    steps = []
+    for i in range(1, values.shape[1]):
+        key = key * radices[i] + values[:, i]
+        if i < values.shape[1] - 1:
+            uniq, inv = np.unique(key, return_inverse=True)
+            steps.append(uniq)
+            key = inv.reshape(-1)
+    return steps, key
+
+
+def _items(vals, own):
+    """(owner, values) of a macro's ids: owner None when there is one value per token."""
+    if isinstance(vals, tuple):
+        ptr, flat = vals
+        return np.repeat(np.arange(ptr.size - 1), np.diff(ptr)), flat
+    return own, vals
+
+
+def _cross(own, key, vals):
+    """Pair every current key with every value of its token: (owner, keys, values)."""
+    if not isinstance(vals, tuple):
+        return own, key, (vals if own is None else vals[own])
+    ptr, flat = vals
+    if own is None:
+        own = np.arange(ptr.size - 1)
+    counts = (ptr[1:] - ptr[:-1])[own]
+    new_own = np.repeat(own, counts)
+    first = np.repeat(ptr[own], counts)
+    return new_own, np.repeat(key, counts), flat[first + _ranks(counts)]
+
+
+def _ranks(counts):
+    """0..c-1 for each group of c items, concatenated."""
+    total = int(counts.sum())
+    starts = np.cumsum(counts) - counts
+    return np.arange(total) - np.repeat(starts, counts)
+
+
+def _slots(starts, counts):
+    """Positions starts[i] .. starts[i]+counts[i]-1 for every i, concatenated."""
+    return np.repeat(starts, counts) + _ranks(counts)
+
+
+def _normalize_col(col, n_columns, path=None):
+    c = col + n_columns if col < 0 else col
+    if not 0 <= c < n_columns:
+        raise CrftkError(f"label column {col} does not exist in data of {n_columns} columns", path)
+    return c

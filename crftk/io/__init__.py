@@ -1,0 +1,1 @@
+"""Files: CoNLL column files (conll), model containers (container) and label schemes (schemes)."""

@@ -1,0 +1,716 @@
+"""Reading and writing CoNLL column files.
+
+A CoNLL file holds one token per line, its columns separated by whitespace
+(spaces or tabs, any amount), with a blank line (or a line of only
+whitespace) between sentences.  Details of the format as crftk reads it:
+
+* Files are UTF-8.  A UTF-8 byte order mark at the start is ignored, and a
+  line that is not valid UTF-8 is a :class:`~crftk.errors.CrftkError` naming
+  the file and the 1-based line.
+* Lines end in ``"\\n"``; a ``"\\r"`` before it (CRLF files) is dropped along
+  with the other whitespace.
+* Column separators are the ASCII whitespace characters (space, tab, vertical
+  tab, form feed, carriage return and the ASCII separators 0x1C-0x1F, which
+  is what ``str.split()`` counts as whitespace in ASCII).  Non-ASCII spaces
+  such as U+00A0 NO-BREAK SPACE are ordinary characters and stay inside a
+  column, so a token like ``"1\\u00a0000"`` is one column.
+* A line whose first column starts with ``-DOCSTART-`` marks a document
+  boundary.  It is not a token, it ends the current sentence and it starts a
+  new document.  Document numbers are 0-based and dense: a ``-DOCSTART-`` only
+  opens a new number when the current document already has a sentence, so a
+  file that begins with ``-DOCSTART-`` (as CoNLL-2003 files do) numbers its
+  first document 0, and repeated markers do not create empty documents.
+* A line starting with ``"# "`` whose second field is ``prob`` or ``nbest``
+  is one of crftk's own tag annotations (written by the tagger) and is
+  skipped; it neither ends a sentence nor counts as a token.  Any other line
+  whose word is ``#`` (for instance ``"# # O"``) is an ordinary token.
+* ``"-"`` as a path means standard input when reading and standard output
+  when writing.
+
+Reading streams: :func:`read_sentences` reads one line at a time and yields
+each sentence as soon as it ends, so files larger than memory can be tagged
+sentence by sentence (see :func:`chunked` for batching).
+"""
+
+import bisect
+import errno
+import gc
+import hashlib
+import io
+import itertools
+import os
+import re
+import secrets
+import socket
+import stat
+import sys
+from array import array
+from dataclasses import dataclass
+from typing import Iterable, Iterator, List, Optional, Sequence
+
+from crftk.errors import CrftkError
+
+__all__ = [
+    "Layout",
+    "Origins",
+    "Sentence",
+    "read_sentences",
+    "read_corpus",
+    "chunked",
+    "AtomicWriter",
+    "check_output",
+    "format_sentence",
+]
+
+STDIN_NAME = "<stdin>"
+STDOUT_NAME = "<stdout>"
+
+_DOCSTART = "-DOCSTART-"
+
+#: Longest sentence read by default. CoNLL sentences are tens of tokens; a "sentence"
+#: of 100,000 is a file with its blank lines missing, whose lattice would take gigabytes.
+MAX_SENTENCE_TOKENS = 100_000
+_ANNOTATIONS = ("prob", "nbest")
+
+# Every ASCII character str.split() treats as whitespace becomes a plain
+# space; used to split lines with non-ASCII characters without splitting on
+# non-ASCII whitespace.
+_ASCII_WS = {c: " " for c in range(128) if chr(c).isspace()}
+
+
+@dataclass
+class Sentence:
+    """One sentence of a CoNLL file.
+
+    ``rows`` holds one list of column strings per token; ``doc`` is the
+    0-based index of the document the sentence belongs to; ``line`` is the
+    1-based line number of its first token in the file it was read from
+    (0 for sentences built in memory) and ``source`` the name of that file
+    (None in memory), for error messages.
+    """
+
+    rows: List[List[str]]
+    doc: int = 0
+    line: int = 0
+    source: Optional[str] = None
+
+    def __len__(self):
+        return len(self.rows)
+
+    def column(self, j):
+        """The ``j``-th column of every token, as a list of strings."""
+        return [row[j] for row in self.rows]
+
+
+def _allowed_counts(n_columns, min_columns):
+    """Normalize ``n_columns`` to a frozenset of counts (or None)."""
+    if not isinstance(min_columns, int) or isinstance(min_columns, bool) or min_columns < 1:
+        raise ValueError(f"min_columns must be a positive int, not {min_columns!r}")
+    if n_columns is None:
+        return None
+    if isinstance(n_columns, int) and not isinstance(n_columns, bool):
+        counts = [n_columns]
+    else:
+        try:
+            counts = list(n_columns)
+        except TypeError:
+            raise TypeError(
+                f"n_columns must be None, an int or a collection of ints, not {n_columns!r}"
+            ) from None
+    for k in counts:
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"column counts must be positive ints, not {k!r}")
+    allowed = frozenset(k for k in counts if k >= min_columns)
+    if not allowed:
+        raise ValueError(
+            f"no allowed column count in {sorted(counts)} is at least min_columns={min_columns}"
+        )
+    return allowed
+
+
+def _describe_counts(counts):
+    counts = sorted(counts)
+    if len(counts) == 1:
+        text = str(counts[0])
+    else:
+        text = ", ".join(map(str, counts[:-1])) + " or " + str(counts[-1])
+    noun = "column" if counts == [1] else "columns"
+    return f"{text} {noun}"
+
+
+def _column_error(name, lineno, found, allowed, min_columns):
+    if found < min_columns:
+        noun = "column" if min_columns == 1 else "columns"
+        message = f"expected at least {min_columns} {noun}, found {found}"
+    else:
+        message = f"expected {_describe_counts(allowed)}, found {found}"
+    return CrftkError(message, name, lineno)
+
+
+def _utf8_error(name, lineno, err):
+    return CrftkError(f"not valid UTF-8 (byte {err.start + 1} of the line)", name, lineno)
+
+
+def _text_stream_lines(stream, name):
+    """Bytes lines from a text stream, turning decode errors into CrftkError."""
+    lineno = 0
+    it = iter(stream)
+    while True:
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError:
+            raise CrftkError("not valid UTF-8", name, lineno + 1) from None
+        lineno += 1
+        if isinstance(line, bytes):
+            yield line
+            continue
+        try:
+            # surrogateescape gives back the original bytes of a stream opened
+            # with errors="surrogateescape", which then fail decoding below.
+            yield line.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise CrftkError("not valid UTF-8", name, lineno) from None
+
+
+def _raw_stream_lines(raw):
+    """Lines of an unbuffered binary stream, read through a buffer that is
+    detached at the end so that the caller's stream is not closed."""
+    buffered = io.BufferedReader(raw, 1 << 16)
+    try:
+        # Not "yield from": closing this generator would then close the stream.
+        for line in buffered:
+            yield line
+    finally:
+        buffered.detach()
+
+
+def _open_input(path):
+    """Return ``(lines, name, close)`` for a path, "-" or a file object."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        fspath = os.fsdecode(os.fspath(path))
+        if fspath == "-":
+            stream = sys.stdin
+            buffer = getattr(stream, "buffer", None)
+            if buffer is not None:
+                return buffer, STDIN_NAME, None
+            return _text_stream_lines(stream, STDIN_NAME), STDIN_NAME, None
+        try:
+            f = open(fspath, "rb", buffering=1 << 16)
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise CrftkError(f"cannot open for reading ({reason})", fspath) from None
+        return f, fspath, f.close
+    if hasattr(path, "read") or hasattr(path, "__iter__"):
+        name = getattr(path, "name", None)
+        name = name if isinstance(name, str) else "<stream>"
+        if isinstance(path, io.TextIOBase):
+            return _text_stream_lines(path, name), name, None
+        # Binary file objects are iterated directly; anything else (an iterable
+        # of lines, str or bytes) goes through the converting wrapper.
+        if isinstance(path, io.RawIOBase):
+            return _raw_stream_lines(path), name, None
+        if isinstance(path, io.BufferedIOBase):
+            return path, name, None
+        return _text_stream_lines(path, name), name, None
+    raise TypeError(f"expected a path, '-' or a file object, not {type(path).__name__}")
+
+
+class Layout:
+    """What a reader learns about a file's layout as it reads (for writing it back alike).
+
+    ``separator``: ``"\t"`` when the first token line has a tab, else ``" "``;
+    None until a token line has been read.
+    """
+
+    def __init__(self):
+        self.separator = None
+
+
+def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0, passthrough=False,
+                   layout=None, max_sentence_tokens=MAX_SENTENCE_TOKENS) -> Iterator[Sentence]:
+    """Yield the sentences of a CoNLL file one at a time.
+
+    ``path`` is a file path, ``"-"`` for standard input, or an open file
+    object (binary or text; it is not closed).  The file is opened straight
+    away, so a missing file raises here; the lines are then read lazily as
+    the iterator advances and errors on a line are raised when the iteration
+    reaches it.
+
+    ``n_columns`` is an int or a collection of allowed column counts; the
+    first token line fixes the count for the rest of the file (with ``None``,
+    any count), so a file never mixes rows with and without a column.  A
+    token line with fewer than ``min_columns`` columns is always an error.
+    ``first_doc`` is the document number of the first document (used by
+    :func:`read_corpus` to number across files).  Empty sentences are never
+    yielded.
+
+    With ``passthrough``, the lines that are not tokens (``-DOCSTART-`` lines,
+    crftk's ``# prob``/``# nbest`` annotations, and a blank line right after
+    one of those) are yielded too, in place, as str (their text without the
+    line end), so that a writer can copy them to its output; an annotation
+    met inside a sentence comes just before that sentence, which it does not
+    split.  ``layout``, a
+    :class:`Layout`, receives the file's column separator. A sentence longer
+    than ``max_sentence_tokens`` is an error (None: no limit).
+    """
+    allowed = _allowed_counts(n_columns, min_columns)
+    limit = max_sentence_tokens
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"max_sentence_tokens must be a positive int or None, not {limit!r}")
+    lines, name, close = _open_input(path)
+    return _iter_sentences(lines, name, close, allowed, min_columns, first_doc, passthrough, layout, limit)
+
+
+def _finished(held, rows, doc, start, name):
+    """The pass-through lines met inside a sentence (emptied), then the sentence."""
+    yield from held
+    held.clear()
+    yield Sentence(rows, doc, start, name)
+
+
+def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=False, layout=None,
+                    max_sentence_tokens=None):
+    try:
+        it = iter(lines)
+        first = next(it, None)
+        if first is None:
+            return
+        if first.startswith(b"\xef\xbb\xbf"):
+            first = first[3:]
+        rows = []
+        start = 0
+        doc_used = False  # does document `doc` have a sentence yet?
+        after_kept = False  # was the last line one passed through?
+        held = []         # pass-through lines met inside the current sentence
+        fixed = None      # the column count of the file, once a token line fixed it
+        fixed_at = 0
+        lineno = 0
+        # chain(), unlike "yield from", never closes a caller's file object.
+        for raw in itertools.chain((first,), it):
+            lineno += 1
+            try:
+                s = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise _utf8_error(name, lineno, e) from None
+            if s.isascii():
+                fields = s.split()
+            else:
+                fields = [x for x in s.translate(_ASCII_WS).split(" ") if x]
+            if not fields:
+                if rows:
+                    yield from _finished(held, rows, doc, start, name)
+                    rows = []
+                    doc_used = True
+                elif passthrough and after_kept:
+                    yield ""
+                after_kept = False
+                continue
+            c = s[0]
+            if c == "#" or c == "-" or c.isspace():
+                word = fields[0]
+                keep = False
+                if word.startswith(_DOCSTART):
+                    if rows:
+                        yield from _finished(held, rows, doc, start, name)
+                        rows = []
+                        doc_used = True
+                    if doc_used:
+                        doc += 1
+                        doc_used = False
+                    keep = True
+                elif s.startswith("# ") and len(fields) > 1 and fields[1] in _ANNOTATIONS:
+                    keep = True
+                if keep:
+                    if passthrough:
+                        if rows:      # inside a sentence: it goes before the sentence, unsplit
+                            held.append(s.rstrip("\r\n"))
+                        else:
+                            yield s.rstrip("\r\n")
+                            after_kept = True
+                    continue
+            after_kept = False
+            n = len(fields)
+            if fixed is None:
+                if n < min_columns:
+                    raise _column_error(name, lineno, n, (), min_columns)
+                if allowed is not None and n not in allowed:
+                    raise _column_error(name, lineno, n, allowed, min_columns)
+                fixed, fixed_at = n, lineno
+                if layout is not None:
+                    layout.separator = "\t" if "\t" in s else " "
+            elif n != fixed:
+                if allowed is not None and len(allowed) > 1 and n in allowed:
+                    raise CrftkError(f"expected {_describe_counts((fixed,))} as on line {fixed_at} "
+                                     f"(a file keeps one column count), found {n}", name, lineno)
+                raise _column_error(name, lineno, n, allowed or (fixed,), min_columns)
+            if not rows:
+                start = lineno
+            elif max_sentence_tokens is not None and len(rows) >= max_sentence_tokens:
+                raise CrftkError(f"a sentence of more than {max_sentence_tokens:,} tokens (from line {start}): is a "
+                                 f"blank line missing between sentences? (--max-sentence-tokens raises "
+                                 f"the limit)", name, lineno)
+            rows.append(fields)
+        if rows:
+            yield from _finished(held, rows, doc, start, name)
+    finally:
+        if close is not None:
+            close()
+
+
+class Origins:
+    """Where each sentence of a stream came from, kept compactly (an int per sentence).
+
+    ``record(stream)`` passes the sentences through; ``locate(k, token)`` then
+    gives the (file, line) of a token of the k-th sentence for an error message.
+    """
+
+    def __init__(self):
+        self.lines = array("q")
+        self.starts = []          # first sentence index of each run of one source
+        self.sources = []
+
+    def record(self, sentences):
+        for s in sentences:
+            if not self.sources or self.sources[-1] != s.source:
+                self.starts.append(len(self.lines))
+                self.sources.append(s.source)
+            self.lines.append(s.line)
+            yield s
+
+    def locate(self, k, token=0):
+        if not 0 <= k < len(self.lines):
+            return None, None
+        source = self.sources[bisect.bisect_right(self.starts, k) - 1]
+        line = self.lines[k]
+        return source, (line + token if line else None)
+
+
+def iter_corpus(path_or_paths, **kw) -> Iterator[Sentence]:
+    """Stream the sentences of one file, or several concatenated.
+
+    Same conventions as :func:`read_corpus`, without holding the corpus:
+    training reads its data through this, so the rows of every token never
+    sit in memory at once.
+    """
+    if isinstance(path_or_paths, (str, bytes, os.PathLike)) or hasattr(path_or_paths, "read"):
+        paths = [path_or_paths]
+    else:
+        paths = list(path_or_paths)
+    kw = dict(kw)
+    doc = kw.pop("first_doc", 0)
+    for p in paths:
+        last = None
+        for last in read_sentences(p, first_doc=doc, **kw):
+            yield last
+        if last is not None:
+            doc = last.doc + 1
+            if kw.get("n_columns") is None:
+                kw["n_columns"] = len(last.rows[0])
+
+
+def read_corpus(path_or_paths, **kw) -> List[Sentence]:
+    """Read one file, or several concatenated, into a list of sentences.
+
+    Keyword arguments are those of :func:`read_sentences`.  Document numbers
+    continue across files (each file starts a new document), and when
+    ``n_columns`` is not given the first token line of the first file fixes
+    the column count for all the files.
+    """
+    # Building many small lists makes the cyclic garbage collector rescan the
+    # growing corpus over and over (it more than doubles the reading time);
+    # reading creates no reference cycles, so it is paused meanwhile.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return list(iter_corpus(path_or_paths, **kw))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def chunked(items: Iterable, max_tokens=50_000, max_sentences=5_000, *, by_document=False) -> Iterator[list]:
+    """Group a stream of sentences into batches, lazily and in order.
+
+    A batch holds at most ``max_sentences`` sentences and at most
+    ``max_tokens`` tokens, except that a single sentence longer than
+    ``max_tokens`` forms a batch of its own; sentences are never split.  A
+    batch is yielded as soon as it is full, without reading ahead.  With
+    ``by_document`` a batch holds whole documents instead (first-mention
+    features look back within a document): it closes at the first document
+    boundary after it is full.  Pass-through lines (str items of
+    ``read_sentences(..., passthrough=True)``) ride along in place and count
+    as nothing.
+    """
+    for label, value in (("max_tokens", max_tokens), ("max_sentences", max_sentences)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{label} must be a positive int, not {value!r}")
+    batch = []
+    tokens = sentences = 0
+    doc = None
+    for item in items:
+        if isinstance(item, str):
+            batch.append(item)
+            continue
+        n = len(item)
+        if sentences and (item.doc != doc and (tokens >= max_tokens or sentences >= max_sentences)
+                          if by_document else tokens + n > max_tokens):
+            yield batch
+            batch = []
+            tokens = sentences = 0
+        batch.append(item)
+        doc = item.doc
+        tokens += n
+        sentences += 1
+        if not by_document and (sentences >= max_sentences or tokens >= max_tokens):
+            yield batch
+            batch = []
+            tokens = sentences = 0
+    if batch:
+        yield batch
+
+
+def check_output(path, what="output"):
+    """Raise CrftkError unless ``path`` can be written: run before any long work.
+
+    ``"-"`` (standard output) always can. The file's directory must exist and
+    be writable, and the path must not be a directory; the file itself is
+    replaced atomically, so its own permissions do not matter.
+    """
+    if path is None:
+        return
+    path = os.fsdecode(os.fspath(path))
+    if path == "-":
+        return
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.isdir(target):
+        raise CrftkError(f"cannot write the {what}: is a directory", path)
+    directory = os.path.dirname(target) or "."
+    if not os.path.isdir(directory):
+        raise CrftkError(f"cannot write the {what}: directory {directory} does not exist", path)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CrftkError(f"cannot write the {what}: no permission to write in {directory}", path)
+
+
+class AtomicWriter:
+    """Write a file so that readers see either the old or the whole new one.
+
+    ``with AtomicWriter(path) as f: f.write(...)`` writes into a temporary
+    file in the same directory as ``path`` (UTF-8 text with ``"\\n"`` line
+    ends, or bytes with ``binary=True``).  On a clean exit the data is
+    flushed, fsynced and the temporary file is renamed onto ``path`` with
+    ``os.replace``; if the block raises, the temporary file is removed and an
+    existing file at ``path`` is left untouched.  A new file gets the usual
+    permissions (0666 minus the umask); a replaced file keeps its mode.  If
+    ``path`` is a symbolic link, the file it points to is replaced.
+
+    ``path`` ``"-"`` writes to ``sys.stdout`` (``sys.stdout.buffer`` with
+    ``binary=True``) without atomicity; the stream is flushed at the end and
+    not closed.  Problems opening or committing the file raise
+    :class:`CrftkError`.
+    """
+
+    def __init__(self, path, binary=False):
+        self.path = os.fsdecode(os.fspath(path))
+        self.binary = binary
+        self._file = None
+        self._tmp = None
+        self._target = None
+        #: Path of the temporary file while the ``with`` block runs, else None.
+        self.temp_path = None
+
+    def __enter__(self):
+        if self._file is not None:
+            raise RuntimeError("AtomicWriter is not reentrant")
+        if self.path == "-":
+            self._file = sys.stdout.buffer if self.binary else sys.stdout
+            return self._file
+        target = os.path.realpath(self.path) if os.path.islink(self.path) else self.path
+        if os.path.isdir(target):
+            raise CrftkError("cannot open for writing (is a directory)", self.path)
+        old_mode = None
+        try:
+            old_mode = stat.S_IMODE(os.stat(target).st_mode)
+        except OSError:
+            pass
+        try:
+            tmp, fd = open_temp_beside(target)
+        except OSError as e:
+            reason = e.strerror or str(e)
+            raise CrftkError(f"cannot open for writing ({reason})", self.path) from None
+        try:
+            if old_mode is not None and hasattr(os, "fchmod"):
+                os.fchmod(fd, old_mode)
+            if self.binary:
+                f = os.fdopen(fd, "wb")
+            else:
+                f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(tmp)
+            raise
+        self._file, self._tmp, self._target = f, tmp, target
+        self.temp_path = tmp
+        return f
+
+    def __exit__(self, exc_type, exc, tb):
+        f, tmp, target = self._file, self._tmp, self._target
+        self._file = self._tmp = self._target = self.temp_path = None
+        if tmp is None:  # standard output
+            if f is not None:
+                f.flush()
+            return False
+        if exc_type is not None:
+            try:
+                f.close()
+            except Exception:
+                pass
+            _unlink_quietly(tmp)
+            return False
+        try:
+            if not f.closed:
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+            os.replace(tmp, target)
+        except OSError as e:
+            try:
+                f.close()
+            except Exception:
+                pass
+            _unlink_quietly(tmp)
+            reason = e.strerror or str(e)
+            raise CrftkError(f"cannot write ({reason})", self.path) from None
+        fsync_directory(os.path.dirname(target))
+        return False
+
+
+def _host_tag():
+    """8 hex digits naming this machine, so that a pid in a temp name is only ever
+    checked on the host that wrote it (directories can be shared over a network)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
+def _temp_name_pattern(base):
+    """Matches the temp names :func:`open_temp_beside` gives for ``base``: (pid, host tag)."""
+    return re.compile(re.escape(f".{base}.") + r"([1-9][0-9]{0,9})-([0-9a-f]{8})-[0-9a-f]{8}\.tmp")
+
+
+def _process_is_gone(pid):
+    """True only when no process ``pid`` exists; any doubt counts as alive."""
+    if os.name != "posix":      # os.kill(pid, 0) would terminate the process on Windows
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):   # PermissionError: alive, another user's
+        return False
+    return False
+
+
+def remove_stale_temps(target):
+    """Remove the temp files that killed writers (``kill -9``, a crash) left for ``target``.
+
+    Only files named as :func:`open_temp_beside` names them for this target, written
+    on this host by a process that no longer exists, are removed; a running writer's
+    file, another program's files and anything that is not a regular file stay.
+    """
+    if os.name != "posix":
+        return
+    directory, base = os.path.split(target)
+    pattern = _temp_name_pattern(base)
+    host = _host_tag()
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or m.group(2) != host:
+            continue
+        pid = int(m.group(1))
+        if pid == os.getpid() or not _process_is_gone(pid):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            pass
+
+
+def open_temp_beside(target):
+    """Create a new temporary file next to ``target``: returns (path, fd open for writing).
+
+    Its name is ``.{base}.{pid}-{host}-{random}.tmp``, so that a later writer can
+    tell whether the process that made it is still alive; stale ones for the same
+    target are removed first (:func:`remove_stale_temps`). Raises OSError.
+    """
+    remove_stale_temps(target)
+    directory, base = os.path.split(target)
+    prefix = f".{base}.{os.getpid()}-{_host_tag()}-"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{prefix}{secrets.token_hex(4)}.tmp")
+        try:
+            return tmp, os.open(tmp, flags, 0o666)  # umask applies, like open()
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary file name", target)
+
+
+def _unlink_quietly(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def fsync_directory(directory):
+    """Make a rename durable; best effort (not possible on every platform)."""
+    try:
+        fd = os.open(directory or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def format_sentence(rows: Sequence[Sequence[str]], extra_columns: Optional[Sequence] = None,
+                    sep: str = "\t") -> str:
+    """Format a sentence as CoNLL lines followed by a blank line.
+
+    Each row's columns are joined with ``sep``; ``extra_columns``, if given,
+    holds one entry per row whose columns are appended to that row (a list of
+    strings, or a single string for one extra column).  Every line ends in
+    ``"\\n"`` and the sentence is followed by a blank line; an empty sentence
+    gives the empty string.  Fields are not checked for whitespace.
+    """
+    if not rows:
+        if extra_columns:
+            raise ValueError(f"extra_columns has {len(extra_columns)} entries for 0 rows")
+        return ""
+    if extra_columns is None:
+        lines = [sep.join(row) for row in rows]
+    else:
+        if len(extra_columns) != len(rows):
+            raise ValueError(
+                f"extra_columns has {len(extra_columns)} entries for {len(rows)} rows"
+            )
+        lines = []
+        for row, extra in zip(rows, extra_columns):
+            line = sep.join(row)
+            if isinstance(extra, str):
+                line = line + sep + extra
+            elif extra:
+                line = line + sep + sep.join(extra)
+            lines.append(line)
+    lines.append("\n")
+    return "\n".join(lines)

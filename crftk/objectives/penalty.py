@@ -1,0 +1,37 @@
+"""The L2 penalty every objective adds, and the parameters it leaves alone."""
+
+import math
+
+import numpy as np
+
+from crftk.errors import CrftkError
+
+
+class Penalty:
+    """``c2 * ||w||^2`` over the parameters that move (CRFsuite's L2 convention).
+
+    ``frozen`` marks parameters held at their starting value: their gradient is
+    zero and they are left out of the penalty (the transitions of a template
+    without a label bigram; the weights hard constraints pin).
+    """
+
+    def __init__(self, c2=0.0, frozen=None):
+        c2 = float(c2)
+        if not math.isfinite(c2) or c2 < 0:
+            raise CrftkError(f"c2 must be a finite number >= 0, got {c2!r}")
+        self.c2 = c2
+        self.frozen = frozen if frozen is not None and np.any(frozen) else None
+        self.free = None if self.frozen is None else ~self.frozen
+
+    def __call__(self, w, value, grad):
+        """(value, grad) of the unpenalized objective at w -> those of the penalized one (grad in place)."""
+        c2, frozen = self.c2, self.frozen
+        if c2 > 0:
+            # the sum over the free weights alone: pinned weights (-1e4 each) would
+            # swamp the value's last digits if added and subtracted again
+            free = w if frozen is None else w[self.free]
+            value += c2 * float(free @ free)
+            grad += (2.0 * c2) * w
+        if frozen is not None:
+            grad[frozen] = 0.0
+        return value, grad

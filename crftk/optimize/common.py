@@ -1,0 +1,252 @@
+"""What the minimisers share: results, progress reports, stopping rules, the objective wrapper.
+
+Every minimiser (L-BFGS/OWL-QN, CG, GIS, QuickProp, and the online trainers)
+reports an :class:`IterationInfo` after each iteration, stops by the same
+:class:`StoppingRules` and returns an :class:`OptimizeResult`. They are written
+for objectives that are expensive to evaluate (a CRF objective is a pass over a
+whole corpus) and have millions of parameters: every evaluation is counted, no
+point is evaluated twice in a row, and the vector work per iteration is numpy
+operations with no Python loop over parameters. The arrays passed to ``fun``
+are never modified afterwards, and the gradient returned by ``fun`` is copied,
+so ``fun`` may reuse its output buffer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+from crftk._vector import axpy as _kernel_axpy
+
+# Sufficient-decrease (Armijo) constant of the line searches.
+ARMIJO = 1e-4
+
+@dataclass
+class OptimizeResult:
+    """Outcome of :func:`lbfgs`, :func:`cg` or :func:`gis`.
+
+    ``x`` is the last accepted point (every accepted step decreases the
+    objective, so it is also the best), ``f`` the objective there including
+    the L1 term, ``reason`` a sentence saying why the minimiser stopped.
+    """
+
+    x: np.ndarray
+    f: float
+    n_iter: int
+    n_evals: int
+    converged: bool
+    reason: str
+
+    @classmethod
+    def at(cls, x, shape, f, n_iter, n_evals, outcome):
+        """The result at point x (reshaped to the caller's shape), given (converged, reason)."""
+        return cls(x=x.reshape(shape), f=f, n_iter=n_iter, n_evals=n_evals, converged=outcome[0],
+                   reason=outcome[1])
+
+
+@dataclass
+class IterationInfo:
+    """Progress report passed to the callback after every iteration.
+
+    ``f`` includes the L1 term, ``gnorm`` is the norm of the gradient (of the
+    pseudo-gradient for OWL-QN), ``step`` the accepted step length along the
+    search direction, ``n_evals`` the evaluations so far and ``n_active`` the
+    number of nonzero parameters.  For :func:`gis`, ``f`` is the value of
+    ``objective`` (the gradient norm without one), ``step`` the norm of the
+    update and ``n_evals`` counts calls of ``expected``.
+    """
+
+    iteration: int
+    x: np.ndarray
+    f: float
+    gnorm: float
+    xnorm: float
+    step: float
+    n_evals: int
+    n_active: int
+
+
+class Objective:
+    """Wraps ``fun``: counts evaluations, copies gradients, checks shapes.
+
+    It also remembers the last point so that asking for the same point twice
+    in a row returns the stored values instead of calling ``fun`` again.
+    """
+
+    def __init__(self, fun, shape):
+        self.fun = fun
+        self.shape = shape
+        self.n_evals = 0
+        self._last_x = None
+        self._last_value = None
+
+    def __call__(self, x):
+        if self._last_x is not None and np.array_equal(x, self._last_x):
+            return self._last_value
+        f, g = self.fun(x.reshape(self.shape))
+        self.n_evals += 1
+        f = float(f)
+        g = np.array(g, dtype=np.float64)  # a copy: fun may reuse its buffer
+        if g.size != x.size:
+            raise ValueError(
+                f"the gradient returned by fun has {g.size} elements, "
+                f"expected {x.size}"
+            )
+        g = g.reshape(-1)
+        self._last_x = x
+        self._last_value = (f, g)
+        return f, g
+
+
+def is_finite(f, g):
+    return math.isfinite(f) and bool(np.isfinite(g).all())
+
+
+def evaluate_start(fun, shape, x):
+    """(Objective wrapper, f, g) at the starting point, which must be finite."""
+    obj = Objective(fun, shape)
+    f, g = obj(x)
+    if not is_finite(f, g):
+        raise ValueError("fun returned a non-finite value or gradient at x0")
+    return obj, f, g
+
+
+def axpy(a, x, y):
+    """y += a * x in place, without a temporary for contiguous float64 vectors."""
+    if (y.flags.c_contiguous and x.flags.c_contiguous and y.dtype == np.float64
+            and x.dtype == np.float64 and y.ndim == 1 and x.ndim == 1):
+        _kernel_axpy(a, x, y)
+        return
+    y += a * x
+
+
+def check_options(max_iter, epsilon, period, gtol, max_linesearch=1):
+    """Validate the options every minimiser shares; return the integer ones."""
+    if int(max_iter) != max_iter or max_iter < 0:
+        raise ValueError(f"max_iter must be an integer >= 0, got {max_iter}")
+    if int(period) != period or period < 0:
+        raise ValueError(f"period must be an integer >= 0, got {period}")
+    if int(max_linesearch) != max_linesearch or max_linesearch < 1:
+        raise ValueError(
+            f"max_linesearch must be a positive integer, got {max_linesearch}"
+        )
+    if not (epsilon >= 0.0) or not (gtol >= 0.0):
+        raise ValueError("epsilon and gtol must be numbers >= 0")
+    return int(max_iter), int(period), int(max_linesearch)
+
+
+def start_point(x0):
+    """Return ``(shape, x)``: x0's shape and a flat float64 copy; x0 must be finite."""
+    x0 = np.asarray(x0, dtype=np.float64)
+    if np.isnan(x0).any():
+        raise ValueError("x0 contains NaN")
+    if not np.isfinite(x0).all():
+        raise ValueError("x0 contains infinite values")
+    return x0.shape, x0.reshape(-1).copy()
+
+
+def bool_mask(mask, shape, name):
+    """Validate a boolean mask of x0's shape; return it flat."""
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_:
+        raise ValueError(f"{name} must be a boolean array, got dtype {mask.dtype}")
+    if mask.shape != shape:
+        raise ValueError(
+            f"{name} has shape {mask.shape}, expected {shape} (the shape of x0)"
+        )
+    return mask.reshape(-1)
+
+
+class StoppingRules:
+    """The stopping rules shared by the minimisers.
+
+    Before the first iteration: the gradient test, then ``max_iter == 0``.
+    After each iteration, in this order: the gradient test and the
+    relative-improvement test (both: converged), the iteration limit, a stop
+    requested by the callback (not converged).
+    """
+
+    def __init__(self, *, max_iter, epsilon, period, gtol, f0):
+        self.max_iter = max_iter
+        self.epsilon = epsilon
+        self.period = period
+        self.gtol = gtol
+        self.recent = deque([f0], maxlen=period + 1)
+
+    def _gradient_small(self, gnorm, xnorm):
+        rel = gnorm / max(1.0, xnorm)
+        if gnorm == 0.0:
+            return "converged: the gradient is exactly zero"
+        if rel < self.gtol:
+            return (
+                f"converged: gradient norm {rel:.2g} (relative to max(1, |x|)) "
+                f"is below tolerance {self.gtol:g}"
+            )
+        return None
+
+    def at_start(self, g, x):
+        """``(converged, reason)`` if the minimiser should not start from x (gradient g), else None."""
+        reason = self._gradient_small(float(np.linalg.norm(g)), float(np.linalg.norm(x)))
+        if reason is not None:
+            return True, reason
+        if self.max_iter == 0:
+            return False, "reached the iteration limit (0) before converging"
+        return None
+
+    def end_of_iteration(self, callback, *, iteration, x, shape, f, gnorm, step, n_evals, f_rule=None):
+        """Report the iteration to the callback, then apply the rules (to f_rule, default f)."""
+        xnorm = float(np.linalg.norm(x))
+        stop = report(callback, iteration=iteration, x=x, shape=shape, f=f, gnorm=gnorm, xnorm=xnorm,
+                      step=step, n_evals=n_evals)
+        return self.after_iteration(iteration, f if f_rule is None else f_rule, gnorm, xnorm, stop)
+
+    def after_iteration(self, n_iter, f, gnorm, xnorm, stop_requested):
+        """``(converged, reason)`` if the minimiser should stop, else None."""
+        self.recent.append(f)
+        reason = self._gradient_small(gnorm, xnorm)
+        if reason is not None:
+            return True, reason
+        if self.period > 0 and n_iter >= self.period:
+            rate = (self.recent[0] - f) / max(abs(f), 1e-300)
+            if rate < self.epsilon:
+                return (
+                    True,
+                    f"converged: relative improvement {rate:.3e} over the last "
+                    f"{self.period} iterations is below epsilon {self.epsilon:g}",
+                )
+        if n_iter >= self.max_iter:
+            return (
+                False,
+                f"reached the iteration limit ({self.max_iter}) before converging",
+            )
+        if stop_requested:
+            return False, "stopped by callback"
+        return None
+
+
+def report(callback, *, iteration, x, shape, f, gnorm, xnorm, step, n_evals):
+    """Call the callback (if any) with an :class:`IterationInfo`; return its stop request."""
+    if callback is None:
+        return False
+    info = IterationInfo(
+        iteration=iteration,
+        x=x.reshape(shape),
+        f=f,
+        gnorm=gnorm,
+        xnorm=xnorm,
+        step=step,
+        n_evals=n_evals,
+        n_active=int(np.count_nonzero(x)),
+    )
+    return bool(callback(info))
+
+
+def not_descent(slope):
+    return (
+        f"line search failed: the search direction is not a descent direction "
+        f"even for steepest descent (directional derivative {slope:.2g})"
+    )
+
+

@@ -1,0 +1,217 @@
+"""L-BFGS (Nocedal 1980; Liu & Nocedal 1989) and OWL-QN (Andrew & Gao 2007).
+
+:func:`lbfgs` minimises ``f(x) + c1 * sum_{i in mask} |x_i|`` where ``f`` is
+smooth and supplied, together with its gradient, by a callable. With
+``c1 == 0`` it is plain L-BFGS with a line search satisfying the strong Wolfe
+conditions; with ``c1 > 0`` it is OWL-QN, the orthant-wise variant for L1
+penalties. The first trial step of an iteration is 1 (``1/|g|`` after a start
+or restart), which the quasi-Newton scaling usually makes acceptable at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Callable, Optional
+
+import numpy as np
+
+from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy,
+                                   bool_mask, check_options, not_descent, start_point)
+from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
+
+# A pair (s, y) enters the history only if s'y > _CURVATURE_SKIP * |s| * |y|.
+_CURVATURE_SKIP = 1e-10
+
+
+class _History:
+    """The last ``m`` correction pairs and the two-loop recursion."""
+
+    def __init__(self, m):
+        self.m = m
+        self.s = deque()
+        self.y = deque()
+        self.rho = deque()
+        self.gamma = 1.0
+
+    def __len__(self):
+        return len(self.s)
+
+    def clear(self):
+        self.s.clear()
+        self.y.clear()
+        self.rho.clear()
+        self.gamma = 1.0
+
+    def push(self, s, y):
+        """Add a pair unless its curvature s'y is too small; return whether added."""
+        sy = float(s @ y)
+        yy = float(y @ y)
+        if not (sy > _CURVATURE_SKIP * math.sqrt(float(s @ s) * yy)):
+            return False
+        if len(self.s) == self.m:
+            self.s.popleft()
+            self.y.popleft()
+            self.rho.popleft()
+        self.s.append(s)
+        self.y.append(y)
+        self.rho.append(1.0 / sy)
+        self.gamma = sy / yy
+        return True
+
+    def direction(self, g):
+        """Return -H g, H the L-BFGS inverse-Hessian approximation."""
+        q = np.negative(g)
+        alphas = []
+        for s, y, rho in zip(reversed(self.s), reversed(self.y), reversed(self.rho)):
+            a = rho * float(s @ q)
+            alphas.append(a)
+            axpy(-a, y, q)
+        q *= self.gamma
+        for s, y, rho, a in zip(self.s, self.y, self.rho, reversed(alphas)):
+            b = rho * float(y @ q)
+            axpy(a - b, s, q)
+        return q
+
+
+def lbfgs(
+    fun: Callable[[np.ndarray], tuple],
+    x0,
+    *,
+    c1: float = 0.0,
+    l1_mask=None,
+    m: int = 6,
+    max_iter: int = 1000,
+    epsilon: float = 1e-5,
+    period: int = 10,
+    gtol: float = 1e-5,
+    max_linesearch: int = 20,
+    callback: Optional[Callable[[IterationInfo], object]] = None,
+) -> OptimizeResult:
+    """Minimise ``fun(x)[0] + c1 * sum_{i in l1_mask} |x_i|``.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x) -> (f, g)``, the smooth part of the objective (including any
+        L2 term) and its gradient, an array of the shape of ``x``.
+    x0 : array_like
+        Starting point (float64; any shape).  Must be finite.
+    c1 : float
+        L1 coefficient; ``0`` gives L-BFGS, ``> 0`` OWL-QN.
+    l1_mask : bool array of the shape of ``x0``, optional
+        Which parameters the L1 term penalises; ``None`` means all.
+    m : int
+        Number of correction pairs kept.
+    max_iter : int
+        Iteration limit.
+    epsilon, period : float, int
+        Stop when the objective improved by less than ``epsilon`` (relative)
+        over the last ``period`` iterations.  ``period = 0`` disables the rule.
+    gtol : float
+        Stop when ``|g| / max(1, |x|) < gtol`` (pseudo-gradient for OWL-QN).
+    max_linesearch : int
+        Evaluations allowed per line search.
+    callback : callable, optional
+        Called with an :class:`IterationInfo` after every iteration; returning
+        True stops the minimiser.
+
+    Returns
+    -------
+    OptimizeResult
+        After each iteration the rules are checked in this order: the
+        gradient test, the relative-improvement test (both: converged), the
+        iteration limit, the callback (not converged).  If a line search finds
+        no acceptable step, the minimiser stops (not converged) and returns
+        the last accepted point, which is the best one found.  ``reason``
+        says which rule stopped it.
+
+    Raises
+    ------
+    ValueError
+        For invalid arguments, a non-finite ``x0``, or a non-finite value or
+        gradient at ``x0``.
+    """
+    c1 = float(c1)
+    if not math.isfinite(c1) or c1 < 0.0:
+        raise ValueError(f"c1 must be a finite number >= 0, got {c1}")
+    if int(m) != m or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m}")
+    m = int(m)
+    max_iter, period, max_linesearch = check_options(
+        max_iter, epsilon, period, gtol, max_linesearch
+    )
+    shape, x = start_point(x0)
+
+    mask = None
+    if l1_mask is not None:
+        mask = bool_mask(l1_mask, shape, "l1_mask")
+        if mask.all():
+            mask = None
+    owlqn = c1 > 0.0 and (mask is None or bool(mask.any()))
+
+    obj, f, g = evaluate_start(fun, shape, x)
+
+    def total(x, f):
+        return f + l1(x, c1, mask) if owlqn else f
+
+    unpenalised = None if mask is None else ~mask
+
+    def steepest(x, g):
+        return pseudo_gradient(x, g, c1, unpenalised) if owlqn else g
+
+    F = total(x, f)
+    pg = steepest(x, g)
+    history = _History(m)
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F)
+    n_iter = 0
+
+    def finish(*outcome):
+        return OptimizeResult.at(x, shape, F, n_iter, obj.n_evals, outcome)
+
+    if (outcome := rules.at_start(pg, x)) is not None:
+        return finish(*outcome)
+
+    while True:
+        # Search direction; one restart from steepest descent if it is not
+        # a descent direction.
+        while True:
+            if len(history) == 0:
+                d = -pg
+                step = 1.0 / float(np.linalg.norm(pg))
+            else:
+                d = history.direction(pg)
+                step = 1.0
+            if owlqn:
+                # keep only components that move against the pseudo-gradient
+                np.copyto(d, 0.0, where=np.greater_equal(d * pg, 0.0))
+            slope = float(d @ pg)
+            if slope < 0.0:
+                break
+            if len(history) == 0:
+                return finish(False, not_descent(slope))
+            history.clear()
+
+        try:
+            if owlqn:
+                t, F_new = orthant_search(
+                    obj, x, F, pg, d, step, max_linesearch, c1, mask
+                )
+            else:
+                t = strong_wolfe_search(obj, x, f, d, slope, step, max_linesearch)
+                F_new = t.f
+        except LineSearchFailed as exc:
+            return finish(False, str(exc))
+
+        history.push(t.x - x, t.g - g)
+        x, f, g, F = t.x, t.f, t.g, F_new
+        pg = steepest(x, g)
+        n_iter += 1
+
+        gnorm = float(np.linalg.norm(pg))
+        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=F, gnorm=gnorm,
+                                         step=t.step, n_evals=obj.n_evals)
+        if outcome is not None:
+            return finish(*outcome)
+
+

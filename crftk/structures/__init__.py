@@ -1,0 +1,23 @@
+"""Kinds of model: their parameters and inference over an encoded corpus (see base.py).
+
+chain: the first-order linear-chain CRF; pairs: a second-order chain through
+label pairs; memm: a maximum-entropy Markov model on the chain's features.
+A new structure subclasses base.Structure and is added to ``STRUCTURES``.
+"""
+
+from crftk.structures.chain import Chain
+from crftk.structures.memm import MEMM
+from crftk.structures.pairs import Pairs
+
+STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM)}
+
+
+def structure_name(order=1, model_type="crf"):
+    """The structure of the training options --order and --model-type."""
+    if model_type == "memm":
+        return MEMM.name
+    return Pairs.name if int(order) == 2 else Chain.name
+
+
+def make_structure(name, space):
+    return STRUCTURES[name](space)

@@ -1,0 +1,118 @@
+"""What every kind of model provides: its parameters, and inference over an encoded corpus.
+
+A Structure is a kind of model (a first-order chain, a chain over label pairs, an
+MEMM ...) on one feature space. It declares
+
+- its training parameters (``n_params``), the weight vector the kernels read
+  (``weights(params)``) and the way back (``pullback(gradient)``): the same vector
+  for most structures, tied parameters for label pairs;
+- which parameters never move (``fixed()``) and which hard constraints pin
+  (``pinned(scheme)``);
+- what decoding outputs (``output_labels``);
+- ``bind(corpus, n_threads)``: an Inference over an encoded corpus.
+
+An Inference answers, for a weight vector: the negative log-likelihood of a
+labeling and its gradient (``loglik``), the best labeling (``best``), output
+marginals (``marginals``), the k best labelings (``nbest``), and the feature
+counts of a labeling (``counts``). Objectives, optimizers and decoding talk to
+these two interfaces only, so a new structure needs no change in them.
+"""
+
+import numpy as np
+
+from crftk.errors import CrftkError
+from crftk.structures.constraints import FORBIDDEN, forbidden_parameters
+
+
+class Structure:
+    """Base class: identity parameterization, no fixed parameters."""
+
+    #: the name stored in model files
+    name = None
+
+    def __init__(self, space):
+        self.space = space
+
+    @property
+    def layout(self):
+        return self.space.layout()
+
+    @property
+    def labels(self):
+        """The labels the kernels see (pairs of tags for a pair structure)."""
+        return self.space.labels
+
+    @property
+    def output_labels(self):
+        """What decoding outputs, in order: label ids index this list."""
+        return self.labels
+
+    @property
+    def output_names(self):
+        """The columns of output marginals, in order."""
+        return self.output_labels
+
+    @property
+    def n_params(self):
+        return self.space.n_params
+
+    def weights(self, params):
+        """The kernels' weight vector for the training parameters."""
+        return params
+
+    def pullback(self, grad):
+        """The gradient with respect to the training parameters, from one with respect to weights."""
+        return grad
+
+    def params(self, weights):
+        """Training parameters that give these weights (to start from a trained model)."""
+        return np.asarray(weights, dtype=np.float64)
+
+    def fixed(self, template):
+        """Mask of the parameters that never move, for this template (starting values kept)."""
+        fixed = np.zeros(self.n_params, dtype=bool)
+        if not template.label_bigram:
+            fixed[self.layout.trans] = True
+        return fixed
+
+    def pinned(self, scheme):
+        """(mask, value): parameters the constraint scheme pins (zero probability), or None."""
+        if scheme == "none":
+            return None
+        return forbidden_parameters(self.space, scheme), FORBIDDEN
+
+    def meta(self):
+        """What a model file records about the structure besides its feature space."""
+        return {"name": self.name}
+
+    def bind(self, corpus, n_threads=1):
+        raise NotImplementedError
+
+
+class Inference:
+    """Inference of a structure over one encoded corpus (see the module docstring)."""
+
+    def __init__(self, structure, corpus, n_threads=1):
+        self.structure = structure
+        self.space = structure.space
+        self.corpus = corpus
+        self.n_threads = max(1, int(n_threads))
+
+    @property
+    def n_sentences(self):
+        return self.corpus.n_sentences
+
+    def loglik(self, w, labels, curvature=None):
+        raise NotImplementedError
+
+    def best(self, w):
+        raise NotImplementedError
+
+    def marginals(self, w):
+        raise CrftkError(f"marginals are not computed for {self.structure.name} models")
+
+    def nbest(self, w, k):
+        raise CrftkError(f"n-best lists are not computed for {self.structure.name} models")
+
+    def counts(self, labels):
+        raise NotImplementedError

@@ -1,0 +1,234 @@
+"""The first-order linear-chain CRF: inference by the Cython chain kernels (crftk._lattice).
+
+Besides the kernels' passes (likelihood and gradient, Viterbi, marginals, n-best,
+the online epochs), a ChainInference counts features: the weighted counts of
+nodes (token, label) and edges (token, previous label, label) laid out like the
+parameters (``weighted_counts``), of which the counts of a whole labeling are a
+case, and the transition scores into tokens. MCE training and GIS use them.
+"""
+
+import numpy as np
+
+from crftk.errors import CrftkError
+from crftk.structures.base import Inference, Structure
+
+
+def ranges(starts, counts):
+    """Concatenation of ``arange(s, s + c)`` over the pairs (s, c), as int64."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    return np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts) + np.arange(total)
+
+
+class Chain(Structure):
+    """A first-order linear-chain CRF over the feature space's labels."""
+
+    name = "chain"
+
+    def bind(self, corpus, n_threads=1):
+        return ChainInference(self, corpus, n_threads)
+
+
+class ChainInference(Inference):
+    # largest attributes x labels for a dense (attribute, label) -> feature table (4 bytes each)
+    TABLE_LIMIT = 1 << 24
+    # node lists longer than this are merged by (token, label) before counting
+    MERGE_NODES = 1024
+
+    def __init__(self, structure, corpus, n_threads=1):
+        super().__init__(structure, corpus, n_threads)
+        self.lattices = self.space.lattices(corpus)
+        self._index = None
+        self._features = None
+
+    # -- the kernels -------------------------------------------------------
+    def loglik(self, w, labels, curvature=None):
+        """Negative log-likelihood of the labeling and its gradient (curvature: see the kernel)."""
+        return self.lattices.loglik(w, labels, self.n_threads, curvature)
+
+    def best(self, w):
+        return self.lattices.viterbi(w, self.n_threads)
+
+    def marginals(self, w):
+        return self.lattices.marginals(w, self.n_threads)
+
+    def nbest(self, w, k):
+        return self.lattices.nbest(w, k, self.n_threads)
+
+    def perceptron_epoch(self, w, u, labels, order, c):
+        return self.lattices.perceptron_epoch(w, u, labels, order, c)
+
+    def sgd_epoch(self, v, a, labels, order, lam, t0_rate, t, learn_transitions):
+        return self.lattices.sgd_epoch(v, a, labels, order, lam, t0_rate, t, learn_transitions)
+
+    def state_matrix(self, w):
+        return self.lattices.state_matrix(w)
+
+    def max_scores(self, w):
+        return self.lattices.viterbi_scores(w)
+
+    def sequence_scores(self, w, labels):
+        return self.lattices.sequence_scores(w, labels)
+
+    # -- positions ---------------------------------------------------------
+    @property
+    def index(self):
+        """Per-token positions: sentence id, first/last flags, position in the sentence."""
+        if self._index is None:
+            sp = np.asarray(self.corpus.sent_ptr, dtype=np.int64)
+            lengths = np.diff(sp)
+            N = int(sp[-1])
+            sid = np.repeat(np.arange(lengths.size), lengths)
+            first = np.zeros(N, dtype=bool)
+            first[sp[:-1][lengths > 0]] = True
+            last = np.zeros(N, dtype=bool)
+            last[sp[1:][lengths > 0] - 1] = True
+            pos = np.arange(N, dtype=np.int64) - sp[:-1][sid]
+            self._index = {"sent_ptr": sp, "lengths": lengths, "sid": sid, "first": first, "last": last,
+                           "pos": pos}
+        return self._index
+
+    # -- counting ----------------------------------------------------------
+    def _state_features(self, key):
+        """Parameter index of each (attribute * L + label) key, and where one exists."""
+        space = self.space
+        L, A, F = space.n_labels, space.n_attrs, space.n_features
+        if self._features is None:
+            attr_of_feat = np.repeat(np.arange(A, dtype=np.int64), np.diff(space.feat_ptr))
+            keys = attr_of_feat * L + np.asarray(space.feat_label, dtype=np.int64)
+            if F == A * L and np.array_equal(keys, np.arange(F)):
+                self._features = ("complete",)                 # complete feature set: f = key
+            elif A * L <= self.TABLE_LIMIT:
+                table = np.full(A * L, -1, dtype=np.int32 if F < 2**31 else np.int64)
+                table[keys] = np.arange(F)
+                self._features = ("table", table)
+            else:
+                order = np.argsort(keys, kind="stable")
+                self._features = ("sorted", order, keys[order])
+        kind = self._features[0]
+        if kind == "complete":
+            return key, np.ones(key.size, dtype=bool)
+        if kind == "table":
+            f = self._features[1][key]
+            return f, f >= 0
+        order, keys = self._features[1], self._features[2]
+        i = np.searchsorted(keys, key)
+        np.minimum(i, keys.size - 1, out=i)
+        return order[i], keys[i] == key
+
+    def weighted_counts(self, node_tok, node_lab, node_w, edge_tok, edge_prev, edge_cur, edge_w):
+        """Weighted feature counts laid out like the parameters.
+
+        A node (t, y, m) adds m to every parameter that fires for label y at
+        token t (state features, and the start/end weights at a sentence's
+        first/last token); an edge (t, i, j, m) adds m to the transition i -> j
+        into token t (the shared matrix and the blocks of t's edge attributes).
+        """
+        space, corpus, idx = self.space, self.corpus, self.index
+        L, lay = space.n_labels, space.layout()
+        attr_ptr = np.asarray(corpus.attr_ptr, dtype=np.int64)
+        eattr_ptr = np.asarray(corpus.eattr_ptr, dtype=np.int64)
+        out_idx, val = [], []
+        node_tok = np.asarray(node_tok, dtype=np.int64)
+        node_lab = np.asarray(node_lab, dtype=np.int64)
+        node_w = np.asarray(node_w, dtype=np.float64)
+        if node_tok.size > self.MERGE_NODES:
+            # merge repeated nodes (and drop those that cancel) before the attribute expansion
+            key, inv = np.unique(node_tok * L + node_lab, return_inverse=True)
+            node_w = np.bincount(inv.ravel(), weights=node_w, minlength=key.size)
+            keep = node_w != 0
+            node_tok, node_lab, node_w = key[keep] // L, key[keep] % L, node_w[keep]
+        if node_tok.size:
+            cnt = attr_ptr[node_tok + 1] - attr_ptr[node_tok]
+            occ = ranges(attr_ptr[node_tok], cnt)
+            if occ.size and space.n_features:
+                attrs = np.asarray(corpus.attrs, dtype=np.int64)[occ]
+                f, hit = self._state_features(attrs * L + np.repeat(node_lab, cnt))
+                out_idx.append(f[hit])
+                val.append(np.repeat(node_w, cnt)[hit])
+            s = idx["first"][node_tok]
+            out_idx.append(lay.start.start + node_lab[s])
+            val.append(node_w[s])
+            e = idx["last"][node_tok]
+            out_idx.append(lay.end.start + node_lab[e])
+            val.append(node_w[e])
+        edge_tok = np.asarray(edge_tok, dtype=np.int64)
+        if edge_tok.size:
+            pair = np.asarray(edge_prev, dtype=np.int64) * L + np.asarray(edge_cur, dtype=np.int64)
+            edge_w = np.asarray(edge_w, dtype=np.float64)
+            out_idx.append(lay.trans.start + pair)
+            val.append(edge_w)
+            if space.n_edge_attrs:
+                cnt = eattr_ptr[edge_tok + 1] - eattr_ptr[edge_tok]
+                occ = ranges(eattr_ptr[edge_tok], cnt)
+                eattrs = np.asarray(corpus.eattrs, dtype=np.int64)[occ]
+                out_idx.append(lay.edge.start + eattrs * (L * L) + np.repeat(pair, cnt))
+                val.append(np.repeat(edge_w, cnt))
+        if not out_idx:
+            return np.zeros(lay.n_params)
+        return np.bincount(np.concatenate(out_idx), weights=np.concatenate(val), minlength=lay.n_params)
+
+    def counts(self, labels):
+        """Feature counts of a labeling of the corpus (one label id per token)."""
+        y = np.asarray(labels).astype(np.int64)
+        inner = np.flatnonzero(~self.index["first"])
+        ones = np.ones(y.size)
+        return self.weighted_counts(np.arange(y.size), y, ones, inner, y[inner - 1], y[inner], ones[inner])
+
+    def max_active(self):
+        """Most features that can fire on one sentence's labeling (GIS's constant C)."""
+        c = self.corpus
+        per_token = np.diff(c.attr_ptr) + np.diff(c.eattr_ptr) + 1
+        sums = np.add.reduceat(per_token, c.sent_ptr[:-1]) + 1     # + start, end, - first transition
+        return float(sums.max())
+
+    # -- transition scores ---------------------------------------------------
+    def transition_scores(self, w, tok, prev, cur):
+        """Transition score prev -> cur into each token (shared matrix + edge blocks)."""
+        space, corpus = self.space, self.corpus
+        L, lay = space.n_labels, space.layout()
+        pair = np.asarray(prev, dtype=np.int64) * L + cur
+        out = w[lay.trans.start + pair]
+        if space.n_edge_attrs and tok.size:
+            eattr_ptr = np.asarray(corpus.eattr_ptr, dtype=np.int64)
+            cnt = eattr_ptr[tok + 1] - eattr_ptr[tok]
+            occ = ranges(eattr_ptr[tok], cnt)
+            if occ.size:
+                owner = np.repeat(np.arange(tok.size), cnt)
+                eattrs = np.asarray(corpus.eattrs, dtype=np.int64)[occ]
+                vals = w[lay.edge.start + eattrs * (L * L) + np.repeat(pair, cnt)]
+                out = out + np.bincount(owner, weights=vals, minlength=tok.size)
+        return out
+
+    def transition_vectors(self, w, tok, lab, column):
+        """Per node: the transition scores into token tok, column lab (i -> lab) or row lab (lab -> j)."""
+        space, corpus = self.space, self.corpus
+        lay = space.layout()
+        base = lay.transitions(w)
+        out = (base[:, lab].T if column else base[lab, :]).copy()
+        if space.n_edge_attrs and tok.size:
+            eattr_ptr = np.asarray(corpus.eattr_ptr, dtype=np.int64)
+            cnt = eattr_ptr[tok + 1] - eattr_ptr[tok]
+            occ = ranges(eattr_ptr[tok], cnt)
+            if occ.size:
+                blocks = lay.edge_blocks(w)
+                e = np.asarray(corpus.eattrs, dtype=np.int64)[occ]
+                lr = np.repeat(lab, cnt)
+                vals = blocks[e, :, lr] if column else blocks[e, lr, :]
+                nz = cnt > 0
+                offsets = (np.cumsum(cnt) - cnt)[nz]
+                out[nz] += np.add.reduceat(vals, offsets, axis=0)
+        return out
+
+
+def check_gold(corpus):
+    """The gold labels of a training corpus, refused when absent or outside the label set."""
+    if corpus.labels is None:
+        raise CrftkError("training data has no gold label column")
+    labels = np.asarray(corpus.labels)
+    if (labels < 0).any():
+        raise CrftkError("training data has labels outside the label set")
+    return np.ascontiguousarray(labels, dtype=np.int32)

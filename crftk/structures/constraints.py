@@ -1,0 +1,119 @@
+"""Hard constraints on label sequences of chunk encodings (IOB2, IOB1, IOBES).
+
+A constraint set says which labels may start or end a sentence and which may
+follow which, e.g. in IOB2 no ``I-X`` after ``O``. Training and decoding
+enforce it by pinning the weights of forbidden transitions, starts and ends
+at FORBIDDEN: exponentiated, that is exactly zero probability, and Viterbi
+never takes such a step while an allowed path exists.
+"""
+
+import numpy as np
+
+from crftk.errors import CrftkError, shown
+from crftk.io.schemes import PREFIXES, allows, canonical, split
+
+SCHEMES = ("iob2", "iob1", "iobes")
+FORBIDDEN = -1e4
+def _split(label, scheme):
+    if label == "O":
+        return "O", ""
+    prefix, kind = split(label)
+    if not allows(scheme, prefix) or not kind:
+        raise CrftkError(f"label {shown(label)} is not an {scheme.upper()} tag "
+                         f"({'/'.join(PREFIXES[scheme])}-TYPE or O)")
+    return prefix, kind
+
+
+def _allowed(prev, cur, scheme):
+    """May label cur follow label prev (both (prefix, type))?"""
+    (pp, pt), (cp, ct) = prev, cur
+    if scheme == "iob2":
+        return cp != "I" or (pp in "BI" and pt == ct)
+    if scheme == "iob1":
+        return cp != "B" or (pp in "BI" and pt == ct)
+    inside = pp in "BI"                        # iobes: a chunk is open after B or I
+    if inside:
+        return cp in "IE" and pt == ct
+    return cp in "BSO"
+
+
+def allowed(labels, scheme):
+    """(transitions [L, L], starts [L], ends [L]) boolean masks of what is allowed."""
+    scheme = canonical(scheme, SCHEMES, "constraint scheme")
+    parts = [_split(lab, scheme) for lab in labels]
+    trans = np.array([[_allowed(p, c, scheme) for c in parts] for p in parts], dtype=bool)
+    starts = np.array([_allowed(("O", ""), c, scheme) for c in parts], dtype=bool)
+    if scheme == "iobes":
+        ends = np.array([p in "ESO" for p, _ in parts], dtype=bool)
+    else:
+        ends = np.ones(len(labels), dtype=bool)
+    return trans, starts, ends
+
+
+def forbidden_parameters(space, scheme):
+    """Boolean mask over the parameter vector: the weights pinned at FORBIDDEN."""
+    scheme = canonical(scheme, SCHEMES, "constraint scheme")
+    return pinned_mask(space, *allowed(space.labels, scheme))
+
+
+def pinned_mask(space, trans, starts, ends):
+    """The parameters to pin, given what is allowed (transition [L, L], start [L], end [L])."""
+    lay = space.layout()
+    mask = np.zeros(space.n_params, dtype=bool)
+    mask[lay["trans"]] = ~trans.reshape(-1)
+    mask[lay["start"]] = ~starts
+    mask[lay["end"]] = ~ends
+    return mask
+
+
+def check_gold(space, corpus, scheme, locate=None):
+    """Raise if a gold labeling breaks the constraints (it would have zero probability).
+
+    ``locate(sentence, token)`` gives the (file, line) of a token for the message.
+    """
+    scheme = canonical(scheme, SCHEMES, "constraint scheme")
+    parts = [_split_or_none(lab, scheme) for lab in space.labels]
+    bad_labels = [i for i, p in enumerate(parts) if p is None]
+    if bad_labels:
+        tok = int(np.flatnonzero(np.isin(corpus.labels, bad_labels))[0])
+        _raise_at(corpus, tok, locate, f"label {shown(space.labels[corpus.labels[tok]])} is not an "
+                  f"{scheme.upper()} tag ({'/'.join(PREFIXES[scheme])}-TYPE or O); choose another "
+                  f"--constraints scheme or none")
+    trans, starts, ends = allowed(space.labels, scheme)
+    y = corpus.labels
+    first, last = corpus.sent_ptr[:-1], corpus.sent_ptr[1:] - 1
+    inner = np.ones(y.size, dtype=bool)
+    inner[first] = False
+    t = np.flatnonzero(inner)
+    bad = t[~trans[y[t - 1], y[t]]]
+    problems = []
+    if bad.size:
+        problems.append((int(bad[0]), f"{shown(space.labels[y[bad[0] - 1]])} followed by "
+                                      f"{shown(space.labels[y[bad[0]]])}"))
+    bad = first[~starts[y[first]]]
+    if bad.size:
+        problems.append((int(bad[0]), f"a sentence starts with {shown(space.labels[y[bad[0]]])}"))
+    bad = last[~ends[y[last]]]
+    if bad.size:
+        problems.append((int(bad[0]), f"a sentence ends with {shown(space.labels[y[bad[0]]])}"))
+    if problems:
+        tok, what = min(problems)
+        _raise_at(corpus, tok, locate, f"the gold labels break the {scheme} constraints ({what}); "
+                                       f"choose another --constraints scheme or none")
+
+
+def _split_or_none(label, scheme):
+    try:
+        return _split(label, scheme)
+    except CrftkError:
+        return None
+
+
+def _raise_at(corpus, tok, locate, message):
+    sentence = int(np.searchsorted(corpus.sent_ptr, tok, side="right")) - 1
+    path, line = (None, None)
+    if locate is not None:
+        path, line = locate(sentence, tok - int(corpus.sent_ptr[sentence]))
+    if path is None and line is None:
+        message += f" (sentence {sentence + 1})"
+    raise CrftkError(message, path, line)

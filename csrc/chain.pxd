@@ -1,0 +1,399 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Inference on a linear chain, given its potential tables (no features, no weights).
+
+A chain of T positions and L labels is given by
+
+- ``s[t*L + y]``: the log state potential of label y at position t;
+- ``Tr[t]`` (t >= 1): the log transition matrix into position t, ``Tr[t][i*L + j]``
+  for label i at t-1 followed by j at t (positions may share one matrix);
+
+or, for the sum-product kernels, by the exponentiated transition matrices
+``E[t] = exp(Tr[t] - shift[t])`` with their log shifts, so that a matrix shared by
+every position is exponentiated once per corpus, not once per position.
+
+Forward-backward works on exponentiated potentials with per-position scaling (no
+overflow on long sentences, no logsumexp in the inner loop); Viterbi and n-best
+work in log space. Everything here is nogil and allocation-free: callers own the
+buffers (one set per thread).
+
+Structures built on chains cimport this header: the linear-chain CRF (crftk._lattice)
+and, with tables that carry messages, the exact passes of tree-based
+reparameterization.
+"""
+
+from libc.math cimport exp, log, INFINITY
+from libc.stdlib cimport malloc, calloc, free
+from libc.string cimport memset
+
+
+cdef struct ChainBuffers:
+    # one thread's workspace for chains of up to max_T positions, n states (labels, or joint
+    # labels of a product of chains) and F transition factors per position (1 for a chain)
+    double* q          # T*n exp state potentials, then exp-state * beta / scale
+    double* alpha      # T*n scaled forward, then node marginals (Viterbi: the delta scores)
+    double* beta       # T*n scaled backward
+    double* scale      # T
+    double* shift      # T*F log shifts of the exp transition matrices
+    double* tmp        # 2*n scratch
+    double* ebuf       # T*n*n matrices of positions that have their own (NULL unless asked for)
+    const double** E   # T*F pointers to the transition matrices into each position
+    int* bp            # T*F*n Viterbi back-pointers
+    # chain_nbest's lists for K best labelings (NULL unless asked for): see there
+    double* sc         # T*n*K
+    int* py            # T*n*K
+    int* pk            # T*n*K
+    int* cnt           # T*n
+    int* ptr           # n
+
+
+cdef inline int chain_buffers_init(ChainBuffers* b, int max_T, int n, int F, bint own_matrices,
+                                   int K) noexcept nogil:
+    """Allocates the arrays of a zeroed workspace (own_matrices: with ebuf; K > 0: with the
+    lists of the K best labelings); 0, or -1 (nothing left allocated) when out of memory."""
+    if max_T < 1:
+        max_T = 1
+    cdef Py_ssize_t cells = <Py_ssize_t> max_T * n
+    cdef bint failed
+    b.q = <double*> malloc(cells * sizeof(double))
+    b.alpha = <double*> malloc(cells * sizeof(double))
+    b.beta = <double*> malloc(cells * sizeof(double))
+    b.scale = <double*> malloc(max_T * sizeof(double))
+    b.shift = <double*> malloc(max_T * F * sizeof(double))
+    b.tmp = <double*> malloc(2 * n * sizeof(double))
+    b.E = <const double**> malloc(max_T * F * sizeof(double*))
+    b.bp = <int*> malloc(cells * F * sizeof(int))
+    failed = (b.q == NULL or b.alpha == NULL or b.beta == NULL or b.scale == NULL or b.shift == NULL
+              or b.tmp == NULL or b.E == NULL or b.bp == NULL)
+    if own_matrices:
+        b.ebuf = <double*> malloc(cells * n * sizeof(double))
+        failed = failed or b.ebuf == NULL
+    if K > 0:
+        b.sc = <double*> malloc(cells * K * sizeof(double))
+        b.py = <int*> malloc(cells * K * sizeof(int))
+        b.pk = <int*> malloc(cells * K * sizeof(int))
+        b.cnt = <int*> malloc(cells * sizeof(int))
+        b.ptr = <int*> malloc(n * sizeof(int))
+        failed = failed or b.sc == NULL or b.py == NULL or b.pk == NULL or b.cnt == NULL or b.ptr == NULL
+    if failed:
+        chain_buffers_release(b)
+        return -1
+    return 0
+
+
+cdef inline void chain_buffers_release(ChainBuffers* b) noexcept nogil:
+    """Frees the arrays of a workspace (not the struct)."""
+    free(b.q)
+    free(b.alpha)
+    free(b.beta)
+    free(b.scale)
+    free(b.shift)
+    free(b.tmp)
+    free(b.ebuf)
+    free(b.E)
+    free(b.bp)
+    free(b.sc)
+    free(b.py)
+    free(b.pk)
+    free(b.cnt)
+    free(b.ptr)
+    memset(b, 0, sizeof(ChainBuffers))
+
+
+cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_matrices,
+                                            int K) noexcept nogil:
+    """A workspace on the heap (see chain_buffers_init); NULL when out of memory."""
+    cdef ChainBuffers* b = <ChainBuffers*> calloc(1, sizeof(ChainBuffers))
+    if b != NULL and chain_buffers_init(b, max_T, n, F, own_matrices, K) < 0:
+        free(b)
+        return NULL
+    return b
+
+
+cdef inline void chain_buffers_free(ChainBuffers* b) noexcept nogil:
+    if b != NULL:
+        chain_buffers_release(b)
+        free(b)
+
+
+cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:
+    """dst = exp(src - max(src)); returns the max."""
+    cdef int i
+    cdef double m = src[0]
+    for i in range(1, n):
+        if src[i] > m:
+            m = src[i]
+    for i in range(n):
+        dst[i] = exp(src[i] - m)
+    return m
+
+
+cdef inline double scaled_start(const double* s, double* alpha, double* scale, int n) noexcept nogil:
+    """The first step of a scaled forward pass: alpha = exp(s) / its sum, the sum (of
+    exp(s - max s)) into scale[0]; returns log(sum exp(s))."""
+    cdef int k
+    cdef double m = exp_shifted(s, alpha, n)
+    cdef double z = 0.0
+    for k in range(n):
+        z += alpha[k]
+    for k in range(n):
+        alpha[k] /= z
+    scale[0] = z
+    return m + log(z)
+
+
+cdef inline double scaled_step(const double* x, const double* q, double* alpha, double* scale,
+                               int n) noexcept nogil:
+    """A step of a scaled forward pass: alpha = x * q / its sum (x may be alpha), the sum into
+    scale[0]; returns its log."""
+    cdef int k
+    cdef double z = 0.0, inv
+    for k in range(n):
+        alpha[k] = x[k] * q[k]
+        z += alpha[k]
+    inv = 1.0 / z
+    for k in range(n):
+        alpha[k] *= inv
+    scale[0] = z
+    return log(z)
+
+
+cdef inline void backward_weights(double* q, const double* beta, double scale, int n) noexcept nogil:
+    """q = q * beta / scale: what a backward step sends through the transitions."""
+    cdef int k
+    cdef double inv = 1.0 / scale
+    for k in range(n):
+        q[k] = q[k] * beta[k] * inv
+
+
+cdef inline double chain_forward_backward(int T, int L, const double* s, const double** E,
+                                          const double* shift, double* q, double* alpha,
+                                          double* beta, double* scale, double* tacc,
+                                          const double* E_shared) noexcept nogil:
+    """Scaled forward-backward over one chain; returns log Z.
+
+    Afterwards ``alpha[t]*beta[t]`` are the node marginals (see chain_node_marginals)
+    and ``alpha[t-1,i]*E[t][i,j]*q[t,j]`` the edge marginals (chain_edge_marginals):
+    the backward sweep leaves ``q[t] = exp-state(t) * beta[t] / scale[t]``. When
+    ``tacc`` is given, ``alpha[t-1,i]*q[t,j]`` is added to it for every position whose
+    matrix is ``E_shared`` (times that matrix once at the end, these are the expected
+    counts of the shared transitions); doing it in the backward sweep reads q[t] once.
+    """
+    cdef int t, i, j
+    cdef double logz, m, a, acc
+    cdef double* at
+    cdef const double* ap
+    cdef const double* Et
+    cdef double* qt
+    cdef double* bt
+    cdef double* row
+
+    # forward
+    logz = scaled_start(s, alpha, scale, L)
+    for t in range(1, T):
+        logz += shift[t]
+        m = exp_shifted(s + t * L, q + t * L, L)
+        logz += m
+        at = alpha + t * L
+        ap = alpha + (t - 1) * L
+        Et = E[t]
+        memset(at, 0, L * sizeof(double))
+        for i in range(L):
+            a = ap[i]
+            for j in range(L):
+                at[j] += a * Et[i * L + j]
+        logz += scaled_step(at, q + t * L, at, scale + t, L)
+
+    # backward
+    bt = beta + (T - 1) * L
+    for j in range(L):
+        bt[j] = 1.0
+    for t in range(T - 1, 0, -1):
+        qt = q + t * L
+        backward_weights(qt, beta + t * L, scale[t], L)
+        Et = E[t]
+        bt = beta + (t - 1) * L
+        if tacc != NULL and Et == E_shared:
+            ap = alpha + (t - 1) * L
+            for i in range(L):
+                acc = 0.0
+                a = ap[i]
+                row = tacc + i * L
+                for j in range(L):
+                    acc += Et[i * L + j] * qt[j]
+                    row[j] += a * qt[j]
+                bt[i] = acc
+        else:
+            for i in range(L):
+                acc = 0.0
+                for j in range(L):
+                    acc += Et[i * L + j] * qt[j]
+                bt[i] = acc
+    return logz
+
+
+cdef inline void chain_edge_marginals(int L, const double* alpha_prev, const double* Et,
+                                      const double* qt, double factor, double* out) noexcept nogil:
+    """out[i*L+j] = factor * p(y_{t-1}=i, y_t=j), after chain_forward_backward (alpha_prev:
+    alpha[t-1], still the forward scores: call before chain_node_marginals)."""
+    cdef int i, j
+    cdef double ai
+    for i in range(L):
+        ai = alpha_prev[i]
+        for j in range(L):
+            out[i * L + j] = factor * ai * Et[i * L + j] * qt[j]
+
+
+cdef inline void chain_node_marginals(int T, int L, double* alpha, const double* beta) noexcept nogil:
+    """Turns alpha into the node marginals p(y_t = j), in place (after forward-backward)."""
+    cdef int i
+    for i in range(T * L):
+        alpha[i] *= beta[i]
+
+
+cdef inline void chain_viterbi(int T, int L, const double* s, const double** Tr, double* delta,
+                               int* bp, int* out, double* score) noexcept nogil:
+    """Best labeling into out[0:T], its score into score[0]; delta [T*L], bp [T*L] scratch."""
+    cdef int t, i, j, best_j
+    cdef double v, best, di
+    cdef const double* Tt
+    cdef double* cur
+    cdef double* prev
+    prev = delta
+    for j in range(L):
+        prev[j] = s[j]
+    for t in range(1, T):
+        Tt = Tr[t]
+        cur = delta + t * L
+        for j in range(L):
+            cur[j] = -INFINITY
+            bp[t * L + j] = 0
+        for i in range(L):
+            di = prev[i]
+            for j in range(L):
+                v = di + Tt[i * L + j]
+                if v > cur[j]:
+                    cur[j] = v
+                    bp[t * L + j] = i
+        for j in range(L):
+            cur[j] += s[t * L + j]
+        prev = cur
+    best_j = 0
+    best = prev[0]
+    for j in range(1, L):
+        if prev[j] > best:
+            best = prev[j]
+            best_j = j
+    score[0] = best
+    out[T - 1] = best_j
+    for t in range(T - 1, 0, -1):
+        out[t - 1] = bp[t * L + out[t]]
+
+
+cdef inline int _best_head(const double* sc, const int* cnt, const int* ptr, int L, int K,
+                           const double* Tt, int j, double* best) noexcept nogil:
+    """The list i whose next unused entry (sc[i*K + ptr[i]], plus Tt[i*L+j] when Tt is
+    given) scores highest, its score in best[0]; -1 when every list is used up.
+
+    The lists hold, best first, the partial paths ending in label i at one
+    position; merging them gives the best paths one position further.
+    """
+    cdef int i, bi = -1
+    cdef double v, top = -INFINITY
+    for i in range(L):
+        if ptr[i] < cnt[i]:
+            v = sc[<Py_ssize_t> i * K + ptr[i]]
+            if Tt != NULL:
+                v += Tt[i * L + j]
+            if bi < 0 or v > top:
+                top = v
+                bi = i
+    best[0] = top
+    return bi
+
+
+cdef inline int chain_nbest(int T, int L, int K, const double* s, const double** Tr,
+                            double* sc, int* py, int* pk, int* cnt, int* ptr,
+                            int* out, Py_ssize_t out_stride, double* out_score) noexcept nogil:
+    """Exact K best labelings (list Viterbi); returns how many were found.
+
+    sc/py/pk[(t*L+y)*K+r]: score, previous label and previous rank of the r-th
+    best partial path ending in label y at t; cnt[t*L+y] how many; ptr [L] scratch
+    (the ChainBuffers of chain_buffers_new with K hold them). Labeling n goes
+    to out[n*out_stride : n*out_stride + T], its score to out_score[n].
+    """
+    cdef int t, i, j, r, bi, n
+    cdef double best
+    cdef Py_ssize_t base, pbase
+    for j in range(L):
+        sc[j * K] = s[j]
+        cnt[j] = 1
+    for t in range(1, T):
+        for j in range(L):
+            base = (<Py_ssize_t> t * L + j) * K
+            for i in range(L):
+                ptr[i] = 0
+            n = 0
+            while n < K:
+                bi = _best_head(sc + (<Py_ssize_t> t - 1) * L * K, cnt + (t - 1) * L, ptr, L, K, Tr[t], j, &best)
+                if bi < 0:
+                    break
+                sc[base + n] = best + s[t * L + j]
+                py[base + n] = bi
+                pk[base + n] = ptr[bi]
+                ptr[bi] += 1
+                n += 1
+            cnt[t * L + j] = n
+    # merge the final lists and trace back
+    for i in range(L):
+        ptr[i] = 0
+    n = 0
+    while n < K:
+        bi = _best_head(sc + (<Py_ssize_t> T - 1) * L * K, cnt + (T - 1) * L, ptr, L, K, NULL, 0, &best)
+        if bi < 0:
+            break
+        out_score[n] = best
+        j = bi
+        r = ptr[bi]
+        ptr[bi] += 1
+        for t in range(T - 1, -1, -1):
+            out[n * out_stride + t] = j
+            if t > 0:
+                pbase = (<Py_ssize_t> t * L + j) * K + r
+                j = py[pbase]
+                r = pk[pbase]
+        n += 1
+    return n
+
+
+cdef inline void chain_max_scores(int T, int L, const double* s, const double** Tr, double* fwd,
+                                  double* bwd) noexcept nogil:
+    """Forward and backward Viterbi scores [T*L] (max-product messages).
+
+    fwd[t, y]: best score of a labeling of positions ..t ending in y at t;
+    bwd[t, y]: best score of the rest of the chain after t given y at t, so
+    fwd + bwd is the best score of a labeling through (t, y).
+    """
+    cdef int t, i, j
+    cdef double v, best
+    cdef const double* Tt
+    for j in range(L):
+        fwd[j] = s[j]
+        bwd[(T - 1) * L + j] = 0.0
+    for t in range(1, T):
+        Tt = Tr[t]
+        for j in range(L):
+            best = -INFINITY
+            for i in range(L):
+                v = fwd[(t - 1) * L + i] + Tt[i * L + j]
+                if v > best:
+                    best = v
+            fwd[t * L + j] = best + s[t * L + j]
+    for t in range(T - 1, 0, -1):
+        Tt = Tr[t]
+        for i in range(L):
+            best = -INFINITY
+            for j in range(L):
+                v = Tt[i * L + j] + s[t * L + j] + bwd[t * L + j]
+                if v > best:
+                    best = v
+            bwd[(t - 1) * L + i] = best

@@ -1,0 +1,223 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Potentials of a linear-chain CRF from features and weights, and gradients back to them.
+
+An encoded corpus (crftk/features.py) is a set of flat integer arrays:
+
+- ``attr_ptr[N+1]``, ``attrs``: the state attributes of each token (CSR);
+- ``eattr_ptr[N+1]``, ``eattrs``: the edge (transition) attributes of each token,
+  i.e. CRF++ ``B`` templates with macros; the transition into token t uses
+  the attributes of token t;
+- ``feat_ptr[A+1]``, ``feat_label``: the state features of each attribute, one
+  (attribute, label) pair each; the weight of feature f is ``w[f]``.
+
+The parameter vector is laid out as (crftk.structures.ChainLayout declares it)::
+
+    [ state features (F) | transitions L*L (prev*L+cur) | start L | end L | edge blocks E*L*L ]
+
+This header turns weights into the tables that crftk's chain inference (chain.pxd)
+reads, and scatters marginals and labelings back onto the parameters. Everything is
+nogil and allocation-free.
+"""
+
+from libc.string cimport memset, memcpy
+
+from chain cimport exp_shifted
+
+
+cdef struct Features:
+    const int* attr_ptr
+    const int* attrs
+    const int* eattr_ptr
+    const int* eattrs
+    const int* feat_ptr
+    const int* feat_label
+    int L
+    int has_edges
+    Py_ssize_t off_trans
+    Py_ssize_t off_start
+    Py_ssize_t off_end
+    Py_ssize_t off_edge
+
+
+cdef inline void state_scores(const Features* d, const double* w, Py_ssize_t t0, int T,
+                              double* s) noexcept nogil:
+    """s[t*L+y]: log potential of label y at token t0+t, with start/end weights."""
+    cdef int L = d.L
+    cdef int t, y, k, a, f
+    cdef double* row
+    memset(s, 0, T * L * sizeof(double))
+    for t in range(T):
+        row = s + t * L
+        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+                row[d.feat_label[f]] += w[f]
+    for y in range(L):
+        s[y] += w[d.off_start + y]
+        s[(T - 1) * L + y] += w[d.off_end + y]
+
+
+cdef inline bint has_edge_attributes(const Features* d, Py_ssize_t tok) noexcept nogil:
+    return d.has_edges and d.eattr_ptr[tok] != d.eattr_ptr[tok + 1]
+
+
+cdef inline int edge_scores(const Features* d, const double* w, Py_ssize_t tok,
+                            double* M) noexcept nogil:
+    """Log transition matrix into token ``tok`` when it has edge attributes.
+
+    Returns 0 (and leaves M alone) when the token has none: the shared
+    transition matrix applies.
+    """
+    cdef int L = d.L
+    cdef int k, i
+    cdef const double* blk
+    if not has_edge_attributes(d, tok):
+        return 0
+    memcpy(M, w + d.off_trans, L * L * sizeof(double))
+    for k in range(d.eattr_ptr[tok], d.eattr_ptr[tok + 1]):
+        blk = w + d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L
+        for i in range(L * L):
+            M[i] += blk[i]
+    return 1
+
+
+cdef inline void log_transitions(const Features* d, const double* w, Py_ssize_t t0, int T,
+                                 double* buf, const double** Tr) noexcept nogil:
+    """Tr[t]: the log transition matrix into each position t >= 1 of the sentence at t0:
+    the shared one in w, or, where edge attributes fire, one built in buf[t*L*L]."""
+    cdef int t
+    cdef Py_ssize_t LL = <Py_ssize_t> d.L * d.L
+    for t in range(1, T):
+        if edge_scores(d, w, t0 + t, buf + t * LL):
+            Tr[t] = buf + t * LL
+        else:
+            Tr[t] = w + d.off_trans
+
+
+cdef inline void exp_transitions(const Features* d, const double* w, double scale, Py_ssize_t t0,
+                                 int T, const double* E_shared, double shift_shared, double* mbuf,
+                                 double* ebuf, const double** E, double* shift) noexcept nogil:
+    """E[t] = exp(transition matrix into t - shift[t]): the shared E_shared (already
+    exponentiated, from scaled weights) or one built in ebuf[t*L*L] from the token's
+    edge attributes. The weights are scale * w (SGD keeps them so)."""
+    cdef int t, i
+    cdef int LL = d.L * d.L
+    for t in range(1, T):
+        if edge_scores(d, w, t0 + t, mbuf):
+            if scale != 1.0:
+                for i in range(LL):
+                    mbuf[i] *= scale
+            shift[t] = exp_shifted(mbuf, ebuf + <Py_ssize_t> t * LL, LL)
+            E[t] = ebuf + <Py_ssize_t> t * LL
+        else:
+            E[t] = E_shared
+            shift[t] = shift_shared
+
+
+cdef inline double labeling_score(const Features* d, const double* w, const double* s, Py_ssize_t t0,
+                                  int T, const int* y, double scale) noexcept nogil:
+    """Score of the labeling y (s: state log potentials, already scaled; weights scale * w)."""
+    cdef int L = d.L
+    cdef int t, k
+    cdef double total = 0.0, trans = 0.0
+    for t in range(T):
+        total += s[t * L + y[t]]
+    for t in range(1, T):
+        trans += w[d.off_trans + y[t - 1] * L + y[t]]
+        if d.has_edges:
+            for k in range(d.eattr_ptr[t0 + t], d.eattr_ptr[t0 + t + 1]):
+                trans += w[d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L + y[t - 1] * L + y[t]]
+    return total + scale * trans
+
+
+cdef inline void scatter_edge(const Features* d, Py_ssize_t tok, const double* marg, int prev,
+                              int cur, double* g, double factor) noexcept nogil:
+    """Gradient of a token with edge attributes: g += marg (factor * the expected transition
+    counts into it) on the shared matrix and on each of its attributes' blocks, minus
+    factor at the observed transition prev -> cur of the blocks."""
+    cdef int L = d.L
+    cdef int k, i
+    cdef double* blk
+    for i in range(L * L):
+        g[d.off_trans + i] += marg[i]
+    for k in range(d.eattr_ptr[tok], d.eattr_ptr[tok + 1]):
+        blk = g + d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L
+        for i in range(L * L):
+            blk[i] += marg[i]
+        blk[prev * L + cur] -= factor
+
+
+cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const double* marg,
+                               const int* y, double* g, double factor) noexcept nogil:
+    """g += factor * (expected - observed counts) of the state features and the start and
+    end weights, from node marginals marg[t*L + j] and the observed labeling y."""
+    cdef int L = d.L
+    cdef int t, j, k, a, f
+    cdef const double* pt
+    for j in range(L):
+        g[d.off_start + j] += factor * marg[j]
+        g[d.off_end + j] += factor * marg[(T - 1) * L + j]
+    g[d.off_start + y[0]] -= factor
+    g[d.off_end + y[T - 1]] -= factor
+    for t in range(T):
+        pt = marg + t * L
+        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+                g[f] += factor * pt[d.feat_label[f]]
+                if d.feat_label[f] == y[t]:
+                    g[f] -= factor
+
+
+cdef inline void scatter_curvature(const Features* d, Py_ssize_t t0, int T, const double* marg,
+                                   double* h) noexcept nogil:
+    """h += p(1 - p) summed over the tokens, for every state feature, start and end weight.
+
+    The Hessian diagonal if the tokens were independent (Sha & Pereira's feature
+    independence approximation), from the node marginals.
+    """
+    cdef int L = d.L
+    cdef int t, j, k, a, f
+    cdef double p
+    cdef const double* pt
+    for j in range(L):
+        p = marg[j]
+        h[d.off_start + j] += p * (1.0 - p)
+        p = marg[(T - 1) * L + j]
+        h[d.off_end + j] += p * (1.0 - p)
+    for t in range(T):
+        pt = marg + t * L
+        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+                p = pt[d.feat_label[f]]
+                h[f] += p * (1.0 - p)
+
+
+cdef inline void add_counts(const Features* d, Py_ssize_t t0, int T, const int* y, double amount,
+                            double* w, double* u, double c) noexcept nogil:
+    """w += amount * F(y) and u += c * amount * F(y) for the labeling y of one sentence."""
+    cdef int L = d.L
+    cdef int t, k, a, f
+    cdef Py_ssize_t idx
+    for t in range(T):
+        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+                if d.feat_label[f] == y[t]:
+                    w[f] += amount
+                    u[f] += c * amount
+                    break
+        if t > 0:
+            idx = d.off_trans + y[t - 1] * L + y[t]
+            w[idx] += amount
+            u[idx] += c * amount
+            if d.has_edges:
+                for k in range(d.eattr_ptr[t0 + t], d.eattr_ptr[t0 + t + 1]):
+                    idx = d.off_edge + <Py_ssize_t> d.eattrs[k] * L * L + y[t - 1] * L + y[t]
+                    w[idx] += amount
+                    u[idx] += c * amount
+    w[d.off_start + y[0]] += amount
+    u[d.off_start + y[0]] += c * amount
+    w[d.off_end + y[T - 1]] += amount
+    u[d.off_end + y[T - 1]] += c * amount

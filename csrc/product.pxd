@@ -1,0 +1,216 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Exact inference on a product of C label chains coupled at every position.
+
+The joint label of a position is y = (y_0, ..., y_{C-1}), chain c having n[c]
+labels; it is numbered row-major (chain 0 outermost), y = sum_c y_c * stride[c],
+S = prod n[c] joint labels. A product chain of T positions is given by
+
+- ``s[t*S + y]``: the log potential of joint label y at t (whatever couples the
+  chains at one position: their state potentials and the factors between them);
+- per chain c, the transition matrix into t: ``Tr[t*C + c]`` (log) or
+  ``E[t*C + c] = exp(Tr - shift[t*C + c])`` (exponentiated) of size n[c] x n[c].
+
+The transition into t is the product of the chains' transitions, so a recursion
+never forms the S x S matrix: it applies one chain's matrix at a time along that
+chain's axis (the factorized recursion). A step costs O(S * sum_c n[c]), not
+O(S^2): for two chains of |A| and |B| labels, O(|A|^2 |B| + |A| |B|^2).
+
+Forward-backward is scaled like chain.pxd's; Viterbi and n-best keep one
+back-pointer table per chain and position. Callers own the buffers.
+"""
+
+from libc.math cimport INFINITY
+from libc.string cimport memset
+
+from chain cimport exp_shifted, scaled_start, scaled_step, backward_weights
+
+
+cdef struct Shape:
+    int C              # chains
+    int S              # joint labels
+    int n[8]           # labels of each chain
+    int stride[8]      # index step of each chain's label
+
+
+cdef inline int shape_init(Shape* sh, int C, const int* n) noexcept nogil:
+    """Fill a Shape; returns 0, or -1 when C is outside 1..8 or a chain has no label."""
+    cdef int c
+    if C < 1 or C > 8:
+        return -1
+    sh.C = C
+    sh.S = 1
+    for c in range(C - 1, -1, -1):
+        if n[c] < 1:
+            return -1
+        sh.n[c] = n[c]
+        sh.stride[c] = sh.S
+        sh.S *= n[c]
+    return 0
+
+
+cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double* M, bint transpose,
+                          double* y) noexcept nogil:
+    """y[.., j, ..] = sum_i x[.., i, ..] M[i, j] along chain c's axis; with transpose,
+    sum_i M[j, i] x[.., i, ..] (a backward step)."""
+    cdef int nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
+    cdef int from_step = nc, to_step = 1      # M[i*from_step + j*to_step] links i to j
+    cdef int p, i, j, r
+    cdef const double* xb
+    cdef double* yb
+    cdef double mij
+    if transpose:
+        from_step = 1
+        to_step = nc
+    memset(y, 0, sh.S * sizeof(double))
+    for p in range(pre):
+        xb = x + p * nc * post
+        yb = y + p * nc * post
+        for i in range(nc):
+            for j in range(nc):
+                mij = M[i * from_step + j * to_step]
+                for r in range(post):
+                    yb[j * post + r] += xb[i * post + r] * mij
+
+
+cdef inline void axis_max(const Shape* sh, int c, const double* x, const double* M, double* y,
+                          int* arg) noexcept nogil:
+    """y[.., j, ..] = max_i x[.., i, ..] + M[i, j] along chain c's axis; arg: the best i."""
+    cdef int nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
+    cdef int p, i, j, r, k
+    cdef double v
+    for k in range(sh.S):
+        y[k] = -INFINITY
+        arg[k] = 0
+    for p in range(pre):
+        for i in range(nc):
+            for j in range(nc):
+                for r in range(post):
+                    k = p * nc * post + j * post + r
+                    v = x[p * nc * post + i * post + r] + M[i * nc + j]
+                    if v > y[k]:
+                        y[k] = v
+                        arg[k] = i
+
+
+cdef inline double product_forward_backward(const Shape* sh, int T, const double* s,
+                                            const double** E, const double* shift, double* q,
+                                            double* alpha, double* beta, double* scale,
+                                            double* tmp) noexcept nogil:
+    """Scaled forward-backward over a product chain; returns log Z.
+
+    Afterwards alpha[t]*beta[t] are the joint node marginals, and q[t] holds
+    exp-state(t) * beta[t] / scale[t] for product_edge_marginals. tmp: 2*S scratch.
+    """
+    cdef int S = sh.S, C = sh.C
+    cdef int t, k, c
+    cdef double logz, m
+    cdef double* x
+    cdef double* y
+    cdef double* qt
+    logz = scaled_start(s, alpha, scale, S)
+    for t in range(1, T):
+        for c in range(C):
+            logz += shift[t * C + c]
+        m = exp_shifted(s + t * S, q + t * S, S)
+        logz += m
+        x = alpha + (t - 1) * S
+        y = tmp
+        for c in range(C):
+            axis_sum(sh, c, x, E[t * C + c], False, y)
+            x = y
+            y = tmp + S if y == tmp else tmp
+        logz += scaled_step(x, q + t * S, alpha + t * S, scale + t, S)
+    x = beta + (T - 1) * S
+    for k in range(S):
+        x[k] = 1.0
+    for t in range(T - 1, 0, -1):
+        qt = q + t * S
+        backward_weights(qt, beta + t * S, scale[t], S)
+        x = qt
+        y = tmp
+        for c in range(C):
+            if c == C - 1:
+                y = beta + (t - 1) * S
+            axis_sum(sh, c, x, E[t * C + c], True, y)
+            x = y
+            y = tmp + S if y == tmp else tmp
+    return logz
+
+
+cdef inline void product_node_marginals(int T, int S, double* alpha, const double* beta) noexcept nogil:
+    """Turns alpha into the joint node marginals, in place."""
+    cdef Py_ssize_t i
+    for i in range(<Py_ssize_t> T * S):
+        alpha[i] *= beta[i]
+
+
+cdef inline void product_edge_marginals(const Shape* sh, int c, const double* alpha_prev,
+                                        const double** Et, const double* qt, double* tmp,
+                                        double* out) noexcept nogil:
+    """out[i*n+j] = p(chain c has i at t-1 and j at t), after forward-backward and before
+    product_node_marginals. Et: the C matrices into t (E + t*C); tmp: 2*S scratch."""
+    cdef int C = sh.C, nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
+    cdef int d, p, i, j, r
+    cdef const double* x = alpha_prev
+    cdef double* y = tmp
+    cdef const double* xb
+    cdef const double* ub
+    cdef double acc
+    for d in range(C):             # move every other chain to time t
+        if d == c:
+            continue
+        axis_sum(sh, d, x, Et[d], False, y)
+        x = y
+        y = tmp + sh.S if y == tmp else tmp
+    for i in range(nc):
+        for j in range(nc):
+            acc = 0.0
+            for p in range(pre):
+                xb = x + p * nc * post + i * post
+                ub = qt + p * nc * post + j * post
+                for r in range(post):
+                    acc += xb[r] * ub[r]
+            out[i * nc + j] = acc * Et[c][i * nc + j]
+
+
+cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const double** Tr,
+                                 double* delta, double* tmp, int* bp, int* out,
+                                 double* score) noexcept nogil:
+    """Best joint labeling: out[t] the joint label at t, score[0] its score.
+
+    delta: T*S, tmp: 2*S, bp: T*C*S (back-pointers of each chain's stage).
+    """
+    cdef int S = sh.S, C = sh.C
+    cdef int t, k, c, best_k, idx, nc, post, prev
+    cdef double best
+    cdef const double* x
+    cdef double* y
+    for k in range(S):
+        delta[k] = s[k]
+    for t in range(1, T):
+        x = delta + (t - 1) * S
+        y = tmp
+        for c in range(C):
+            if c == C - 1:
+                y = delta + t * S
+            axis_max(sh, c, x, Tr[t * C + c], y, bp + (<Py_ssize_t> t * C + c) * S)
+            x = y
+            y = tmp + S if y == tmp else tmp
+        for k in range(S):
+            delta[t * S + k] += s[t * S + k]
+    best_k = 0
+    best = delta[(T - 1) * S]
+    for k in range(1, S):
+        if delta[(T - 1) * S + k] > best:
+            best = delta[(T - 1) * S + k]
+            best_k = k
+    score[0] = best
+    out[T - 1] = best_k
+    for t in range(T - 1, 0, -1):
+        idx = out[t]
+        for c in range(C - 1, -1, -1):
+            nc = sh.n[c]
+            post = sh.stride[c]
+            prev = bp[(<Py_ssize_t> t * C + c) * S + idx]
+            idx += (prev - (idx // post) % nc) * post
+        out[t - 1] = idx
