@@ -171,6 +171,14 @@ cdef inline double scaled_step(const double* x, const double* q, double* alpha, 
     return log(z)
 
 
+cdef inline void scaled_backward_start(double* beta, int T, int n) noexcept nogil:
+    """The first step of a scaled backward pass: beta at the last position is 1."""
+    cdef int k
+    beta += (T - 1) * n
+    for k in range(n):
+        beta[k] = 1.0
+
+
 cdef inline void backward_weights(double* q, const double* beta, double scale, int n) noexcept nogil:
     """q = q * beta / scale: what a backward step sends through the transitions."""
     cdef int k
@@ -218,9 +226,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
         logz += scaled_step(at, q + t * L, at, scale + t, L)
 
     # backward
-    bt = beta + (T - 1) * L
-    for j in range(L):
-        bt[j] = 1.0
+    scaled_backward_start(beta, T, L)
     for t in range(T - 1, 0, -1):
         qt = q + t * L
         backward_weights(qt, beta + t * L, scale[t], L)
