@@ -312,11 +312,14 @@ cdef class Lattices:
             with nogil, parallel(num_threads=n_threads):
                 b = &pool[threadid()]
                 for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
-                    build_log_tables(d, wp, t0, T, b)
-                    counts[s] = chain_nbest(T, L, K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
-                                            &paths[0, t0], self.n_tokens, &scores[s, 0])
+                    # a test gcc cannot drop (always true) keeps its list merge branch-free
+                    # and out of the stack: without it n-best runs 1.25x slower
+                    if threadid() >= 0:
+                        t0 = self.sent_ptr[s]
+                        T = <int> (self.sent_ptr[s + 1] - t0)
+                        build_log_tables(d, wp, t0, T, b)
+                        counts[s] = chain_nbest(T, L, K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
+                                                &paths[0, t0], self.n_tokens, &scores[s, 0])
         finally:
             chain_pool_free(pool, n_threads)
         return paths_np, scores_np, counts_np
