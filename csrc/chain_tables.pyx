@@ -170,10 +170,11 @@ def nbest(sent_ptr, state, trans, int k, int n_threads=1):
         with nogil, parallel(num_threads=nt):
             b = &pool[threadid()]
             for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-                t0 = tab.sp[s]
-                T = tab.log_tables(s, b)
-                counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
-                                        &paths[0, t0], tab.n_tokens, &scores[s, 0])
+                if threadid() >= 0:     # always true: see Lattices.nbest
+                    t0 = tab.sp[s]
+                    T = tab.log_tables(s, b)
+                    counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
+                                            &paths[0, t0], tab.n_tokens, &scores[s, 0])
     finally:
         chain_pool_free(pool, nt)
     return paths_np, scores_np, counts_np
