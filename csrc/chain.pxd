@@ -29,6 +29,7 @@ from libc.string cimport memset
 cdef struct ChainBuffers:
     # one thread's workspace for chains of up to max_T positions, n states (labels, or joint
     # labels of a product of chains) and F transition factors per position (1 for a chain)
+    double* s          # T*n log state potentials, for callers that build them (crftk._lattice)
     double* q          # T*n exp state potentials, then exp-state * beta / scale
     double* alpha      # T*n scaled forward, then node marginals (Viterbi: the delta scores)
     double* beta       # T*n scaled backward
@@ -36,6 +37,7 @@ cdef struct ChainBuffers:
     double* shift      # T*F log shifts of the exp transition matrices
     double* tmp        # 2*n scratch
     double* ebuf       # T*n*n matrices of positions that have their own (NULL unless asked for)
+    double* mat        # n*n scratch for building one such matrix (NULL unless asked for)
     const double** E   # T*F pointers to the transition matrices into each position
     int* bp            # T*F*n Viterbi back-pointers
     # chain_nbest's lists for K best labelings (NULL unless asked for): see there
@@ -48,12 +50,13 @@ cdef struct ChainBuffers:
 
 cdef inline int chain_buffers_init(ChainBuffers* b, int max_T, int n, int F, bint own_matrices,
                                    int K) noexcept nogil:
-    """Allocates the arrays of a zeroed workspace (own_matrices: with ebuf; K > 0: with the
-    lists of the K best labelings); 0, or -1 (nothing left allocated) when out of memory."""
+    """Allocates the arrays of a zeroed workspace (own_matrices: with ebuf and mat; K > 0: with
+    the lists of the K best labelings); 0, or -1 (nothing left allocated) when out of memory."""
     if max_T < 1:
         max_T = 1
     cdef Py_ssize_t cells = <Py_ssize_t> max_T * n
     cdef bint failed
+    b.s = <double*> malloc(cells * sizeof(double))
     b.q = <double*> malloc(cells * sizeof(double))
     b.alpha = <double*> malloc(cells * sizeof(double))
     b.beta = <double*> malloc(cells * sizeof(double))
@@ -62,11 +65,12 @@ cdef inline int chain_buffers_init(ChainBuffers* b, int max_T, int n, int F, bin
     b.tmp = <double*> malloc(2 * n * sizeof(double))
     b.E = <const double**> malloc(max_T * F * sizeof(double*))
     b.bp = <int*> malloc(cells * F * sizeof(int))
-    failed = (b.q == NULL or b.alpha == NULL or b.beta == NULL or b.scale == NULL or b.shift == NULL
+    failed = (b.s == NULL or b.q == NULL or b.alpha == NULL or b.beta == NULL or b.scale == NULL or b.shift == NULL
               or b.tmp == NULL or b.E == NULL or b.bp == NULL)
     if own_matrices:
         b.ebuf = <double*> malloc(cells * n * sizeof(double))
-        failed = failed or b.ebuf == NULL
+        b.mat = <double*> malloc(<Py_ssize_t> n * n * sizeof(double))
+        failed = failed or b.ebuf == NULL or b.mat == NULL
     if K > 0:
         b.sc = <double*> malloc(cells * K * sizeof(double))
         b.py = <int*> malloc(cells * K * sizeof(int))
@@ -82,6 +86,7 @@ cdef inline int chain_buffers_init(ChainBuffers* b, int max_T, int n, int F, bin
 
 cdef inline void chain_buffers_release(ChainBuffers* b) noexcept nogil:
     """Frees the arrays of a workspace (not the struct)."""
+    free(b.s)
     free(b.q)
     free(b.alpha)
     free(b.beta)
@@ -89,6 +94,7 @@ cdef inline void chain_buffers_release(ChainBuffers* b) noexcept nogil:
     free(b.shift)
     free(b.tmp)
     free(b.ebuf)
+    free(b.mat)
     free(b.E)
     free(b.bp)
     free(b.sc)
@@ -99,20 +105,28 @@ cdef inline void chain_buffers_release(ChainBuffers* b) noexcept nogil:
     memset(b, 0, sizeof(ChainBuffers))
 
 
-cdef inline ChainBuffers* chain_buffers_new(int max_T, int n, int F, bint own_matrices,
-                                            int K) noexcept nogil:
-    """A workspace on the heap (see chain_buffers_init); NULL when out of memory."""
-    cdef ChainBuffers* b = <ChainBuffers*> calloc(1, sizeof(ChainBuffers))
-    if b != NULL and chain_buffers_init(b, max_T, n, F, own_matrices, K) < 0:
-        free(b)
-        return NULL
-    return b
+cdef inline ChainBuffers* chain_pool_new(int n_threads, int max_T, int n, int F, bint own_matrices,
+                                         int K) except NULL:
+    """One workspace per thread (see chain_buffers_init), made before a parallel block so that
+    running out of memory raises MemoryError here; thread i uses pool[i]. Free with
+    chain_pool_free."""
+    cdef ChainBuffers* pool = <ChainBuffers*> calloc(n_threads, sizeof(ChainBuffers))
+    cdef int i
+    if pool == NULL:
+        raise MemoryError("cannot allocate chain buffers")
+    for i in range(n_threads):
+        if chain_buffers_init(&pool[i], max_T, n, F, own_matrices, K) < 0:
+            chain_pool_free(pool, i)
+            raise MemoryError("cannot allocate chain buffers")
+    return pool
 
 
-cdef inline void chain_buffers_free(ChainBuffers* b) noexcept nogil:
-    if b != NULL:
-        chain_buffers_release(b)
-        free(b)
+cdef inline void chain_pool_free(ChainBuffers* pool, int n_threads) noexcept nogil:
+    """Frees the first n_threads workspaces of a pool and the pool."""
+    cdef int i
+    for i in range(n_threads):
+        chain_buffers_release(&pool[i])
+    free(pool)
 
 
 cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:
@@ -155,6 +169,14 @@ cdef inline double scaled_step(const double* x, const double* q, double* alpha, 
         alpha[k] *= inv
     scale[0] = z
     return log(z)
+
+
+cdef inline void scaled_backward_start(double* beta, int T, int n) noexcept nogil:
+    """The first step of a scaled backward pass: beta at the last position is 1."""
+    cdef int k
+    beta += (T - 1) * n
+    for k in range(n):
+        beta[k] = 1.0
 
 
 cdef inline void backward_weights(double* q, const double* beta, double scale, int n) noexcept nogil:
@@ -204,9 +226,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
         logz += scaled_step(at, q + t * L, at, scale + t, L)
 
     # backward
-    bt = beta + (T - 1) * L
-    for j in range(L):
-        bt[j] = 1.0
+    scaled_backward_start(beta, T, L)
     for t in range(T - 1, 0, -1):
         qt = q + t * L
         backward_weights(qt, beta + t * L, scale[t], L)
@@ -318,7 +338,7 @@ cdef inline int chain_nbest(int T, int L, int K, const double* s, const double**
 
     sc/py/pk[(t*L+y)*K+r]: score, previous label and previous rank of the r-th
     best partial path ending in label y at t; cnt[t*L+y] how many; ptr [L] scratch
-    (the ChainBuffers of chain_buffers_new with K hold them). Labeling n goes
+    (the ChainBuffers of chain_pool_new with K hold them). Labeling n goes
     to out[n*out_stride : n*out_stride + T], its score to out_score[n].
     """
     cdef int t, i, j, r, bi, n

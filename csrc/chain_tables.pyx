@@ -16,7 +16,7 @@ The kernels are those of chain.pxd, run over the chains in parallel.
 import numpy as np
 from cython.parallel cimport prange, parallel, threadid
 
-from chain cimport (ChainBuffers, chain_buffers_new, chain_buffers_free, exp_shifted, chain_forward_backward, chain_edge_marginals,
+from chain cimport (ChainBuffers, chain_pool_new, chain_pool_free, exp_shifted, chain_forward_backward, chain_edge_marginals,
                     chain_node_marginals, chain_viterbi, chain_nbest)
 
 
@@ -91,9 +91,7 @@ def forward_backward(sent_ptr, state, trans, int n_threads=1):
     cdef double[::1] logz = logz_np
     cdef double[:, ::1] node = node_np
     cdef double[:, ::1] edge = edge_np.reshape(tab.n_tokens, LL)
-    flags_np = np.zeros(nt, dtype=np.int32)
-    cdef int[::1] flags = flags_np
-    cdef ChainBuffers* b
+    cdef ChainBuffers* b = NULL
     cdef Py_ssize_t s, t0
     cdef int T, t, i
     cdef double shift_shared = 0.0
@@ -103,12 +101,11 @@ def forward_backward(sent_ptr, state, trans, int n_threads=1):
         shift_shared = exp_shifted(&tab.tr[0, 0], &E_shared[0], LL)
     if tab.n_chains == 0:
         return logz_np, node_np, edge_np
-    with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, L, 1, not tab.shared, 0)
-        if b == NULL:
-            flags[threadid()] = 1
-        for s in prange(tab.n_chains, schedule="dynamic", chunksize=8):
-            if b != NULL:
+    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, L, 1, not tab.shared, 0)
+    try:
+        with nogil, parallel(num_threads=nt):
+            b = &pool[threadid()]
+            for s in prange(tab.n_chains, schedule="dynamic", chunksize=8):
                 t0 = tab.sp[s]
                 T = tab.exp_tables(s, &E_shared[0], shift_shared, b)
                 logz[s] = chain_forward_backward(T, L, &tab.st[t0, 0], b.E, b.shift, b.q, b.alpha, b.beta,
@@ -119,9 +116,8 @@ def forward_backward(sent_ptr, state, trans, int n_threads=1):
                 for t in range(T):
                     for i in range(L):
                         node[t0 + t, i] = b.alpha[t * L + i]
-        chain_buffers_free(b)
-    if flags_np.any():
-        raise MemoryError("cannot allocate chain buffers")
+    finally:
+        chain_pool_free(pool, nt)
     return logz_np, node_np, edge_np
 
 
@@ -133,25 +129,21 @@ def viterbi(sent_ptr, state, trans, int n_threads=1):
     score_np = np.zeros(tab.n_chains)
     cdef int[::1] out = out_np
     cdef double[::1] score = score_np
-    flags_np = np.zeros(nt, dtype=np.int32)
-    cdef int[::1] flags = flags_np
-    cdef ChainBuffers* b
+    cdef ChainBuffers* b = NULL
     cdef Py_ssize_t s, t0
     cdef int T
     if tab.n_chains == 0:
         return out_np, score_np
-    with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, L, 1, False, 0)
-        if b == NULL:
-            flags[threadid()] = 1
-        for s in prange(tab.n_chains, schedule="dynamic", chunksize=16):
-            if b != NULL:
+    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, L, 1, False, 0)
+    try:
+        with nogil, parallel(num_threads=nt):
+            b = &pool[threadid()]
+            for s in prange(tab.n_chains, schedule="dynamic", chunksize=16):
                 t0 = tab.sp[s]
                 T = tab.log_tables(s, b)
                 chain_viterbi(T, L, &tab.st[t0, 0], b.E, b.alpha, b.bp, &out[t0], &score[s])
-        chain_buffers_free(b)
-    if flags_np.any():
-        raise MemoryError("cannot allocate chain buffers")
+    finally:
+        chain_pool_free(pool, nt)
     return out_np, score_np
 
 
@@ -168,25 +160,21 @@ def nbest(sent_ptr, state, trans, int k, int n_threads=1):
     cdef int[:, ::1] paths = paths_np
     cdef double[:, ::1] scores = scores_np
     cdef int[::1] counts = counts_np
-    flags_np = np.zeros(nt, dtype=np.int32)
-    cdef int[::1] flags = flags_np
-    cdef ChainBuffers* b
+    cdef ChainBuffers* b = NULL
     cdef Py_ssize_t s, t0
     cdef int T
     if tab.n_chains == 0:
         return paths_np, scores_np, counts_np
-    with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, L, 1, False, K)
-        if b == NULL:
-            flags[threadid()] = 1
-        for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-            if flags[threadid()] == 0:      # not b != NULL: see Lattices.nbest
-                t0 = tab.sp[s]
-                T = tab.log_tables(s, b)
-                counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
-                                        &paths[0, t0], tab.n_tokens,
-                                        &scores[s, 0])
-        chain_buffers_free(b)
-    if flags_np.any():
-        raise MemoryError("cannot allocate chain buffers")
+    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, L, 1, False, K)
+    try:
+        with nogil, parallel(num_threads=nt):
+            b = &pool[threadid()]
+            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
+                if threadid() >= 0:     # always true: see Lattices.nbest
+                    t0 = tab.sp[s]
+                    T = tab.log_tables(s, b)
+                    counts[s] = chain_nbest(T, L, K, &tab.st[t0, 0], b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
+                                            &paths[0, t0], tab.n_tokens, &scores[s, 0])
+    finally:
+        chain_pool_free(pool, nt)
     return paths_np, scores_np, counts_np

@@ -13,10 +13,10 @@ import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport exp, log, INFINITY
-from libc.stdlib cimport malloc, calloc, free
+from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
 
-from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
+from chain cimport (ChainBuffers, chain_pool_new, chain_pool_free, exp_shifted,
                     chain_forward_backward, chain_edge_marginals, chain_node_marginals, chain_viterbi,
                     chain_nbest, chain_max_scores)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
@@ -25,73 +25,43 @@ from potentials cimport (Features, state_scores, has_edge_attributes, log_transi
 cnp.import_array()
 
 
-cdef struct Work:
-    ChainBuffers chain   # inference on the sentence's tables (chain.ebuf: the matrices of
-                         # positions with edge attributes)
-    double* s            # T*L log state potentials
-    double* mbuf         # L*L scratch
-
-
-cdef Work* work_new(int max_T, int L, int has_edges, int K=0) noexcept nogil:
-    """Per-thread buffers for sentences of up to max_T tokens (K > 0: with the lists of the K
-    best labelings); NULL when out of memory."""
-    cdef Work* wk = <Work*> calloc(1, sizeof(Work))
-    if wk == NULL:
-        return NULL
-    wk.s = <double*> malloc(max(1, max_T) * L * sizeof(double))
-    wk.mbuf = <double*> malloc(L * L * sizeof(double))
-    if chain_buffers_init(&wk.chain, max_T, L, 1, has_edges, K) < 0 or wk.s == NULL or wk.mbuf == NULL:
-        work_free(wk)
-        return NULL
-    return wk
-
-
-cdef void work_free(Work* wk) noexcept nogil:
-    if wk == NULL:
-        return
-    chain_buffers_release(&wk.chain)
-    free(wk.s)
-    free(wk.mbuf)
-    free(wk)
-
-
 cdef double forward_backward(const Features* d, const double* w, const double* E_shared,
                              double shift_shared, Py_ssize_t t0, int T,
-                             Work* wk, double* tacc, double scale) noexcept nogil:
-    """Forward-backward over the sentence at t0 (chain_forward_backward on its tables);
-    returns log Z. The weights are scale * w (SGD keeps them so); E_shared must already
-    be built from the scaled ones."""
+                             ChainBuffers* b, double* tacc, double scale) noexcept nogil:
+    """Forward-backward over the sentence at t0 (chain_forward_backward on its tables, built
+    in b: b.ebuf holds the matrices of positions with edge attributes); returns log Z. The
+    weights are scale * w (SGD keeps them so); E_shared must already be built from the
+    scaled ones."""
     cdef int i
-    cdef ChainBuffers* c = &wk.chain
-    state_scores(d, w, t0, T, wk.s)
+    state_scores(d, w, t0, T, b.s)
     if scale != 1.0:
         for i in range(T * d.L):
-            wk.s[i] *= scale
-    exp_transitions(d, w, scale, t0, T, E_shared, shift_shared, wk.mbuf, c.ebuf, c.E, c.shift)
-    return chain_forward_backward(T, d.L, wk.s, c.E, c.shift, c.q, c.alpha, c.beta, c.scale, tacc, E_shared)
+            b.s[i] *= scale
+    exp_transitions(d, w, scale, t0, T, E_shared, shift_shared, b.mat, b.ebuf, b.E, b.shift)
+    return chain_forward_backward(T, d.L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, tacc, E_shared)
 
 
 cdef void accumulate_gradient(const Features* d, Py_ssize_t t0, int T, const int* y,
-                              Work* wk, double* g, double factor) noexcept nogil:
+                              ChainBuffers* b, double* g, double factor) noexcept nogil:
     """g += factor * (expected counts - observed counts) for one sentence, after
     forward_backward (which gathered the expected counts of the positions sharing the
-    transition matrix: its tacc argument). Leaves the node marginals in wk.chain.alpha."""
+    transition matrix: its tacc argument). Leaves the node marginals in b.alpha."""
     cdef int L = d.L
     cdef int t
     for t in range(1, T):
         if has_edge_attributes(d, t0 + t):
-            chain_edge_marginals(L, wk.chain.alpha + (t - 1) * L, wk.chain.E[t], wk.chain.q + t * L, factor, wk.mbuf)
-            scatter_edge(d, t0 + t, wk.mbuf, y[t - 1], y[t], g, factor)
+            chain_edge_marginals(L, b.alpha + (t - 1) * L, b.E[t], b.q + t * L, factor, b.mat)
+            scatter_edge(d, t0 + t, b.mat, y[t - 1], y[t], g, factor)
         g[d.off_trans + y[t - 1] * L + y[t]] -= factor
-    chain_node_marginals(T, L, wk.chain.alpha, wk.chain.beta)
-    scatter_nodes(d, t0, T, wk.chain.alpha, y, g, factor)
+    chain_node_marginals(T, L, b.alpha, b.beta)
+    scatter_nodes(d, t0, T, b.alpha, y, g, factor)
 
 
 cdef inline void build_log_tables(const Features* d, const double* w, Py_ssize_t t0, int T,
-                                  Work* wk) noexcept nogil:
-    """The log tables of the sentence at t0 (for the max-product kernels): wk.s and wk.chain.E."""
-    state_scores(d, w, t0, T, wk.s)
-    log_transitions(d, w, t0, T, wk.chain.ebuf, wk.chain.E)
+                                  ChainBuffers* b) noexcept nogil:
+    """The log tables of the sentence at t0 (for the max-product kernels): b.s and b.E."""
+    state_scores(d, w, t0, T, b.s)
+    log_transitions(d, w, t0, T, b.ebuf, b.E)
 
 
 cdef class Lattices:
@@ -209,10 +179,8 @@ cdef class Lattices:
         cdef int L = self.n_labels
         gbuf_np = np.zeros((n_threads, self.n_params), dtype=np.float64)
         tacc_np = np.zeros((n_threads, L * L), dtype=np.float64)
-        flags_np = np.zeros(n_threads, dtype=np.int32)
         cdef double[:, ::1] gbuf = gbuf_np
         cdef double[:, ::1] tacc = tacc_np
-        cdef int[::1] flags = flags_np
         cdef bint want_h = curvature is not None
         if want_h and (not isinstance(curvature, np.ndarray) or curvature.dtype != np.float64
                        or curvature.shape != (self.n_params,) or not curvature.flags.c_contiguous):
@@ -222,7 +190,7 @@ cdef class Lattices:
         cdef double total = 0.0
         cdef Py_ssize_t s, t0
         cdef int T, tid
-        cdef Work* wk
+        cdef ChainBuffers* b = NULL
         cdef double logz
         cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
@@ -230,23 +198,21 @@ cdef class Lattices:
         E_np = np.empty(L * L, dtype=np.float64)
         cdef double[::1] E_shared = E_np
         cdef double shift = exp_shifted(wp + d.off_trans, &E_shared[0], L * L)
-        with nogil, parallel(num_threads=n_threads):
-            tid = threadid()
-            wk = work_new(self.max_len, L, d.has_edges)
-            if wk == NULL:
-                flags[tid] = 1
-            for s in prange(self.n_sentences, schedule="dynamic", chunksize=8):
-                if wk != NULL:
+        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, 0)
+        try:
+            with nogil, parallel(num_threads=n_threads):
+                tid = threadid()
+                b = &pool[tid]
+                for s in prange(self.n_sentences, schedule="dynamic", chunksize=8):
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, &tacc[tid, 0], 1.0)
-                    total += logz - labeling_score(d, wp, wk.s, t0, T, yp + t0, 1.0)
-                    accumulate_gradient(d, t0, T, yp + t0, wk, &gbuf[tid, 0], 1.0)
+                    logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, b, &tacc[tid, 0], 1.0)
+                    total += logz - labeling_score(d, wp, b.s, t0, T, yp + t0, 1.0)
+                    accumulate_gradient(d, t0, T, yp + t0, b, &gbuf[tid, 0], 1.0)
                     if want_h:
-                        scatter_curvature(d, t0, T, wk.chain.alpha, &hbuf[tid, 0])
-            work_free(wk)
-        if flags_np.any():
-            raise MemoryError("cannot allocate lattice buffers")
+                        scatter_curvature(d, t0, T, b.alpha, &hbuf[tid, 0])
+        finally:
+            chain_pool_free(pool, n_threads)
         if want_h:
             np.sum(hbuf_np, axis=0, out=curvature)
         grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
@@ -260,30 +226,26 @@ cdef class Lattices:
         cdef int L = self.n_labels
         out_np = np.zeros(self.n_tokens, dtype=np.int32)
         score_np = np.zeros(self.n_sentences, dtype=np.float64)
-        flags_np = np.zeros(n_threads, dtype=np.int32)
         cdef int[::1] out = out_np
         cdef double[::1] score = score_np
-        cdef int[::1] flags = flags_np
         cdef Py_ssize_t s, t0
         cdef int T
-        cdef Work* wk
+        cdef ChainBuffers* b = NULL
         cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         if self.n_sentences == 0:
             return out_np, score_np
-        with nogil, parallel(num_threads=n_threads):
-            wk = work_new(self.max_len, L, d.has_edges)
-            if wk == NULL:
-                flags[threadid()] = 1
-            for s in prange(self.n_sentences, schedule="dynamic", chunksize=16):
-                if wk != NULL:
+        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, 0)
+        try:
+            with nogil, parallel(num_threads=n_threads):
+                b = &pool[threadid()]
+                for s in prange(self.n_sentences, schedule="dynamic", chunksize=16):
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    build_log_tables(d, wp, t0, T, wk)
-                    chain_viterbi(T, L, wk.s, wk.chain.E, wk.chain.alpha, wk.chain.bp, &out[t0], &score[s])
-            work_free(wk)
-        if flags_np.any():
-            raise MemoryError("cannot allocate lattice buffers")
+                    build_log_tables(d, wp, t0, T, b)
+                    chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, &out[t0], &score[s])
+        finally:
+            chain_pool_free(pool, n_threads)
         return out_np, score_np
 
     def marginals(self, const double[::1] w, int n_threads=1):
@@ -293,13 +255,11 @@ cdef class Lattices:
         cdef int L = self.n_labels
         marg_np = np.zeros((self.n_tokens, L), dtype=np.float64)
         logz_np = np.zeros(self.n_sentences, dtype=np.float64)
-        flags_np = np.zeros(n_threads, dtype=np.int32)
         cdef double[:, ::1] marg = marg_np
         cdef double[::1] logzs = logz_np
-        cdef int[::1] flags = flags_np
         cdef Py_ssize_t s, t0
         cdef int T, t, j
-        cdef Work* wk
+        cdef ChainBuffers* b = NULL
         cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         E_np = np.empty(L * L, dtype=np.float64)
@@ -307,21 +267,19 @@ cdef class Lattices:
         cdef double shift = exp_shifted(wp + d.off_trans, &E_shared[0], L * L)
         if self.n_sentences == 0:
             return marg_np, logz_np
-        with nogil, parallel(num_threads=n_threads):
-            wk = work_new(self.max_len, L, d.has_edges)
-            if wk == NULL:
-                flags[threadid()] = 1
-            for s in prange(self.n_sentences, schedule="dynamic", chunksize=8):
-                if wk != NULL:
+        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, 0)
+        try:
+            with nogil, parallel(num_threads=n_threads):
+                b = &pool[threadid()]
+                for s in prange(self.n_sentences, schedule="dynamic", chunksize=8):
                     t0 = self.sent_ptr[s]
                     T = <int> (self.sent_ptr[s + 1] - t0)
-                    logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, wk, NULL, 1.0)
+                    logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, b, NULL, 1.0)
                     for t in range(T):
                         for j in range(L):
-                            marg[t0 + t, j] = wk.chain.alpha[t * L + j] * wk.chain.beta[t * L + j]
-            work_free(wk)
-        if flags_np.any():
-            raise MemoryError("cannot allocate lattice buffers")
+                            marg[t0 + t, j] = b.alpha[t * L + j] * b.beta[t * L + j]
+        finally:
+            chain_pool_free(pool, n_threads)
         return marg_np, logz_np
 
     def nbest(self, const double[::1] w, int k, int n_threads=1):
@@ -339,34 +297,31 @@ cdef class Lattices:
         paths_np = np.full((k, self.n_tokens), -1, dtype=np.int32)
         scores_np = np.full((self.n_sentences, k), -np.inf, dtype=np.float64)
         counts_np = np.zeros(self.n_sentences, dtype=np.int32)
-        flags_np = np.zeros(n_threads, dtype=np.int32)
         cdef int[:, ::1] paths = paths_np
         cdef double[:, ::1] scores = scores_np
         cdef int[::1] counts = counts_np
-        cdef int[::1] flags = flags_np
         cdef Py_ssize_t s, t0
         cdef int T
-        cdef Work* wk
+        cdef ChainBuffers* b = NULL
         cdef const Features* d = &self.d
         cdef const double* wp = &w[0]
         if self.n_sentences == 0:
             return paths_np, scores_np, counts_np
-        with nogil, parallel(num_threads=n_threads):
-            wk = work_new(self.max_len, L, d.has_edges, K)
-            if wk == NULL:
-                flags[threadid()] = 1
-            for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                # testing flags, not wk, here keeps gcc's list merge branch-free (1.5x faster)
-                if flags[threadid()] == 0:
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
-                    build_log_tables(d, wp, t0, T, wk)
-                    counts[s] = chain_nbest(T, L, K, wk.s, wk.chain.E, wk.chain.sc, wk.chain.py, wk.chain.pk,
-                                            wk.chain.cnt, wk.chain.ptr, &paths[0, t0], self.n_tokens,
-                                            &scores[s, 0])
-            work_free(wk)
-        if flags_np.any():
-            raise MemoryError("cannot allocate lattice buffers")
+        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, K)
+        try:
+            with nogil, parallel(num_threads=n_threads):
+                b = &pool[threadid()]
+                for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
+                    # a test gcc cannot drop (always true) keeps its list merge branch-free
+                    # and out of the stack: without it n-best runs 1.25x slower
+                    if threadid() >= 0:
+                        t0 = self.sent_ptr[s]
+                        T = <int> (self.sent_ptr[s + 1] - t0)
+                        build_log_tables(d, wp, t0, T, b)
+                        counts[s] = chain_nbest(T, L, K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
+                                                &paths[0, t0], self.n_tokens, &scores[s, 0])
+        finally:
+            chain_pool_free(pool, n_threads)
         return paths_np, scores_np, counts_np
 
     def perceptron_epoch(self, double[::1] w, double[::1] u, const int[::1] labels,
@@ -385,35 +340,32 @@ cdef class Lattices:
         self._check_labels(labels)
         self._check_order(order)
         cdef int L = self.n_labels
-        cdef Work* wk = work_new(self.max_len, L, self.d.has_edges)
-        cdef int* pred = <int*> malloc(max(1, self.max_len) * sizeof(int))
+        cdef int[::1] pred = np.empty(max(1, self.max_len), dtype=np.int32)
         cdef double score
         cdef Py_ssize_t k, s, t0
         cdef int T, t, wrong
         cdef long n_sent = 0, n_tok = 0
-        if wk == NULL or pred == NULL:
-            work_free(wk)
-            free(pred)
-            raise MemoryError("cannot allocate lattice buffers")
-        with nogil:
-            for k in range(order.shape[0]):
-                s = order[k]
-                t0 = self.sent_ptr[s]
-                T = <int> (self.sent_ptr[s + 1] - t0)
-                build_log_tables(&self.d, &w[0], t0, T, wk)
-                chain_viterbi(T, L, wk.s, wk.chain.E, wk.chain.alpha, wk.chain.bp, pred, &score)
-                wrong = 0
-                for t in range(T):
-                    if pred[t] != labels[t0 + t]:
-                        wrong += 1
-                if wrong:
-                    n_sent += 1
-                    n_tok += wrong
-                    add_counts(&self.d, t0, T, &labels[t0], 1.0, &w[0], &u[0], c)
-                    add_counts(&self.d, t0, T, pred, -1.0, &w[0], &u[0], c)
-                c += 1.0
-        work_free(wk)
-        free(pred)
+        cdef ChainBuffers* b = chain_pool_new(1, self.max_len, L, 1, self.d.has_edges, 0)
+        try:
+            with nogil:
+                for k in range(order.shape[0]):
+                    s = order[k]
+                    t0 = self.sent_ptr[s]
+                    T = <int> (self.sent_ptr[s + 1] - t0)
+                    build_log_tables(&self.d, &w[0], t0, T, b)
+                    chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, &pred[0], &score)
+                    wrong = 0
+                    for t in range(T):
+                        if pred[t] != labels[t0 + t]:
+                            wrong += 1
+                    if wrong:
+                        n_sent += 1
+                        n_tok += wrong
+                        add_counts(&self.d, t0, T, &labels[t0], 1.0, &w[0], &u[0], c)
+                        add_counts(&self.d, t0, T, &pred[0], -1.0, &w[0], &u[0], c)
+                    c += 1.0
+        finally:
+            chain_pool_free(b, 1)
         return n_sent, n_tok, c
 
     def sgd_epoch(self, double[::1] v, double a, const int[::1] labels, const int[::1] order,
@@ -434,50 +386,41 @@ cdef class Lattices:
             raise ValueError("lam and a must be positive")
         cdef int L = self.n_labels
         cdef const Features* d = &self.d
-        cdef Work* wk = work_new(self.max_len, L, d.has_edges)
-        cdef double* E = <double*> malloc(L * L * sizeof(double))
-        cdef double* M = <double*> malloc(L * L * sizeof(double))
-        cdef double* tacc = <double*> malloc(L * L * sizeof(double))
+        cdef double[::1] E = np.empty(L * L), M = np.empty(L * L), tacc = np.empty(L * L)
         cdef Py_ssize_t k, s, t0, i, n
         cdef int T
         cdef double eta, shift, logz, factor, total = 0.0
-        if wk == NULL or E == NULL or M == NULL or tacc == NULL:
-            work_free(wk)
-            free(E)
-            free(M)
-            free(tacc)
-            raise MemoryError("cannot allocate lattice buffers")
         n = v.shape[0]
-        with nogil:
-            for k in range(order.shape[0]):
-                s = order[k]
-                t0 = self.sent_ptr[s]
-                T = <int> (self.sent_ptr[s + 1] - t0)
-                for i in range(L * L):
-                    M[i] = a * v[d.off_trans + i]
-                    tacc[i] = 0.0
-                shift = exp_shifted(M, E, L * L)
-                logz = forward_backward(d, &v[0], E, shift, t0, T, wk, tacc, a)
-                total += logz - labeling_score(d, &v[0], wk.s, t0, T, &labels[t0], a)
-                eta = 1.0 / (lam * (t0_rate + t))
-                a *= 1.0 - eta * lam
-                factor = -eta / a
-                accumulate_gradient(d, t0, T, &labels[t0], wk, &v[0], factor)
-                if learn_transitions:
+        cdef ChainBuffers* b = chain_pool_new(1, self.max_len, L, 1, d.has_edges, 0)
+        try:
+            with nogil:
+                for k in range(order.shape[0]):
+                    s = order[k]
+                    t0 = self.sent_ptr[s]
+                    T = <int> (self.sent_ptr[s + 1] - t0)
                     for i in range(L * L):
-                        v[d.off_trans + i] += factor * tacc[i] * E[i]
-                else:   # undo what accumulate_gradient put there
-                    for i in range(L * L):
-                        v[d.off_trans + i] = 0.0
-                if a < 1e-9:      # fold the scale back into v before it underflows
-                    for i in range(n):
-                        v[i] *= a
-                    a = 1.0
-                t += 1.0
-        work_free(wk)
-        free(E)
-        free(M)
-        free(tacc)
+                        M[i] = a * v[d.off_trans + i]
+                        tacc[i] = 0.0
+                    shift = exp_shifted(&M[0], &E[0], L * L)
+                    logz = forward_backward(d, &v[0], &E[0], shift, t0, T, b, &tacc[0], a)
+                    total += logz - labeling_score(d, &v[0], b.s, t0, T, &labels[t0], a)
+                    eta = 1.0 / (lam * (t0_rate + t))
+                    a *= 1.0 - eta * lam
+                    factor = -eta / a
+                    accumulate_gradient(d, t0, T, &labels[t0], b, &v[0], factor)
+                    if learn_transitions:
+                        for i in range(L * L):
+                            v[d.off_trans + i] += factor * tacc[i] * E[i]
+                    else:   # undo what accumulate_gradient put there
+                        for i in range(L * L):
+                            v[d.off_trans + i] = 0.0
+                    if a < 1e-9:      # fold the scale back into v before it underflows
+                        for i in range(n):
+                            v[i] *= a
+                        a = 1.0
+                    t += 1.0
+        finally:
+            chain_pool_free(b, 1)
         return a, t, total
 
     def state_matrix(self, const double[::1] w):
@@ -508,18 +451,18 @@ cdef class Lattices:
         bwd_np = np.zeros((self.n_tokens, L), dtype=np.float64)
         cdef double[:, ::1] fwd = fwd_np
         cdef double[:, ::1] bwd = bwd_np
-        cdef Work* wk = work_new(self.max_len, L, self.d.has_edges)
         cdef Py_ssize_t s, t0
         cdef int T
-        if wk == NULL:
-            raise MemoryError("cannot allocate lattice buffers")
-        with nogil:
-            for s in range(self.n_sentences):
-                t0 = self.sent_ptr[s]
-                T = <int> (self.sent_ptr[s + 1] - t0)
-                build_log_tables(&self.d, &w[0], t0, T, wk)
-                chain_max_scores(T, L, wk.s, wk.chain.E, &fwd[t0, 0], &bwd[t0, 0])
-        work_free(wk)
+        cdef ChainBuffers* b = chain_pool_new(1, self.max_len, L, 1, self.d.has_edges, 0)
+        try:
+            with nogil:
+                for s in range(self.n_sentences):
+                    t0 = self.sent_ptr[s]
+                    T = <int> (self.sent_ptr[s + 1] - t0)
+                    build_log_tables(&self.d, &w[0], t0, T, b)
+                    chain_max_scores(T, L, b.s, b.E, &fwd[t0, 0], &bwd[t0, 0])
+        finally:
+            chain_pool_free(b, 1)
         return fwd_np, bwd_np
 
     def sequence_scores(self, const double[::1] w, const int[::1] labels):

@@ -22,7 +22,7 @@ back-pointer table per chain and position. Callers own the buffers.
 from libc.math cimport INFINITY
 from libc.string cimport memset
 
-from chain cimport exp_shifted, scaled_start, scaled_step, backward_weights
+from chain cimport exp_shifted, scaled_start, scaled_step, scaled_backward_start, backward_weights
 
 
 cdef struct Shape:
@@ -102,7 +102,7 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
     exp-state(t) * beta[t] / scale[t] for product_edge_marginals. tmp: 2*S scratch.
     """
     cdef int S = sh.S, C = sh.C
-    cdef int t, k, c
+    cdef int t, c
     cdef double logz, m
     cdef double* x
     cdef double* y
@@ -120,9 +120,7 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
             x = y
             y = tmp + S if y == tmp else tmp
         logz += scaled_step(x, q + t * S, alpha + t * S, scale + t, S)
-    x = beta + (T - 1) * S
-    for k in range(S):
-        x[k] = 1.0
+    scaled_backward_start(beta, T, S)
     for t in range(T - 1, 0, -1):
         qt = q + t * S
         backward_weights(qt, beta + t * S, scale[t], S)

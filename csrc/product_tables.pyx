@@ -16,7 +16,7 @@ The kernels run over the product chains in parallel.
 import numpy as np
 from cython.parallel cimport prange, parallel, threadid
 
-from chain cimport ChainBuffers, chain_buffers_new, chain_buffers_free
+from chain cimport ChainBuffers, chain_pool_new, chain_pool_free
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -128,19 +128,16 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
     for c_ in range(C):
         edv = edges_np[c_]
         edge_out[c_] = &edv[0, 0, 0] if tab.n_tokens else NULL
-    flags_np = np.zeros(nt, dtype=np.int32)
-    cdef int[::1] flags = flags_np
-    cdef ChainBuffers* b
+    cdef ChainBuffers* b = NULL
     cdef Py_ssize_t s, t0
     cdef int T, t, c, k, L
     if tab.n_chains == 0:
         return logz_np, node_np, edges_np
-    with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, S, C, False, 0)
-        if b == NULL:
-            flags[threadid()] = 1
-        for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-            if b != NULL:
+    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
+    try:
+        with nogil, parallel(num_threads=nt):
+            b = &pool[threadid()]
+            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
                 t0 = tab.sp[s]
                 T = <int> (tab.sp[s + 1] - t0)
                 factors_at(&factors, C, t0, T, b.E, b.shift)
@@ -154,9 +151,8 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
                 product_node_marginals(T, S, b.alpha, b.beta)
                 for k in range(T * S):
                     node[t0 + k // S, k % S] = b.alpha[k]
-        chain_buffers_free(b)
-    if flags_np.any():
-        raise MemoryError("cannot allocate product chain buffers")
+    finally:
+        chain_pool_free(pool, nt)
     return logz_np, node_np, edges_np
 
 
@@ -171,24 +167,20 @@ def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
     score_np = np.zeros(tab.n_chains)
     cdef int[::1] out = out_np
     cdef double[::1] score = score_np
-    flags_np = np.zeros(nt, dtype=np.int32)
-    cdef int[::1] flags = flags_np
-    cdef ChainBuffers* b
+    cdef ChainBuffers* b = NULL
     cdef Py_ssize_t s, t0
     cdef int T
     if tab.n_chains == 0:
         return out_np, score_np
-    with nogil, parallel(num_threads=nt):
-        b = chain_buffers_new(tab.max_len, S, C, False, 0)
-        if b == NULL:
-            flags[threadid()] = 1
-        for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-            if b != NULL:
+    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
+    try:
+        with nogil, parallel(num_threads=nt):
+            b = &pool[threadid()]
+            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
                 t0 = tab.sp[s]
                 T = <int> (tab.sp[s + 1] - t0)
                 factors_at(&factors, C, t0, T, b.E, NULL)
                 product_viterbi(sh, T, &tab.st[t0, 0], b.E, b.alpha, b.tmp, b.bp, &out[t0], &score[s])
-        chain_buffers_free(b)
-    if flags_np.any():
-        raise MemoryError("cannot allocate product chain buffers")
+    finally:
+        chain_pool_free(pool, nt)
     return out_np, score_np
