@@ -268,6 +268,8 @@ def _check_space(space, info, path):
         raise bad("it has no labels")
     if len(space.label_index) != L:
         raise bad("a label appears twice")
+    if not all(x and not any(c.isspace() for c in x) for x in labels):
+        raise bad("a label is empty or holds white space (it could not be a column of a CoNLL file)")
     if info.get("order", 1) == 2 and not all(SEP in x for x in labels):
         raise bad("an order-2 model's labels must be tag pairs")
     ptr, fl = space.feat_ptr, space.feat_label

@@ -336,3 +336,14 @@ def test_header_fields_of_the_wrong_type_are_one_line(field, value):
     def edit(meta, arrays):
         meta[field] = value
     assert f"its field {field!r} is not a" in load_error(crafted(edit))
+
+
+@pytest.mark.parametrize("label", ["", "B NP", "I-NP\t"])
+def test_a_label_that_cannot_be_a_column_is_refused_at_load(label):
+    # found by the fuzz suite: an empty label name tagged with a missing output column, exit 0
+    from crftk.io.container import pack_strings
+
+    def edit(meta, arrays):
+        labels = ["B-NP", label, "O"]
+        arrays["labels.offsets"], arrays["labels.blob"] = pack_strings(labels)
+    assert "a label is empty or holds white space" in load_error(crafted(edit))

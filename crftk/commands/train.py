@@ -247,6 +247,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     elif not template.unigrams:
         log("crftk: warning: the template has no U lines: the model has no state features and learns "
             + ("transitions only" if template.bigrams or template.label_bigram else "start and end weights only"))
+    if opt["model_type"] == "memm" and template.bigrams:
+        raise CrftkError("MEMMs do not support transition templates with macros (B lines with %x); use a "
+                         "plain B line", template.path, template.bigrams[0].lineno)
     order2 = opt["order"] == 2
     origins = Origins()
     stream = origins.record(sentences)

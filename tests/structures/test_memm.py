@@ -96,3 +96,14 @@ def test_memm_trains_and_tags_through_the_commands(tmp_path):
     with pytest.raises(CrftkError, match="lbfgs"):
         train([tmp_path / "train.txt"], tmp_path / "t.tmpl", log=lambda m: None, model_type="memm",
               algorithm="perceptron")
+
+
+def test_a_transition_template_with_macros_is_refused_at_its_line(tmp_path):
+    # found by the fuzz suite: the error named neither the template nor its line
+    from crftk.commands.train import train
+    from crftk.errors import CrftkError
+    (tmp_path / "t.tmpl").write_text("U:%x[0,0]\nB%x[0,0]\n")
+    (tmp_path / "d.txt").write_text("a A\nb B\n\n")
+    with pytest.raises(CrftkError, match="MEMMs do not support") as e:
+        train([tmp_path / "d.txt"], tmp_path / "t.tmpl", None, log=lambda m: None, model_type="memm")
+    assert (e.value.path, e.value.line) == (str(tmp_path / "t.tmpl"), 2)
