@@ -31,7 +31,7 @@ help:
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 
 # Rebuilt only when the build inputs change.
-$(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx csrc/vector.pyx csrc/induce.pyx
+$(OUT)/.installed: setup.py pyproject.toml $(wildcard csrc/*.pyx csrc/*.pxd)
 	$(PYTHON) -m pip install -q -e '.[test]'
 	@mkdir -p $(OUT) && touch $@
 
