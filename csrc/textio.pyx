@@ -339,23 +339,23 @@ cdef class ColumnIds:
         self.blob = b"".join(encoded)
         self.blobp = <const uint8_t*> (<char*> self.blob)
         offs = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=offs[1:])
+        if encoded:
+            np.cumsum([len(e) for e in encoded], out=offs[1:])
         self.offs = offs
-        cdef uint64_t size = 16
-        while size < 2 * len(encoded) + 2:
+        cdef Py_ssize_t n = len(encoded), i
+        cdef uint64_t size = 16, h
+        while size < <uint64_t> (2 * n + 2):
             size *= 2
         self.mask = size - 1
         self.slots = np.full(size, -1, dtype=np.int32)
-        cdef const uint8_t* b = <const uint8_t*> (<char*> self.blob)
-        cdef Py_ssize_t i
-        cdef uint64_t h
-        for i in range(len(encoded)):
-            if self._find(b + offs[i], offs[i + 1] - offs[i]) >= 0:
-                continue               # a vocabulary has no duplicates; keep the first anyway
-            h = hash_bytes(b + offs[i], offs[i + 1] - offs[i]) & self.mask
-            while self.slots[h] >= 0:
-                h = (h + 1) & self.mask
-            self.slots[h] = i
+        with nogil:
+            for i in range(n):
+                if self._find(self.blobp + self.offs[i], self.offs[i + 1] - self.offs[i]) >= 0:
+                    continue           # a vocabulary has no duplicates; keep the first anyway
+                h = hash_bytes(self.blobp + self.offs[i], self.offs[i + 1] - self.offs[i]) & self.mask
+                while self.slots[h] >= 0:
+                    h = (h + 1) & self.mask
+                self.slots[h] = <int32_t> i
 
     cdef inline int32_t _find(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
         cdef uint64_t h = hash_bytes(p, n) & self.mask
@@ -374,37 +374,41 @@ cdef class ColumnIds:
 
 
 cdef class KeyIndex:
-    """Index of each key of a sorted int64 array (a hash table in place of a binary search)."""
-    cdef int64_t[::1] keys
-    cdef int32_t[::1] slots
+    """Index of each key of a sorted int64 array (a hash table in place of a binary search).
+
+    Each slot holds the key and its index side by side: a lookup touches one cache line.
+    """
+    cdef int64_t[::1] slots       # key, index, key, index ...; key -1: empty
     cdef uint64_t mask
 
     def __init__(self, keys):
-        keys = np.ascontiguousarray(keys, dtype=np.int64)
-        self.keys = keys
-        cdef uint64_t size = 16
-        while size < 2 * keys.shape[0] + 2:
+        cdef const int64_t[::1] k = np.ascontiguousarray(keys, dtype=np.int64)
+        cdef Py_ssize_t n = k.shape[0], i
+        cdef uint64_t size = 16, h
+        while size < <uint64_t> (2 * n + 2):
             size *= 2
         self.mask = size - 1
-        self.slots = np.full(size, -1, dtype=np.int32)
-        cdef Py_ssize_t i
-        cdef uint64_t h
-        for i in range(keys.shape[0]):
-            h = hash_int(self.keys[i]) & self.mask
-            while self.slots[h] >= 0:
-                h = (h + 1) & self.mask
-            self.slots[h] = i
+        self.slots = np.full(2 * size, -1, dtype=np.int64)
+        with nogil:
+            for i in range(n):
+                h = hash_int(k[i]) & self.mask
+                while self.slots[2 * h] >= 0:
+                    h = (h + 1) & self.mask
+                self.slots[2 * h] = k[i]
+                self.slots[2 * h + 1] = i
 
-    cdef inline int32_t find(self, int64_t key) noexcept nogil:
+    cdef inline int64_t find(self, int64_t key) noexcept nogil:
         cdef uint64_t h
-        cdef int32_t i
+        cdef int64_t k
         if key < 0:
             return -1
         h = hash_int(key) & self.mask
         while True:
-            i = self.slots[h]
-            if i < 0 or self.keys[i] == key:
-                return i
+            k = self.slots[2 * h]
+            if k == key:
+                return self.slots[2 * h + 1]
+            if k < 0:
+                return -1
             h = (h + 1) & self.mask
 
     def lookup(self, int64_t key):
@@ -601,7 +605,7 @@ def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const in
     encoded = [lab.encode("utf-8") for lab in labels]
     lab_blob = b"".join(encoded)
     lab_off_np = np.zeros(L + 1, dtype=np.int64)
-    np.cumsum([len(e) for e in encoded], out=lab_off_np[1:])
+    np.cumsum([len(x) for x in encoded], out=lab_off_np[1:])
     cdef int64_t[::1] lab_off = lab_off_np
     cdef const uint8_t* lb = <const uint8_t*> (<char*> lab_blob)
     cdef Py_ssize_t size = 0, t, k, it, s, pos = 0, nf, j
