@@ -208,11 +208,12 @@ def worker_tag_crfsuite(job):
     tagger = pycrfsuite.Tagger()
     tagger.open(job["model"])
     tag = tagger.tag
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     for x in items:
         tag(x)
     seconds = time.perf_counter() - t
-    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds, "peak_mb": hwm_mb()}
+    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds, "peak_mb": hwm_mb(),
+            "cpu_seconds": time.process_time() - cpu}
 
 
 def worker_profile(job):
@@ -220,10 +221,47 @@ def worker_profile(job):
     from crftk.model import Model
     model = Model.load(job["model"])
     try:
-        from crftk.io.textio import profile_stages      # the compiled pipeline, when present
+        from crftk.io.conll import read_batches         # noqa: F401 (the compiled pipeline, when present)
+        profile_stages = compiled_profile_stages
     except ImportError:
         profile_stages = legacy_profile_stages
     return profile_stages(model, job["input"], threads=job.get("threads", 1))
+
+
+def compiled_profile_stages(model, path, threads=1):
+    """The stages of the compiled pipeline (read_batches, encode_raw, Viterbi, format_rows), one thread."""
+    import numpy as np
+    from crftk import _textio
+    from crftk.commands.tag import Tagger
+    from crftk.io.conll import Layout, read_batches
+    space = model.space
+    tagger = Tagger(model, threads=threads)
+    labels = tagger.labels.tolist()
+    seconds = dict.fromkeys(("read", "extract", "decode", "write"), 0.0)
+    layout = Layout()
+    batches = read_batches(path, n_columns={space.n_columns, space.n_columns - 1}, layout=layout)
+    clock = time.perf_counter
+    t_all = clock()
+    space.raw_encoder()
+    with open(os.devnull, "wb") as out:
+        while True:
+            t = clock()
+            b = next(batches, None)
+            seconds["read"] += clock() - t
+            if b is None:
+                break
+            t = clock()
+            corpus = space.encode_raw(b)
+            seconds["extract"] += clock() - t
+            t = clock()
+            pred, _ = tagger.structure.bind(corpus, threads).best(tagger.weights)
+            seconds["decode"] += clock() - t
+            t = clock()
+            out.write(_textio.format_rows(b.block, b.tok_start, b.tok_end, b.sent_ptr, b.items, b.pt_start,
+                                          b.pt_end, np.ascontiguousarray(pred, dtype=np.int32), labels,
+                                          layout.separator.encode()))
+            seconds["write"] += clock() - t
+    return {"stages": list(seconds), "seconds": seconds, "total": clock() - t_all}
 
 
 def legacy_profile_stages(model, path, threads=1):
@@ -341,16 +379,19 @@ def time_tag(model, inp, out, threads):
     cmd = [sys.executable, "-m", "crftk.cli", "tag", "-m", model, "-p", str(threads), "-o", out, inp]
     gnu_time = shutil.which("time") if os.path.exists("/usr/bin/time") else None
     if gnu_time:
-        cmd = [gnu_time, "-f", "%M"] + cmd
+        cmd = [gnu_time, "-f", "%M %U %S"] + cmd
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env_with_repo(), cwd=REPO, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"crftk tag failed: {proc.stderr}")
-    peak = int(proc.stderr.strip().splitlines()[-1]) / 1024 if gnu_time else None
+    peak = cpu = None
+    if gnu_time:
+        kb, user, system = proc.stderr.strip().splitlines()[-1].split()
+        peak, cpu = int(kb) / 1024, float(user) + float(system)
     with open(out, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()
-    return seconds, peak, digest
+    return seconds, peak, digest, cpu
 
 
 # ----------------------------------------------------------------- parent
@@ -408,9 +449,10 @@ def run(args):
             for rep in range(args.repeats):
                 for t in (1, 2):
                     la = loadavg()
-                    s, peak, digest = time_tag(models["crftk"], big, os.path.join(workdir, "out.txt"), t)
-                    res["tag"][f"crftk-t{t}"].append({"seconds": s, "peak_mb": peak, "sha256": digest, "load": la})
-                    note(f"crftk tag -p {t}: {s:.2f} s (load {la})")
+                    s, peak, digest, cpu = time_tag(models["crftk"], big, os.path.join(workdir, "out.txt"), t)
+                    res["tag"][f"crftk-t{t}"].append({"seconds": s, "peak_mb": peak, "sha256": digest, "load": la,
+                                                      "cpu_seconds": cpu})
+                    note(f"crftk tag -p {t}: {s:.2f} s, CPU {cpu} s (load {la})")
                 la = loadavg()
                 r = spawn("tag_crfsuite", {"dev_attrs": files["dev_attrs"], "copies": args.copies,
                                            "model": models["crfsuite"]}, workdir)
@@ -461,12 +503,15 @@ def table(res):
     if "tag" in res:
         n = res["tag_tokens"]
         lines += [f"### Tagging {n:,} tokens (dev.txt x {c['copies']}), whole process, median of {c['repeats']}", "",
-                  "| system | seconds | tokens/s | peak RSS MB | load |", "|---|---|---|---|---|"]
+                  "| system | seconds | tokens/s | CPU seconds (user + sys) | tokens per CPU second | peak RSS MB "
+                  "| load |", "|---|---|---|---|---|---|---|"]
         for key, label in (("crftk-t1", "crftk tag -o, 1 thread"), ("crftk-t2", "crftk tag -o, 2 threads"),
                            ("crfsuite", "python-crfsuite Tagger.tag, features already extracted")):
             runs = res["tag"][key]
             s = median([r["seconds"] for r in runs])
-            lines.append(f"| {label} | {fmt(s)} | {n / s:,.0f} | {fmt(median([r.get('peak_mb') for r in runs]), '.0f')} "
+            cpu = median([r.get("cpu_seconds") for r in runs])
+            lines.append(f"| {label} | {fmt(s)} | {n / s:,.0f} | {fmt(cpu)} | {fmt(n / cpu if cpu else None, ',.0f')} "
+                         f"| {fmt(median([r.get('peak_mb') for r in runs]), '.0f')} "
                          f"| {fmt(median([r['load'] for r in runs]))} |")
         lines += ["", f"Outputs of all crftk runs byte-identical: {res['tag_outputs_identical']}."]
     if "profile" in res:
