@@ -24,7 +24,7 @@ from crftk._lattice import Lattices
 from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.lexicon import Lexicon
-from crftk.features.templates import padding_value, parse_template
+from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.structures.layout import ChainLayout
 
@@ -613,6 +613,7 @@ class FeatureSpace:
                 template = parse_template(meta["template"], meta.get("template_path", "<model>"))
             except CrftkError as e:     # the fault is in the model file, not in that template file
                 raise CrftkError(f"the model's template ({e.path}, line {e.line}): {e.message}", path) from None
+            _check_columns(meta, template, path)
             labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"], path=path)
             lexicons = {name: _lexicon_from_lines(unpack_strings(arrays[f"lexicon.{name}.offsets"],
                                                                 arrays[f"lexicon.{name}.blob"], path=path),
@@ -656,6 +657,20 @@ def _check_meta_types(meta, path):
     for name, opts in meta.get("lexicons", {}).items():
         if not isinstance(opts, dict) or not isinstance(opts.get("ignore_case"), bool):
             raise CrftkError(f"model file is inconsistent: lexicon {shown(name)} has no ignore_case flag", path)
+
+
+def _check_columns(meta, template, path):
+    """Refuse a header whose column count, label column or lexicons do not fit its template."""
+    n, label_col = meta["n_columns"], meta["label_col"]
+    if not 1 <= n <= MAX_COLUMNS or not -n <= label_col < n:
+        raise CrftkError(f"model file is inconsistent: label column {label_col} of {n} columns", path)
+    if template.columns and max(template.columns) >= n:
+        raise CrftkError(f"model file is inconsistent: its template reads column {max(template.columns)} "
+                         f"of {n} columns", path)
+    missing = sorted(set(template.lexicons) - set(meta.get("lexicons", {})))
+    if missing:
+        raise CrftkError(f"model file is inconsistent: its template uses lexicon {shown(missing[0])}, "
+                         "which the file does not hold", path)
 
 
 def _lexicon_from_lines(lines, name, ignore_case):
