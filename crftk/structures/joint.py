@@ -1,0 +1,192 @@
+"""Composed models (Sutton & McCallum 2005): stages decoded jointly over the product of their labels.
+
+A composition chains separately trained CRFs: stage i reads, in its fed column, the
+label of stage i-1 at the same token. The composed model is a linear chain over the
+cross product of the stages' label sets whose score is the sum of the stages' scores
+(their eq. 7). When every template line of stage i reads the fed column at offset 0
+only (the paper's f(s_{t-1}, s_t, s^{i-1}_t, x, t)), the sum factorizes: at each token
+a table over (label of stage i-1, label of stage i), and each stage keeps its own
+transition matrix. That is a product of chains coupled at every position, which
+csrc/product.pxd decodes exactly with the factorized recursion (crftk._product).
+
+- crftk.structures.composed.Composed: the structure a pipeline's model file names;
+- :class:`FedLink`: the tables of one stage for every label its fed column may take;
+- :func:`product_state`, :func:`product_viterbi`, :func:`product_marginals`: exact
+  inference over the product, from those tables.
+"""
+
+import numpy as np
+
+from crftk.features.space import Positions
+
+#: Most joint-state entries (tokens x joint labels) decoded at once: 64 MB of doubles.
+MAX_JOINT_CELLS = 2**23
+
+
+def fed_offsets(template, col):
+    """{(row, anchored)} of the macros that read column ``col`` (directly or through a test)."""
+    found = set()
+    for line in template.lines:
+        for m in line.macros:
+            if m.col == col or (col == 0 and m.kind == "lex"):
+                found.add((m.row, m.anchored))
+    if col == 0 and template.anchored:
+        found.add((None, True))        # first mentions are found by the words of column 0
+    return found
+
+
+def exact_link(template, col):
+    """None when the template reads column ``col`` at offset 0 only, in U lines (the joint
+    decoding is then exact); otherwise why not, for the log."""
+    for line in template.bigrams:
+        if any(m.col == col for m in line.macros):
+            return f"transition line {line.text!r} reads it"
+    offsets = fed_offsets(template, col)
+    if any(anchored for _, anchored in offsets):
+        return "a first-mention or lexicon test reads it"
+    rows = sorted(row for row, _ in offsets if row != 0)
+    if rows:
+        return f"it is read at offset{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows))}"
+    return None
+
+
+def _dense_lines(space, weights, lines):
+    """Per line, [attributes of the line + 1, labels]: the state weights of each attribute,
+    and a last row of zeros for an attribute unseen in training (rank -1)."""
+    L = space.n_labels
+    out = []
+    ptr, fl = space.feat_ptr, space.feat_label
+    for cl in lines:
+        table = np.zeros((cl.size + 1, L))
+        lo, hi = int(ptr[cl.offset]), int(ptr[cl.offset + cl.size])
+        attr = np.repeat(np.arange(cl.size), np.diff(ptr[cl.offset:cl.offset + cl.size + 1]))
+        table[attr, fl[lo:hi]] = weights[lo:hi]
+        out.append(table)
+    return out
+
+
+class FedLink:
+    """The state tables of a stage for every value its fed column can take.
+
+    ``values`` is the list of strings the upstream stage outputs. For a batch of
+    sentences (rows in the stage's own layout), :meth:`tables` returns
+    [tokens, len(values), labels]: the stage's log state potentials (start and end
+    weights included) at each token if the fed column held each value there. Lines
+    that do not read the fed column are encoded once; the lines that do are encoded
+    once per value, the value set at every token.
+    """
+
+    def __init__(self, model, col, values):
+        self.model = model
+        self.space = space = model.space
+        self.col = col
+        self.values = list(values)
+        fed = {k for k in space.extractor.keys if (k if isinstance(k, int) else k[1]) == col}
+        self.fed_sources = fed
+        self.fed_lines = [cl for cl in space.unigram_lines if any(m.source in fed for m in cl.line.macros)]
+        self.dense = _dense_lines(space, model.weights, self.fed_lines)
+        vocab = space.vocabs[col]
+        self.value_ids = [vocab.index.get(v, -1) for v in self.values]
+
+    def _override(self, values, n, value):
+        """values with every fed source set as if the fed column held ``value`` (None: no value)."""
+        space = self.space
+        single, multi = dict(values.single), dict(values.multi)
+        for key in self.fed_sources:
+            if isinstance(key, int):
+                vid = -1 if value is None else space.vocabs[key].index.get(value, -1)
+                single[key] = np.full(n, vid, dtype=np.int64)
+                continue
+            test = space.extractor.tests.get(key)
+            result = None if value is None or test is None else test(value)
+            vocab = space.vocabs[key]
+            if key in multi:
+                ids = [] if result is None else [i for i in vocab.ids(result).tolist() if i >= 0]
+                ptr = np.arange(n + 1, dtype=np.int64) * len(ids)
+                multi[key] = (ptr, np.tile(np.asarray(ids, dtype=np.int64), n))
+            else:
+                vid = -1 if result is None else vocab.index.get(result, -1)
+                single[key] = np.full(n, vid, dtype=np.int64)
+        return type(values)(single, multi, values.anchor, values.lengths, values.labels)
+
+    def tables(self, sentences, n_threads=1):
+        space = self.space
+        values = space.extractor.values(sentences)
+        n = int(values.lengths.sum())
+        pos = Positions(values.lengths, values.anchor)
+        base_values = self._override(values, n, None)
+        corpus = space._encode(base_values, pos, None)
+        base = space.lattices(corpus).state_matrix(self.model.weights)
+        out = np.repeat(base[:, None, :], len(self.values), axis=1)
+        for j, value in enumerate(self.values):
+            vals = self._override(values, n, value)
+            for cl, dense in zip(self.fed_lines, self.dense):
+                own, keys = space._keys(cl, vals, pos)
+                rows = dense[space._rank(cl, keys)]
+                if own is None:
+                    out[:, j, :] += rows
+                else:
+                    np.add.at(out[:, j, :], own, rows)
+        return out, corpus
+
+
+def transitions(model, corpus):
+    """The log transition matrix of a chain stage: [L, L], or [N, L, L] (row t: into token t)
+    when its transition lines (B lines with macros) fire somewhere."""
+    space, w = model.space, model.weights
+    lay = space.layout()
+    L = space.n_labels
+    trans = w[lay.trans].reshape(L, L)
+    if not space.n_edge_attrs or corpus.eattrs.size == 0:
+        return trans
+    edge = w[lay.edge].reshape(space.n_edge_attrs, L, L)
+    counts = np.diff(corpus.eattr_ptr)
+    out = np.repeat(trans[None], corpus.n_tokens, axis=0)
+    np.add.at(out, np.repeat(np.arange(corpus.n_tokens), counts), edge[corpus.eattrs])
+    return out
+
+
+def product_state(first, links):
+    """Joint log state potentials [N, prod(sizes)] (chain 0 outermost): ``first`` [N, n0] is
+    the first stage's table, ``links[i]`` [N, n_i, n_{i+1}] stage i+1's table given stage i."""
+    state = first
+    for link in links:
+        # state [N, ..., n_i] + link [N, n_i, n_{i+1}] broadcast over the outer stages
+        n = state.shape[0]
+        outer = state.reshape(n, -1, link.shape[1])
+        state = (outer[:, :, :, None] + link[:, None, :, :]).reshape(n, -1)
+    return np.ascontiguousarray(state)
+
+
+def sentence_groups(sent_ptr, n_states):
+    """Runs of whole sentences holding at most MAX_JOINT_CELLS joint-state entries (a longer
+    sentence alone): the joint tables are built and decoded one run at a time."""
+    limit = max(1, MAX_JOINT_CELLS // max(1, n_states))
+    groups, start = [], 0
+    lengths = np.diff(sent_ptr)
+    tokens = 0
+    for s, n in enumerate(lengths.tolist()):
+        if s > start and tokens + n > limit:
+            groups.append((start, s))
+            start, tokens = s, 0
+        tokens += n
+    if lengths.size:
+        groups.append((start, lengths.size))
+    return groups
+
+
+def product_viterbi(sizes, sent_ptr, state, trans, n_threads=1):
+    """(labels [C, N] of each stage, best joint score per sentence)."""
+    from crftk import _product
+    joint, score = _product.viterbi(sizes, sent_ptr, state, trans, n_threads)
+    return np.stack(np.unravel_index(joint, sizes)).astype(np.int64), score
+
+
+def product_marginals(sizes, sent_ptr, state, trans, n_threads=1):
+    """(per stage node marginals [N, n_c], log Z per sentence)."""
+    from crftk import _product
+    logz, node, _ = _product.forward_backward(sizes, sent_ptr, state, trans, n_threads)
+    full = node.reshape((node.shape[0],) + tuple(int(n) for n in sizes))
+    C = len(sizes)
+    marg = [full.sum(axis=tuple(a for a in range(1, C + 1) if a != c + 1)) for c in range(C)]
+    return marg, logz
