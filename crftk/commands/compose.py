@@ -182,12 +182,12 @@ class Pipeline:
             return None
         if mode == "exact":
             sizes = " x ".join(str(len(s.labels)) for s in self.stages)
-            return (f"joint decoding: exact, over the product of the label sets ({sizes} = "
+            return (f"exact, over the product of the label sets ({sizes} = "
                     f"{math.prod(len(s.labels) for s in self.stages):,} joint labels; every fed column "
                     f"is read at offset 0 only)")
         why = "; ".join(f"stage {i + 2} reads column {s.feed}: {w}"
                         for i, (s, w) in enumerate(zip(self.stages[1:], self.links())) if w)
-        return (f"joint decoding: rescoring the {nbest_upstream} best labelings of each upstream stage "
+        return (f"rescoring the {nbest_upstream} best labelings of each upstream stage "
                 f"by the summed score (not exact: {why})")
 
     def decode(self, sentences, mode="joint", nbest_upstream=20):
@@ -408,7 +408,7 @@ def compose(model_paths, feeds, output, *, log=_quiet):
     log(f"composed {len(models)} models into {output}: {links}")
     desc = pipeline.describe_joint("--nbest-upstream K")
     if desc:
-        log(f"with --decode {desc}")
+        log(f"crftk tag --decode joint: {desc}")
     return pipeline
 
 
@@ -426,7 +426,7 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ba
         if pipeline.joint_mode() is not None:
             nbest_upstream = _nbest_check(nbest_upstream)
         if log is not None and pipeline.joint_mode() is not None:
-            log(pipeline.describe_joint(nbest_upstream))
+            log(f"joint decoding: {pipeline.describe_joint(nbest_upstream)}")
     elif decode == "cascade":
         if log is not None:
             log("cascade decoding: each stage's Viterbi labels feed the next")

@@ -259,9 +259,10 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
             predicted[i] = labels
         gold = [[row[model.space.label_col] for row in sentences[i].rows] for i in held.tolist()]
         score = evaluate(gold, tags)
+        f1 = f", F1 {score.overall.f1:.2f}" if score.overall.n_gold else ""      # labels that form chunks
         log(f"cross-prediction fold {k + 1}/{folds}: {plural(len(rest), 'training sentence')}, "
             f"{model.info['iterations']} iterations; {plural(held.size, 'sentence')} tagged, "
-            f"accuracy {100 * score.token_accuracy:.2f}, F1 {score.overall.f1:.2f}")
+            f"accuracy {100 * score.token_accuracy:.2f}{f1}")
     col = model.space.label_col
     parts, i = [], 0
     for items, sep in files:
