@@ -103,9 +103,10 @@ cdef class ProductTables:
         self.st = self.state
 
 
-def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
+def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=True):
     """(log Z [S], joint node marginals [N, prod(sizes)], per chain edge marginals
-    [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0))."""
+    [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0), or None for them
+    when ``edges`` is false (they cost more than the rest)."""
     cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
     cdef const Shape* sh = &tab.shape
     cdef int S = sh.S, C = sh.C, nt = max(1, n_threads)
@@ -120,19 +121,19 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
     factors_init(&factors, exp_tables, shifts)
     logz_np = np.zeros(tab.n_chains)
     node_np = np.zeros((tab.n_tokens, S))
-    edges_np = [np.zeros((tab.n_tokens, n, n)) for n in tab.sizes.tolist()]
+    edges_np = [np.zeros((tab.n_tokens if edges else 0, n, n)) for n in tab.sizes.tolist()]
     cdef double[::1] logz = logz_np
     cdef double[:, ::1] node = node_np
     cdef double* edge_out[8]
     cdef double[:, :, ::1] edv
     for c_ in range(C):
         edv = edges_np[c_]
-        edge_out[c_] = &edv[0, 0, 0] if tab.n_tokens else NULL
+        edge_out[c_] = &edv[0, 0, 0] if tab.n_tokens and edges else NULL
     cdef ChainBuffers* b = NULL
     cdef Py_ssize_t s, t0
     cdef int T, t, c, k, L
     if tab.n_chains == 0:
-        return logz_np, node_np, edges_np
+        return logz_np, node_np, edges_np if edges else None
     cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
     try:
         with nogil, parallel(num_threads=nt):
@@ -143,7 +144,7 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
                 factors_at(&factors, C, t0, T, b.E, b.shift)
                 logz[s] = product_forward_backward(sh, T, &tab.st[t0, 0], b.E, b.shift, b.q, b.alpha, b.beta,
                                                    b.scale, b.tmp)
-                for t in range(1, T):
+                for t in range(1, T if edges else 1):
                     for c in range(C):
                         L = sh.n[c]
                         product_edge_marginals(sh, c, b.alpha + (t - 1) * S, b.E + t * C, b.q + t * S,
@@ -153,7 +154,7 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
                     node[t0 + k // S, k % S] = b.alpha[k]
     finally:
         chain_pool_free(pool, nt)
-    return logz_np, node_np, edges_np
+    return logz_np, node_np, edges_np if edges else None
 
 
 def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):

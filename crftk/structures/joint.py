@@ -185,7 +185,7 @@ def product_viterbi(sizes, sent_ptr, state, trans, n_threads=1):
 def product_marginals(sizes, sent_ptr, state, trans, n_threads=1):
     """(per stage node marginals [N, n_c], log Z per sentence)."""
     from crftk import _product
-    logz, node, _ = _product.forward_backward(sizes, sent_ptr, state, trans, n_threads)
+    logz, node, _ = _product.forward_backward(sizes, sent_ptr, state, trans, n_threads, edges=False)
     full = node.reshape((node.shape[0],) + tuple(int(n) for n in sizes))
     C = len(sizes)
     marg = [full.sum(axis=tuple(a for a in range(1, C + 1) if a != c + 1)) for c in range(C)]

@@ -166,3 +166,27 @@ def test_exact_link_says_why_not():
     assert joint.exact_link(parse_template("U0:%x[0,1]/%x[-1,0]\nU1:%X[0,1]\nB\n"), 1) is None
     assert "transition line" in joint.exact_link(parse_template("U0:%x[0,1]\nB1:%x[0,1]\n"), 1)
     assert "first-mention" in joint.exact_link(parse_template("U0:%^x[0,1]\n"), 1)
+
+
+def test_product_viterbi_with_ties_returns_a_path_of_the_best_score():
+    # integer potentials: many labelings share the best score; the path traced back must be one
+    rng = np.random.default_rng(5)
+    sizes = np.array([3, 4, 2], dtype=np.int32)
+    lengths = [1, 2, 5, 7]
+    sp = np.concatenate([[0], np.cumsum(lengths)])
+    N, S = int(sp[-1]), int(np.prod(sizes))
+    state = rng.integers(-2, 2, size=(N, S)).astype(float)
+    trans = [rng.integers(-1, 2, size=(n, n)).astype(float) for n in sizes]
+    labels, scores = joint.product_viterbi(sizes, sp, state, trans)
+    big = np.zeros((S, S))
+    for a in range(S):
+        for b in range(S):
+            ya, yb = np.unravel_index(a, sizes), np.unravel_index(b, sizes)
+            big[a, b] = sum(trans[c][ya[c], yb[c]] for c in range(3))
+    _, ref = _chain.viterbi(sp, state, big)
+    np.testing.assert_array_equal(scores, ref)
+    joint_labels = np.ravel_multi_index(tuple(labels), sizes)
+    for s in range(len(lengths)):
+        y = joint_labels[sp[s]:sp[s + 1]]
+        total = state[np.arange(sp[s], sp[s + 1]), y].sum() + sum(big[y[t - 1], y[t]] for t in range(1, len(y)))
+        assert total == scores[s]
