@@ -351,7 +351,12 @@ def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
 def info(model_path, as_json):
     """Summarise a model: labels, templates, features, training record."""
     from crftk.model import Model, format_summary
-    summary = Model.load(model_path).summary()
+    model = Model.load(model_path)
+    if model.structure_name == "composed":
+        from crftk.commands.compose import Pipeline
+        summary = Pipeline.from_model(model, model_path).summary()
+    else:
+        summary = model.summary()
     click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
 
 

@@ -152,6 +152,22 @@ class Pipeline:
     def save(self, path):
         self.to_model().save(path)
 
+    def summary(self):
+        """``crftk info``'s summary of a pipeline: its stages, links and joint decoding."""
+        stages = {}
+        for i, s in enumerate(self.stages):
+            space = s.space
+            stages[f"stage{i + 1}"] = {
+                "model": s.name, "structure": s.model.structure_name, "labels": s.labels,
+                "n_labels": len(s.labels), "columns": space.n_columns, "label_column": space.label_col,
+                "fed_column": s.feed, "attributes": space.n_attrs, "parameters": space.n_params,
+                "iterations": s.model.info.get("iterations"), "converged": s.model.info.get("converged")}
+        mode = self.joint_mode()
+        return {"structure": Composed.name, "stages": stages, "input_columns": self.n_columns,
+                "joint_decoding": mode if mode != "nbest" else "nbest-upstream",
+                "joint_labels": math.prod(len(s.labels) for s in self.stages),
+                "composed_from": self.info.get("composed_from")}
+
     # input ---------------------------------------------------------------------------
     def input_columns(self, n):
         """True when rows of n columns carry the last stage's gold label, False when they lack it."""
@@ -418,7 +434,8 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ba
     (sentences, tokens, accuracy counts). When the input holds every stage's gold labels
     (the fed columns and the last stage's gold column), the counts give each stage's token
     accuracy and the accuracy of all stages together."""
-    from crftk.io.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
+    from crftk.commands.tag import input_batches
+    from crftk.io.conll import MAX_SENTENCE_TOKENS
     if max_sentence_tokens is None:
         max_sentence_tokens = MAX_SENTENCE_TOKENS
     decode = params.DECODE.check(decode)
@@ -434,41 +451,29 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ba
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
     scored = 0
-    n_sent = n_tok = 0
+    counts = [0, 0]
     by_document = any(s.space.template.anchored for s in pipeline.stages)
     gold_cols = [s.feed for s in pipeline.stages[1:]] + [pipeline.stages[-1].space.label_col]
-    for path in inputs:
-        layout = Layout()
-        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
-                                max_sentence_tokens=max_sentence_tokens)
-        before = n_sent
-        for batch in chunked(stream, batch_tokens, by_document=by_document):
-            sents = [it for it in batch if not isinstance(it, str)]
-            tags = iter(pipeline.tag(sents, decode, nbest_upstream)) if sents else iter(())
-            sep = layout.separator or "\t"
-            for it in batch:
-                if isinstance(it, str):
-                    out.write(it + "\n")
-                    continue
-                labels = next(tags)
-                rows = it.rows
-                out.write("".join(sep.join(r) + sep + sep.join(x) + "\n"
-                                  for r, x in zip(rows, zip(*labels))) + "\n")
-                if len(rows[0]) == pipeline.n_columns:
-                    gold = np.array([[r[c] for c in gold_cols] for r in rows], dtype=object)
-                    pred = np.array(list(zip(*labels)), dtype=object)
-                    ok = gold == pred
-                    correct[:C] += ok.sum(axis=0)
-                    correct[C] += ok.all(axis=1).sum()
-                    scored += len(rows)
-            n_sent += len(sents)
-            n_tok += sum(len(s) for s in sents)
-            if progress:
-                progress(n_sent, n_tok)
-        if n_sent == before and log is not None:
-            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
+    for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=by_document,
+                                    max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
+                                    counts=counts):
+        sents = [it for it in batch if not isinstance(it, str)]
+        tags = iter(pipeline.tag(sents, decode, nbest_upstream))
+        for it in batch:
+            if isinstance(it, str):
+                out.write(it + "\n")
+                continue
+            labels = next(tags)
+            rows = it.rows
+            out.write("".join(sep.join(r) + sep + sep.join(x) + "\n" for r, x in zip(rows, zip(*labels))) + "\n")
+            if len(rows[0]) == pipeline.n_columns:
+                gold = np.array([[r[c] for c in gold_cols] for r in rows], dtype=object)
+                ok = gold == np.array(list(zip(*labels)), dtype=object)
+                correct[:C] += ok.sum(axis=0)
+                correct[C] += ok.all(axis=1).sum()
+                scored += len(rows)
     if scored and log is not None:
         acc = [f"stage {c + 1} {100 * correct[c] / scored:.2f}" for c in range(C)]
         log(f"token accuracy against the input's columns {gold_cols}: {', '.join(acc)}, "
             f"all stages together {100 * correct[C] / scored:.2f}")
-    return n_sent, n_tok, (correct, scored)
+    return counts[0], counts[1], (correct, scored)

@@ -235,3 +235,14 @@ def test_compose_help_runs():
     p = subprocess.run([sys.executable, "-m", "crftk", "compose", "--help"], capture_output=True, text=True,
                        cwd=REPO)
     assert p.returncode == 0 and "--feed" in p.stdout
+
+
+def test_info_summarises_a_pipeline(files):
+    pipe = compose_file(files)
+    code, out, err = cli("info", "--json", pipe)
+    assert code == 0, err
+    import json
+    d = json.loads(out)
+    assert d["structure"] == "composed" and d["joint_decoding"] == "exact"
+    assert d["stages"]["stage2"]["fed_column"] == 1 and d["stages"]["stage1"]["fed_column"] is None
+    assert d["joint_labels"] == d["stages"]["stage1"]["n_labels"] * d["stages"]["stage2"]["n_labels"]
