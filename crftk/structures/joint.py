@@ -85,6 +85,8 @@ class FedLink:
         self.fed_sources = fed
         self.fed_lines = [cl for cl in space.unigram_lines if any(m.source in fed for m in cl.line.macros)]
         self.dense = _dense_lines(space, model.weights, self.fed_lines)
+        self.constant = [all(m.source in fed and m.row == 0 and not m.anchored and not m.multi
+                             for m in cl.line.macros) for cl in self.fed_lines]
         vocab = space.vocabs[col]
         self.value_ids = [vocab.index.get(v, -1) for v in self.values]
 
@@ -109,25 +111,34 @@ class FedLink:
                 single[key] = np.full(n, vid, dtype=np.int64)
         return type(values)(single, multi, values.anchor, values.lengths, values.labels)
 
-    def tables(self, sentences, n_threads=1):
+    def tables(self, sentences):
+        """([tokens, values, labels] tables, the corpus of the lines that do not read the fed column)."""
         space = self.space
         values = space.extractor.values(sentences)
         n = int(values.lengths.sum())
         pos = Positions(values.lengths, values.anchor)
-        base_values = self._override(values, n, None)
-        corpus = space._encode(base_values, pos, None)
+        corpus = space._encode(self._override(values, n, None), pos, None)
         base = space.lattices(corpus).state_matrix(self.model.weights)
-        out = np.repeat(base[:, None, :], len(self.values), axis=1)
+        # value-major, so that each value's table is one contiguous block; returned as a view
+        out = np.empty((len(self.values), n, space.n_labels))
+        out[:] = base[None, :, :]
         for j, value in enumerate(self.values):
             vals = self._override(values, n, value)
-            for cl, dense in zip(self.fed_lines, self.dense):
+            for cl, dense, constant in zip(self.fed_lines, self.dense, self.constant):
                 own, keys = space._keys(cl, vals, pos)
-                rows = dense[space._rank(cl, keys)]
-                if own is None:
-                    out[:, j, :] += rows
+                rank = space._rank(cl, keys)
+                if constant:            # the line reads the fed column alone: one attribute everywhere
+                    if n:
+                        out[j] += dense[rank[0]]
+                    continue
+                # conjunctions with other columns: few tokens have an attribute (most word and
+                # tag pairs were never seen in training), so only those are touched
+                hit = np.flatnonzero(rank >= 0)
+                if own is None:         # one attribute per token at most: no index repeats
+                    out[j, hit] += dense[rank[hit]]
                 else:
-                    np.add.at(out[:, j, :], own, rows)
-        return out, corpus
+                    np.add.at(out[j], own[hit], dense[rank[hit]])
+        return out.transpose(1, 0, 2), corpus
 
 
 def transitions(model, corpus):
