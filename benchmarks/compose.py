@@ -125,6 +125,7 @@ def conll2000(a):
         r["joint_mode"] = "exact" if name == "chunk-pos0" else f"{a.nbest_upstream}-best upstream"
         r["speed"] = {f"{d}-{t}": speed(pipe, dev, d, t, a.nbest_upstream) for d in ("cascade", "joint")
                       for t in (1, 2)}
+        results["load"] = round(os.getloadavg()[0], 1)
         print(name, json.dumps(r, indent=1), flush=True)
     (out / "conll2000.json").write_text(json.dumps(results, indent=2))
 
@@ -175,6 +176,7 @@ def ner(a):
     results["cascade"] = scores(cascade, 3, -1)
     results["joint"] = scores(joint, 3, -1, other=cascade)
     results["speed"] = {f"{d}-{t}": speed(pipe, testa, d, t) for d in ("cascade", "joint") for t in (1, 2)}
+    results["load"] = round(os.getloadavg()[0], 1)
     print(json.dumps(results, indent=1), flush=True)
     (out / "ner.json").write_text(json.dumps(results, indent=2))
 
@@ -204,8 +206,9 @@ def report(a):
                      f"{r['joint']['f1']:.2f} | {r['cascade']['pos_accuracy']:.2f} | "
                      f"{r['joint']['pos_accuracy']:.2f} | joint only right {m['n_a_only']}, cascade only "
                      f"{m['n_b_only']}, p = {m['p_value']:.3g} |")
-    lines += ["", "Decoding speed on dev.txt (47,377 tokens; `Pipeline.decode`, batches of 50,000 tokens, "
-              "model loaded, best of 2; 2 cores shared with other jobs):", "",
+    lines += ["", f"Decoding speed on dev.txt ({c['chunk-pos0']['cascade']['tokens']:,} tokens; tokens/s of "
+              "`Pipeline.decode`, input read and the model loaded beforehand, best of 2 runs; on 2 cores "
+              f"shared with other jobs, load average {c.get('load', '?')}: read these as lower bounds):", "",
               "| pipeline | cascade, 1 thread | cascade, 2 | joint, 1 thread | joint, 2 |", "|---|---|---|---|---|"]
     for name, label in (("chunk-pos0", "POS x chunking-pos0 (exact, 44 x 22 joint labels)"),
                         ("chunk-crfpp", f"POS x chunking-crfpp ({c['chunk-crfpp']['joint_mode']})")):
