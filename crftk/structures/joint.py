@@ -90,26 +90,43 @@ class FedLink:
         vocab = space.vocabs[col]
         self.value_ids = [vocab.index.get(v, -1) for v in self.values]
 
+    def _fed_id(self, key, value):
+        """The id of what single-valued source ``key`` reads when the fed column holds ``value``."""
+        vocab = self.space.vocabs[key]
+        if value is not None and not isinstance(key, int):
+            test = self.space.extractor.tests.get(key)
+            value = None if test is None else test(value)
+        return -1 if value is None else vocab.index.get(value, -1)
+
     def _override(self, values, n, value):
         """values with every fed source set as if the fed column held ``value`` (None: no value)."""
         space = self.space
         single, multi = dict(values.single), dict(values.multi)
         for key in self.fed_sources:
-            if isinstance(key, int):
-                vid = -1 if value is None else space.vocabs[key].index.get(value, -1)
-                single[key] = np.full(n, vid, dtype=np.int64)
+            if key not in multi:
+                single[key] = np.full(n, self._fed_id(key, value), dtype=np.int64)
                 continue
             test = space.extractor.tests.get(key)
             result = None if value is None or test is None else test(value)
-            vocab = space.vocabs[key]
-            if key in multi:
-                ids = [] if result is None else [i for i in vocab.ids(result).tolist() if i >= 0]
-                ptr = np.arange(n + 1, dtype=np.int64) * len(ids)
-                multi[key] = (ptr, np.tile(np.asarray(ids, dtype=np.int64), n))
-            else:
-                vid = -1 if result is None else vocab.index.get(result, -1)
-                single[key] = np.full(n, vid, dtype=np.int64)
+            ids = [] if result is None else [i for i in space.vocabs[key].ids(result).tolist() if i >= 0]
+            ptr = np.arange(n + 1, dtype=np.int64) * len(ids)
+            multi[key] = (ptr, np.tile(np.asarray(ids, dtype=np.int64), n))
         return type(values)(single, multi, values.anchor, values.lengths, values.labels)
+
+    def _tiled(self, values, n):
+        """(values, positions) of one copy of the batch per fed value, copy j with the fed column
+        holding value j: every line is then encoded for all the values at once. Single-valued
+        sources only."""
+        V = len(self.values)
+        single = {k: np.tile(v, V) for k, v in values.single.items() if k not in self.fed_sources}
+        for key in self.fed_sources:
+            single[key] = np.repeat(np.array([self._fed_id(key, v) for v in self.values], dtype=np.int64), n)
+        anchor = values.anchor
+        if anchor is not None:
+            shift = np.repeat(np.arange(V, dtype=np.int64) * n, n)
+            anchor = np.where(np.tile(anchor, V) >= 0, np.tile(anchor, V) + shift, -1)
+        lengths = np.tile(values.lengths, V)
+        return type(values)(single, {}, anchor, lengths, None), Positions(lengths, anchor)
 
     def tables(self, sentences):
         """([tokens, values, labels] tables, the corpus of the lines that do not read the fed column)."""
@@ -122,22 +139,32 @@ class FedLink:
         # value-major, so that each value's table is one contiguous block; returned as a view
         out = np.empty((len(self.values), n, space.n_labels))
         out[:] = base[None, :, :]
-        for j, value in enumerate(self.values):
-            vals = self._override(values, n, value)
-            for cl, dense, constant in zip(self.fed_lines, self.dense, self.constant):
-                own, keys = space._keys(cl, vals, pos)
-                rank = space._rank(cl, keys)
-                if constant:            # the line reads the fed column alone: one attribute everywhere
-                    if n:
-                        out[j] += dense[rank[0]]
-                    continue
-                # conjunctions with other columns: few tokens have an attribute (most word and
-                # tag pairs were never seen in training), so only those are touched
-                hit = np.flatnonzero(rank >= 0)
-                if own is None:         # one attribute per token at most: no index repeats
-                    out[j, hit] += dense[rank[hit]]
-                else:
-                    np.add.at(out[j], own[hit], dense[rank[hit]])
+        if n == 0:
+            return out.transpose(1, 0, 2), corpus
+        multi = set(values.multi)
+        tiled = None
+        for cl, dense, constant in zip(self.fed_lines, self.dense, self.constant):
+            if constant:            # the line reads the fed column alone: one attribute everywhere
+                for j, value in enumerate(self.values):
+                    own, keys = space._keys(cl, self._override(values, 1, value), Positions([1]))
+                    out[j] += dense[space._rank(cl, keys)[0]]
+                continue
+            # conjunctions with other columns: few (token, value) pairs have an attribute (most
+            # word and tag pairs were never seen in training), so only those are touched
+            if any(m.source in multi or m.source in self.fed_sources and m.multi for m in cl.line.macros):
+                for j, value in enumerate(self.values):
+                    vals = self._override(values, n, value)
+                    own, keys = space._keys(cl, vals, pos)
+                    rank = space._rank(cl, keys)
+                    hit = np.flatnonzero(rank >= 0)
+                    np.add.at(out[j], hit if own is None else own[hit], dense[rank[hit]])
+                continue
+            if tiled is None:
+                tiled = self._tiled(values, n)
+            _, keys = space._keys(cl, *tiled)
+            rank = space._rank(cl, keys)
+            hit = np.flatnonzero(rank >= 0)         # one attribute per (value, token) at most
+            out.reshape(-1, space.n_labels)[hit] += dense[rank[hit]]
         return out.transpose(1, 0, 2), corpus
 
 

@@ -21,7 +21,7 @@ from crftk.structures import joint
 # that does not read the fed column; stage 2 labels column 3 from the fed column 2
 TEMPLATES = [
     "U0:%x[0,0]\nU1:%x[-1,0]\nU2:%suf[0,0,1]\nB\n",
-    "U0:%x[0,0]\nU1:%x[0,1]\nU2:%x[0,0]/%x[0,1]\nU3:%X[0,1]\nU4:%x[1,0]\nB\nB5:%x[-1,0]\n",
+    "U0:%x[0,0]\nU1:%x[0,1]\nU2:%x[0,0]/%x[0,1]\nU3:%X[0,1]\nU4:%x[1,0]\nU5:%ngram[0,0,1,2]/%x[0,1]\nB\nB5:%x[-1,0]\n",
     "U0:%x[0,0]\nU1:%x[0,2]\nU2:%x[-1,0]/%x[0,2]\nB\n",
 ]
 LABEL_COLS = [1, 2, 3]
