@@ -237,13 +237,13 @@ def _tag_pipeline(model, model_path, inputs, output, marginals, nbest, batch_tok
                   threads, decode, nbest_upstream, progress):
     from crftk.commands.compose import Pipeline, tag_pipeline
     from crftk.io.conll import AtomicWriter
-    if marginals or nbest:
-        raise CrftkError("-v and -n are not available for pipelines: they print one labeling per sentence, "
-                         "one column per stage (crftk.Pipeline gives joint marginals in Python)")
+    if nbest:
+        raise CrftkError("-n is not available for pipelines: they print one labeling per sentence, one "
+                         "column per stage (with -v and exact joint decoding, each with its joint marginal)")
     pipeline = Pipeline.from_model(model, model_path, threads=threads)
     with AtomicWriter(output) as out:
         tag_pipeline(pipeline, list(inputs) or ["-"], out, decode=decode, nbest_upstream=nbest_upstream,
-                     batch_tokens=batch_tokens, progress=progress, log=_log,
+                     marginals=marginals, batch_tokens=batch_tokens, progress=progress, log=_log,
                      max_sentence_tokens=max_sentence_tokens)
     if progress:
         click.echo("", err=True)

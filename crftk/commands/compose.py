@@ -266,40 +266,56 @@ class Pipeline:
         sizes = np.array([len(s.labels) for s in self.stages], dtype=np.int32)
         return sizes, corpus.sent_ptr.astype(np.int64), state0, links, trans
 
-    def _joint_exact(self, sentences):
+    def _joint_exact(self, sentences, marginals=False):
+        """Label ids per stage and sentence; with ``marginals`` also the best joint score per
+        sentence, the joint marginals per stage and sentence [tokens, labels] and log Z."""
         C = len(self.stages)
         n_states = math.prod(len(s.labels) for s in self.stages)
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
         out = [[None] * len(sentences) for _ in range(C)]
+        marg = [[None] * len(sentences) for _ in range(C)]
+        scores, logz = np.zeros(len(sentences)), np.zeros(len(sentences))
         for a, b in joint.sentence_groups(sent_ptr, n_states):
             sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
-            labels, _ = joint.product_viterbi(sizes, sp, joint.product_state(state0, links), trans, self.n_threads)
+            state = joint.product_state(state0, links)
+            labels, scores[a:b] = joint.product_viterbi(sizes, sp, state, trans, self.n_threads)
+            if marginals:
+                m, logz[a:b] = joint.product_marginals(sizes, sp, state, trans, self.n_threads)
             for k in range(b - a):
                 for c in range(C):
                     out[c][a + k] = labels[c, sp[k]:sp[k + 1]]
-        return out
+                    if marginals:
+                        marg[c][a + k] = m[c][sp[k]:sp[k + 1]]
+        return (out, scores, marg, logz) if marginals else out
 
     def joint_marginals(self, sentences):
         """Exact joint marginals: (per stage, per sentence [tokens, labels] arrays; log Z per sentence)."""
-        if self.joint_mode() != "exact":
-            raise CrftkError("joint marginals need every fed column read at offset 0 only (exact joint decoding)")
-        self.input_columns(len(sentences[0].rows[0])) if sentences else None
+        self._need_exact("joint marginals")
+        if not sentences:
+            return [[] for _ in self.stages], np.zeros(0)
+        self.input_columns(len(sentences[0].rows[0]))
+        _, _, marg, logz = self._joint_exact(sentences, marginals=True)
+        return marg, logz
+
+    def tag_with_probabilities(self, sentences):
+        """Exact joint decoding with probabilities: per sentence (the probability of the best
+        joint labeling, per stage its labels, per stage each label's joint marginal)."""
+        self._need_exact("probabilities (-v)")
+        if not sentences:
+            return []
+        self.input_columns(len(sentences[0].rows[0]))
+        ids, scores, marg, logz = self._joint_exact(sentences, marginals=True)
+        names = [np.asarray(s.labels, dtype=object) for s in self.stages]
         C = len(self.stages)
-        n_states = math.prod(len(s.labels) for s in self.stages)
-        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
-        sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
-        out = [[None] * len(sentences) for _ in range(C)]
-        logz = np.zeros(len(sentences))
-        for a, b in joint.sentence_groups(sent_ptr, n_states):
-            sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
-            marg, lz = joint.product_marginals(sizes, sp, joint.product_state(state0, links), trans,
-                                               self.n_threads)
-            logz[a:b] = lz
-            for k in range(b - a):
-                for c in range(C):
-                    out[c][a + k] = marg[c][sp[k]:sp[k + 1]]
-        return out, logz
+        return [(math.exp(scores[i] - logz[i]), [names[c][ids[c][i]].tolist() for c in range(C)],
+                 [marg[c][i][np.arange(len(sent)), ids[c][i]].tolist() for c in range(C)])
+                for i, sent in enumerate(sentences)]
+
+    def _need_exact(self, what):
+        if self.joint_mode() != "exact":
+            raise CrftkError(f"{what} need exact joint decoding: every fed column read at offset 0 only, "
+                             f"by first-order CRF stages")
 
     def _joint_nbest(self, sentences, K):
         """Beam over the stages: each sentence keeps its K best partial labelings (stages 0..i) by
@@ -428,17 +444,24 @@ def compose(model_paths, feeds, output, *, log=_quiet):
     return pipeline
 
 
-def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, batch_tokens=50_000,
+def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, marginals=0, batch_tokens=50_000,
                  progress=None, log=None, max_sentence_tokens=None):
     """Tag CoNLL files with a pipeline, appending one label column per stage; returns
     (sentences, tokens, accuracy counts). When the input holds every stage's gold labels
     (the fed columns and the last stage's gold column), the counts give each stage's token
-    accuracy and the accuracy of all stages together."""
+    accuracy and the accuracy of all stages together. ``marginals`` (exact joint decoding
+    only): each stage's label is followed by its joint marginal, and each sentence by a line
+    ``# prob P``, the probability of the joint labeling."""
     from crftk.commands.tag import input_batches
     from crftk.io.conll import MAX_SENTENCE_TOKENS
     if max_sentence_tokens is None:
         max_sentence_tokens = MAX_SENTENCE_TOKENS
     decode = params.DECODE.check(decode)
+    if marginals and (decode != "joint" or marginals > 1):
+        raise CrftkError("a pipeline prints probabilities with -v and --decode joint only (each stage's "
+                         "label and its joint marginal)")
+    if marginals:
+        pipeline._need_exact("probabilities (-v)")
     if decode == "joint":
         if pipeline.joint_mode() is not None:
             nbest_upstream = _nbest_check(nbest_upstream)
@@ -458,14 +481,22 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ba
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                                     counts=counts):
         sents = [it for it in batch if not isinstance(it, str)]
-        tags = iter(pipeline.tag(sents, decode, nbest_upstream))
+        if marginals:
+            tags = iter(pipeline.tag_with_probabilities(sents))
+        else:
+            tags = iter((None, labels, None) for labels in pipeline.tag(sents, decode, nbest_upstream))
         for it in batch:
             if isinstance(it, str):
                 out.write(it + "\n")
                 continue
-            labels = next(tags)
+            prob, labels, probs = next(tags)
             rows = it.rows
-            out.write("".join(sep.join(r) + sep + sep.join(x) + "\n" for r, x in zip(rows, zip(*labels))) + "\n")
+            if marginals:
+                extra = [[x for c in range(C) for x in (labels[c][t], f"{probs[c][t]:.6f}")] for t in range(len(rows))]
+                out.write(f"# prob {prob:.6f}\n")
+            else:
+                extra = list(zip(*labels))
+            out.write("".join(sep.join(r) + sep + sep.join(x) + "\n" for r, x in zip(rows, extra)) + "\n")
             if len(rows[0]) == pipeline.n_columns:
                 gold = np.array([[r[c] for c in gold_cols] for r in rows], dtype=object)
                 ok = gold == np.array(list(zip(*labels)), dtype=object)

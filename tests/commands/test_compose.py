@@ -181,7 +181,11 @@ def test_tag_errors_write_nothing(files):
     d, _, test, m = files
     pipe = compose_file(files)
     out = d / "out.txt"
-    for args, message in ((["-m", pipe, "-v"], "-v and -n are not available for pipelines"),
+    kbest = compose_file(files, "window", "kbest.pipeline")
+    for args, message in ((["-m", pipe, "-n", 2], "-n is not available for pipelines"),
+                          (["-m", pipe, "-v", "--decode", "cascade"], "-v and --decode joint only"),
+                          (["-m", pipe, "-vv"], "-v and --decode joint only"),
+                          (["-m", kbest, "-v"], "need exact joint decoding"),
                           (["-m", m["pos"], "--decode", "joint"], "--decode applies to pipelines"),
                           (["-m", pipe, "--nbest-upstream", 0], "--nbest-upstream")):
         code, _, err = cli("tag", *args, "-o", out, test)
@@ -246,3 +250,20 @@ def test_info_summarises_a_pipeline(files):
     assert d["structure"] == "composed" and d["joint_decoding"] == "exact"
     assert d["stages"]["stage2"]["fed_column"] == 1 and d["stages"]["stage1"]["fed_column"] is None
     assert d["joint_labels"] == d["stages"]["stage1"]["n_labels"] * d["stages"]["stage2"]["n_labels"]
+
+
+def test_v_adds_each_stages_joint_marginal_and_the_labeling_probability(files):
+    _, _, test, _ = files
+    pipe = compose_file(files)
+    code, plain, _ = cli("tag", "-m", pipe, test)
+    code, out, err = cli("tag", "-m", pipe, "-v", test)
+    assert code == 0, err
+    probs = [float(line.split()[2]) for line in out.splitlines() if line.startswith("# prob")]
+    rows = [r for r in columns(out) if r[0] != "#"]
+    assert len(probs) == len(read_corpus(test)) and all(0 < p <= 1 for p in probs)
+    assert [r[3::2] for r in rows] == [r[3:] for r in columns(plain)]       # the same labels
+    marg = [float(x) for r in rows for x in r[4::2]]
+    assert all(0 < m <= 1 for m in marg)
+    # a token's marginal is at least the probability of the whole labeling through it
+    first = [r for r in rows][:len(read_corpus(test)[0])]
+    assert all(float(x) >= probs[0] - 1e-6 for r in first for x in r[4::2])
