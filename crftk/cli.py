@@ -220,33 +220,32 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
     model = Model.load(model_path)
     progress = tty_progress()
     if model.structure_name == "composed":
-        _tag_pipeline(model, model_path, inputs, output, marginals, nbest, batch_tokens, max_sentence_tokens,
-                      threads, decode or params.DECODE.default, nbest_upstream, progress)
-        return
-    if decode is not None:
+        run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
+                               nbest_upstream)
+    elif decode is not None:
         raise CrftkError(f"--decode applies to pipelines (crftk compose); {model_path} is a single model")
+    else:
+        def run(inputs, out, **kw):
+            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads, **kw)
     with AtomicWriter(output) as out:
-        tag_files(model, list(inputs) or ["-"], out, marginals=marginals, nbest=nbest,
-                  threads=threads, batch_tokens=batch_tokens, progress=progress, log=_log,
-                  max_sentence_tokens=max_sentence_tokens)
+        run(list(inputs) or ["-"], out, batch_tokens=batch_tokens, progress=progress, log=_log,
+            max_sentence_tokens=max_sentence_tokens)
     if progress:
         click.echo("", err=True)
 
 
-def _tag_pipeline(model, model_path, inputs, output, marginals, nbest, batch_tokens, max_sentence_tokens,
-                  threads, decode, nbest_upstream, progress):
+def _pipeline_tagger(model, model_path, marginals, nbest, threads, decode, nbest_upstream):
+    """tag's writer for a pipeline (crftk compose)."""
     from crftk.commands.compose import Pipeline, tag_pipeline
-    from crftk.io.conll import AtomicWriter
     if nbest:
         raise CrftkError("-n is not available for pipelines: they print one labeling per sentence, one "
                          "column per stage (with -v and exact joint decoding, each with its joint marginal)")
     pipeline = Pipeline.from_model(model, model_path, threads=threads)
-    with AtomicWriter(output) as out:
-        tag_pipeline(pipeline, list(inputs) or ["-"], out, decode=decode, nbest_upstream=nbest_upstream,
-                     marginals=marginals, batch_tokens=batch_tokens, progress=progress, log=_log,
-                     max_sentence_tokens=max_sentence_tokens)
-    if progress:
-        click.echo("", err=True)
+
+    def run(inputs, out, **kw):
+        return tag_pipeline(pipeline, inputs, out, decode=decode, nbest_upstream=nbest_upstream,
+                            marginals=marginals, **kw)
+    return run
 
 
 @main.command(context_settings=CONTEXT)
