@@ -87,8 +87,54 @@ class FedLink:
         self.dense = _dense_lines(space, model.weights, self.fed_lines)
         self.constant = [all(m.source in fed and m.row == 0 and not m.anchored and not m.multi
                              for m in cl.line.macros) for cl in self.fed_lines]
+        self.pairs = [None if c else self._pair_index(cl) for cl, c in zip(self.fed_lines, self.constant)]
         vocab = space.vocabs[col]
         self.value_ids = [vocab.index.get(v, -1) for v in self.values]
+
+    def _pair_index(self, cl):
+        """For a line of two single-valued macros, one reading the fed column: its attributes grouped
+        by the value of the other macro, as (the other macro, sorted other values, CSR pointers,
+        fed value index of each attribute, attribute rank). None for other lines."""
+        macros = cl.line.macros
+        if len(macros) != 2 or any(m.multi for m in macros):
+            return None
+        fed = [m.source in self.fed_sources for m in macros]
+        if fed != [True, False] and fed != [False, True]:
+            return None
+        if not isinstance(macros[0 if fed[0] else 1].source, int):
+            return None         # a test of the fed column can give two values one id
+        radix = len(self.space.vocabs[macros[1].source])
+        high, low = np.divmod(cl.keys, radix)
+        other, vid = (low, high) if fed[0] else (high, low)
+        order = np.argsort(other, kind="stable")
+        other, vid = other[order], vid[order]
+        uniq, starts = np.unique(other, return_index=True)
+        ptr = np.append(starts, other.size).astype(np.int64)
+        # the index of the upstream value each attribute's fed id stands for (-1: none)
+        index = np.full(len(self.space.vocabs[macros[0 if fed[0] else 1].source]) + 1, -1, dtype=np.int64)
+        key = macros[0 if fed[0] else 1].source
+        for j, v in enumerate(self.values):
+            vid_j = self._fed_id(key, v)
+            if vid_j >= 0 and index[vid_j] < 0:
+                index[vid_j] = j
+        return macros[1 if fed[0] else 0], uniq, ptr, index[vid], order
+
+    def _add_pairs(self, out, pair, dense, values, pos):
+        """out[j, t] += the weights of the line's attribute at token t when the fed column holds
+        value j: each token's other value finds the few fed values it was seen with in training."""
+        macro, uniq, ptr, value_of, rank = pair
+        ids = self.space._macro_values(macro, values, pos)
+        at = np.searchsorted(uniq, ids)
+        at = np.minimum(at, max(uniq.size - 1, 0))
+        found = (uniq.size > 0) & (ids >= 0) & (uniq[at] == ids) if uniq.size else np.zeros(ids.size, bool)
+        tok = np.flatnonzero(found)
+        lo, hi = ptr[at[tok]], ptr[at[tok] + 1]
+        counts = hi - lo
+        entry = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        tok = np.repeat(tok, counts)
+        j = value_of[entry]
+        keep = j >= 0
+        out[j[keep], tok[keep]] += dense[rank[entry[keep]]]
 
     def _fed_id(self, key, value):
         """The id of what single-valued source ``key`` reads when the fed column holds ``value``."""
@@ -143,7 +189,10 @@ class FedLink:
             return out.transpose(1, 0, 2), corpus
         multi = set(values.multi)
         tiled = None
-        for cl, dense, constant in zip(self.fed_lines, self.dense, self.constant):
+        for cl, dense, constant, pair in zip(self.fed_lines, self.dense, self.constant, self.pairs):
+            if pair is not None:
+                self._add_pairs(out, pair, dense, values, pos)
+                continue
             if constant:            # the line reads the fed column alone: one attribute everywhere
                 for j, value in enumerate(self.values):
                     own, keys = space._keys(cl, self._override(values, 1, value), Positions([1]))

@@ -17,11 +17,13 @@ from crftk.model import Model
 from crftk.structures import joint
 
 # stage 0 tags column 1 from the words; stage 1 labels column 2 from the words and the fed
-# column 1 (offset 0 only, alone, through a test and in a conjunction), with a transition line
-# that does not read the fed column; stage 2 labels column 3 from the fed column 2
+# column 1 (offset 0 only: alone, through a test, in conjunctions of two macros either way round,
+# of three, with a multi-valued test and through a test), with a transition line that does not
+# read the fed column; stage 2 labels column 3 from the fed column 2
 TEMPLATES = [
     "U0:%x[0,0]\nU1:%x[-1,0]\nU2:%suf[0,0,1]\nB\n",
-    "U0:%x[0,0]\nU1:%x[0,1]\nU2:%x[0,0]/%x[0,1]\nU3:%X[0,1]\nU4:%x[1,0]\nU5:%ngram[0,0,1,2]/%x[0,1]\nB\nB5:%x[-1,0]\n",
+    "U0:%x[0,0]\nU1:%x[0,1]\nU2:%x[0,0]/%x[0,1]\nU3:%X[0,1]\nU4:%x[1,0]\nU5:%ngram[0,0,1,2]/%x[0,1]\nU6:%x[0,1]/%x[1,0]\n"
+    "U7:%x[0,0]/%x[0,1]/%x[-1,0]\nU8:%X[0,1]/%x[0,0]\nB\nB5:%x[-1,0]\n",
     "U0:%x[0,0]\nU1:%x[0,2]\nU2:%x[-1,0]/%x[0,2]\nB\n",
 ]
 LABEL_COLS = [1, 2, 3]
