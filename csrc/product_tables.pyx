@@ -185,3 +185,23 @@ def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
     finally:
         chain_pool_free(pool, nt)
     return out_np, score_np
+
+
+def add_rows(double[:, ::1] out, const long[::1] at, const double[:, ::1] table, const long[::1] rows):
+    """out[at[k]] += table[rows[k]] for every k (indices checked; repeats add up): the sparse
+    part of a product chain's state table, e.g. the features a composed model's downstream stage
+    has for one (token, upstream label) pair."""
+    cdef Py_ssize_t k, i, K = at.shape[0], W = out.shape[1]
+    if rows.shape[0] != K or table.shape[1] != W:
+        raise ValueError("add_rows: at and rows must have one entry each, table rows the width of out")
+    if K and (np.asarray(at).min() < 0 or np.asarray(at).max() >= out.shape[0]
+              or np.asarray(rows).min() < 0 or np.asarray(rows).max() >= table.shape[0]):
+        raise ValueError("add_rows: an index is out of range")
+    cdef double* o
+    cdef const double* t
+    with nogil:
+        for k in range(K):
+            o = &out[at[k], 0]
+            t = &table[rows[k], 0]
+            for i in range(W):
+                o[i] += t[i]

@@ -17,6 +17,7 @@ csrc/product.pxd decodes exactly with the factorized recursion (crftk._product).
 
 import numpy as np
 
+from crftk import _product
 from crftk.features.space import Positions
 
 #: Most joint-state entries (tokens x joint labels) decoded at once: 64 MB of doubles.
@@ -119,22 +120,24 @@ class FedLink:
                 index[vid_j] = j
         return macros[1 if fed[0] else 0], uniq, ptr, index[vid], order
 
-    def _add_pairs(self, out, pair, dense, values, pos):
-        """out[j, t] += the weights of the line's attribute at token t when the fed column holds
-        value j: each token's other value finds the few fed values it was seen with in training."""
+    def _pair_hits(self, pair, values, pos):
+        """(token, fed value index, attribute rank) of every attribute of the line that fires when
+        the fed column holds that value: each token's other value finds the few fed values it was
+        seen with in training. Sorted by token."""
         macro, uniq, ptr, value_of, rank = pair
         ids = self.space._macro_values(macro, values, pos)
-        at = np.searchsorted(uniq, ids)
-        at = np.minimum(at, max(uniq.size - 1, 0))
-        found = (uniq.size > 0) & (ids >= 0) & (uniq[at] == ids) if uniq.size else np.zeros(ids.size, bool)
-        tok = np.flatnonzero(found)
+        if uniq.size == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        at = np.minimum(np.searchsorted(uniq, ids), uniq.size - 1)
+        tok = np.flatnonzero((ids >= 0) & (uniq[at] == ids))
         lo, hi = ptr[at[tok]], ptr[at[tok] + 1]
         counts = hi - lo
         entry = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
         tok = np.repeat(tok, counts)
         j = value_of[entry]
-        keep = j >= 0
-        out[j[keep], tok[keep]] += dense[rank[entry[keep]]]
+        keep = np.flatnonzero(j >= 0)
+        return tok[keep], j[keep], rank[entry[keep]]
 
     def _fed_id(self, key, value):
         """The id of what single-valued source ``key`` reads when the fed column holds ``value``."""
@@ -179,42 +182,45 @@ class FedLink:
         space = self.space
         values = space.extractor.values(sentences)
         n = int(values.lengths.sum())
+        V, L = len(self.values), space.n_labels
         pos = Positions(values.lengths, values.anchor)
         corpus = space._encode(self._override(values, n, None), pos, None)
         base = space.lattices(corpus).state_matrix(self.model.weights)
-        # value-major, so that each value's table is one contiguous block; returned as a view
-        out = np.empty((len(self.values), n, space.n_labels))
-        out[:] = base[None, :, :]
+        constant = np.zeros((V, L))         # lines that read the fed column alone: a row per value
+        for cl, dense in zip(self.fed_lines, self.dense):
+            if self.constant[self.fed_lines.index(cl)]:
+                for j, value in enumerate(self.values):
+                    _, keys = space._keys(cl, self._override(values, 1, value), Positions([1]))
+                    constant[j] += dense[space._rank(cl, keys)[0]]
+        out = base[:, None, :] + constant[None, :, :]
         if n == 0:
-            return out.transpose(1, 0, 2), corpus
+            return out, corpus
+        flat = out.reshape(-1, L)           # row t*V + j: token t, fed value j
         multi = set(values.multi)
         tiled = None
-        for cl, dense, constant, pair in zip(self.fed_lines, self.dense, self.constant, self.pairs):
+        # conjunctions with other columns: few (token, value) pairs have an attribute (most word
+        # and tag pairs were never seen in training), so only those are touched
+        for cl, dense, is_constant, pair in zip(self.fed_lines, self.dense, self.constant, self.pairs):
+            if is_constant:
+                continue
             if pair is not None:
-                self._add_pairs(out, pair, dense, values, pos)
+                tok, j, rank = self._pair_hits(pair, values, pos)
+                _product.add_rows(flat, tok * V + j, dense, rank)
                 continue
-            if constant:            # the line reads the fed column alone: one attribute everywhere
-                for j, value in enumerate(self.values):
-                    own, keys = space._keys(cl, self._override(values, 1, value), Positions([1]))
-                    out[j] += dense[space._rank(cl, keys)[0]]
-                continue
-            # conjunctions with other columns: few (token, value) pairs have an attribute (most
-            # word and tag pairs were never seen in training), so only those are touched
             if any(m.source in multi or m.source in self.fed_sources and m.multi for m in cl.line.macros):
                 for j, value in enumerate(self.values):
-                    vals = self._override(values, n, value)
-                    own, keys = space._keys(cl, vals, pos)
+                    own, keys = space._keys(cl, self._override(values, n, value), pos)
                     rank = space._rank(cl, keys)
                     hit = np.flatnonzero(rank >= 0)
-                    np.add.at(out[j], hit if own is None else own[hit], dense[rank[hit]])
+                    np.add.at(out[:, j], hit if own is None else own[hit], dense[rank[hit]])
                 continue
             if tiled is None:
                 tiled = self._tiled(values, n)
             _, keys = space._keys(cl, *tiled)
             rank = space._rank(cl, keys)
-            hit = np.flatnonzero(rank >= 0)         # one attribute per (value, token) at most
-            out.reshape(-1, space.n_labels)[hit] += dense[rank[hit]]
-        return out.transpose(1, 0, 2), corpus
+            hit = np.flatnonzero(rank >= 0)         # index j*n + t: value j, token t
+            _product.add_rows(flat, (hit % n) * V + hit // n, dense, rank[hit])
+        return out, corpus
 
 
 def transitions(model, corpus):
@@ -264,14 +270,12 @@ def sentence_groups(sent_ptr, n_states):
 
 def product_viterbi(sizes, sent_ptr, state, trans, n_threads=1):
     """(labels [C, N] of each stage, best joint score per sentence)."""
-    from crftk import _product
     joint, score = _product.viterbi(sizes, sent_ptr, state, trans, n_threads)
     return np.stack(np.unravel_index(joint, sizes)).astype(np.int64), score
 
 
 def product_marginals(sizes, sent_ptr, state, trans, n_threads=1):
     """(per stage node marginals [N, n_c], log Z per sentence)."""
-    from crftk import _product
     logz, node, _ = _product.forward_backward(sizes, sent_ptr, state, trans, n_threads, edges=False)
     full = node.reshape((node.shape[0],) + tuple(int(n) for n in sizes))
     C = len(sizes)
