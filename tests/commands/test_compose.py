@@ -267,3 +267,15 @@ def test_v_adds_each_stages_joint_marginal_and_the_labeling_probability(files):
     # a token's marginal is at least the probability of the whole labeling through it
     first = [r for r in rows][:len(read_corpus(test)[0])]
     assert all(float(x) >= probs[0] - 1e-6 for r in first for x in r[4::2])
+
+
+def test_other_structures_decode_in_cascade_only(files, tmp_path):
+    d, train, test, m = files
+    memm = fit(read_corpus(train), parse_template(CHUNK0_TEMPLATE), model_type="memm", max_iter=10,
+               log=lambda x: None)
+    pipe = Pipeline.from_models([Model.load(m["pos"]), memm], [1])
+    assert pipe.joint_mode() is None
+    sents = read_corpus(test)[:5]
+    assert len(pipe.tag(sents, "cascade")) == 5
+    with pytest.raises(CrftkError, match="first-order CRF stages.*memm.*--decode cascade"):
+        pipe.decode(sents, "joint")
