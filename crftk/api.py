@@ -573,6 +573,15 @@ class Pipeline:
                 logz[i] = lz[k]
         return out, logz
 
+    def predict_nbest(self, X, k):
+        """The k best joint labelings of each sentence (exact joint decoding): per sentence a list
+        of (per stage its labels, probability), best first."""
+        out = [[] for _ in range(_count(X, "X"))]
+        for batch, index in self._batches(X):
+            for i, lists in zip(index, self.pipeline_.tag_nbest(batch, k)):
+                out[i] = [(labels, prob) for prob, labels in lists]
+        return out
+
     def save(self, path):
         """Write the pipeline file (the format of crftk compose; written atomically)."""
         self.pipeline_.save(path)

@@ -237,14 +237,11 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
 def _pipeline_tagger(model, model_path, marginals, nbest, threads, decode, nbest_upstream):
     """tag's writer for a pipeline (crftk compose)."""
     from crftk.commands.compose import Pipeline, tag_pipeline
-    if nbest:
-        raise CrftkError("-n is not available for pipelines: they print one labeling per sentence, one "
-                         "column per stage (with -v and exact joint decoding, each with its joint marginal)")
     pipeline = Pipeline.from_model(model, model_path, threads=threads)
 
     def run(inputs, out, **kw):
         return tag_pipeline(pipeline, inputs, out, decode=decode, nbest_upstream=nbest_upstream,
-                            marginals=marginals, **kw)
+                            marginals=marginals, nbest=nbest, **kw)
     return run
 
 

@@ -281,3 +281,100 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
                     best_i = i
             idx = base + <Py_ssize_t> best_i * post
         out[t - 1] = <int> idx
+
+
+cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, const double** Tr,
+                               double* score, int* back, int* rank, int* out, double* best,
+                               int* heads, int* count) noexcept nogil:
+    """The K best joint labelings: out[k*T + t] the joint label of the k-th at t, best[k] its
+    score, count[0] how many there are (fewer than K when the chain has fewer labelings).
+
+    The factorized recursion with a list of the K best partial scores per state: stage c of
+    position t merges, for each of its outputs, the lists of its chain's n_c predecessors (ties
+    go to the lower label). score: T*C*S*K, back and rank: T*C*S*K (the list entry each entry
+    came from), heads: max(n_c, S) scratch.
+    """
+    cdef int S = sh.S, C = sh.C
+    cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y
+    cdef Py_ssize_t stage, prev, cell, src
+    cdef double v, top, m
+    cdef const double* inp
+    cdef double* outp
+    # position 0: one labeling per joint label (its list in the last stage's slot)
+    stage = (<Py_ssize_t> C - 1) * S * K
+    for y in range(S):
+        for q in range(K):
+            score[stage + y * K + q] = s[y] if q == 0 else -INFINITY
+            back[stage + y * K + q] = -1
+            rank[stage + y * K + q] = -1
+    for t in range(1, T):
+        for c in range(C):
+            nc = sh.n[c]
+            post = sh.stride[c]
+            pre = S // (nc * post)
+            stage = (<Py_ssize_t> t * C + c) * S * K
+            prev = (<Py_ssize_t> t * C + c - 1) * S * K if c > 0 else (<Py_ssize_t> (t - 1) * C + C - 1) * S * K
+            inp = score + prev
+            outp = score + stage
+            for p in range(pre):
+                for j in range(nc):
+                    for r in range(post):
+                        y = p * nc * post + j * post + r
+                        for i in range(nc):
+                            heads[i] = 0
+                        for o in range(K):
+                            bi = -1
+                            top = -INFINITY
+                            for i in range(nc):
+                                if heads[i] < K:
+                                    src = <Py_ssize_t> (p * nc * post + i * post + r) * K + heads[i]
+                                    if inp[src] == -INFINITY:
+                                        continue
+                                    v = inp[src] + Tr[t * C + c][i * nc + j]
+                                    if bi < 0 or v > top:
+                                        top = v
+                                        bi = i
+                            cell = stage + <Py_ssize_t> y * K + o
+                            if bi < 0:
+                                outp[y * K + o] = -INFINITY
+                                back[cell] = -1
+                                rank[cell] = -1
+                            else:
+                                outp[y * K + o] = top
+                                back[cell] = p * nc * post + bi * post + r
+                                rank[cell] = heads[bi]
+                                heads[bi] += 1
+        stage = (<Py_ssize_t> t * C + C - 1) * S * K
+        for y in range(S):
+            m = s[t * S + y]
+            for q in range(K):
+                score[stage + y * K + q] += m
+    # the K best over the last position's lists (heads: a pointer into each joint label's list)
+    stage = (<Py_ssize_t> (T - 1) * C + C - 1) * S * K
+    for y in range(S):
+        heads[y] = 0
+    count[0] = 0
+    for o in range(K):
+        bi = -1
+        top = -INFINITY
+        for y in range(S):
+            if heads[y] < K and score[stage + y * K + heads[y]] != -INFINITY:
+                v = score[stage + y * K + heads[y]]
+                if bi < 0 or v > top:
+                    top = v
+                    bi = y
+        if bi < 0:
+            break
+        best[o] = top
+        count[0] = o + 1
+        # trace back: the last stage's list entry at T-1, then stage by stage to position 0
+        y = bi
+        q = heads[bi]
+        heads[bi] += 1
+        out[o * T + T - 1] = y
+        for t in range(T - 1, 0, -1):
+            for c in range(C - 1, -1, -1):
+                cell = ((<Py_ssize_t> t * C + c) * S + y) * K + q
+                y = back[cell]
+                q = rank[cell]
+            out[o * T + t - 1] = y

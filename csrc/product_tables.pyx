@@ -14,11 +14,12 @@ The kernels run over the product chains in parallel.
 """
 
 import numpy as np
+from libc.stdlib cimport malloc, free
 from cython.parallel cimport prange, parallel, threadid
 
 from chain cimport ChainBuffers, chain_pool_new, chain_pool_free
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
-                      product_edge_marginals, product_viterbi)
+                      product_edge_marginals, product_viterbi, product_nbest)
 
 
 cdef struct Factors:
@@ -205,3 +206,63 @@ def add_rows(double[:, ::1] out, const long[::1] at, const double[:, ::1] table,
             t = &table[rows[k], 0]
             for i in range(W):
                 o[i] += t[i]
+
+
+def nbest(sizes, sent_ptr, state, trans, int k, int n_threads=1):
+    """The k best joint labelings of each product chain: (paths [k, N] of joint labels, their
+    scores [S, k], counts [S]: how many each chain has, at most k)."""
+    cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
+    cdef const Shape* sh = &tab.shape
+    cdef int S = sh.S, C = sh.C, nt = max(1, n_threads), K = k
+    if K < 1:
+        raise ValueError("k must be at least 1")
+    cdef Factors factors
+    factors_init(&factors, tab.trans, None)
+    paths_np = np.zeros((K, tab.n_tokens), dtype=np.int32)
+    scores_np = np.full((tab.n_chains, K), -np.inf)
+    counts_np = np.zeros(tab.n_chains, dtype=np.int32)
+    cdef int[:, ::1] paths = paths_np
+    cdef double[:, ::1] scores = scores_np
+    cdef int[::1] counts = counts_np
+    if tab.n_chains == 0:
+        return paths_np, scores_np, counts_np
+    cdef Py_ssize_t cells = <Py_ssize_t> max(1, tab.max_len) * C * S * K
+    cdef Py_ssize_t s, t0
+    cdef int T, o, t
+    cdef ChainBuffers* b = NULL
+    cdef double* score = NULL
+    cdef int* back = NULL
+    cdef int* rank = NULL
+    cdef int* out = NULL
+    cdef int* heads = NULL
+    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
+    try:
+        with nogil, parallel(num_threads=nt):
+            b = &pool[threadid()]
+            score = <double*> malloc(cells * sizeof(double))
+            back = <int*> malloc(cells * sizeof(int))
+            rank = <int*> malloc(cells * sizeof(int))
+            out = <int*> malloc(<Py_ssize_t> K * max(1, tab.max_len) * sizeof(int))
+            heads = <int*> malloc(max(S, 8) * sizeof(int))
+            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
+                if score == NULL or back == NULL or rank == NULL or out == NULL or heads == NULL:
+                    counts[s] = -1
+                    continue
+                t0 = tab.sp[s]
+                T = <int> (tab.sp[s + 1] - t0)
+                factors_at(&factors, C, t0, T, b.E, NULL)
+                product_nbest(sh, T, K, &tab.st[t0, 0], b.E, score, back, rank, out, &scores[s, 0],
+                              heads, &counts[s])
+                for o in range(counts[s]):
+                    for t in range(T):
+                        paths[o, t0 + t] = out[o * T + t]
+            free(score)
+            free(back)
+            free(rank)
+            free(out)
+            free(heads)
+    finally:
+        chain_pool_free(pool, nt)
+    if (counts_np < 0).any():
+        raise MemoryError()
+    return paths_np, scores_np, counts_np

@@ -312,6 +312,35 @@ class Pipeline:
                  [marg[c][i][np.arange(len(sent)), ids[c][i]].tolist() for c in range(C)])
                 for i, sent in enumerate(sentences)]
 
+    def tag_nbest(self, sentences, k):
+        """The k best joint labelings of each sentence (exact joint decoding): per sentence a list
+        of (probability, per stage its labels), best first."""
+        self._need_exact("n-best lists (-n)")
+        if not sentences:
+            return []
+        self.input_columns(len(sentences[0].rows[0]))
+        from crftk.commands.tag import NBEST_MEMORY
+        C = len(self.stages)
+        n_states = math.prod(len(s.labels) for s in self.stages)
+        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+        need = int(lengths.max()) * C * n_states * k * 16 * self.n_threads
+        if need > NBEST_MEMORY:
+            raise CrftkError(f"{k}-best lists of a sentence of {int(lengths.max())} tokens over {n_states:,} joint "
+                             f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
+        sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
+        names = [np.asarray(s.labels, dtype=object) for s in self.stages]
+        out = []
+        for a, b in joint.sentence_groups(sent_ptr, n_states):
+            sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
+            state = joint.product_state(state0, links)
+            labels, scores, counts = joint.product_nbest(sizes, sp, state, trans, k, self.n_threads)
+            _, logz = joint.product_marginals(sizes, sp, state, trans, self.n_threads)
+            for i in range(b - a):
+                out.append([(math.exp(scores[i, r] - logz[i]),
+                             [names[c][labels[r, c, sp[i]:sp[i + 1]]].tolist() for c in range(C)])
+                            for r in range(counts[i])])
+        return out
+
     def _need_exact(self, what):
         if self.joint_mode() != "exact":
             raise CrftkError(f"{what} need exact joint decoding: every fed column read at offset 0 only, "
@@ -444,14 +473,15 @@ def compose(model_paths, feeds, output, *, log=_quiet):
     return pipeline
 
 
-def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, marginals=0, batch_tokens=50_000,
-                 progress=None, log=None, max_sentence_tokens=None):
+def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, marginals=0, nbest=0,
+                 batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=None):
     """Tag CoNLL files with a pipeline, appending one label column per stage; returns
     (sentences, tokens, accuracy counts). When the input holds every stage's gold labels
     (the fed columns and the last stage's gold column), the counts give each stage's token
     accuracy and the accuracy of all stages together. ``marginals`` (exact joint decoding
     only): each stage's label is followed by its joint marginal, and each sentence by a line
-    ``# prob P``, the probability of the joint labeling."""
+    ``# prob P``, the probability of the joint labeling. ``nbest`` K (exact joint decoding
+    only): the K best joint labelings of each sentence, each after a line ``# nbest k P``."""
     from crftk.commands.tag import input_batches
     from crftk.io.conll import MAX_SENTENCE_TOKENS
     if max_sentence_tokens is None:
@@ -462,6 +492,11 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
                          "label and its joint marginal)")
     if marginals:
         pipeline._need_exact("probabilities (-v)")
+    if nbest and (decode != "joint" or marginals):
+        raise CrftkError("a pipeline prints n-best lists with --decode joint and without -v only")
+    if nbest:
+        nbest = params.Integer(1, params.MAX_NBEST).check(nbest, "--nbest")
+        pipeline._need_exact("n-best lists (-n)")
     if decode == "joint":
         if pipeline.joint_mode() is not None:
             nbest_upstream = _nbest_check(nbest_upstream)
@@ -481,6 +516,16 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                                     counts=counts):
         sents = [it for it in batch if not isinstance(it, str)]
+        if nbest:
+            lists = iter(pipeline.tag_nbest(sents, nbest))
+            for it in batch:
+                if isinstance(it, str):
+                    out.write(it + "\n")
+                    continue
+                for r, (prob, labels) in enumerate(next(lists)):
+                    out.write(f"# nbest {r} {prob:.6f}\n" + "".join(
+                        sep.join(row) + sep + sep.join(x) + "\n" for row, x in zip(it.rows, zip(*labels))) + "\n")
+            continue
         if marginals:
             tags = iter(pipeline.tag_with_probabilities(sents))
         else:

@@ -281,3 +281,10 @@ def product_marginals(sizes, sent_ptr, state, trans, n_threads=1):
     C = len(sizes)
     marg = [full.sum(axis=tuple(a for a in range(1, C + 1) if a != c + 1)) for c in range(C)]
     return marg, logz
+
+
+def product_nbest(sizes, sent_ptr, state, trans, k, n_threads=1):
+    """(labels [k, C, N] of the k best joint labelings, their scores [sentences, k], counts)."""
+    paths, scores, counts = _product.nbest(sizes, sent_ptr, state, trans, k, n_threads)
+    labels = np.stack(np.unravel_index(paths, sizes), axis=1).astype(np.int64)
+    return labels, scores, counts

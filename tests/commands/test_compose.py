@@ -182,7 +182,8 @@ def test_tag_errors_write_nothing(files):
     pipe = compose_file(files)
     out = d / "out.txt"
     kbest = compose_file(files, "window", "kbest.pipeline")
-    for args, message in ((["-m", pipe, "-n", 2], "-n is not available for pipelines"),
+    for args, message in ((["-m", pipe, "-n", 2, "-v"], "n-best lists with --decode joint and without -v"),
+                          (["-m", kbest, "-n", 2], "need exact joint decoding"),
                           (["-m", pipe, "-v", "--decode", "cascade"], "-v and --decode joint only"),
                           (["-m", pipe, "-vv"], "-v and --decode joint only"),
                           (["-m", kbest, "-v"], "need exact joint decoding"),
@@ -229,6 +230,9 @@ def test_python_api_matches_the_command_line(files, tmp_path):
     assert len(both) == len(X) and len(both[0]) == 2 and len(both[0][0]) == len(X[0])
     marg, logz = api.predict_marginals(X[:5])
     assert all(np.allclose(p.sum(axis=1), 1) for sent in marg for p in sent) and np.isfinite(logz).all()
+    lists = api.predict_nbest(X[:3], 4)
+    assert [x[0] for x in lists[0][0][0]] and lists[0][0][0][1] == api.predict(X[:1])[0]
+    assert all(a[1] >= b[1] for sent in lists for a, b in zip(sent, sent[1:]))
     api.save(tmp_path / "api.pipeline")
     again = crftk.Pipeline.load(tmp_path / "api.pipeline")
     assert again.predict(X) == api.predict(X)
@@ -279,3 +283,21 @@ def test_other_structures_decode_in_cascade_only(files, tmp_path):
     assert len(pipe.tag(sents, "cascade")) == 5
     with pytest.raises(CrftkError, match="first-order CRF stages.*memm.*--decode cascade"):
         pipe.decode(sents, "joint")
+
+
+def test_n_prints_the_k_best_joint_labelings(files):
+    _, _, test, _ = files
+    pipe = compose_file(files)
+    code, plain, _ = cli("tag", "-m", pipe, test)
+    code, out, err = cli("tag", "-m", pipe, "-n", 3, test)
+    assert code == 0, err
+    heads = [line.split() for line in out.splitlines() if line.startswith("# nbest")]
+    n = len(read_corpus(test))
+    assert len(heads) == 3 * n and [int(h[2]) for h in heads[:3]] == [0, 1, 2]
+    probs = [float(h[3]) for h in heads]
+    assert all(probs[i] >= probs[i + 1] for i in range(0, len(probs), 3) for i in (i, i + 1))
+    # the best of each list is the joint Viterbi labeling
+    blocks = out.split("# nbest ")[1:]
+    best = [b for b in blocks if b.startswith("0 ")]
+    rows = [r for b in best for r in columns(b)[1:]]
+    assert [r[3:] for r in rows] == [r[3:] for r in columns(plain)]

@@ -192,3 +192,35 @@ def test_product_viterbi_with_ties_returns_a_path_of_the_best_score():
         y = joint_labels[sp[s]:sp[s + 1]]
         total = state[np.arange(sp[s], sp[s + 1]), y].sum() + sum(big[y[t - 1], y[t]] for t in range(1, len(y)))
         assert total == scores[s]
+
+
+@pytest.mark.parametrize("sizes, shared", [([3, 2], True), ([2, 3, 2], False), ([4], True)])
+def test_product_nbest_equals_the_best_of_the_enumeration(sizes, shared):
+    from crftk import _product
+    rng = np.random.default_rng(len(sizes))
+    sizes = np.array(sizes, dtype=np.int32)
+    lengths = [1, 2, 3, 3]
+    sp = np.concatenate([[0], np.cumsum(lengths)])
+    N, S = int(sp[-1]), int(np.prod(sizes))
+    state = rng.normal(size=(N, S))
+    trans = [rng.normal(size=(n, n) if shared else (N, n, n)) for n in sizes]
+    K = 7
+    paths, scores, counts = _product.nbest(sizes, sp, state, trans, K)
+    for s in range(len(lengths)):
+        t0, T = sp[s], lengths[s]
+        table = []
+        for y in itertools.product(range(S), repeat=T):
+            v = sum(state[t0 + t, y[t]] for t in range(T))
+            for t in range(1, T):
+                a, b = np.unravel_index(y[t - 1], sizes), np.unravel_index(y[t], sizes)
+                v += sum((m if m.ndim == 2 else m[t0 + t])[a[c], b[c]] for c, m in enumerate(trans))
+            table.append((v, y))
+        table.sort(key=lambda x: -x[0])
+        assert counts[s] == min(K, S ** T)
+        for k in range(counts[s]):
+            assert scores[s, k] == pytest.approx(table[k][0], abs=1e-10)
+            assert tuple(paths[k, t0:t0 + T].tolist()) == table[k][1]
+    # the first is the Viterbi labeling
+    best, score = _product.viterbi(sizes, sp, state, trans)
+    np.testing.assert_array_equal(paths[0], best)
+    np.testing.assert_allclose(scores[:, 0], score, rtol=1e-12)
