@@ -133,9 +133,8 @@ def conll2000(a):
 
 
 def ner(a):
-    import numpy as np  # noqa: F401 (the library needs it)
     from crftk.commands.tag import Tagger
-    from crftk.io.conll import Layout, format_sentence, read_sentences
+    from crftk.io.conll import Layout, Sentence, format_sentence, read_sentences
     from crftk.model import Model
     out, data = Path(a.out), Path(a.data)
     log = out / "ner.log"
@@ -148,7 +147,6 @@ def ner(a):
         layout = Layout()
         items = list(read_sentences(train, passthrough=True, layout=layout))
         sents = [s for s in items if not isinstance(s, str)]
-        from crftk.io.conll import Sentence
         tags = chunker.tag([Sentence([r[:2] for r in s.rows], s.doc) for s in sents])
         parts, i = [], 0
         for item in items:

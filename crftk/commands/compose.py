@@ -24,14 +24,13 @@ import numpy as np
 from crftk import params
 from crftk.errors import CrftkError
 from crftk.io.conll import Sentence
-from crftk.model import Model, Part
+from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
-from crftk.structures import joint
+from crftk.structures import STRUCTURES, joint
 from crftk.structures.composed import Composed
 
 #: Pipelines of more stages than this would need more than 8 chains in the product kernel.
 MAX_STAGES = 8
-DECODE_MODES = params.DECODE.choices
 #: Stand-in for the columns a stage's model has but the pipeline input lacks (never read).
 _ABSENT = "_"
 
@@ -74,11 +73,10 @@ class Pipeline:
     """Stages that feed each other; decodes sentences in cascade or jointly."""
 
     def __init__(self, stages, info=None, *, threads=0, path=None):
-        from crftk.params import resolve_threads
         self.stages = stages
         self.info = dict(info or {})
         self.path = path
-        self.n_threads = resolve_threads(threads)
+        self.n_threads = params.resolve_threads(threads)
         last = stages[-1].space
         # the input: the last stage's columns, its gold label column optional when it is the last
         self.n_columns = last.n_columns
@@ -116,9 +114,8 @@ class Pipeline:
         if len(entries) != len(model.parts) or not 2 <= len(entries) <= MAX_STAGES:
             raise bad(f"{len(entries)} stages described for {len(model.parts)} parts")
         stages = []
-        from crftk.structures import STRUCTURES
         for i, (entry, part) in enumerate(zip(entries, model.parts)):
-            if not isinstance(entry, dict):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), (str, type(None))):
                 raise bad(f"stage {i} is malformed")
             structure, info, feed = entry.get("structure"), entry.get("info"), entry.get("feed")
             if structure not in STRUCTURES or structure == Composed.name or not isinstance(info, dict):
@@ -127,7 +124,6 @@ class Pipeline:
                                                          or not 0 <= feed < part.space.n_columns
                                                          or feed == part.space.label_col):
                 raise bad(f"stage {i} has no valid fed column")
-            from crftk.model import _check_kind
             _check_kind(info, path)
             stages.append(Stage(Model(part.space, part.weights, info, structure=structure), feed,
                                 entry.get("name")))
