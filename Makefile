@@ -30,6 +30,8 @@ help:
 	@echo "make mcef        MCE-F from MAP against MAP on dev.txt and eng.testa"
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
+	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint decoding on dev.txt, speed"
+	@echo "make compose-ner  CoNLL-2000 chunker -> CoNLL-2003 NER: no chunks, cascade, joint on eng.testa"
 
 # Rebuilt only when the build inputs change.
 $(OUT)/.installed: setup.py pyproject.toml $(wildcard csrc/*.pyx csrc/*.pxd)
@@ -133,6 +135,23 @@ induction: install
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).
 FUZZ_CASES ?= 10000
+# Composition (issue 15, Sutton & McCallum 2005): separately trained stages decoded in cascade or
+# jointly. Models trained with at most COMPOSE_ITER L-BFGS iterations; results in
+# benchmarks/results/compose.md (+ .json). compose-ner needs compose-conll2000's chunker.
+.PHONY: compose-conll2000 compose-ner
+COMPOSE_ITER ?= 100
+compose-conll2000: install
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	$(PYTHON) benchmarks/compose.py conll2000 --data $(CONLL2000) --out $(OUT)/compose \
+	  --max-iter $(COMPOSE_ITER) --threads $(THREADS)
+	$(PYTHON) benchmarks/compose.py report --out $(OUT)/compose --results benchmarks/results/compose
+
+compose-ner: compose-conll2000
+	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }
+	$(PYTHON) benchmarks/compose.py ner --data $(CONLL2003) --out $(OUT)/compose \
+	  --chunker $(OUT)/compose/chunk-crfpp.model --max-iter $(COMPOSE_ITER) --threads $(THREADS)
+	$(PYTHON) benchmarks/compose.py report --out $(OUT)/compose --results benchmarks/results/compose
+
 fuzz-model:
 	$(PYTHON) setup.py build_ext --inplace -q
 	$(PYTHON) fuzz/model_bitflips.py --cases $(FUZZ_CASES) --seed 1 --cli 50

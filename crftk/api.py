@@ -496,6 +496,97 @@ def _short(value):
     return shown(value, 60) if isinstance(value, str) else repr(value)
 
 
+class Pipeline:
+    """A pipeline of CRFs (``crftk compose``) in memory: stages trained apart, decoded in cascade
+    or jointly (Sutton & McCallum 2005).
+
+    ``Pipeline.load(path)`` reads a file of ``crftk compose``; ``Pipeline.compose(models, feeds)``
+    builds one from CRFs, Models or model paths, ``feeds[i]`` being the input column of model i+1
+    that model i's labels fill. X holds sentences of token rows in the last model's input
+    columns, as ``read_conll(path, label_col=-1)`` gives them. ``decode``: "joint" (exact over
+    the product of the label sets when every fed column is read at offset 0 only, else by
+    rescoring the ``nbest_upstream`` best upstream labelings: ``joint_mode``) or "cascade".
+    """
+
+    def __init__(self, pipeline):
+        self.pipeline_ = pipeline
+
+    @classmethod
+    def load(cls, path, *, threads=0):
+        from crftk.commands.compose import Pipeline as _Pipeline
+        return cls(_Pipeline.load(path, threads=_BY_NAME["threads"].check(threads, warn=_Log(False))))
+
+    @classmethod
+    def compose(cls, models, feeds, *, threads=0):
+        from crftk.commands.compose import Pipeline as _Pipeline
+        loaded = []
+        for m in models:
+            if isinstance(m, CRF):
+                m = m._model()
+            elif not isinstance(m, Model):
+                m = Model.load(m)
+            loaded.append(m)
+        feeds = [feeds] if isinstance(feeds, int) else list(feeds)
+        return cls(_Pipeline.from_models(loaded, feeds, threads=_BY_NAME["threads"].check(threads, warn=_Log(False)),
+                                         log=_Log(False)))
+
+    @property
+    def joint_mode(self):
+        """"exact", "nbest" (K-best upstream rescoring) or None (a stage is not a first-order CRF)."""
+        return self.pipeline_.joint_mode()
+
+    @property
+    def stage_labels(self):
+        """The labels of each stage, in order."""
+        return [s.labels for s in self.pipeline_.stages]
+
+    def _batches(self, X):
+        last = self.pipeline_.stages[-1].space
+        width = last.n_columns - 1 if self.pipeline_.optional_gold else last.n_columns
+        index, sentences = _sentences(X, "X", width, last.label_col if self.pipeline_.optional_gold else width,
+                                      None, None, None, "docs")
+        start = 0
+        for batch in chunked(sentences, BATCH_TOKENS):
+            yield batch, index[start:start + len(batch)]
+            start += len(batch)
+
+    def predict(self, X, *, decode="joint", nbest_upstream=20, stages=False):
+        """The last stage's labels of each sentence; with ``stages``, per sentence a list of every
+        stage's labels."""
+        n = len(self.pipeline_.stages)
+        out = [[[] for _ in range(n)] if stages else [] for _ in range(_count(X, "X"))]
+        for batch, index in self._batches(X):
+            for i, labels in zip(index, self.pipeline_.tag(batch, decode, nbest_upstream)):
+                out[i] = labels if stages else labels[-1]
+        return out
+
+    def predict_marginals(self, X):
+        """Exact joint marginals: per sentence, per stage a float array [tokens, labels] (columns
+        in ``stage_labels`` order), and the log partition function of each sentence."""
+        n = len(self.pipeline_.stages)
+        out = [[np.zeros((0, len(x))) for x in self.stage_labels] for _ in range(_count(X, "X"))]
+        logz = np.zeros(len(out))
+        for batch, index in self._batches(X):
+            marg, lz = self.pipeline_.joint_marginals(batch)
+            for k, i in enumerate(index):
+                out[i] = [marg[c][k] for c in range(n)]
+                logz[i] = lz[k]
+        return out, logz
+
+    def predict_nbest(self, X, k):
+        """The k best joint labelings of each sentence (exact joint decoding): per sentence a list
+        of (per stage its labels, probability), best first."""
+        out = [[] for _ in range(_count(X, "X"))]
+        for batch, index in self._batches(X):
+            for i, lists in zip(index, self.pipeline_.tag_nbest(batch, k)):
+                out[i] = [(labels, prob) for prob, labels in lists]
+        return out
+
+    def save(self, path):
+        """Write the pipeline file (the format of crftk compose; written atomically)."""
+        self.pipeline_.save(path)
+
+
 # readers and scoring ------------------------------------------------------------
 def read_conll(path, label_col=None, *, docs=False, max_sentence_tokens=MAX_SENTENCE_TOKENS):
     """Sentences of a CoNLL file (or of several, concatenated) as lists of rows.

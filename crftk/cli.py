@@ -149,17 +149,22 @@ _induce_options = _param_options(params.INDUCE)
               help="Start from this model's weights and feature space (MAP weights for --objective "
                    "mce, or a checkpoint to resume from); no --template then.")
 @_option(params.CHECKPOINT_EVERY, metavar="N")
+@_option(params.CROSS_PREDICT, metavar="K")
+@click.option("--cross-output", "cross_output", metavar="FILE",
+              help="With --cross-predict: the training files with their label column replaced by the "
+                   "out-of-fold predictions (written atomically).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @_train_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, quiet,
-          max_sentence_tokens, **options):
+def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, cross_predict,
+          cross_output, quiet, max_sentence_tokens, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
-        checkpoint_every=checkpoint_every, **options)
+        checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
+        **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -200,8 +205,13 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
               help="Tokens decoded per batch: memory stays bounded on any input size.")
 @max_sentence_option
 @threads_option
-def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads):
-    """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
+@click.option("--decode", type=click.Choice(params.DECODE.choices), default=None,
+              help=params.DECODE.help + " [default: joint]")
+@_option(params.NBEST_UPSTREAM, metavar="K")
+def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads, decode,
+        nbest_upstream):
+    """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
+    of crftk compose: one column per stage)."""
     from crftk.io.conll import AtomicWriter, check_output
     from crftk.commands.tag import tag_files
     from crftk.model import Model
@@ -209,12 +219,45 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
     check_output(output)
     model = Model.load(model_path)
     progress = tty_progress()
+    if model.structure_name == "composed":
+        run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
+                               nbest_upstream)
+    elif decode is not None:
+        raise CrftkError(f"--decode applies to pipelines (crftk compose); {model_path} is a single model")
+    else:
+        def run(inputs, out, **kw):
+            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads, **kw)
     with AtomicWriter(output) as out:
-        tag_files(model, list(inputs) or ["-"], out, marginals=marginals, nbest=nbest,
-                  threads=threads, batch_tokens=batch_tokens, progress=progress, log=_log,
-                  max_sentence_tokens=max_sentence_tokens)
+        run(list(inputs) or ["-"], out, batch_tokens=batch_tokens, progress=progress, log=_log,
+            max_sentence_tokens=max_sentence_tokens)
     if progress:
         click.echo("", err=True)
+
+
+def _pipeline_tagger(model, model_path, marginals, nbest, threads, decode, nbest_upstream):
+    """tag's writer for a pipeline (crftk compose)."""
+    from crftk.commands.compose import Pipeline, tag_pipeline
+    pipeline = Pipeline.from_model(model, model_path, threads=threads)
+
+    def run(inputs, out, **kw):
+        return tag_pipeline(pipeline, inputs, out, decode=decode, nbest_upstream=nbest_upstream,
+                            marginals=marginals, nbest=nbest, **kw)
+    return run
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--model", "-m", "models", required=True, multiple=True, metavar="MODEL",
+              help="A trained model, upstream first; repeat for each stage (at least two).")
+@click.option("--feed", "feeds", required=True, multiple=True, type=column_index(), metavar="COL",
+              help="For each link, in order: the input column of the next model that this model's "
+                   "predictions fill (e.g. 1, the POS column of a chunker fed by a POS tagger).")
+@click.option("--output", "-o", required=True, metavar="PIPELINE",
+              help="The pipeline's model file (written atomically); tag it with crftk tag -m.")
+def compose(models, feeds, output):
+    """Compose trained models into a pipeline (Sutton & McCallum 2005): each model's predictions
+    fill an input column of the next. `crftk tag -m PIPELINE` decodes it in cascade or jointly."""
+    from crftk.commands.compose import compose as run
+    run(list(models), list(feeds), output, log=_log)
 
 
 @main.command("eval", context_settings=CONTEXT)
@@ -303,7 +346,12 @@ def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
 def info(model_path, as_json):
     """Summarise a model: labels, templates, features, training record."""
     from crftk.model import Model, format_summary
-    summary = Model.load(model_path).summary()
+    model = Model.load(model_path)
+    if model.structure_name == "composed":
+        from crftk.commands.compose import Pipeline
+        summary = Pipeline.from_model(model, model_path).summary()
+    else:
+        summary = model.summary()
     click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
 
 

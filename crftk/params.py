@@ -305,6 +305,25 @@ MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")
 
+#: Folds of ``train --cross-predict``: each trains a model on the other folds.
+MAX_CROSS_FOLDS = 100
+CROSS_PREDICT = Param("cross_predict", 0, Integer(2, MAX_CROSS_FOLDS, also=(0,)),
+                      "Also write out-of-fold predictions of the training files to --cross-output: "
+                      "sentence i goes to fold i mod K, and each fold is tagged by a model trained on "
+                      "the other K-1 (same options), the label column replaced by the prediction, so a "
+                      "downstream stage can train on honest upstream errors. 0: off.")
+
+#: Options of ``crftk tag`` for pipelines (``crftk compose``).
+DECODE = Param("decode", "joint", str,
+               "How a pipeline (crftk compose) decodes. cascade: each stage's Viterbi labels feed the "
+               "next; joint: the best labeling of all stages together under the sum of their scores "
+               "(Sutton & McCallum 2005), exact when every fed column is read at offset 0 only, else by "
+               "rescoring the --nbest-upstream best labelings of each upstream stage. The log says "
+               "which ran.", ("cascade", "joint"))
+NBEST_UPSTREAM = Param("nbest_upstream", 20, Integer(1, MAX_NBEST),
+                       "Joint decoding of a pipeline whose fed columns are read at other offsets than "
+                       "0: upstream labelings rescored per sentence and stage.")
+
 #: Folds of --gain-folds: each trains its own model every round; 10 is the usual choice.
 MAX_GAIN_FOLDS = 100
 #: Newton iterations for one candidate's weight: it converges in a handful.

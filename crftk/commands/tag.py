@@ -135,23 +135,37 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
         allowed.add(space.n_columns - 1)
     if not marginals and not nbest and _compiled_path(model):
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
-    n_sent = n_tok = 0
-    by_document = space.template.anchored
+    counts = [0, 0]
+    for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=space.template.anchored,
+                                    max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
+                                    counts=counts):
+        tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
+    return tuple(counts)
+
+
+def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sentence_tokens=MAX_SENTENCE_TOKENS,
+                  progress=None, log=None, counts=None):
+    """(batch, column separator) of the CoNLL files in turn, pass-through lines in place.
+
+    ``allowed``: the column counts accepted; ``counts`` (a list [sentences, tokens]) is kept
+    up to date and reported to ``progress`` after each batch; ``log`` receives a warning for
+    an input without sentences.
+    """
+    counts = [0, 0] if counts is None else counts
     for path in inputs:
         layout = Layout()
         stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
                                 max_sentence_tokens=max_sentence_tokens)
-        before = n_sent
+        before = counts[0]
         for batch in chunked(stream, batch_tokens, by_document=by_document):
-            tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=layout.separator or "\t")
+            yield batch, layout.separator or "\t"
             sents = [s for s in batch if not isinstance(s, str)]
-            n_sent += len(sents)
-            n_tok += sum(len(s) for s in sents)
+            counts[0] += len(sents)
+            counts[1] += sum(len(s) for s in sents)
             if progress:
-                progress(n_sent, n_tok)
-        if n_sent == before and log is not None:
+                progress(*counts)
+        if counts[0] == before and log is not None:
             log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
-    return n_sent, n_tok
 
 
 # The compiled path: reading, encoding and writing in crftk._textio, batches decoded by a pool

@@ -136,7 +136,7 @@ def _run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
-          **options):
+          cross_predict=0, cross_output=None, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -147,12 +147,22 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ``checkpoint_every``: N > 0 saves the current weights to ``model_path +
     ".checkpoint"`` every N iterations (removed when training finishes); ``--init``
     from it resumes training, with a fresh optimizer memory.
+    ``cross_predict``: K >= 2 also writes ``cross_output``, the training files with their
+    label column replaced by out-of-fold predictions (see :func:`cross_predictions`).
     """
     opt = check_options(options, log)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
+    cross_predict = params.CROSS_PREDICT.check(cross_predict)
     if max_sentence_tokens is not None:      # None: no limit
         max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
+    if cross_predict and cross_output is None:
+        raise CrftkError("--cross-predict needs --cross-output FILE (where the predicted column goes)")
+    if cross_output is not None and not cross_predict:
+        raise CrftkError("--cross-output needs --cross-predict K (the number of folds)")
+    if cross_predict and init_model is not None:
+        raise CrftkError("--cross-predict trains each fold from the template: drop --init")
+    check_output(cross_output, "cross-prediction output")
     checkpoint = None
     if checkpoint_every:
         if model_path is None:
@@ -181,6 +191,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
+    cross_text = None
+    if cross_predict:
+        cross_text = cross_predictions(train_files, template, cross_predict, dev=dev or None, log=log,
+                                       max_sentence_tokens=max_sentence_tokens, **opt)
     with contextlib.ExitStack() as stack:
         trace = trace_file
         if trace_file is not None and not hasattr(trace_file, "write"):
@@ -195,9 +209,71 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
         if checkpoint is not None and not model.info["interrupted"] and os.path.exists(checkpoint[0]):
             os.unlink(checkpoint[0])          # the finished model supersedes it
+    if cross_text is not None and not model.info["interrupted"]:
+        with AtomicWriter(cross_output) as out:
+            out.write(cross_text)
+        log(f"wrote the out-of-fold predictions of {cross_predict} folds to {cross_output}")
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log,
+                      max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
+    """The training files' text with the label column replaced by out-of-fold predictions.
+
+    Sentence i (counted over all the files) belongs to fold i mod ``folds``; each fold
+    is tagged by a model trained with ``options`` on the other folds. Predictions on a
+    model's own training data are too good to train a downstream stage on, these have
+    the errors it makes on unseen text. Lines that are not tokens (``-DOCSTART-``) and
+    each file's column separator are kept; several files are concatenated.
+    """
+    from crftk.io.conll import Layout, format_sentence, read_sentences
+    opt = check_options(options, log)
+    folds = params.CROSS_PREDICT.check(folds)
+    files, sentences, doc = [], [], 0
+    for path in train_files:
+        layout = Layout()
+        items = list(read_sentences(path, passthrough=True, first_doc=doc, layout=layout,
+                                    max_sentence_tokens=max_sentence_tokens))
+        sents = [it for it in items if not isinstance(it, str)]
+        if sents:
+            doc = sents[-1].doc + 1
+        files.append((items, layout.separator or "\t"))
+        sentences.extend(sents)
+    if len(sentences) < folds:
+        raise CrftkError(f"--cross-predict {folds} needs at least {folds} training sentences, "
+                         f"found {len(sentences)}", train_files[0])
+    predicted = [None] * len(sentences)
+    fold_of = np.arange(len(sentences)) % folds
+    for k in range(folds):
+        status(log, f"cross-prediction: training on the folds other than {k + 1} of {folds} ...")
+        rest = [s for s, f in zip(sentences, fold_of) if f != k]
+        model = fit(rest, template, dev=dev, log=lambda msg: None, source=train_files[0], **opt)
+        held = np.flatnonzero(fold_of == k)
+        inference = model.structure.bind(model.space.encode([sentences[i] for i in held]),
+                                         resolve_threads(opt["threads"]))
+        names = np.asarray(model.output_labels, dtype=object)[inference.best(model.weights)[0]]
+        tags = [names[sl].tolist() for sl in inference.corpus.sentence_slices()]
+        for i, labels in zip(held.tolist(), tags):
+            predicted[i] = labels
+        gold = [[row[model.space.label_col] for row in sentences[i].rows] for i in held.tolist()]
+        score = evaluate(gold, tags)
+        f1 = f", F1 {score.overall.f1:.2f}" if score.overall.n_gold else ""      # labels that form chunks
+        log(f"cross-prediction fold {k + 1}/{folds}: {plural(len(rest), 'training sentence')}, "
+            f"{model.info['iterations']} iterations; {plural(held.size, 'sentence')} tagged, "
+            f"accuracy {100 * score.token_accuracy:.2f}{f1}")
+    col = model.space.label_col
+    parts, i = [], 0
+    for items, sep in files:
+        for it in items:
+            if isinstance(it, str):
+                parts.append(it + "\n")
+                continue
+            rows = [row[:col] + [lab] + row[col + 1:] for row, lab in zip(it.rows, predicted[i])]
+            parts.append(format_sentence(rows, sep=sep))
+            i += 1
+    return "".join(parts)
 
 
 def check_options(options, log=_stderr_log):
