@@ -198,9 +198,15 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
                    "(P: its probability); with -v each token also gets its label's marginal.")
 @click.option("--batch-tokens", type=Integer(1, MAX_COUNT), default=50_000, show_default=True,
               help="Tokens decoded per batch: memory stays bounded on any input size.")
+@_option(params.TAG_COMBINE)
+@_option(params.TAG_DECODE)
+@click.option("--weights", "weights_file", metavar="FILE",
+              help="For a bag: its weights from this file ('NAME WEIGHT' per bag, or 'COMBINATION "
+                   "NAME=WEIGHT ...' lines) instead of those crftk bag chose.")
 @max_sentence_option
 @threads_option
-def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads):
+def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, decode, weights_file,
+        max_sentence_tokens, threads):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
     from crftk.io.conll import AtomicWriter, check_output
     from crftk.commands.tag import tag_files
@@ -212,9 +218,40 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
     with AtomicWriter(output) as out:
         tag_files(model, list(inputs) or ["-"], out, marginals=marginals, nbest=nbest,
                   threads=threads, batch_tokens=batch_tokens, progress=progress, log=_log,
-                  max_sentence_tokens=max_sentence_tokens)
+                  max_sentence_tokens=max_sentence_tokens, combine=combine, decode=decode,
+                  weights=weights_file)
     if progress:
         click.echo("", err=True)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("train_files", nargs=-1, required=True, metavar="TRAIN_FILE...")
+@click.option("--template", "-t", "templates", multiple=True, required=True, metavar="FILE",
+              help="A feature bag's template (CRF++ syntax); give one per bag, or one with --random-bags.")
+@click.option("--model", "-m", "model_path", required=True, metavar="FILE",
+              help="Where to write the bag: one model file holding every bag's CRF and the weights.")
+@click.option("--dev", "dev_file", metavar="FILE",
+              help="Development set on which each combination's weights and the default combination "
+                   "are chosen (unless --cv).")
+@click.option("--weights", "weights_file", metavar="FILE",
+              help="Use these weights ('NAME WEIGHT' per bag, or 'COMBINATION NAME=WEIGHT ...' lines) "
+                   "instead of choosing them.")
+@click.option("--export", "export_path", metavar="FILE",
+              help="Also write the seq-poe combination as one ordinary model file (the bags' weights "
+                   "averaged over the union of their features: tags as fast as one CRF).")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
+@max_sentence_option
+@_param_options(params.BAG)
+@_train_options
+def bag(train_files, templates, model_path, dev_file, weights_file, export_path, quiet, max_sentence_tokens,
+        **options):
+    """Feature bagging (Sutton, Sindelar & McCallum 2006): one CRF per feature bag, combined by
+    seq-poe, seq-mixture, trans-mixture or trans-poe (choose at tag time with --combine)."""
+    from crftk.commands.bag import bag as run
+    from crftk.progress import Reporter
+    run(list(train_files), list(templates), model_path, dev_file=dev_file, weights_file=weights_file,
+        export_path=export_path, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
+        **options)
 
 
 @main.command("eval", context_settings=CONTEXT)
