@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.commands.train import check_options, fit, resolve_threads
+from crftk.commands.train import check_options, fit, resolve_threads, training_files
 from crftk.ensemble.bag import Bag
 from crftk.ensemble.combine import METHODS, MIXTURES, Evidence
 from crftk.ensemble.merge import seq_poe_model
@@ -47,11 +47,7 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
     log = log or _silent
     check_output(model_path, "model")
     check_output(export_path, "exported model")
-    if isinstance(train_files, (str, os.PathLike)):
-        train_files = [train_files]
-    train_files = [str(p) for p in train_files]
-    if not train_files:
-        raise CrftkError("no training files given")
+    train_files = training_files(train_files)
     if isinstance(templates, (str, os.PathLike)):
         templates = [templates]
     parsed = [read_template(str(t)) for t in templates]

@@ -33,23 +33,6 @@ def union_template_text(templates):
     return "\n".join(out) + "\n"
 
 
-def _value_ids(space, cl):
-    """[n_keys, n_macros] macro value ids of each kept key of a line (the inverse of its packing)."""
-    macros = cl.line.macros
-    key = np.asarray(cl.keys, dtype=np.int64)
-    cols = []
-    for i in range(len(macros) - 1, -1, -1):
-        if i == 0:
-            vals = key
-        else:
-            key, vals = np.divmod(key, space._radix(macros[i]))
-            if i >= 2:
-                key = np.asarray(cl.steps[i - 2], dtype=np.int64)[key]
-        cols.append(vals)
-    cols.reverse()
-    return np.stack(cols, axis=1) if cols else np.zeros((key.size, 0), dtype=np.int64)
-
-
 def _repack(rows, steps, radices):
     """Final keys of value-id rows over a line's union steps (as space._keys packs them)."""
     if rows.shape[1] == 0:
@@ -87,7 +70,7 @@ def merge_spaces(spaces):
 
     def member_rows(s, cl):
         """A member line's value-id rows, over the union vocabularies."""
-        rows = _value_ids(s, cl)
+        rows = s.value_ids(cl, cl.keys)
         for j, m in enumerate(cl.line.macros):
             to_union = vocabs[m.source].ids(s.vocabs[m.source].strings)
             rows[:, j] = to_union[rows[:, j]]

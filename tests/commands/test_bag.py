@@ -293,3 +293,27 @@ def test_bags_in_parallel_give_the_same_members(files):
     b = fit_bag(sents, t, parallel="bags", log=None, **dict(OPTS, threads=2))
     for pa, pb in zip(a.parts, b.parts):
         np.testing.assert_allclose(pa.weights, pb.weights, rtol=1e-9, atol=1e-12)
+
+
+def test_python_api_bag_matches_the_command(files, bagged, tmp_path):
+    import crftk
+    from crftk.io.conll import read_corpus
+    d, train, dev = files
+    X, y = crftk.read_conll(train, label_col=-1)
+    Xd, yd = crftk.read_conll(dev, label_col=-1)
+    b = crftk.Bag([str(d / "words.tmpl"), str(d / "tags.tmpl")], **OPTS).fit(X, y, Xd, yd)
+    _, model = bagged
+    assert b.model_.info["bag"]["weights"] == model.info["bag"]["weights"]
+    assert b.classes_ == model.labels
+    sents = read_corpus(dev)
+    for method in ["seq-poe", "trans-poe"]:
+        want = tagger_for(model, combine=method).tag(sents)
+        assert b.predict(Xd, combine=method) == want
+    marg = b.predict_marginals(Xd[:3], combine="seq-mixture")
+    for m, x in zip(marg, Xd[:3]):
+        assert m.shape == (len(x), len(b.classes_))
+        np.testing.assert_allclose(m.sum(axis=1), 1.0)
+    assert b.score(Xd, yd, combine="seq-poe") == pytest.approx(model.info["bag"]["dev_f1"]["seq-poe"])
+    exported = b.export(str(tmp_path / "poe.model"))
+    assert crftk.CRF.load(str(tmp_path / "poe.model")).predict(Xd) == b.predict(Xd, combine="seq-poe")
+    assert exported.info["bag_export"]["members"] == ["words", "tags"]
