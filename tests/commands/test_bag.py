@@ -317,3 +317,37 @@ def test_python_api_bag_matches_the_command(files, bagged, tmp_path):
     exported = b.export(str(tmp_path / "poe.model"))
     assert crftk.CRF.load(str(tmp_path / "poe.model")).predict(Xd) == b.predict(Xd, combine="seq-poe")
     assert exported.info["bag_export"]["members"] == ["words", "tags"]
+
+
+def test_bag_weight_file_is_checked_before_training_and_then_used(files, tmp_path):
+    d, train, dev = files
+    wf = tmp_path / "w.txt"
+    wf.write_text("words 1\nwrong 1\n")
+    model = tmp_path / "w.bag"
+    args = ["bag", "-t", str(d / "words.tmpl"), "-t", str(d / "tags.tmpl"), "-m", str(model), "--weights",
+            str(wf), "--max-iter", "5", train]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1 and r.output.startswith(f"crftk: error: {wf}:2: the bag has no member 'wrong'")
+    assert "read " not in r.output and not model.exists()      # refused before any training
+    wf.write_text("words 1\ntags 3\ntrans-poe words=1 tags=1\n")
+    r = CliRunner().invoke(main, args + ["--dev", dev])
+    assert r.exit_code == 0, r.output
+    record = Model.load(str(model)).info["bag"]
+    assert record["weights"]["seq-poe"] == [0.25, 0.75] and record["weights"]["trans-poe"] == [0.5, 0.5]
+    assert record["weights_by"]["seq-mixture"] == "file"
+
+
+def test_tag_nbest_and_max_marginal_with_a_bag(files, bagged):
+    _, _, dev = files
+    path, _ = bagged
+    r = CliRunner().invoke(main, ["tag", "-m", path, "--combine", "trans-poe", "-n", "2", dev])
+    assert r.exit_code == 0 and r.output.startswith("# nbest 0 ")
+    r = CliRunner().invoke(main, ["tag", "-m", path, "--combine", "seq-mixture", "--decode", "max-marginal", dev])
+    assert r.exit_code == 0, r.output
+    bag_ = Bag.from_model(Model.load(path))
+    sents = sentences_of(dev)
+    ev, corpus = bag_.evidence(sents)
+    node = np.tensordot(bag_.weights("seq-mixture"), ev.conditionals()[1], axes=1)
+    want = np.asarray(bag_.labels)[node.argmax(axis=1)]
+    got = [line.split()[-1] for line in r.output.splitlines() if line.strip()]
+    assert got == want.tolist()
