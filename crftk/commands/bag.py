@@ -22,7 +22,7 @@ from crftk.ensemble.bag import Bag
 from crftk.ensemble.combine import METHODS, MIXTURES, Evidence
 from crftk.ensemble.merge import seq_poe_model
 from crftk.ensemble.weights import HeldOut, em, f1, grid_search, read_weight_file
-from crftk.errors import CrftkError, shown
+from crftk.errors import CrftkError
 from crftk.features.templates import parse_template, read_template
 from crftk.io.conll import MAX_SENTENCE_TOKENS, check_output, read_corpus
 from crftk.progress import plural

@@ -2,7 +2,6 @@
 the weights, and the errors a user can cause."""
 
 import itertools
-import os
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from click.testing import CliRunner
 from corpora import random_corpus
 from crftk.cli import main
 from crftk.commands.bag import bag, fit_bag, random_bags
-from crftk.commands.tag import tag_files, tagger_for
+from crftk.commands.tag import tagger_for
 from crftk.ensemble.bag import Bag
 from crftk.ensemble.combine import Evidence, combine
 from crftk.ensemble.merge import seq_poe_model
