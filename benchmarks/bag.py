@@ -90,12 +90,13 @@ def report(paths, results):
     """benchmarks/results/bag.md and bag.json from the tasks' bag.json files."""
     docs = [json.load(open(p)) for p in paths]
     lines = ["# Feature bagging (Sutton, Sindelar & McCallum 2006)", "",
-             "`make bag` (`benchmarks/bag.py --task ner|np`). Every CRF: L-BFGS, c2 as given per "
-             "table, to convergence or the iteration cap, no dev-set iteration choice (the last weights are kept). The bag's "
-             "weights are chosen on the development set (grid, step 0.05) - the set the table scores, "
-             "so the 'chosen' rows are optimistic by one tuned number; 'uniform' rows use 0.5/0.5 and "
-             "are not tuned; 'cv2' rows choose by 2-fold cross-validation on the training data. "
-             "McNemar's test is token level against the union CRF (p < 0.05: significant).", ""]
+             "`make bag` (`benchmarks/bag.py --task ner|np`). Every CRF: L-BFGS, c2 as given per table, "
+             "to convergence or the iteration cap, no dev-set iteration choice (the last weights are "
+             "kept). The bag's weights are chosen on the development set (grid, step 0.05) - the set "
+             "the table scores, so the 'chosen' rows are optimistic by one tuned number; 'uniform' "
+             "rows use 0.5/0.5 and are not tuned; 'cv2' rows choose by 2-fold cross-validation on the "
+             "training data. McNemar's test is token level against the union CRF (p < 0.05: "
+             "significant).", ""]
     for d in docs:
         sys_ = d["systems"]
         bag = d["bag"]
