@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model clean help
+	convergence-figures mcef induction fuzz fuzz-model clean help bag-ner bag-np bag
 
 all: test
 
@@ -29,6 +29,8 @@ help:
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
 	@echo "make mcef        MCE-F from MAP against MAP on dev.txt and eng.testa"
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
+	@echo "make bag-ner     feature bagging on CoNLL-2003 NER: bags, baselines, the four combinations (eng.testa)"
+	@echo "make bag-np      feature bagging on CoNLL-2000 NP chunking (dev.txt); make bag: both, results table"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint decoding on dev.txt, speed"
 	@echo "make compose-ner  CoNLL-2000 chunker -> CoNLL-2003 NER: no chunks, cascade, joint on eng.testa"
@@ -131,6 +133,18 @@ mcef: install
 induction: install
 	$(PYTHON) benchmarks/induce.py --task ner --data $(CONLL2003) --out $(OUT)/induce --variants paper,atomic,heldout,l1
 	$(PYTHON) benchmarks/induce.py --task chunk --data $(CONLL2000) --out $(OUT)/induce --variants paper,atomic,heldout
+
+# Feature bagging (Sutton, Sindelar & McCallum 2006): the bag templates' lexicons are built in
+# out/bag/<task> of this checkout (the templates name them relative to templates/).
+BAG_ITER ?= 400
+bag-ner: install
+	nice $(PYTHON) benchmarks/bag.py --task ner --data $(CONLL2003) --out $(OUT)/bag --max-iter $(BAG_ITER) --threads $(or $(filter-out 0,$(THREADS)),2)
+
+bag-np: install
+	nice $(PYTHON) benchmarks/bag.py --task np --data $(CONLL2000) --out $(OUT)/bag --max-iter $(BAG_ITER) --threads $(or $(filter-out 0,$(THREADS)),2) --cv 2
+
+bag: bag-ner bag-np
+	$(PYTHON) benchmarks/bag.py --report $(OUT)/bag/ner/bag.json $(OUT)/bag/np/bag.json --results benchmarks/results/bag
 
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).

@@ -33,7 +33,7 @@ from crftk.params import CHECKPOINT_EVERY, TRAIN, Param
 from crftk.commands.train import check_options
 from crftk.commands.train import fit as _fit
 
-__all__ = ["CRF", "NotFittedError", "read_conll", "evaluate"]
+__all__ = ["CRF", "Bag", "NotFittedError", "read_conll", "evaluate"]
 
 #: Tokens decoded at once by predict and its relatives (as ``crftk tag --batch-tokens``).
 BATCH_TOKENS = 50_000
@@ -316,6 +316,116 @@ class CRF:
             self.init = Model.from_bytes(state["init"], name="<pickled init model>")
         if "model" in state:
             self._set_model(Model.from_bytes(state["model"], name="<pickled CRF>"))
+
+
+class Bag:
+    """Feature bagging (``crftk bag``): one CRF per template, combined by seq-poe, seq-mixture,
+    trans-mixture or trans-poe (Sutton, Sindelar & McCallum 2006).
+
+    ``templates``: a list of templates (paths, text or lists of lines, as CRF's), or one
+    with ``random_bags=K``. The other keyword arguments are crftk bag's options
+    (crftk.params.BAG) and the training options (crftk.params.TRAIN). ``fit`` chooses
+    each combination's weights on ``X_dev``/``y_dev`` (or by ``cv=K`` folds of the
+    training data); ``predict`` combines as chosen unless told otherwise. Fitted
+    attributes: ``model_`` (one Model holding every bag) and ``classes_``.
+    """
+
+    def __init__(self, templates, **params):
+        from crftk.params import BAG
+        known = {p.name for p in BAG} | set(_TRAIN_NAMES) | {"verbose"}
+        for name in params:
+            if name not in known:
+                raise TypeError(f"Bag.__init__() got an unexpected keyword argument {name!r}")
+        self.templates = templates
+        self.params = params
+
+    def fit(self, X, y, X_dev=None, y_dev=None, *, docs=None, dev_docs=None, weights=None):
+        """Train the bags on X, y; ``weights``: a weight file to use instead of choosing. Returns self."""
+        from crftk.commands.bag import fit_bag
+        if isinstance(self.templates, (str, os.PathLike)):
+            raise CrftkError("templates must be a list (one template per bag)")
+        templates = [_template(t) for t in self.templates]
+        label_col = self.params.get("label_col", -1)
+        _, train = _sentences(X, "X", None, label_col, y, "y", docs, "docs")
+        if not train:
+            raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
+        dev = None
+        if X_dev is not None or y_dev is not None:
+            if X_dev is None or y_dev is None:
+                raise CrftkError("a development set needs both X_dev and y_dev")
+            _, dev = _sentences(X_dev, "X_dev", len(train[0].rows[0]) - 1, label_col, y_dev, "y_dev",
+                                dev_docs, "dev_docs")
+        log = _Log(self.params.get("verbose", 0))
+        self._set_model(fit_bag(train, templates, dev=dev or None, weights_file=weights, log=log,
+                                **{k: v for k, v in self.params.items() if k != "verbose"}))
+        return self
+
+    def _set_model(self, model):
+        from crftk.ensemble.bag import Bag as _Bag
+        self.model_ = model
+        self.classes_ = list(_Bag.from_model(model).labels)
+
+    def _tagged(self, X, docs, combine, decode, weights):
+        from crftk.commands.tag import tagger_for
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise NotFittedError("this Bag is not fitted yet: call fit(X, y) first, or Bag.load(path)")
+        space = model.space
+        index, sentences = _sentences(X, "X", space.n_columns - 1, space.label_col, None, None, docs, "docs")
+        tagger = tagger_for(model, combine=combine, decode=decode, weights=weights,
+                            threads=self.params.get("threads", 0))
+        anchored = any(m.space.template.anchored for m in tagger.bag.members)
+        if anchored and docs is not None:
+            order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
+            index, sentences = [index[k] for k in order], [sentences[k] for k in order]
+        start = 0
+        for batch in chunked(sentences, BATCH_TOKENS, by_document=anchored):
+            yield tagger, batch, index[start:start + len(batch)]
+            start += len(batch)
+
+    def predict(self, X, *, combine="chosen", decode="chosen", weights=None, docs=None):
+        """The best labeling of each sentence under a combination (default: the one fit chose)."""
+        out = [[] for _ in range(_count(X, "X"))]
+        for tagger, batch, index in self._tagged(X, docs, combine, decode, weights):
+            for i, labels in zip(index, tagger.tag(batch)):
+                out[i] = labels
+        return out
+
+    def predict_marginals(self, X, *, combine="chosen", weights=None, docs=None):
+        """Per sentence a float array [tokens, labels] (columns in classes_ order): the
+        combination's marginals."""
+        out = [np.zeros((0, len(self.classes_ if hasattr(self, "classes_") else []))) for _ in range(_count(X, "X"))]
+        for tagger, batch, index in self._tagged(X, docs, combine, "chosen", weights):
+            inf = tagger.inference(batch)
+            marg, _ = inf.marginals()
+            for i, sl in zip(index, inf.corpus.sentence_slices()):
+                out[i] = marg[sl]
+        return out
+
+    def score(self, X, y, *, combine="chosen", docs=None):
+        """Chunk F1 in percent of a combination's predictions on X against y."""
+        return _evaluate(_label_lists(y, "y", X), self.predict(X, combine=combine, docs=docs)).overall.f1
+
+    def export(self, path=None, weights=None):
+        """The seq-poe combination as one ordinary Model (saved to path if given); weights:
+        the bag's chosen seq-poe weights unless given."""
+        from crftk.ensemble.bag import Bag as _Bag
+        from crftk.ensemble.merge import seq_poe_model
+        bag = _Bag.from_model(self.model_)
+        model = seq_poe_model(bag, bag.weights("seq-poe") if weights is None else weights)
+        if path is not None:
+            model.save(path)
+        return model
+
+    def save(self, path):
+        self.model_.save(path)
+
+    @classmethod
+    def load(cls, path):
+        model = Model.load(path)
+        bag = cls(model.info.get("bag", {}).get("templates", []))
+        bag._set_model(model)
+        return bag
 
 
 def _parameters_doc():

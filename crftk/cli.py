@@ -203,15 +203,21 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
                    "(P: its probability); with -v each token also gets its label's marginal.")
 @click.option("--batch-tokens", type=Integer(1, MAX_COUNT), default=50_000, show_default=True,
               help="Tokens decoded per batch: memory stays bounded on any input size.")
+@_option(params.TAG_COMBINE)
+@click.option("--weights", "weights_file", metavar="FILE",
+              help="For a bag: its weights from this file ('NAME WEIGHT' per bag, or 'COMBINATION "
+                   "NAME=WEIGHT ...' lines) instead of those crftk bag chose.")
 @max_sentence_option
 @threads_option
-@click.option("--decode", type=click.Choice(params.DECODE.choices), default=None,
-              help=params.DECODE.help + " [default: joint]")
+@click.option("--decode", type=click.Choice(params.DECODE.choices + params.TAG_DECODE.choices[1:]),
+              default=None, help="Pipelines (crftk compose): cascade or joint (default joint). "
+              + params.DECODE.help.split(". ", 1)[1] + " Bags (crftk bag) combined by seq-mixture: "
+              "viterbi or max-marginal (default: the bag's choice).")
 @_option(params.NBEST_UPSTREAM, metavar="K")
-def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads, decode,
-        nbest_upstream):
+def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, weights_file, max_sentence_tokens,
+        threads, decode, nbest_upstream):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
-    of crftk compose: one column per stage)."""
+    of crftk compose: one column per stage; a bag of crftk bag: its combination's labels)."""
     from crftk.io.conll import AtomicWriter, check_output
     from crftk.commands.tag import tag_files
     from crftk.model import Model
@@ -220,13 +226,17 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
     model = Model.load(model_path)
     progress = tty_progress()
     if model.structure_name == "composed":
+        if decode not in (None,) + params.DECODE.choices:
+            raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
+                             "is a pipeline (cascade or joint)")
         run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
                                nbest_upstream)
-    elif decode is not None:
-        raise CrftkError(f"--decode applies to pipelines (crftk compose); {model_path} is a single model")
+    elif decode in params.DECODE.choices:
+        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} is not one")
     else:
         def run(inputs, out, **kw):
-            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads, **kw)
+            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
+                             combine=combine, decode=decode or "chosen", weights=weights_file, **kw)
     with AtomicWriter(output) as out:
         run(list(inputs) or ["-"], out, batch_tokens=batch_tokens, progress=progress, log=_log,
             max_sentence_tokens=max_sentence_tokens)
@@ -258,6 +268,36 @@ def compose(models, feeds, output):
     fill an input column of the next. `crftk tag -m PIPELINE` decodes it in cascade or jointly."""
     from crftk.commands.compose import compose as run
     run(list(models), list(feeds), output, log=_log)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("train_files", nargs=-1, required=True, metavar="TRAIN_FILE...")
+@click.option("--template", "-t", "templates", multiple=True, required=True, metavar="FILE",
+              help="A feature bag's template (CRF++ syntax); give one per bag, or one with --random-bags.")
+@click.option("--model", "-m", "model_path", required=True, metavar="FILE",
+              help="Where to write the bag: one model file holding every bag's CRF and the weights.")
+@click.option("--dev", "dev_file", metavar="FILE",
+              help="Development set on which each combination's weights and the default combination "
+                   "are chosen (unless --cv).")
+@click.option("--weights", "weights_file", metavar="FILE",
+              help="Use these weights ('NAME WEIGHT' per bag, or 'COMBINATION NAME=WEIGHT ...' lines) "
+                   "instead of choosing them.")
+@click.option("--export", "export_path", metavar="FILE",
+              help="Also write the seq-poe combination as one ordinary model file (the bags' weights "
+                   "averaged over the union of their features: tags as fast as one CRF).")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
+@max_sentence_option
+@_param_options(params.BAG)
+@_train_options
+def bag(train_files, templates, model_path, dev_file, weights_file, export_path, quiet, max_sentence_tokens,
+        **options):
+    """Feature bagging (Sutton, Sindelar & McCallum 2006): one CRF per feature bag, combined by
+    seq-poe, seq-mixture, trans-mixture or trans-poe (choose at tag time with --combine)."""
+    from crftk.commands.bag import bag as run
+    from crftk.progress import Reporter
+    run(list(train_files), list(templates), model_path, dev_file=dev_file, weights_file=weights_file,
+        export_path=export_path, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
+        **options)
 
 
 @main.command("eval", context_settings=CONTEXT)

@@ -377,6 +377,52 @@ INDUCE = (
 )
 
 
+#: Feature bags of --random-bags: each trains a CRF of its own.
+MAX_BAGS = 100
+#: Folds of bag --cv: each trains every bag once more.
+MAX_BAG_FOLDS = 20
+#: The four ways of combining a bag (Sutton, Sindelar & McCallum 2006).
+COMBINATIONS = ("seq-poe", "seq-mixture", "trans-mixture", "trans-poe")
+
+#: The options of ``crftk bag`` besides the training options (``bag.bag``, ``bag.fit_bag``, ``crftk.Bag``).
+BAG = (
+    Param("random_bags", 0, Integer(2, MAX_BAGS, also=(0,)),
+          "K >= 2: draw K bags from the one template given, each a random subset of its U lines "
+          "(the random subspace method; its other lines are kept). 0: one bag per -t."),
+    Param("bag_fraction", 0.5, Real(0, 1, min_open=True), "--random-bags: the fraction of U lines in each bag."),
+    Param("seed", 0, Integer(0, 2**32 - 1), "--random-bags: the seed of the draw."),
+    Param("combine", "auto", str,
+          "The combination tag uses by default: seq-poe (per-sequence product of experts: the weighted "
+          "average of the bags' weights), seq-mixture (per-sequence mixture), trans-mixture "
+          "(mixture of the transition distributions), trans-poe (their product); auto: the one of best "
+          "F1 on the held-out data (--dev or --cv), seq-poe without.", ("auto",) + COMBINATIONS),
+    Param("decode", "viterbi", str,
+          "seq-mixture: viterbi on the chain of its mixed pairwise marginals (the paper's eq. 4), or "
+          "max-marginal: each token's label of highest mixed marginal (eq. 5).", ("viterbi", "max-marginal")),
+    Param("weights_by", "auto", str,
+          "How each combination's weights are chosen on the held-out data: grid (every weight vector "
+          "in steps of --grid-step, best F1), em (mixtures: highest likelihood of the gold labels; "
+          "products then use the grid with two bags, else uniform), uniform; auto: grid for two "
+          "bags, em for the mixtures and uniform for the products with more. Without held-out "
+          "data the weights are uniform.", ("auto", "grid", "em", "uniform")),
+    Param("grid_step", 0.05, Real(0, 0.5, min_open=True), "Step of the weight grid."),
+    Param("cv", 0, Integer(2, MAX_BAG_FOLDS, also=(0,)),
+          "K >= 2: choose the weights by K-fold cross-validation on the training data (every bag "
+          "is trained K more times; the paper's choice for chunking) instead of on --dev. 0: on --dev."),
+    Param("parallel", "auto", str,
+          "threads: train the bags one after another, each with every thread; bags: train them at "
+          "once, the threads shared out; auto: the faster on this machine's measurements (see "
+          "benchmarks/results/bag.md).", ("auto", "threads", "bags")),
+)
+#: ``crftk tag``'s options for a bag: which combination, with which decoding.
+TAG_COMBINE = Param("combine", "chosen", str,
+                    "For a bag: the combination to tag with (chosen: the one crftk bag chose).",
+                    ("chosen",) + COMBINATIONS)
+TAG_DECODE = Param("decode", "chosen", str,
+                   "For a bag combined by seq-mixture: viterbi or max-marginal decoding (chosen: the "
+                   "bag's).", ("chosen", "viterbi", "max-marginal"))
+
+
 def defaults(params=TRAIN):
     """{name: default} of the declarations."""
     return {p.name: p.default for p in params}

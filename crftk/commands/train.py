@@ -170,11 +170,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         checkpoint = (os.fspath(model_path) + CHECKPOINT_SUFFIX, checkpoint_every)
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
-    if isinstance(train_files, (str, os.PathLike)):
-        train_files = [train_files]
-    train_files = [str(p) for p in train_files]
-    if not train_files:
-        raise UsageError("no training files given")
+    train_files = training_files(train_files)
     init = None
     if init_model is not None:
         if template_path is not None:
@@ -274,6 +270,16 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
             parts.append(format_sentence(rows, sep=sep))
             i += 1
     return "".join(parts)
+
+
+def training_files(train_files):
+    """The training file paths as a list of str (one path may be given alone); at least one."""
+    if isinstance(train_files, (str, os.PathLike)):
+        train_files = [train_files]
+    train_files = [str(p) for p in train_files]
+    if not train_files:
+        raise UsageError("no training files given")
+    return train_files
 
 
 def check_options(options, log=_stderr_log):

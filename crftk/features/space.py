@@ -558,22 +558,28 @@ class FeatureSpace:
                         self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs, self.layout().offsets())
 
     # strings (dump) ------------------------------------------------------
-    def _values(self, cl, keys):
-        """Macro value strings of each key of a line."""
+    def value_ids(self, cl, keys):
+        """[n_keys, n_macros] macro value ids of each packed key of a line (the inverse of _keys)."""
         macros = cl.line.macros
+        key = np.asarray(keys, dtype=np.int64)
         cols = []
-        key = keys
         for i in range(len(macros) - 1, -1, -1):
             if i == 0:
                 vals = key
             else:
                 key, vals = np.divmod(key, self._radix(macros[i]))
                 if i >= 2:
-                    key = cl.steps[i - 2][key]
-            strings = self.vocabs[macros[i].source].strings
-            cols.append([strings[v] for v in vals.tolist()])
+                    key = np.asarray(cl.steps[i - 2], dtype=np.int64)[key]
+            cols.append(vals)
         cols.reverse()
-        return list(zip(*cols)) if cols else [()] * keys.size
+        return np.stack(cols, axis=1) if cols else np.zeros((key.size, 0), dtype=np.int64)
+
+    def _values(self, cl, keys):
+        """Macro value strings of each key of a line."""
+        ids = self.value_ids(cl, keys)
+        cols = [[self.vocabs[m.source].strings[v] for v in ids[:, j].tolist()]
+                for j, m in enumerate(cl.line.macros)]
+        return list(zip(*cols)) if cols else [()] * ids.shape[0]
 
     def attribute_strings(self, edge=False):
         """The CRF++ feature string of every attribute, in id order."""
