@@ -232,7 +232,8 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
         run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
                                nbest_upstream)
     elif decode in params.DECODE.choices:
-        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} is not one")
+        raise UsageError(f"--decode applies to pipelines (crftk compose) with cascade or joint; {model_path} "
+                         "is not a pipeline")
     else:
         def run(inputs, out, **kw):
             return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
