@@ -223,7 +223,7 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
         run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
                                nbest_upstream)
     elif decode is not None:
-        raise CrftkError(f"--decode applies to pipelines (crftk compose); {model_path} is a single model")
+        raise UsageError(f"--decode applies to pipelines (crftk compose); {model_path} is a single model")
     else:
         def run(inputs, out, **kw):
             return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads, **kw)
