@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from crftk import params
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, UsageError
 from crftk.io.conll import Sentence
 from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
@@ -403,11 +403,11 @@ def _name(names, i):
 def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
     """Raise CrftkError unless the models can feed each other through the given columns."""
     if len(models) < 2:
-        raise CrftkError("a pipeline needs at least two models (-m UPSTREAM -m DOWNSTREAM ...)", path)
+        raise UsageError("a pipeline needs at least two models (-m UPSTREAM -m DOWNSTREAM ...)", path)
     if len(models) > MAX_STAGES:
         raise CrftkError(f"a pipeline has at most {MAX_STAGES} stages, not {len(models)}", path)
     if len(feeds) != len(models) - 1:
-        raise CrftkError(f"{len(models)} models need {len(models) - 1} --feed column"
+        raise UsageError(f"{len(models)} models need {len(models) - 1} --feed column"
                          f"{'s' if len(models) > 2 else ''} (one per link), got {len(feeds)}", path)
     for i, m in enumerate(models):
         if m.structure_name == Composed.name:
@@ -484,12 +484,12 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
         max_sentence_tokens = MAX_SENTENCE_TOKENS
     decode = params.DECODE.check(decode)
     if marginals and (decode != "joint" or marginals > 1):
-        raise CrftkError("a pipeline prints probabilities with -v and --decode joint only (each stage's "
+        raise UsageError("a pipeline prints probabilities with -v and --decode joint only (each stage's "
                          "label and its joint marginal)")
     if marginals:
         pipeline._need_exact("probabilities (-v)")
     if nbest and (decode != "joint" or marginals):
-        raise CrftkError("a pipeline prints n-best lists with --decode joint and without -v only")
+        raise UsageError("a pipeline prints n-best lists with --decode joint and without -v only")
     if nbest:
         nbest = params.Integer(1, params.MAX_NBEST).check(nbest, "--nbest")
         pipeline._need_exact("n-best lists (-n)")

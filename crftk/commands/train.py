@@ -157,11 +157,11 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
     if cross_predict and cross_output is None:
-        raise CrftkError("--cross-predict needs --cross-output FILE (where the predicted column goes)")
+        raise UsageError("--cross-predict needs --cross-output FILE (where the predicted column goes)")
     if cross_output is not None and not cross_predict:
-        raise CrftkError("--cross-output needs --cross-predict K (the number of folds)")
+        raise UsageError("--cross-output needs --cross-predict K (the number of folds)")
     if cross_predict and init_model is not None:
-        raise CrftkError("--cross-predict trains each fold from the template: drop --init")
+        raise UsageError("--cross-predict trains each fold from the template: drop --init")
     check_output(cross_output, "cross-prediction output")
     checkpoint = None
     if checkpoint_every:
