@@ -200,8 +200,25 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
               help="Tokens decoded per batch: memory stays bounded on any input size.")
 @max_sentence_option
 @threads_option
-def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads):
-    """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
+@_option(params.SCHEDULER, metavar="ADDRESS")
+@_option(params.WORKERS, metavar="N")
+@_option(params.PIECE_BYTES, metavar="N")
+def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads, scheduler,
+        workers, piece_bytes):
+    """Label CoNLL files (or stdin) with a model: appends the predicted label column.
+
+    With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
+    at sentence boundaries; -o may then be a directory (one output per input file).
+    """
+    if scheduler is not None or workers:
+        from crftk.distributed.tagging import tag as run, tty_progress as cluster_progress
+        progress = cluster_progress()
+        run(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
+            marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
+            progress=progress, log=_log, max_sentence_tokens=max_sentence_tokens)
+        if progress:
+            click.echo("", err=True)
+        return
     from crftk.io.conll import AtomicWriter, check_output
     from crftk.commands.tag import tag_files
     from crftk.model import Model
