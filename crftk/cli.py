@@ -151,15 +151,21 @@ _induce_options = _param_options(params.INDUCE)
 @_option(params.CHECKPOINT_EVERY, metavar="N")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
+@_option(params.SCHEDULER, metavar="ADDRESS")
+@_option(params.WORKERS, metavar="N")
 @_train_options
 def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, quiet,
-          max_sentence_tokens, **options):
-    """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
+          max_sentence_tokens, scheduler, workers, **options):
+    """Train a CRF on CoNLL files (gold label in --label-col, default last column).
+
+    With --scheduler or --workers the objective and gradient are computed data-parallel
+    on a Dask cluster (the training data in shards on the workers); the optimizer runs here.
+    """
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
-        checkpoint_every=checkpoint_every, **options)
+        checkpoint_every=checkpoint_every, scheduler=scheduler, workers=workers, **options)
 
 
 @main.command(context_settings=CONTEXT)

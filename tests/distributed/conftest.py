@@ -1,11 +1,9 @@
 """A real Dask cluster for the tests: a LocalCluster of 2 worker processes (shared by the
 tests), and a scheduler with one worker in processes of their own, for a test to kill."""
 
-import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -21,27 +19,28 @@ def cluster():
         yield c
 
 
+# A scheduler and its worker in one process of their own (threads), so that killing it loses both.
+_SERVE = """
+import sys, time
+from distributed import LocalCluster
+cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://", host="127.0.0.1",
+                       scheduler_port=0, dashboard_address=None)
+print(cluster.scheduler_address, flush=True)
+time.sleep(3600)
+"""
+
+
 @pytest.fixture
-def external(tmp_path):
-    """(address, scheduler process) of a scheduler started for one test, with one worker."""
+def external():
+    """(address, process) of a scheduler with one worker, started for one test (which may kill it)."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    info = tmp_path / "scheduler.json"
-    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
-    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                  "--port", "0", "--no-dashboard", "--scheduler-file", str(info)], **quiet)
-    worker = None
+    process = subprocess.Popen([sys.executable, "-c", _SERVE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               env=env, cwd=REPO, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not info.exists() or not info.read_text().strip():
-            assert time.monotonic() < deadline and scheduler.poll() is None, "the scheduler did not start"
-            time.sleep(0.1)
-        time.sleep(0.2)
-        address = json.loads(info.read_text())["address"]
-        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1",
-                                   "--nthreads", "1", "--no-dashboard"], **quiet)
-        yield address, scheduler
+        address = process.stdout.readline().strip()
+        assert address.startswith("tcp://"), "the scheduler did not start"
+        yield address, process
     finally:
-        for p in (worker, scheduler):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+        if process.poll() is None:
+            process.kill()
+        process.wait()

@@ -120,7 +120,7 @@ def test_lost_scheduler_is_one_error_and_no_output(external, model, tmp_path):
     with pytest.raises(CrftkError) as error:
         tag(model, INPUTS, str(output), scheduler=address, piece_bytes=8_000, progress=progress)
     assert str(error.value) == f"lost the connection to the Dask scheduler at {address}; nothing was written"
-    assert os.listdir(tmp_path) == ["scheduler.json"]
+    assert os.listdir(tmp_path) == []
 
 
 def test_cli_tags_into_a_directory_on_a_running_scheduler(cluster, model, tmp_path):
@@ -139,7 +139,9 @@ def test_cli_without_dask_says_what_to_install(monkeypatch, model, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "distributed", None)     # import distributed fails
     path = tmp_path / "m.crftk"
     model.save(path)
-    for args in (["tag", "-m", str(path), "--workers", "2", DEMO_TEST],):
+    for args in (["tag", "-m", str(path), "--workers", "2", DEMO_TEST],
+                 ["train", "-t", str(REPO / "templates" / "chunking-crfpp.tmpl"), "-m", str(tmp_path / "x"),
+                  "--workers", "2", DEMO_TEST]):
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 1
         assert result.output == ("crftk: error: --scheduler and --workers run on Dask, which is not installed: "
