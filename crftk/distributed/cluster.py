@@ -135,10 +135,10 @@ class Cluster:
         except (CrftkError, KeyboardInterrupt):
             raise
         except Exception as e:
+            if self.lost() or "scheduler-connection-lost" in str(e):
+                raise CrftkError(f"lost the connection to {self.where}; {outcome}") from None
             if type(e).__name__ == "KilledWorker":
                 raise CrftkError(f"a task killed every worker it ran on ({_reason(e)}); {outcome}") from None
-            if self.lost() or type(e).__name__ in ("FutureCancelledError", "CancelledError", "CommClosedError"):
-                raise CrftkError(f"lost the connection to {self.where}; {outcome}") from None
             raise
 
 

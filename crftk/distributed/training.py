@@ -12,6 +12,7 @@ and GIS ask for) and MCE. MCE-F is a ratio of sums: each shard returns its
 smoothed TP, FN, FP and the two gradients they need, which the driver combines.
 """
 
+import time
 import uuid
 
 import numpy as np
@@ -22,6 +23,11 @@ from crftk.model import Model
 from crftk.objectives import Likelihood, Penalty
 from crftk.objectives.mce import MCE, MCEF, _sigmoid
 from crftk.progress import plural
+
+#: Times an evaluation is run again after its shards were lost with a worker, and the
+#: seconds to wait before each (the scheduler notices a dead worker within moments).
+MAX_RESENDS = 3
+RESEND_WAIT = 1.0
 
 #: Algorithms that go through the corpus sentence by sentence (not a sum the workers can split).
 SEQUENTIAL = ("sgd", "perceptron")
@@ -115,14 +121,19 @@ def add_parts(a, b, what):
     return tuple(x + y for x, y in zip(a, b))
 
 
-def split(corpus, n_shards):
-    """Contiguous ranges of sentences with about equal tokens, as corpora of their own."""
+def shard_bounds(corpus, n_shards):
+    """Contiguous ranges (first, end) of sentences with about equal tokens, none empty."""
     n = corpus.n_sentences
     n_shards = max(1, min(n_shards, n))
     ends = np.searchsorted(corpus.sent_ptr[1:], np.linspace(0, corpus.n_tokens, n_shards + 1)[1:-1],
                            side="left") + 1
     bounds = [0] + sorted(set(int(e) for e in ends if 0 < e < n)) + [n]
-    return [corpus.subset(np.arange(lo, hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def split(corpus, n_shards):
+    """The shards of :func:`shard_bounds` as corpora of their own."""
+    return [corpus.subset(np.arange(lo, hi)) for lo, hi in shard_bounds(corpus, n_shards)]
 
 
 class ShardedObjective:
@@ -140,35 +151,80 @@ class ShardedObjective:
         self.run = uuid.uuid4().hex
         self._last = None
         self._counts = None
+        self.log = log
         client = cluster.client
         slots = []
         for address, worker in sorted(client.scheduler_info(n_workers=-1)["workers"].items()):
             slots += [address] * max(1, int(worker.get("nthreads", 1)))
-        shards = split(corpus, len(slots))
+        self._corpus = corpus
+        self._bounds = shard_bounds(corpus, len(slots))
         space_model = Model(structure.space, np.zeros(structure.space.n_params), {}, structure=structure.name)
+        self._space_bytes = space_model.to_bytes()
         self._opt = {k: opt[k] for k in ("objective", "mce_alpha", "mce_beta", "mce_smoothing", "mce_gamma")}
         self._threads = cluster.task_threads()
         with cluster.guard("no model was saved"):
-            self._space = client.scatter(space_model.to_bytes(), broadcast=True, hash=False)
-            self._shards = [(slots[i], client.scatter(s, workers=[slots[i]], hash=False))
-                            for i, s in enumerate(shards)]
+            self._space = client.scatter(self._space_bytes, broadcast=True, hash=False)
+            self._shards = [(slots[i], self._send(i, slots[i])) for i in range(len(self._bounds))]
         self.bytes_per_evaluation = 0
         if log is not None:
-            log(f"data-parallel: {plural(len(shards), 'shard')} on {plural(len(set(slots)), 'Dask worker')} "
+            log(f"data-parallel: {plural(len(self._shards), 'shard')} on {plural(len(set(slots)), 'Dask worker')} "
                 f"({cluster.where.removeprefix('the ')})")
+
+    def _send(self, i, address):
+        lo, hi = self._bounds[i]
+        return self.cluster.client.scatter(self._corpus.subset(np.arange(lo, hi)), workers=[address], hash=False)
+
+    def _resend(self):
+        """Send again the shards (and the feature space) that died with a worker; False if none did."""
+        lost = [i for i, (_, future) in enumerate(self._shards) if future.status != "finished"]
+        if not lost and self._space.status == "finished":
+            return False
+        client = self.cluster.client
+        if self._space.status != "finished":
+            self._space = client.scatter(self._space_bytes, hash=False)
+        held = {address: 0 for address in self.cluster.worker_addresses()}
+        for i, (address, future) in enumerate(self._shards):
+            if i not in lost and address in held:
+                held[address] += 1
+        for i in lost:
+            address = min(held, key=held.get)       # the worker holding the fewest shards
+            held[address] += 1
+            self._shards[i] = (address, self._send(i, address))
+        if self.log is not None:
+            self.log(f"data-parallel: a Dask worker was lost; {plural(len(lost), 'shard')} sent again")
+        return True
 
     # -- one pass over the shards ------------------------------------------------------
     def _reduce(self, params, what):
-        client = self.cluster.client
+        """The shards' parts at ``params``, summed; a shard lost with its worker is sent again."""
         with self.cluster.guard("no model was saved"):
-            shared = client.scatter(params, broadcast=True, hash=False)
-            parts = [client.submit(shard_evaluate, self.run, i, shard, self._space, self._opt, self._threads,
-                                   shared, what, workers=[address], allow_other_workers=True, pure=False)
-                     for i, (address, shard) in enumerate(self._shards)]
-            while len(parts) > 1:           # pairwise sums on the workers
-                pairs = [client.submit(add_parts, a, b, what, pure=False) for a, b in zip(parts[::2], parts[1::2])]
-                parts = pairs + parts[len(pairs) * 2:]
-            result = parts[0].result()
+            for attempt in range(MAX_RESENDS + 1):
+                try:
+                    return self._reduce_once(params, what)
+                except CrftkError:
+                    raise
+                except Exception:
+                    if self.cluster.lost() or attempt == MAX_RESENDS:
+                        raise
+                    time.sleep(RESEND_WAIT)     # for the scheduler to see which worker died (or for
+                    if self.cluster.lost():     # this client to see that the scheduler did)
+                        raise
+                    self._resend()
+
+    def _reduce_once(self, params, what):
+        if self.cluster.lost():         # before the calls below wait for it to come back
+            raise ConnectionError("lost the scheduler")
+        client = self.cluster.client
+        # to one worker: the others fetch it from there (a broadcast to a worker that has just
+        # died would wait for it)
+        shared = client.scatter(params, hash=False)
+        parts = [client.submit(shard_evaluate, self.run, i, shard, self._space, self._opt, self._threads,
+                               shared, what, workers=[address], allow_other_workers=True, pure=False)
+                 for i, (address, shard) in enumerate(self._shards)]
+        while len(parts) > 1:           # pairwise sums on the workers
+            pairs = [client.submit(add_parts, a, b, what, pure=False) for a, b in zip(parts[::2], parts[1::2])]
+            parts = pairs + parts[len(pairs) * 2:]
+        result = parts[0].result()
         # sent (at most): the parameters to every worker, then the parts of every shard once
         # (to the worker summing them, or to the driver at the root)
         vectors = sum(np.size(x) for x in result)

@@ -103,3 +103,23 @@ def test_lost_scheduler_is_one_error_and_no_model(external, tmp_path):
         train([DEMO_TRAIN], TEMPLATE, model, scheduler=address, max_iter=50, threads=1, log=log)
     assert str(error.value) == f"lost the connection to the Dask scheduler at {address}; no model was saved"
     assert os.listdir(tmp_path) == []
+
+
+def test_a_killed_worker_costs_a_resend_not_the_run(cluster, data):
+    import signal
+    client = cluster.client
+    client.wait_for_workers(2, timeout=60)
+    pids = client.run(os.getpid)
+    lines = []
+
+    def log(message):
+        lines.append(message)
+        if message.startswith("iter    2"):
+            os.kill(min(pids.values()), signal.SIGKILL)
+
+    template = read_template(TEMPLATE)
+    local = fit(data, template, log=quiet, max_iter=ITERATIONS, threads=1)
+    remote = fit(data, template, log=log, max_iter=ITERATIONS, threads=1, scheduler=client.scheduler.address)
+    assert "data-parallel: a Dask worker was lost; 1 shard sent again" in lines
+    assert remote.info["objective"] == pytest.approx(local.info["objective"], rel=1e-6)
+    client.wait_for_workers(2, timeout=60)
