@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model clean help
+	convergence-figures mcef induction fuzz fuzz-model scale clean help
 
 all: test
 
@@ -28,6 +28,7 @@ help:
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
 	@echo "make mcef        MCE-F from MAP against MAP on dev.txt and eng.testa"
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
+	@echo "make scale       Dask scale-out: tagging throughput and worker memory, data-parallel training (CONLL2000=...)"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 
 # Rebuilt only when the build inputs change.
@@ -121,6 +122,14 @@ mcef: install
 induction: install
 	$(PYTHON) benchmarks/induce.py --task ner --data $(CONLL2003) --out $(OUT)/induce --variants paper,atomic,heldout,l1
 	$(PYTHON) benchmarks/induce.py --task chunk --data $(CONLL2000) --out $(OUT)/induce --variants paper,atomic,heldout
+
+# Scale-out on Dask (crftk.distributed): tagging throughput and peak worker memory on dev.txt x 1, 5, 20,
+# seconds and bytes per training iteration with 1 and 2 workers against local threads; results in
+# benchmarks/results/scale.md (and .json). SCALE_ITER: training iterations timed.
+SCALE_ITER ?= 20
+scale: install
+	$(PYTHON) benchmarks/scale.py --data $(CONLL2000) --work $(OUT)/scale --iterations $(SCALE_ITER) \
+		--out benchmarks/results/scale
 
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).

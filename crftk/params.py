@@ -315,7 +315,7 @@ SCHEDULER = Param("scheduler", None, str,
 WORKERS = Param("workers", 0, Integer(0, MAX_WORKERS),
                 "Run on a local Dask cluster of N worker processes started for the run (0: no cluster; "
                 "-p is then the threads of each). Needs pip install crftk[dask].")
-PIECE_BYTES = Param("piece_bytes", 4 << 20, Integer(1 << 10, MAX_COUNT),
+PIECE_BYTES = Param("piece_bytes", 1 << 20, Integer(1 << 10, MAX_COUNT),
                     "With --scheduler or --workers: bytes of input per task (files are cut at sentence "
                     "boundaries, or at -DOCSTART- lines for templates with first-mention features).")
 

@@ -432,4 +432,6 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         "interrupted": result.reason.startswith("interrupted"),
         "history": history,
     }
+    if cluster is not None:
+        info["cluster"] = objective.summary()
     return Model(space, weights, info)

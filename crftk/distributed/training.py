@@ -166,6 +166,7 @@ class ShardedObjective:
             self._space = client.scatter(self._space_bytes, broadcast=True, hash=False)
             self._shards = [(slots[i], self._send(i, slots[i])) for i in range(len(self._bounds))]
         self.bytes_per_evaluation = 0
+        self.resent = 0
         if log is not None:
             log(f"data-parallel: {plural(len(self._shards), 'shard')} on {plural(len(set(slots)), 'Dask worker')} "
                 f"({cluster.where.removeprefix('the ')})")
@@ -190,6 +191,7 @@ class ShardedObjective:
             address = min(held, key=held.get)       # the worker holding the fewest shards
             held[address] += 1
             self._shards[i] = (address, self._send(i, address))
+        self.resent += len(lost)
         if self.log is not None:
             self.log(f"data-parallel: a Dask worker was lost; {plural(len(lost), 'shard')} sent again")
         return True
@@ -254,6 +256,11 @@ class ShardedObjective:
     def __call__(self, params):
         value, grad = self._evaluate(params)
         return self.penalty(params, value, grad.copy())
+
+    def summary(self):
+        """What a model's training record says of the cluster: shards, workers, bytes sent."""
+        return {"shards": len(self._bounds), "workers": len({a for a, _ in self._shards}),
+                "bytes_per_evaluation": self.bytes_per_evaluation, "shards_resent": self.resent}
 
     # -- what pcg and GIS ask (the likelihood only) --------------------------------------
     def _likelihood_only(self, what):

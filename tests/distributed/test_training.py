@@ -64,6 +64,8 @@ def test_distributed_training_equals_local_training(cluster, data, map_model, op
     assert remote.info["iterations"] == local.info["iterations"] == ITERATIONS
     assert remote.info["objective"] == pytest.approx(local.info["objective"], rel=1e-6)
     assert remote.info["evaluations"] == local.info["evaluations"]
+    record = remote.info["cluster"]
+    assert record["shards"] == record["workers"] == 2 and record["bytes_per_evaluation"] > 8 * 2 * local.weights.size
 
 
 def test_cli_trains_on_a_running_scheduler_as_locally(cluster, tmp_path):
