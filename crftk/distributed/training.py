@@ -162,6 +162,7 @@ class ShardedObjective:
         self._space_bytes = space_model.to_bytes()
         self._opt = {k: opt[k] for k in ("objective", "mce_alpha", "mce_beta", "mce_smoothing", "mce_gamma")}
         self._threads = cluster.task_threads()
+        self.workers_used = set()
         with cluster.guard("no model was saved"):
             self._space = client.scatter(self._space_bytes, broadcast=True, hash=False)
             self._shards = [(slots[i], self._send(i, slots[i])) for i in range(len(self._bounds))]
@@ -172,6 +173,7 @@ class ShardedObjective:
                 f"({cluster.where.removeprefix('the ')})")
 
     def _send(self, i, address):
+        self.workers_used.add(address)
         lo, hi = self._bounds[i]
         return self.cluster.client.scatter(self._corpus.subset(np.arange(lo, hi)), workers=[address], hash=False)
 
@@ -259,7 +261,7 @@ class ShardedObjective:
 
     def summary(self):
         """What a model's training record says of the cluster: shards, workers, bytes sent."""
-        return {"shards": len(self._bounds), "workers": len({a for a, _ in self._shards}),
+        return {"shards": len(self._bounds), "workers": len(self.workers_used),
                 "bytes_per_evaluation": self.bytes_per_evaluation, "shards_resent": self.resent}
 
     # -- what pcg and GIS ask (the likelihood only) --------------------------------------
