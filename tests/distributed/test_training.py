@@ -125,3 +125,14 @@ def test_a_killed_worker_costs_a_resend_not_the_run(cluster, data):
     assert "data-parallel: a Dask worker was lost; 1 shard sent again" in lines
     assert remote.info["objective"] == pytest.approx(local.info["objective"], rel=1e-6)
     client.wait_for_workers(2, timeout=60)
+
+
+def test_the_python_estimator_trains_on_a_scheduler(cluster, data):
+    from crftk import CRF
+    X = [[row[:-1] for row in s.rows] for s in data]
+    y = [[row[-1] for row in s.rows] for s in data]
+    local = CRF(str(TEMPLATE), max_iter=ITERATIONS, threads=1).fit(X, y)
+    remote = CRF(str(TEMPLATE), max_iter=ITERATIONS, threads=1, scheduler=cluster.client.scheduler.address).fit(X, y)
+    assert remote.model_.info["cluster"]["shards"] == 2 and "cluster" not in local.model_.info
+    assert remote.model_.info["objective"] == pytest.approx(local.model_.info["objective"], rel=1e-6)
+    assert remote.predict(X[:20]) == local.predict(X[:20])
