@@ -31,8 +31,10 @@ PIECE_BYTES = 1 << 20
 #: Pieces in flight (tagging, or tagged and waiting their turn) per worker thread.
 WINDOW_PER_SLOT = 2
 
-# On each worker: the model digest -> Tagger of the model it last loaded.
+# On each worker: the model digest -> Tagger of the model it last loaded, and how many
+# models it has loaded.
 _TAGGERS = {}
+_LOADS = [0]
 
 
 def _tagger(key, model_bytes, threads):
@@ -41,7 +43,13 @@ def _tagger(key, model_bytes, threads):
         _TAGGERS.clear()         # one model at a time: a new run's model replaces the last one
         tagger = _TAGGERS[(key, threads)] = Tagger(Model.from_bytes(model_bytes, name="<model>"),
                                                    threads=threads)
+        _LOADS[0] += 1
     return tagger
+
+
+def models_loaded():
+    """On a worker: how many times it has loaded a model."""
+    return _LOADS[0]
 
 
 def tag_piece(model_bytes, key, piece, options):

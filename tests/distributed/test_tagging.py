@@ -35,10 +35,29 @@ def local(model, inputs, **kw):
 
 
 def test_output_equals_local_tagging_byte_for_byte(cluster, model):
+    from crftk.distributed.tagging import models_loaded
+    before = cluster.client.run(models_loaded)
     out = io.StringIO()
     counts = tag_files(cluster, model, INPUTS, out, piece_bytes=30_000)
     assert out.getvalue() == local(model, INPUTS)
     assert counts == (1800, 19428)
+    # 9 pieces; each worker loaded the model once (at most: one may have had no piece)
+    loads = {w: n - before[w] for w, n in cluster.client.run(models_loaded).items()}
+    assert sorted(loads.values()) in ([0, 1], [1, 1])
+
+
+def test_progress_line_on_a_terminal():
+    from crftk.distributed.tagging import tty_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert tty_progress(io.StringIO()) is None
+    term = Terminal()
+    report = tty_progress(term)
+    report(1, 2, 10, 1234)
+    assert term.getvalue().startswith("\rtagged 1/2 files, 10 sentences, 1,234 tokens (")
 
 
 @pytest.mark.parametrize("kw", [{"marginals": 2}, {"nbest": 3, "marginals": 1}])
