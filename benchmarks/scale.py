@@ -188,9 +188,10 @@ def table(results):
     lines = [
         "# Scale-out on Dask (`make scale`)",
         "",
-        f"Measured {results['date']} on {results['cores']} cores shared with other jobs (two other "
-        "builds ran at the same time): the figures were taken under load and vary by tens of percent "
-        "between runs; compare rows within a table, not with other tables.",
+        f"Measured {results['date']} on {results['cores']} cores shared with other jobs (load average "
+        f"{results['load'][0]:.1f} at the start, {results['load'][1]:.1f} at the end): the figures were taken "
+        "under load and vary by tens of percent between runs; compare rows within a table, not with "
+        "other tables.",
         "",
         f"## Tagging: CoNLL-2000 dev.txt x 20 ({t[0]['tokens']:,} tokens), pieces of "
         f"{results['piece_bytes'] / 2**20:g} MiB",
@@ -244,12 +245,14 @@ def main():
     train_file, dev = corpus_files("CONLL2000", ["train.txt", "dev.txt"], args.data, "scale")
     os.makedirs(args.work, exist_ok=True)
     model = the_model(train_file, args.work, threads=2)
-    results = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "piece_bytes": args.piece_bytes}
+    results = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "piece_bytes": args.piece_bytes,
+               "load": [os.getloadavg()[0]]}
     results["tagging"] = tagging(model, dev, args.work, args.piece_bytes)
     results["memory"] = memory(model, dev, args.work, args.piece_bytes)
     results["training"] = training(train_file, args.iterations)
     n_tokens = sum(1 for line in open(train_file, encoding="utf-8") if line.strip())
     results["estimate"] = estimate(results["training"], n_tokens)
+    results["load"].append(os.getloadavg()[0])
     with open(args.out + ".json", "w") as fh:
         json.dump(results, fh, indent=2)
     publish(table(results), args.out + ".md")
