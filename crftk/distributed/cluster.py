@@ -115,7 +115,7 @@ class Cluster:
         return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
 
     def task_threads(self):
-        """Kernel threads each task asks for (0: resolved on the worker, all its cores)."""
+        """Kernel threads each task asks for (0: resolved on the worker by :func:`worker_threads`)."""
         if self.threads:
             return self.threads
         if self._local is not None:
@@ -145,6 +145,20 @@ class Cluster:
             if type(e).__name__ == "KilledWorker":
                 raise CrftkError(f"a task killed every worker it ran on ({_reason(e)}); {outcome}") from None
             raise
+
+
+def worker_threads(threads):
+    """On a worker: the kernel threads of a task asking for ``threads`` (0: the machine's cores
+    shared among the worker's task threads, so that tasks running side by side do not
+    oversubscribe it)."""
+    if threads:
+        return threads
+    try:
+        from distributed import get_worker
+        slots = get_worker().state.nthreads
+    except Exception:           # not on a worker (a test calling the task directly)
+        slots = 1
+    return max(1, available_cores() // max(1, slots))
 
 
 def _reason(e):

@@ -18,10 +18,13 @@ import time
 
 from crftk.commands.tag import Tagger
 from crftk.distributed import pieces as _pieces
+from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, Layout, chunked, fsync_directory, open_temp_beside,
-                            read_sentences)
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, fsync_directory,
+                            open_temp_beside, read_sentences)
 from crftk.model import Model
+from crftk.params import PIECE_BYTES as PIECE_PARAM
+from crftk.params import WORKERS
 from crftk.progress import plural
 
 #: Input bytes per task: 1 MB keeps a task's text (in and out) small next to a worker's
@@ -54,7 +57,7 @@ def models_loaded():
 
 def tag_piece(model_bytes, key, piece, options):
     """On a worker: (output text, sentences, tokens) of one piece of a file."""
-    tagger = _tagger(key, model_bytes, options["threads"])
+    tagger = _tagger(key, model_bytes, worker_threads(options["threads"]))
     with open(piece.path, "rb") as f:
         f.seek(piece.start)
         data = f.read(piece.size)
@@ -281,11 +284,6 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
     named like it), a file, or ``-`` (standard output); every output is checked before
     the cluster starts and written only when all of it is tagged. Returns (sentences, tokens).
     """
-    from crftk.distributed.cluster import Cluster, require
-    from crftk.io.conll import AtomicWriter, check_output
-    from crftk.params import PIECE_BYTES as PIECE_PARAM
-    from crftk.params import WORKERS
-
     require()
     workers = WORKERS.check(workers)
     piece_bytes = PIECE_PARAM.check(piece_bytes)

@@ -17,7 +17,7 @@ import uuid
 
 import numpy as np
 
-from crftk.distributed.cluster import Cluster, require
+from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
 from crftk.model import Model
 from crftk.objectives import Likelihood, Penalty
@@ -90,7 +90,7 @@ def _on_worker(run, index, shard, space_bytes, opt, threads):
         for old in [k for k in _SHARDS if k[0] != run]:
             del _SHARDS[old]
         structure = Model.from_bytes(space_bytes, name="<feature space>").structure
-        objective = _SHARDS[key] = _shard_objective(opt, structure.bind(shard, threads))
+        objective = _SHARDS[key] = _shard_objective(opt, structure.bind(shard, worker_threads(threads)))
     return objective
 
 

@@ -179,3 +179,12 @@ def test_cli_unreachable_scheduler_is_one_line(monkeypatch, model, tmp_path):
     assert result.output.startswith("crftk: error: cannot reach the Dask scheduler at tcp://127.0.0.1:1: ")
     assert result.output.count("\n") == 1
     assert sorted(os.listdir(tmp_path)) == ["m.crftk"]
+
+
+def test_tasks_share_a_machines_cores_among_a_workers_threads(cluster):
+    from crftk.distributed.cluster import worker_threads
+    from crftk.params import available_cores
+    client = cluster.client
+    assert client.submit(worker_threads, 0, pure=False).result() == available_cores()    # 1 thread per worker
+    assert client.submit(worker_threads, 3, pure=False).result() == 3
+    assert worker_threads(0) == available_cores()       # not on a worker
