@@ -67,6 +67,8 @@ extensions = [
         extra_link_args=link_omp,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),
+    Extension("crftk._textio", ["csrc/textio.pyx"], include_dirs=[numpy.get_include()],
+              extra_compile_args=["-O3"], define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]
 

@@ -7,6 +7,9 @@ MAX_MESSAGE = 500
 class CrftkError(Exception):
     """A user-facing error: printed as one line ``path:line: message``."""
 
+    #: the command-line exit status
+    exit_code = 1
+
     def __init__(self, message, path=None, line=None):
         self.message = _one_line(str(message))
         self.path = None if path is None else _one_line(str(path))
@@ -21,6 +24,13 @@ class CrftkError(Exception):
                 where += f":{self.line}"
             where += ": "
         return where + self.message
+
+
+class UsageError(CrftkError):
+    """A mistake in the command line itself (options that do not go together): exit status 2,
+    as for click's own usage errors."""
+
+    exit_code = 2
 
 
 def shown(value, limit=40):

@@ -496,6 +496,44 @@ class FeatureSpace:
             labels = np.fromiter((get(v, -1) for v in gold), dtype=np.int32, count=len(gold))
         return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels)
 
+    def raw_encoder(self):
+        """A compiled encoder of :class:`crftk.io.conll.RawBatch` (crftk._textio.Encoder), or
+        None when a macro is not a plain column (derived tests, lexicons, first mentions
+        are encoded from strings by :meth:`encode`). Built once; safe to share between threads."""
+        if getattr(self, "_raw_encoder", False) is not False:
+            return self._raw_encoder
+        from crftk import _textio
+        self._raw_encoder = None
+        macros = self.template.macros
+        if any(m.kind != "x" or m.anchored for m in macros) or self.n_columns > 64:
+            return None
+        columns = self.template.columns
+        tables = [_textio.ColumnIds(self.vocabs[c].strings) for c in columns]
+
+        def spec(cl):
+            ms = []
+            for m in cl.line.macros:
+                index = self.vocabs[m.source].index
+                before = [index.get(padding_value(-k), -1) for k in range(1, abs(m.row) + 1)]
+                after = [index.get(padding_value(k), -1) for k in range(1, abs(m.row) + 1)]
+                ms.append((m.row, m.col, self._radix(m), before, after))
+            if len(ms) == 1:
+                table = np.full(self._radix(cl.line.macros[0]) + 1, -1, dtype=np.int64)
+                table[cl.keys] = np.arange(cl.keys.size)
+                return {"macros": ms, "kind": "direct", "tables": table, "offset": cl.offset}
+            return {"macros": ms, "kind": "maps", "tables": list(cl.steps) + [cl.keys], "offset": cl.offset}
+
+        self._raw_encoder = _textio.Encoder(columns, tables, [spec(cl) for cl in self.unigram_lines],
+                                            [spec(cl) for cl in self.bigram_lines])
+        return self._raw_encoder
+
+    def encode_raw(self, batch):
+        """Encode a :class:`crftk.io.conll.RawBatch` in compiled code, as :meth:`encode` encodes
+        its sentences (gold labels left out); needs :meth:`raw_encoder`."""
+        attr_ptr, attrs, eattr_ptr, eattrs = self.raw_encoder().encode(batch.block, batch.tok_start,
+                                                                       batch.tok_end, batch.sent_ptr)
+        return EncodedCorpus(batch.sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, None)
+
     def input_columns(self, n):
         """True when rows of n columns carry the gold label, False when they lack it; else raise."""
         if n == self.n_columns:
