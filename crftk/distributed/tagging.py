@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from crftk.commands.tag import Tagger
+from crftk.commands.tag import Tagger, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
@@ -69,18 +69,20 @@ def tag_piece(model_bytes, key, piece, options):
     stream = io.BytesIO(first + b"\n" + data if prefix else data)
     stream.name = piece.name
     out = io.StringIO()
-    n_sent = n_tok = 0
     try:
-        sentences = read_sentences(stream, n_columns=options["n_columns"], passthrough=True, layout=Layout(),
-                                   max_sentence_tokens=options["max_sentence_tokens"])
-        if prefix:
-            next(sentences)
-        for batch in chunked(sentences, options["batch_tokens"], by_document=options["by_document"]):
-            tagger.write_batch(batch, out, marginals=options["marginals"], nbest=options["nbest"],
-                               sep=options["separator"])
-            sents = [s for s in batch if not isinstance(s, str)]
-            n_sent += len(sents)
-            n_tok += sum(len(s) for s in sents)
+        if options["marginals"] or options["nbest"]:
+            n_sent, n_tok = _write_piece(tagger, stream, out, prefix, options)
+            text = out.getvalue()
+        else:
+            # crftk tag's own path (the compiled one where it applies); the copied line's output,
+            # the text's first line and a blank one, is cut off
+            n_sent, n_tok = tag_text(tagger.model, [stream], out, threads=tagger.n_threads,
+                                     batch_tokens=options["batch_tokens"],
+                                     max_sentence_tokens=options["max_sentence_tokens"])
+            text = out.getvalue()
+            if prefix:
+                text = text[text.index("\n\n") + 2:]
+                n_sent, n_tok = n_sent - 1, n_tok - 1
     except CrftkError as e:
         if e.path == piece.name and e.line is not None and prefix:
             # the piece's line numbers, as the file's
@@ -88,7 +90,23 @@ def tag_piece(model_bytes, key, piece, options):
             message = e.message.replace(" as on line 1 ", f" as on line {options['first_line_number']} ")
             raise CrftkError(message, e.path, line) from None
         raise
-    return out.getvalue(), n_sent, n_tok
+    return text, n_sent, n_tok
+
+
+def _write_piece(tagger, stream, out, prefix, options):
+    """Tag a piece with probabilities or n-best lists (Tagger.write_batch); (sentences, tokens)."""
+    n_sent = n_tok = 0
+    sentences = read_sentences(stream, n_columns=options["n_columns"], passthrough=True, layout=Layout(),
+                               max_sentence_tokens=options["max_sentence_tokens"])
+    if prefix:
+        next(sentences)
+    for batch in chunked(sentences, options["batch_tokens"], by_document=options["by_document"]):
+        tagger.write_batch(batch, out, marginals=options["marginals"], nbest=options["nbest"],
+                           sep=options["separator"])
+        sents = [s for s in batch if not isinstance(s, str)]
+        n_sent += len(sents)
+        n_tok += sum(len(s) for s in sents)
+    return n_sent, n_tok
 
 
 class _Outputs:
