@@ -21,8 +21,9 @@ from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
 from crftk.model import Model
 from crftk.objectives import Likelihood, Penalty
-from crftk.objectives.mce import MCE, MCEF, _sigmoid
+from crftk.objectives.mce import MCE, MCEF, _sigmoid, chunk_table, labeling_chunks
 from crftk.progress import plural
+from crftk.structures.chain import check_gold
 
 #: Times an evaluation is run again after its shards were lost with a worker, and the
 #: seconds to wait before each (the scheduler notices a dead worker within moments).
@@ -45,6 +46,20 @@ def check_algorithm(algorithm):
 
 class _MCEFPart(MCEF):
     """MCE-F over one shard: the sums its objective is a ratio of, and their gradients."""
+
+    def __init__(self, inference, **options):
+        try:
+            super().__init__(inference, **options)
+        except CrftkError:
+            # MCE-F refuses a corpus without gold chunks; a shard without them still counts
+            # the false positives of its competitors (the whole corpus was checked to have some)
+            if getattr(self, "_act", None) is None or self.corpus.labels is None:
+                raise
+            a, b, first = labeling_chunks(self._act, self._sent_ptr, self.labels)
+            if a.size:
+                raise
+            self._gold_a, self._gold_b = a, b
+            self._gold_keys = np.sort(self._chunk_keys(a, b, first))
 
     def statistics(self, w):
         """(TP, FN, FP, gradient of the gold segments' terms, of the false-positive ones) at w:
@@ -156,6 +171,10 @@ class ShardedObjective:
         slots = []
         for address, worker in sorted(client.scheduler_info(n_workers=-1)["workers"].items()):
             slots += [address] * max(1, int(worker.get("nthreads", 1)))
+        if self.kind == "mce-f":        # the check each shard's MCE-F leaves to the whole corpus
+            act, _ = chunk_table(structure.space.labels)
+            if labeling_chunks(act, corpus.sent_ptr, check_gold(corpus))[0].size == 0:
+                raise CrftkError("MCE-F needs chunks (target segments) in the gold labels; found none")
         self._corpus = corpus
         self._bounds = shard_bounds(corpus, len(slots))
         space_model = Model(structure.space, np.zeros(structure.space.n_params), {}, structure=structure.name)

@@ -136,3 +136,17 @@ def test_the_python_estimator_trains_on_a_scheduler(cluster, data):
     assert remote.model_.info["cluster"]["shards"] == 2 and "cluster" not in local.model_.info
     assert remote.model_.info["objective"] == pytest.approx(local.model_.info["objective"], rel=1e-6)
     assert remote.predict(X[:20]) == local.predict(X[:20])
+
+
+def test_mce_f_counts_a_shard_without_gold_chunks(cluster, data, map_model):
+    from crftk.io.conll import Sentence
+    # the first half of the tokens labeled O throughout: the first of two shards has no chunk
+    outside = [Sentence([row[:-1] + ["O"] for row in s.rows]) for s in data]
+    both = outside + data
+    options = dict(objective="mce-f", algorithm="quickprop", c2=5e-6, init=map_model, max_iter=3, threads=1,
+                   log=quiet)
+    local = fit(both, None, **options)
+    remote = fit(both, None, scheduler=cluster.client.scheduler.address, **options)
+    assert remote.info["objective"] == pytest.approx(local.info["objective"], rel=1e-6)
+    with pytest.raises(CrftkError, match="MCE-F needs chunks"):
+        fit(outside, None, scheduler=cluster.client.scheduler.address, **options)
