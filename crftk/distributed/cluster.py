@@ -11,6 +11,7 @@ that keeps killing its workers is an error.
 
 import contextlib
 import logging
+import time
 
 from crftk.errors import CrftkError
 from crftk.params import available_cores
@@ -19,6 +20,8 @@ INSTALL = "pip install crftk[dask]"
 
 #: Seconds to wait for a scheduler to answer, and for its first worker.
 CONNECT_TIMEOUT = 20
+#: Seconds a failed call waits for the client to see whether the scheduler is gone.
+LOST_WAIT = 2.0
 
 # Dask logs its own view of what goes wrong (a lost connection, a restarted worker) as
 # tracebacks on stderr; crftk says it in one line instead.
@@ -131,6 +134,16 @@ class Cluster:
         status = getattr(client, "status", "running")
         return status not in ("running", "newly-created")
 
+    def lost_soon(self, seconds=None):
+        """Whether the connection to the scheduler is gone, or goes within ``seconds``: a call
+        that failed on a closed connection can fail before the client notices."""
+        deadline = time.monotonic() + (LOST_WAIT if seconds is None else seconds)
+        while not self.lost():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     @contextlib.contextmanager
     def guard(self, outcome="nothing was written"):
         """Turn a lost scheduler, or a task that kills every worker it runs on, into CrftkError
@@ -140,7 +153,7 @@ class Cluster:
         except (CrftkError, KeyboardInterrupt):
             raise
         except Exception as e:
-            if self.lost() or "scheduler-connection-lost" in str(e):
+            if self.lost_soon() or "scheduler-connection-lost" in str(e):
                 raise CrftkError(f"lost the connection to {self.where}; {outcome}") from None
             if type(e).__name__ == "KilledWorker":
                 raise CrftkError(f"a task killed every worker it ran on ({_reason(e)}); {outcome}") from None

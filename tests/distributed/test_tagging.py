@@ -188,3 +188,24 @@ def test_tasks_share_a_machines_cores_among_a_workers_threads(cluster):
     assert client.submit(worker_threads, 0, pure=False).result() == available_cores()    # 1 thread per worker
     assert client.submit(worker_threads, 3, pure=False).result() == 3
     assert worker_threads(0) == available_cores()       # not on a worker
+
+
+def test_a_call_failing_before_the_client_sees_the_scheduler_gone_is_a_lost_scheduler(monkeypatch):
+    import threading
+    import crftk.distributed.cluster as cluster_module
+    from crftk.distributed import Cluster
+    monkeypatch.setattr(cluster_module, "LOST_WAIT", 0.6)
+
+    class Client:
+        status = "running"
+
+    cluster = Cluster(scheduler="tcp://127.0.0.1:9")
+    cluster.client = Client()
+    threading.Timer(0.2, setattr, (cluster.client, "status", "connecting")).start()
+    with pytest.raises(CrftkError, match="^lost the connection to the Dask scheduler at tcp://127.0.0.1:9; x$"):
+        with cluster.guard("x"):
+            raise ConnectionResetError("Connection reset by peer")     # as gather raised it
+    cluster.client.status = "running"
+    with pytest.raises(ZeroDivisionError):          # other errors pass through (after the wait)
+        with cluster.guard("x"):
+            1 / 0
