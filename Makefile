@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model clean help bag-ner bag-np bag
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag
 
 all: test
 
@@ -31,6 +31,7 @@ help:
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
 	@echo "make bag-ner     feature bagging on CoNLL-2003 NER: bags, baselines, the four combinations (eng.testa)"
 	@echo "make bag-np      feature bagging on CoNLL-2000 NP chunking (dev.txt); make bag: both, results table"
+	@echo "make scale       Dask scale-out: tagging throughput and worker memory, data-parallel training (CONLL2000=...)"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint decoding on dev.txt, speed"
 	@echo "make compose-ner  CoNLL-2000 chunker -> CoNLL-2003 NER: no chunks, cascade, joint on eng.testa"
@@ -145,6 +146,14 @@ bag-np: install
 
 bag: bag-ner bag-np
 	$(PYTHON) benchmarks/bag.py --report $(OUT)/bag/ner/bag.json $(OUT)/bag/np/bag.json --results benchmarks/results/bag
+
+# Scale-out on Dask (crftk.distributed): tagging throughput and peak worker memory on dev.txt x 1, 5, 20,
+# seconds and bytes per training iteration with 1 and 2 workers against local threads; results in
+# benchmarks/results/scale.md (and .json). SCALE_ITER: training iterations timed.
+SCALE_ITER ?= 20
+scale: install
+	$(PYTHON) benchmarks/scale.py --data $(CONLL2000) --work $(OUT)/scale --iterations $(SCALE_ITER) \
+		--out benchmarks/results/scale
 
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).

@@ -29,7 +29,7 @@ from crftk.evaluation.conlleval import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.templates import parse_template, read_template
-from crftk.params import CHECKPOINT_EVERY, TRAIN, Param
+from crftk.params import CHECKPOINT_EVERY, TRAIN, WORKERS, Param
 from crftk.commands.train import check_options
 from crftk.commands.train import fit as _fit
 
@@ -61,6 +61,13 @@ API_PARAMS = (
     Param("checkpoint_every", 0, CHECKPOINT_EVERY.type,
           "Save the current weights to checkpoint every this many iterations (0: never); fitting "
           "with init=checkpoint and the same data resumes from there."),
+    Param("scheduler", None, object,
+          "Train data-parallel on the Dask cluster of this scheduler (tcp://HOST:PORT): the "
+          "sentences in shards on its workers, the optimizer here (crftk train --scheduler; "
+          "pip install crftk[dask])."),
+    Param("workers", 0, WORKERS.type,
+          "Train data-parallel on a local Dask cluster of this many worker processes, started for "
+          "the fit (0: no cluster; crftk train --workers)."),
     Param("verbose", False, bool,
           "Log training (one line per iteration) to stderr, as crftk train does. Otherwise training "
           "is silent, and its warnings are Python warnings (UserWarning)."),
@@ -183,7 +190,8 @@ class CRF:
         trace = self.trace
         with _trace_file(trace) as out:
             model = _fit(train, template, dev=dev or None, init=init, log=log, trace=out,
-                         keep_on_interrupt=True, checkpoint=checkpoint, **options)
+                         keep_on_interrupt=True, checkpoint=checkpoint, scheduler=self.scheduler,
+                         workers=self.workers, **options)
         self._set_model(model)
         if model.info["interrupted"]:
             raise KeyboardInterrupt     # fitted with the last finished iteration's weights

@@ -155,16 +155,22 @@ _induce_options = _param_options(params.INDUCE)
                    "out-of-fold predictions (written atomically).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
+@_option(params.SCHEDULER, metavar="ADDRESS")
+@_option(params.WORKERS, metavar="N")
 @_train_options
 def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, cross_predict,
-          cross_output, quiet, max_sentence_tokens, **options):
-    """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
+          cross_output, quiet, max_sentence_tokens, scheduler, workers, **options):
+    """Train a CRF on CoNLL files (gold label in --label-col, default last column).
+
+    With --scheduler or --workers the objective and gradient are computed data-parallel
+    on a Dask cluster (the training data in shards on the workers); the optimizer runs here.
+    """
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
-        **options)
+        scheduler=scheduler, workers=workers, **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -214,10 +220,26 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
               + params.DECODE.help.split(". ", 1)[1] + " Bags (crftk bag) combined by seq-mixture: "
               "viterbi or max-marginal (default: the bag's choice).")
 @_option(params.NBEST_UPSTREAM, metavar="K")
+@_option(params.SCHEDULER, metavar="ADDRESS")
+@_option(params.WORKERS, metavar="N")
+@_option(params.PIECE_BYTES, metavar="N")
 def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, weights_file, max_sentence_tokens,
-        threads, decode, nbest_upstream):
+        threads, decode, nbest_upstream, scheduler, workers, piece_bytes):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
-    of crftk compose: one column per stage; a bag of crftk bag: its combination's labels)."""
+    of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
+
+    With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
+    at sentence boundaries; -o may then be a directory (one output per input file).
+    """
+    if scheduler is not None or workers:
+        from crftk.distributed.tagging import tag as run, tty_progress as cluster_progress
+        progress = cluster_progress()
+        run(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
+            marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
+            progress=progress, log=_log, max_sentence_tokens=max_sentence_tokens)
+        if progress:
+            click.echo("", err=True)
+        return
     from crftk.io.conll import AtomicWriter, check_output
     from crftk.commands.tag import tag_files
     from crftk.model import Model

@@ -324,6 +324,20 @@ NBEST_UPSTREAM = Param("nbest_upstream", 20, Integer(1, MAX_NBEST),
                        "Joint decoding of a pipeline whose fed columns are read at other offsets than "
                        "0: upstream labelings rescored per sentence and stage.")
 
+#: Worker processes of --workers (a local Dask cluster); more is beyond any one machine.
+MAX_WORKERS = 10_000
+
+#: Options of ``crftk tag`` and ``crftk train`` that run them on a Dask cluster (crftk.distributed).
+SCHEDULER = Param("scheduler", None, str,
+                  "Run on the Dask cluster of this scheduler (tcp://HOST:PORT), whose workers have crftk "
+                  "installed and see the input files at the same paths. Needs pip install crftk[dask].")
+WORKERS = Param("workers", 0, Integer(0, MAX_WORKERS),
+                "Run on a local Dask cluster of N worker processes started for the run (0: no cluster; "
+                "-p is then the threads of each). Needs pip install crftk[dask].")
+PIECE_BYTES = Param("piece_bytes", 1 << 20, Integer(1 << 10, MAX_COUNT),
+                    "With --scheduler or --workers: bytes of input per task (files are cut at sentence "
+                    "boundaries, or at -DOCSTART- lines for templates with first-mention features).")
+
 #: Folds of --gain-folds: each trains its own model every round; 10 is the usual choice.
 MAX_GAIN_FOLDS = 100
 #: Newton iterations for one candidate's weight: it converges in a handful.

@@ -136,7 +136,7 @@ def _run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
-          cross_predict=0, cross_output=None, **options):
+          cross_predict=0, cross_output=None, scheduler=None, workers=0, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -149,8 +149,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     from it resumes training, with a fresh optimizer memory.
     ``cross_predict``: K >= 2 also writes ``cross_output``, the training files with their
     label column replaced by out-of-fold predictions (see :func:`cross_predictions`).
+    ``scheduler``/``workers``: train data-parallel on a Dask cluster (see :func:`fit`).
     """
     opt = check_options(options, log)
+    _check_cluster(scheduler, workers, opt)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
     cross_predict = params.CROSS_PREDICT.check(cross_predict)
     if max_sentence_tokens is not None:      # None: no limit
@@ -197,7 +199,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
             trace = stack.enter_context(AtomicWriter(trace_file))
         model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens), template, dev=dev or None, init=init, log=log,
                     trace=trace, source=train_files[0], dev_source=dev_file,
-                    keep_on_interrupt=model_path is not None, checkpoint=checkpoint, **opt)
+                    keep_on_interrupt=model_path is not None, checkpoint=checkpoint, scheduler=scheduler,
+                    workers=workers, **opt)
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
                       init_model=None if init_model is None else str(init_model))
     if model_path is not None:
@@ -305,8 +308,20 @@ def check_options(options, log=_stderr_log):
     return opt
 
 
+def _check_cluster(scheduler, workers, opt):
+    """Before any work: the cluster options, Dask installed, an algorithm that can run on it."""
+    workers = params.WORKERS.check(workers)
+    if scheduler is None and not workers:
+        return
+    from crftk.distributed.training import check_algorithm, require   # Dask only when asked for
+    if scheduler is not None and workers:
+        raise CrftkError("give either --scheduler ADDRESS or --workers N, not both")
+    require()
+    check_algorithm(opt["algorithm"])
+
+
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
-        dev_source=None, keep_on_interrupt=False, checkpoint=None, **options):
+        dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -317,9 +332,12 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     KeyboardInterrupt after the first iteration ends training with the weights
     it would keep at that point (``info["interrupted"]`` is then True).
     ``checkpoint``: (path, N) saves the current weights as a model to path every
-    N iterations.
+    N iterations. ``scheduler`` (a Dask scheduler's address) or ``workers`` (N: a local
+    cluster of N processes): the objective is evaluated data-parallel there
+    (crftk.distributed.training); the optimizer and dev scoring run here.
     """
     opt = check_options(options, log)
+    _check_cluster(scheduler, workers, opt)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
@@ -395,7 +413,17 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     if init is not None:
         start = structure.params(init.weights)
         w0 = np.where(w0 != 0, w0, start)    # the pinned (non-zero) weights stay pinned
-    objective = _objective(opt, structure.bind(corpus, n_threads), frozen)
+    cluster = None
+    if scheduler is not None or workers:
+        from crftk.distributed.training import DataParallel
+        cluster = DataParallel(scheduler, workers, threads=opt["threads"])
+        try:
+            objective = cluster.objective(opt, structure, corpus, frozen, log)
+        except BaseException:
+            cluster.close()
+            raise
+    else:
+        objective = _objective(opt, structure.bind(corpus, n_threads), frozen)
     to_weights = structure.weights
     if order2:
         log(f"order 2: {plural(space.n_labels, 'label pair')}, {plural(structure.n_backoff, 'backoff feature')}")
@@ -453,6 +481,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         result = OptimizeResult(x=last_x[0], f=done["objective"], n_iter=done["iteration"],
                                 n_evals=done["evals"], converged=False,
                                 reason=f"interrupted after iteration {done['iteration']}")
+    finally:
+        if cluster is not None:
+            cluster.close()
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 
@@ -483,4 +514,6 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         "interrupted": result.reason.startswith("interrupted"),
         "history": history,
     }
+    if cluster is not None:
+        info["cluster"] = objective.summary()
     return Model(space, weights, info)
