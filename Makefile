@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo bench bench-quick bench-ner conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo bench bench-quick bench-ner bench-pipeline conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model clean help bag-ner bag-np bag
 
 all: test
@@ -23,6 +23,7 @@ help:
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
 	@echo "make conll2003   CoNLL-2003 NER: train on eng.train, score eng.testa (CONLL2003=...)"
+	@echo "make bench-pipeline  whole-process tag/train speed and memory beside python-crfsuite (CONLL2000=...)"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
@@ -33,7 +34,7 @@ help:
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 
 # Rebuilt only when the build inputs change.
-$(OUT)/.installed: setup.py pyproject.toml csrc/lattice.pyx csrc/vector.pyx csrc/induce.pyx csrc/combine.pyx
+$(OUT)/.installed: setup.py pyproject.toml $(wildcard csrc/*.pyx csrc/*.pxd)
 	$(PYTHON) -m pip install -q -e '.[test]'
 	@mkdir -p $(OUT) && touch $@
 
@@ -92,6 +93,13 @@ conll2003: install
 	tail -3 $(OUT)/conll2003.log
 	$(CRFTK) tag -m $(OUT)/conll2003.model -o $(OUT)/conll2003.testa.tagged $(CONLL2003)/eng.testa
 	$(CRFTK) eval $(OUT)/conll2003.testa.tagged | tee $(OUT)/conll2003.testa.eval
+
+# Whole-pipeline speed (issue 19): crftk tag as a whole process on dev.txt x 20, training read +
+# encode, s/iter and memory, beside python-crfsuite in the same run; results in benchmarks/results.
+bench-pipeline: install
+	$(PYTHON) -m pip install -q python-crfsuite
+	$(PYTHON) benchmarks/pipeline.py --data $(CONLL2000) --ner-data $(CONLL2003) --ner \
+		--out benchmarks/results/pipeline
 
 bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite

@@ -49,6 +49,8 @@ extensions = [
     kernel("crftk._chain", "csrc/chain_tables.pyx"),
     kernel("crftk._product", "csrc/product_tables.pyx"),
     kernel("crftk._combine", "csrc/combine.pyx"),
+    Extension("crftk._textio", ["csrc/textio.pyx"], include_dirs=[numpy.get_include()],
+              extra_compile_args=["-O3"], define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]
 

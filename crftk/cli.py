@@ -10,7 +10,7 @@ import click
 # Each command imports the library it runs inside its function: `crftk --help` and a
 # mistyped option answer at once, without loading numpy and the kernels.
 from crftk import __version__, params
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, UsageError
 from crftk.params import MAX_COUNT, MAX_LEXICON_FOLDS, MAX_NBEST, Integer, Real, Threads, column_index
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -51,7 +51,7 @@ class CrftkGroup(click.Group):
             return super().invoke(ctx)
         except CrftkError as e:
             click.echo(f"crftk: error: {e}", err=True)
-            ctx.exit(1)
+            ctx.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("crftk: interrupted", err=True)
             ctx.exit(130)
@@ -189,7 +189,7 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @click.option("--model", "-m", "model_path", required=True, metavar="FILE", help="Trained model.")
 @click.option("--output", "-o", default="-", show_default=True, metavar="FILE",
               help="Output file ('-' for stdout); a file is written atomically.")
-@click.option("--marginals", "-v", count=True,
+@click.option("--marginals", "-v", count=True, type=click.IntRange(0, 2),
               help="-v: add the probability of each predicted label and a '# prob P' line with the "
                    "sequence probability per sentence; -vv: also every label's probability "
                    "(like CRF++ -v1/-v2).")
@@ -284,7 +284,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     """
     from crftk.evaluation.conlleval import evaluate, mcnemar, read_labels
     if len(files) > 2:
-        raise CrftkError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
+        raise UsageError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
     labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
     if labels.nbest:
         _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "
@@ -294,8 +294,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     if other:
         theirs = read_labels(other, gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col,
                              nbest_rank=nbest_rank)
-        if theirs.gold != labels.gold:
-            raise CrftkError("the two systems' outputs do not share the same gold labels", other)
+        theirs.check_same_gold(labels)
         test = mcnemar(labels.gold, labels.pred, theirs.pred, unit=unit)
     if as_json:
         doc = result.to_dict()

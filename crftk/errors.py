@@ -7,6 +7,9 @@ MAX_MESSAGE = 500
 class CrftkError(Exception):
     """A user-facing error: printed as one line ``path:line: message``."""
 
+    #: the command-line exit status
+    exit_code = 1
+
     def __init__(self, message, path=None, line=None):
         self.message = _one_line(str(message))
         self.path = None if path is None else _one_line(str(path))
@@ -23,6 +26,13 @@ class CrftkError(Exception):
         return where + self.message
 
 
+class UsageError(CrftkError):
+    """A mistake in the command line itself (options that do not go together): exit status 2,
+    as for click's own usage errors."""
+
+    exit_code = 2
+
+
 def shown(value, limit=40):
     """A user's value quoted for a message, its middle cut when long.
 
@@ -37,8 +47,13 @@ def shown(value, limit=40):
     return f"{text[:half]}...{text[-half:]} ({len(str(value)):,} characters)"
 
 
+#: every character that ends a line for str.splitlines (and so for a reader of the message),
+#: written as its escape so that a message stays one line
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
 def _one_line(text):
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    text = text.translate(_LINE_BREAKS)
     if len(text) > MAX_MESSAGE:
         half = MAX_MESSAGE // 2 - 10
         text = f"{text[:half]} ...[{len(text) - 2 * half:,} characters]... {text[-half:]}"

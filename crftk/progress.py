@@ -3,6 +3,9 @@
 import sys
 import time
 
+#: how warnings begin; a quiet Reporter still prints them
+WARNING = "crftk: warning:"
+
 
 def plural(n, noun, plural_noun=None):
     """``"1 thread"``, ``"2 threads"``: a count with its noun (thousands separated)."""
@@ -33,6 +36,8 @@ def tty_progress(stream=None, what="tagged"):
 class Reporter:
     """The log of a command: lines on stderr, and a transient status line on a terminal.
 
+    ``quiet`` drops everything but warnings.
+
     Library functions take any ``log(message)`` callable; they call
     :func:`status` for work in progress, which only a Reporter on a terminal
     shows (and erases before the next line), so that logs and pipes stay clean.
@@ -45,7 +50,7 @@ class Reporter:
         self._shown = False
 
     def __call__(self, message):
-        if self.quiet:
+        if self.quiet and not message.startswith(WARNING):    # warnings show even when quiet
             return
         self._erase()
         self.stream.write(message + "\n")

@@ -68,3 +68,11 @@ def test_train_shows_encoding_on_a_terminal(tmp_path):
     train([str(path)], str(tmpl), log=Reporter(tty), max_iter=2, threads=1)
     assert any(s.startswith("reading and encoding the training data") for s in statuses(tty))
     assert "1 thread)" in tty.getvalue() and "1 threads" not in tty.getvalue()
+
+
+def test_quiet_still_prints_warnings():
+    out = io.StringIO()
+    rep = Reporter(out, quiet=True)
+    rep("iteration 1: objective 12.5")
+    rep("crftk: warning: the template has no U lines: a transitions-only model")
+    assert out.getvalue() == "crftk: warning: the template has no U lines: a transitions-only model\n"

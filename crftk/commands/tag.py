@@ -172,6 +172,8 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     allowed = {space.n_columns}
     if space.label_col == space.n_columns - 1:
         allowed.add(space.n_columns - 1)
+    if not marginals and not nbest and type(tagger) is Tagger and _compiled_path(model):   # not a bag
+        return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
     n_sent = n_tok = 0
     by_document = space.template.anchored
     for path in inputs:
@@ -188,4 +190,71 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
                 progress(n_sent, n_tok)
         if n_sent == before and log is not None:
             log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
+    return n_sent, n_tok
+
+
+# The compiled path: reading, encoding and writing in crftk._textio, batches decoded by a pool
+# of threads while the next ones are read and the finished ones written. Labels only (no -v,
+# -n); the output is byte for byte that of write_batch.
+
+def _compiled_path(model):
+    """Whether tag_files can take the compiled path for this model."""
+    from crftk.features.space import FeatureSpace
+    return type(model.space) is FeatureSpace and model.space.raw_encoder() is not None
+
+
+def _tag_batch(tagger, batch, sep):
+    """The output bytes of a RawBatch (runs in a worker thread: the kernels release the GIL)."""
+    from crftk import _textio
+    corpus = tagger.space.encode_raw(batch)
+    pred, _ = tagger.structure.bind(corpus, 1).best(tagger.weights)
+    return _textio.format_rows(batch.block, batch.tok_start, batch.tok_end, batch.sent_ptr, batch.items,
+                               batch.pt_start, batch.pt_end, np.ascontiguousarray(pred, dtype=np.int32),
+                               tagger.labels.tolist(), sep.encode())
+
+
+def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens):
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+    from crftk.io.conll import read_batches
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:
+        out.flush()
+
+    def emit(data):
+        if buffer is not None:
+            buffer.write(data)
+        else:
+            out.write(data.decode("utf-8"))
+
+    n_sent = n_tok = 0
+    workers = max(1, tagger.n_threads)
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
+        for path in inputs:
+            layout = Layout()
+            before = n_sent
+            pending = deque()
+            for batch in read_batches(path, n_columns=allowed, layout=layout, batch_tokens=batch_tokens,
+                                      max_sentence_tokens=max_sentence_tokens):
+                sep = layout.separator or "\t"
+                if pool is None:
+                    emit(_tag_batch(tagger, batch, sep))
+                else:
+                    pending.append(pool.submit(_tag_batch, tagger, batch, sep))
+                    while len(pending) > workers:
+                        emit(pending.popleft().result())
+                n_sent += batch.n_sentences
+                n_tok += batch.n_tokens
+                if progress:
+                    progress(n_sent, n_tok)
+            while pending:
+                emit(pending.popleft().result())
+            if n_sent == before and log is not None:
+                log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    if buffer is not None:
+        buffer.flush()
     return n_sent, n_tok

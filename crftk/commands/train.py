@@ -12,7 +12,7 @@ from crftk import params
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
 from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
-from crftk.errors import CrftkError, shown
+from crftk.errors import CrftkError, UsageError, shown
 from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
@@ -156,7 +156,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     checkpoint = None
     if checkpoint_every:
         if model_path is None:
-            raise CrftkError("--checkpoint-every needs a model path (-m) to write beside")
+            raise UsageError("--checkpoint-every needs a model path (-m) to write beside")
         checkpoint = (os.fspath(model_path) + CHECKPOINT_SUFFIX, checkpoint_every)
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
@@ -164,12 +164,12 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     init = None
     if init_model is not None:
         if template_path is not None:
-            raise CrftkError("--init starts from the model's own template and feature space: "
+            raise UsageError("--init starts from the model's own template and feature space: "
                              "drop --template (or drop --init to train from the template)")
         init = Model.load(init_model)
         template = None
     elif template_path is None:
-        raise CrftkError("train needs --template (or --init MODEL)")
+        raise UsageError("train needs --template (or --init MODEL)")
     else:
         template = read_template(template_path)
     dev = None
@@ -202,7 +202,7 @@ def training_files(train_files):
         train_files = [train_files]
     train_files = [str(p) for p in train_files]
     if not train_files:
-        raise CrftkError("no training files given")
+        raise UsageError("no training files given")
     return train_files
 
 
@@ -211,21 +211,21 @@ def check_options(options, log=_stderr_log):
     raises CrftkError on a bad value (a thread count above the cap is cut, with a warning)."""
     opt = params.check_params(TRAIN_PARAMS, options, "training", warn=log)
     if opt["algorithm"] == "sgd" and opt["c2"] == 0:
-        raise CrftkError("--algorithm sgd needs --c2 > 0: its learning-rate schedule is set by the "
+        raise UsageError("--algorithm sgd needs --c2 > 0: its learning-rate schedule is set by the "
                          "L2 coefficient (use lbfgs or perceptron to train without L2)")
     if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
-        raise CrftkError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
+        raise UsageError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
     if opt["objective"] != "map" and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
                                       or opt["model_type"] != "crf" or opt["c1"] > 0):
-        raise CrftkError(f"--objective {opt['objective']} trains a first-order CRF with --algorithm "
+        raise UsageError(f"--objective {opt['objective']} trains a first-order CRF with --algorithm "
                          "lbfgs or quickprop and L2 only")
     if opt["objective"] == "mce-f" and opt["algorithm"] != "quickprop":
-        raise CrftkError("--objective mce-f is not continuous (it jumps wherever the best incorrect "
+        raise UsageError("--objective mce-f is not continuous (it jumps wherever the best incorrect "
                          "labeling changes), so line searches fail on it: use --algorithm quickprop")
     if opt["order"] == 2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
-        raise CrftkError("--order 2 trains with --algorithm lbfgs or quickprop only")
+        raise UsageError("--order 2 trains with --algorithm lbfgs or quickprop only")
     if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
-        raise CrftkError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
+        raise UsageError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
     return opt
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from crftk.io.conll import read_sentences
 from crftk.errors import CrftkError, shown
+from crftk.progress import plural
 from crftk.io import schemes
 from crftk.io.schemes import split
 
@@ -611,6 +612,22 @@ class Labels:
         """(file, line) of a gold or predicted tag, for messages."""
         data = self.sources[0 if which == "gold" else -1]
         return data.name, data.lines[sentence][token]
+
+    def check_same_gold(self, first):
+        """Raise CrftkError at the first token where these gold labels differ from ``first``'s
+        (McNemar's test needs two systems' outputs on the same data)."""
+        what = "the two systems' outputs do not share the same gold labels"
+        for si, (a, b) in enumerate(zip(first.gold, self.gold)):
+            for ti, (x, y) in enumerate(zip(a, b)):
+                if x != y:
+                    raise CrftkError(f"{what}: gold {shown(y)} here, {shown(x)} in the first output",
+                                     *self.locate("gold", si, ti))
+            if len(a) != len(b):
+                raise CrftkError(f"{what}: this sentence has {plural(len(b), 'token')} here, {len(a)} "
+                                 "in the first output", *self.locate("gold", si, 0))
+        if len(first.gold) != len(self.gold):
+            raise CrftkError(f"{what}: {plural(len(self.gold), 'sentence')} here, {len(first.gold)} "
+                             "in the first output", self.sources[0].name)
 
 
 def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_rank=0, check=True):

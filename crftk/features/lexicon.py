@@ -541,9 +541,14 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
         if e.path is None and where[0] is not None:
             raise CrftkError(e.message, where[0], e.line) from None
         raise
-    if log is not None:
-        status(log, f"writing {len(lexicons)} lexicons to {os.fsdecode(os.fspath(out_dir))} ...")
-    paths = write_lexicons(lexicons, out_dir)
+    if not lexicons:        # nothing to write: the output folder is not created either
+        if log is not None:
+            log(f"crftk: warning: no chunks found in {stats['sentences']} sentences: no lexicon written")
+        paths = []
+    else:
+        if log is not None:
+            status(log, f"writing {len(lexicons)} lexicons to {os.fsdecode(os.fspath(out_dir))} ...")
+        paths = write_lexicons(lexicons, out_dir)
     summary = {
         "out_dir": os.fsdecode(os.fspath(out_dir)),
         "sentences": stats["sentences"],
@@ -556,6 +561,4 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
         if log is not None:
             jk = f", {folds} folds" if folds else ""
             log(f"{typ}: {len(lex)} entries (longest {lex.max_len} tokens{jk}) -> {path}")
-    if log is not None and not lexicons:
-        log(f"no chunks found in {stats['sentences']} sentences: no lexicon written")
     return summary

@@ -24,7 +24,7 @@ from crftk._lattice import Lattices
 from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.lexicon import Lexicon
-from crftk.features.templates import padding_value, parse_template
+from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.structures.layout import ChainLayout
 
@@ -496,6 +496,44 @@ class FeatureSpace:
             labels = np.fromiter((get(v, -1) for v in gold), dtype=np.int32, count=len(gold))
         return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels)
 
+    def raw_encoder(self):
+        """A compiled encoder of :class:`crftk.io.conll.RawBatch` (crftk._textio.Encoder), or
+        None when a macro is not a plain column (derived tests, lexicons, first mentions
+        are encoded from strings by :meth:`encode`). Built once; safe to share between threads."""
+        if getattr(self, "_raw_encoder", False) is not False:
+            return self._raw_encoder
+        from crftk import _textio
+        self._raw_encoder = None
+        macros = self.template.macros
+        if any(m.kind != "x" or m.anchored for m in macros) or self.n_columns > 64:
+            return None
+        columns = self.template.columns
+        tables = [_textio.ColumnIds(self.vocabs[c].strings) for c in columns]
+
+        def spec(cl):
+            ms = []
+            for m in cl.line.macros:
+                index = self.vocabs[m.source].index
+                before = [index.get(padding_value(-k), -1) for k in range(1, abs(m.row) + 1)]
+                after = [index.get(padding_value(k), -1) for k in range(1, abs(m.row) + 1)]
+                ms.append((m.row, m.col, self._radix(m), before, after))
+            if len(ms) == 1:
+                table = np.full(self._radix(cl.line.macros[0]) + 1, -1, dtype=np.int64)
+                table[cl.keys] = np.arange(cl.keys.size)
+                return {"macros": ms, "kind": "direct", "tables": table, "offset": cl.offset}
+            return {"macros": ms, "kind": "maps", "tables": list(cl.steps) + [cl.keys], "offset": cl.offset}
+
+        self._raw_encoder = _textio.Encoder(columns, tables, [spec(cl) for cl in self.unigram_lines],
+                                            [spec(cl) for cl in self.bigram_lines])
+        return self._raw_encoder
+
+    def encode_raw(self, batch):
+        """Encode a :class:`crftk.io.conll.RawBatch` in compiled code, as :meth:`encode` encodes
+        its sentences (gold labels left out); needs :meth:`raw_encoder`."""
+        attr_ptr, attrs, eattr_ptr, eattrs = self.raw_encoder().encode(batch.block, batch.tok_start,
+                                                                       batch.tok_end, batch.sent_ptr)
+        return EncodedCorpus(batch.sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, None)
+
     def input_columns(self, n):
         """True when rows of n columns carry the gold label, False when they lack it; else raise."""
         if n == self.n_columns:
@@ -581,6 +619,7 @@ class FeatureSpace:
                 template = parse_template(meta["template"], meta.get("template_path", "<model>"))
             except CrftkError as e:     # the fault is in the model file, not in that template file
                 raise CrftkError(f"the model's template ({e.path}, line {e.line}): {e.message}", path) from None
+            _check_columns(meta, template, path)
             labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"], path=path)
             lexicons = {name: _lexicon_from_lines(unpack_strings(arrays[f"lexicon.{name}.offsets"],
                                                                 arrays[f"lexicon.{name}.blob"], path=path),
@@ -624,6 +663,20 @@ def _check_meta_types(meta, path):
     for name, opts in meta.get("lexicons", {}).items():
         if not isinstance(opts, dict) or not isinstance(opts.get("ignore_case"), bool):
             raise CrftkError(f"model file is inconsistent: lexicon {shown(name)} has no ignore_case flag", path)
+
+
+def _check_columns(meta, template, path):
+    """Refuse a header whose column count, label column or lexicons do not fit its template."""
+    n, label_col = meta["n_columns"], meta["label_col"]
+    if not 1 <= n <= MAX_COLUMNS or not -n <= label_col < n:
+        raise CrftkError(f"model file is inconsistent: label column {label_col} of {n} columns", path)
+    if template.columns and max(template.columns) >= n:
+        raise CrftkError(f"model file is inconsistent: its template reads column {max(template.columns)} "
+                         f"of {n} columns", path)
+    missing = sorted(set(template.lexicons) - set(meta.get("lexicons", {})))
+    if missing:
+        raise CrftkError(f"model file is inconsistent: its template uses lexicon {shown(missing[0])}, "
+                         "which the file does not hold", path)
 
 
 def _lexicon_from_lines(lines, name, ignore_case):

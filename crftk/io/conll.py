@@ -55,6 +55,8 @@ __all__ = [
     "Origins",
     "Sentence",
     "read_sentences",
+    "read_batches",
+    "RawBatch",
     "read_corpus",
     "chunked",
     "AtomicWriter",
@@ -357,6 +359,152 @@ def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=F
     finally:
         if close is not None:
             close()
+
+
+#: Bytes read at a time by :func:`read_batches`.
+BLOCK_SIZE = 1 << 20
+
+
+class RawBatch:
+    """Complete sentences of a CoNLL file as places in a block of its bytes (:func:`read_batches`).
+
+    ``block``: the bytes; per token ``tok_start``/``tok_end``: its line (without the line
+    end); ``sent_ptr``: the first token of each sentence, ``sent_line``/``sent_doc`` its
+    first line and document; ``items``: in file order, a sentence index (>= 0) or ``-1 - k``
+    for the k-th pass-through line, ``block[pt_start[k]:pt_end[k]]``; ``source``: the
+    file's name.
+    """
+
+    __slots__ = ("block", "tok_start", "tok_end", "sent_ptr", "sent_line", "sent_doc", "items",
+                 "pt_start", "pt_end", "source")
+
+    def __init__(self, block, arrays, source):
+        self.block = block
+        self.source = source
+        for key, value in arrays.items():
+            setattr(self, key, value)
+
+    @property
+    def n_sentences(self):
+        return self.sent_ptr.size - 1
+
+    @property
+    def n_tokens(self):
+        return int(self.tok_start.size)
+
+    def sentence_lengths(self):
+        return self.sent_ptr[1:] - self.sent_ptr[:-1]
+
+    def entries(self):
+        """The batch as :func:`read_sentences` with ``passthrough`` yields it: str and Sentence."""
+        block, out = self.block, []
+        for k in self.items.tolist():
+            if k < 0:
+                out.append(block[self.pt_start[-1 - k]:self.pt_end[-1 - k]].decode("utf-8"))
+                continue
+            a, b = int(self.sent_ptr[k]), int(self.sent_ptr[k + 1])
+            rows = [_split_columns(block[i:j].decode("utf-8"))
+                    for i, j in zip(self.tok_start[a:b].tolist(), self.tok_end[a:b].tolist())]
+            out.append(Sentence(rows, int(self.sent_doc[k]), int(self.sent_line[k]), self.source))
+        return out
+
+
+def _split_columns(s):
+    """The columns of a decoded line, as the reader splits them."""
+    if s.isascii():
+        return s.split()
+    return [x for x in s.translate(_ASCII_WS).split(" ") if x]
+
+
+def _byte_blocks(lines, size):
+    """Blocks of about ``size`` bytes of whole lines or more, from a binary file or the line
+    iterator of :func:`_open_input`; a block may end inside a line."""
+    read = getattr(lines, "read", None)
+    if read is not None and not isinstance(lines, io.TextIOBase):
+        while True:
+            block = read(size)
+            if not block:
+                return
+            yield bytes(block)
+    parts, n = [], 0
+    for line in lines:
+        parts.append(line)
+        n += len(line)
+        if n >= size:
+            yield b"".join(parts)
+            parts, n = [], 0
+    if parts:
+        yield b"".join(parts)
+
+
+def read_batches(path, *, n_columns=None, min_columns=1, first_doc=0, layout=None,
+                 max_sentence_tokens=MAX_SENTENCE_TOKENS, batch_tokens=50_000, max_sentences=5_000,
+                 block_size=BLOCK_SIZE) -> Iterator[RawBatch]:
+    """The sentences of a CoNLL file in batches of :class:`RawBatch`, read in compiled code.
+
+    The same rules, pass-through lines and errors as ``read_sentences(path,
+    passthrough=True, ...)`` (the same arguments), whose stream :func:`chunked` would
+    group; a batch closes at a sentence end once it holds ``batch_tokens`` tokens or
+    ``max_sentences`` sentences (a longer sentence makes a batch of its own).
+    """
+    from crftk import _textio
+    allowed = _allowed_counts(n_columns, min_columns)
+    limit = max_sentence_tokens
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ValueError(f"max_sentence_tokens must be a positive int or None, not {limit!r}")
+    for label, value in (("batch_tokens", batch_tokens), ("max_sentences", max_sentences)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{label} must be a positive int, not {value!r}")
+    lines, name, close = _open_input(path)
+    reader = _textio.Reader(allowed, min_columns, first_doc, limit)
+    return _iter_batches(reader, _byte_blocks(lines, block_size), name, close, allowed, min_columns,
+                         layout, batch_tokens, max_sentences, limit)
+
+
+def _iter_batches(reader, blocks, name, close, allowed, min_columns, layout, batch_tokens, max_sentences,
+                  limit):
+    try:
+        data, eof = b"", False
+        while True:
+            used, arrays = reader.parse(data, eof, batch_tokens, max_sentences)
+            if arrays is None:
+                raise _reader_error(reader, data, name, allowed, min_columns, limit)
+            if layout is not None and layout.separator is None:
+                layout.separator = reader.separator
+            if arrays["items"].size:
+                yield RawBatch(data, arrays, name)
+            data = data[used:]
+            if arrays["items"].size and data:
+                continue              # the batch was full: the rest may hold more
+            if eof:
+                return
+            block = next(blocks, None)
+            if block is None:
+                eof = True
+            else:
+                data += block
+    finally:
+        if close is not None:
+            close()
+
+
+def _reader_error(reader, data, name, allowed, min_columns, limit):
+    """The CrftkError of the line the compiled reader stopped at, worded as read_sentences words it."""
+    from crftk import _textio
+    lineno, kind = reader.error_line, reader.error
+    if kind == _textio.ERR_UTF8:
+        return CrftkError(f"not valid UTF-8 (byte {reader.error_start + 1} of the line)", name, lineno)
+    if kind == _textio.ERR_TOO_LONG:
+        return CrftkError(f"a sentence of more than {limit:,} tokens (from line {reader.error_start}): is a "
+                          f"blank line missing between sentences? (--max-sentence-tokens raises "
+                          f"the limit)", name, lineno)
+    n, fixed = reader.error_found, reader.fixed
+    if fixed < 0:
+        return _column_error(name, lineno, n, () if n < min_columns else allowed, min_columns)
+    if allowed is not None and len(allowed) > 1 and n in allowed:
+        return CrftkError(f"expected {_describe_counts((fixed,))} as on line {reader.fixed_at} "
+                          f"(a file keeps one column count), found {n}", name, lineno)
+    return _column_error(name, lineno, n, allowed or (fixed,), min_columns)
 
 
 class Origins:

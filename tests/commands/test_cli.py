@@ -1099,9 +1099,9 @@ def test_template_with_a_byte_order_mark_is_read_like_a_conll_file_with_one(errd
 def test_model_whose_template_has_a_huge_offset_fails_at_load(tiny, tmp_path):
     from crftk.io.container import read_container, write_container
     meta, arrays = read_container(tiny.model)
-    if not isinstance(meta.get("template"), str) or "%x[-1,0]" not in meta["template"]:
-        pytest.skip("the model format no longer stores the template text as meta['template']")
-    meta = dict(meta, template=meta["template"].replace("%x[-1,0]", "%x[-300000000,0]"))
+    space = meta["parts"][0]["space"]
+    assert "%x[-1,0]" in space["template"]
+    space["template"] = space["template"].replace("%x[-1,0]", "%x[-300000000,0]")
     model = tmp_path / "huge-offset.model"
     write_container(model, meta, {name: a.copy() for name, a in arrays.items()})
     for args in (["tag", "-m", model, "-o", tmp_path / "out.txt", tiny.train], ["info", model], ["dump", model]):
@@ -1130,12 +1130,25 @@ def test_train_option_values_out_of_bounds_are_usage_errors(errdir, option, valu
     assert listing(errdir) == before
 
 
-def test_sgd_without_l2_is_a_clear_error(errdir):
+@pytest.mark.parametrize("args, message", [
+    (["--algorithm", "sgd", "--c2", 0], "--algorithm sgd needs --c2 > 0"),
+    (["--algorithm", "cg", "--c1", 1], "--algorithm cg supports L2 only"),
+    (["--objective", "mce-f"], "--objective mce-f is not continuous"),
+    (["--order", 2, "--algorithm", "perceptron"], "--order 2 trains with --algorithm lbfgs or quickprop"),
+    (["--init", "t.tmpl"], "--init starts from the model's own template"),
+])
+def test_options_that_do_not_go_together_are_usage_errors(errdir, args, message):
     before = listing(errdir)
-    p = run("train", "-t", "t.tmpl", "-m", "out.model", "--algorithm", "sgd", "--c2", 0, "good.txt", cwd=errdir)
-    assert p.returncode == 1
-    assert_error(p, "--algorithm sgd needs --c2 > 0")
+    p = run("train", "-t", "t.tmpl", "-m", "out.model", *args, "good.txt", cwd=errdir)
+    assert p.returncode == 2          # as click's own usage errors, not 1 (a data error)
+    assert_error(p, message)
     assert listing(errdir) == before
+
+
+def test_train_without_a_template_is_a_usage_error(errdir):
+    p = run("train", "-m", "out.model", "good.txt", cwd=errdir)
+    assert p.returncode == 2
+    assert_error(p, "train needs --template (or --init MODEL)")
 
 
 @pytest.mark.parametrize("n", [10**20, 1001])
@@ -1223,3 +1236,24 @@ def test_cli_options_and_library_checks_share_one_declaration():
         for p in params:
             if p.name != "threads" and not p.choices:
                 assert options[p.name].type is p.type, (command, p.name)
+
+
+def test_tag_with_more_than_two_v_is_a_usage_error(tiny, tmp_path):
+    p = run("tag", "-m", tiny.model, "-vvv", "-o", tmp_path / "out.txt", tiny.train)
+    assert p.returncode == 2
+    assert_error(p, "'-v'", "3 is not in the range")
+    assert listing(tmp_path) == []
+
+
+def test_mcnemar_on_different_gold_names_the_first_differing_line(tmp_path):
+    write(tmp_path / "a.txt", "the DT B-NP B-NP\nfox NN I-NP I-NP\n\nruns VBZ B-VP B-VP\n")
+    write(tmp_path / "b.txt", "the DT B-NP B-NP\nfox NN I-NP I-NP\n\nruns VBZ B-NP B-VP\n")
+    p = run("eval", "a.txt", "--mcnemar", "b.txt", cwd=tmp_path)
+    assert p.returncode == 1
+    assert_error(p, "b.txt:4: the two systems' outputs do not share the same gold labels",
+                 "gold 'B-NP' here, 'B-VP' in the first output")
+    write(tmp_path / "c.txt", "the DT B-NP B-NP\nfox NN I-NP I-NP\n")
+    p = run("eval", "a.txt", "--mcnemar", "c.txt", cwd=tmp_path)
+    assert p.returncode == 1
+    assert_error(p, "c.txt: the two systems' outputs do not share the same gold labels",
+                 "1 sentence here, 2 in the first output")

@@ -482,3 +482,14 @@ def test_a_chunk_type_that_cannot_name_a_file_is_refused_at_its_line(tmp_path):
         lexicon_command([a], tmp_path / "out", log=None)
     assert (info.value.path, info.value.line) == (a, 4)
     assert not (tmp_path / "out").exists()
+
+
+def test_input_without_chunks_warns_and_creates_nothing(tmp_path):
+    empty = write(tmp_path, "", "empty.txt")
+    outside = write(tmp_path, "the O\nfox O\n", "outside.txt")
+    for path in (empty, outside):
+        logged = []
+        summary = lexicon_command([path], tmp_path / "out", log=logged.append)
+        assert summary["lexicons"] == {}
+        assert logged[-1].startswith("crftk: warning: no chunks found in")
+        assert not (tmp_path / "out").exists()

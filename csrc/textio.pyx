@@ -1,0 +1,663 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""CoNLL text in compiled code: reading lines into sentences, template keys, writing rows.
+
+crftk.io.conll's pure-Python reader is the reference: ``Reader`` applies the same rules
+(see that module's docstring) to bytes, a block at a time, and keeps for each token only
+where its line is in the block. Columns are split again where they are needed (the
+vocabulary lookup and the output row), which costs less than keeping them.
+
+``ColumnIds`` maps column values (UTF-8 bytes) to a vocabulary's ids; ``Encoder`` turns
+the column ids of a batch into the attribute ids of crftk.features.space (the same keys:
+``prefix * radix + value``, looked up in hash tables built from the sorted key arrays);
+``format_rows`` writes a batch back with one more column.
+"""
+
+import numpy as np
+cimport numpy as cnp
+from libc.stdint cimport int64_t, int32_t, uint64_t, uint8_t
+from libc.stdlib cimport malloc, free, realloc
+from libc.string cimport memcpy, memcmp, memchr
+
+cnp.import_array()
+
+# Line-level outcomes of Reader.parse besides success (crftk.io.conll words the messages).
+ERR_NONE = 0
+ERR_UTF8 = 1
+ERR_COLUMNS = 2
+ERR_TOO_LONG = 3
+
+cdef uint8_t WS[256]
+for _c in range(256):
+    WS[_c] = 1 if _c in (0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F) else 0
+
+
+cdef inline Py_ssize_t utf8_invalid(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Offset of the first byte of p[:n] that is not valid UTF-8 (as Python decodes it), or -1."""
+    cdef Py_ssize_t i = 0
+    cdef uint8_t c, c1
+    cdef int need
+    while i < n:
+        c = p[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2:
+            return i
+        if c < 0xE0:
+            need = 1
+        elif c < 0xF0:
+            need = 2
+        elif c < 0xF5:
+            need = 3
+        else:
+            return i
+        if i + 1 >= n:
+            return i
+        c1 = p[i + 1]
+        if (c1 & 0xC0) != 0x80:
+            return i
+        if c == 0xE0 and c1 < 0xA0:
+            return i
+        if c == 0xED and c1 >= 0xA0:       # surrogates
+            return i
+        if c == 0xF0 and c1 < 0x90:
+            return i
+        if c == 0xF4 and c1 >= 0x90:
+            return i
+        if need >= 2:
+            if i + 2 >= n or (p[i + 2] & 0xC0) != 0x80:
+                return i
+        if need == 3:
+            if i + 3 >= n or (p[i + 3] & 0xC0) != 0x80:
+                return i
+        i += need + 1
+    return -1
+
+
+cdef inline int split_fields(const uint8_t* p, Py_ssize_t n, Py_ssize_t* starts, Py_ssize_t* ends,
+                             int cap) noexcept nogil:
+    """Split p[:n] at ASCII white space; the first cap fields' bounds; returns the field count."""
+    cdef Py_ssize_t i = 0, j
+    cdef int k = 0
+    while True:
+        while i < n and WS[p[i]]:
+            i += 1
+        if i >= n:
+            return k
+        j = i
+        while j < n and not WS[p[j]]:
+            j += 1
+        if k < cap:
+            starts[k] = i
+            ends[k] = j
+        k += 1
+        i = j
+
+
+cdef class Grow:
+    """A growable int64 array."""
+    cdef int64_t* data
+    cdef Py_ssize_t n, cap
+
+    def __cinit__(self):
+        self.cap = 1024
+        self.n = 0
+        self.data = <int64_t*> malloc(self.cap * sizeof(int64_t))
+        if self.data == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.data)
+
+    cdef int push(self, int64_t v) except -1:
+        cdef int64_t* d
+        if self.n == self.cap:
+            d = <int64_t*> realloc(self.data, 2 * self.cap * sizeof(int64_t))
+            if d == NULL:
+                raise MemoryError()
+            self.data, self.cap = d, 2 * self.cap
+        self.data[self.n] = v
+        self.n += 1
+        return 0
+
+    cdef array(self):
+        out = np.empty(self.n, dtype=np.int64)
+        cdef int64_t[::1] o = out
+        if self.n:
+            memcpy(&o[0], self.data, self.n * sizeof(int64_t))
+        return out
+
+
+cdef class Reader:
+    """The state of reading one CoNLL file: line number, document, column count, separator.
+
+    ``parse(block, eof, max_tokens, max_sentences)`` reads the complete sentences at the
+    start of ``block`` (bytes: whole lines; with ``eof`` the rest of the file) until the
+    batch holds ``max_tokens`` tokens or ``max_sentences`` sentences, and returns the batch
+    arrays and how many bytes it used; the caller passes the rest again with more bytes.
+    On a bad line it returns None and sets ``error`` (ERR_*), ``error_line`` and the
+    figures the message needs.
+    """
+
+    cdef public Py_ssize_t lineno, doc, fixed, fixed_at, limit, error_line, error_found, error_start
+    cdef public int error
+    cdef public bint doc_used, after_kept, started
+    cdef public object separator, allowed
+    cdef uint8_t allowed_mask[64]
+    cdef bint any_count
+    cdef Py_ssize_t min_columns
+
+    def __init__(self, allowed, min_columns=1, first_doc=0, limit=None):
+        """allowed: a set of column counts or None (any); limit: longest sentence or None."""
+        cdef int k
+        self.lineno = 0
+        self.doc = first_doc
+        self.doc_used = False
+        self.after_kept = False
+        self.started = False
+        self.fixed = -1
+        self.fixed_at = 0
+        self.min_columns = min_columns
+        self.limit = -1 if limit is None else limit
+        self.separator = None
+        self.allowed = allowed
+        self.any_count = allowed is None
+        for k in range(64):
+            self.allowed_mask[k] = 0
+        if allowed is not None:
+            for k in allowed:
+                if k < 64:
+                    self.allowed_mask[k] = 1
+        self.error = ERR_NONE
+
+    def parse(self, const uint8_t[::1] block, bint eof, Py_ssize_t max_tokens, Py_ssize_t max_sentences):
+        """(used bytes, batch) or (0, None) on an error; batch: a dict of arrays (see conll.RawBatch)."""
+        cdef Py_ssize_t n = block.shape[0]
+        cdef const uint8_t* p = &block[0] if n else NULL
+        cdef Py_ssize_t pos = 0, line_start, line_end, nl, body_end, bad, k
+        cdef Py_ssize_t starts[3]
+        cdef Py_ssize_t ends[3]
+        cdef Py_ssize_t nf, rows = 0, sent_line = 0, tokens = 0, sentences = 0
+        cdef Py_ssize_t rollback_pos = 0, rollback_line = 0, rollback_pt = 0, rollback_items = 0
+        cdef Py_ssize_t rollback_tokens = 0
+        cdef bint keep
+        cdef const uint8_t* nl_ptr
+        tok_start, tok_end = Grow(), Grow()
+        sent_ptr, sent_lines, sent_docs = Grow(), Grow(), Grow()
+        items, pt_start, pt_end = Grow(), Grow(), Grow()
+        held = Grow()                   # pass-through lines inside the current sentence
+        sent_ptr.push(0)
+        cdef Py_ssize_t lineno = self.lineno
+        while pos < n:
+            if rows == 0 and (tokens >= max_tokens or sentences >= max_sentences):
+                break
+            nl_ptr = <const uint8_t*> memchr(p + pos, 10, n - pos)
+            if nl_ptr == NULL:
+                if not eof:
+                    break                # an incomplete line: wait for more bytes
+                nl = n
+            else:
+                nl = nl_ptr - p
+            line_start = pos
+            line_end = nl                # without the "\n"
+            if not self.started:
+                self.started = True
+                if line_end - line_start >= 3 and p[line_start] == 0xEF and p[line_start + 1] == 0xBB \
+                        and p[line_start + 2] == 0xBF:
+                    line_start += 3
+            lineno += 1
+            pos = nl + 1 if nl < n else n
+            bad = utf8_invalid(p + line_start, line_end - line_start)
+            if bad >= 0:
+                self.error, self.error_line, self.error_start = ERR_UTF8, lineno, bad
+                return 0, None
+            nf = split_fields(p + line_start, line_end - line_start, starts, ends, 2)
+            if nf == 0:
+                if rows:
+                    self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs,
+                                 tokens, sent_line)
+                    rows = 0
+                    sentences += 1
+                    self.doc_used = True
+                elif self.after_kept:
+                    items.push(-1 - pt_start.n)
+                    pt_start.push(line_start)
+                    pt_end.push(line_start)
+                self.after_kept = False
+                continue
+            keep = False
+            if ends[0] - starts[0] >= 10 and memcmp(p + line_start + starts[0], b"-DOCSTART-", 10) == 0:
+                if rows:
+                    self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs,
+                                 tokens, sent_line)
+                    rows = 0
+                    sentences += 1
+                    self.doc_used = True
+                if self.doc_used:
+                    self.doc += 1
+                    self.doc_used = False
+                keep = True
+            elif (nf > 1 and line_end - line_start >= 2 and p[line_start] == 35 and p[line_start + 1] == 32
+                  and ((ends[1] - starts[1] == 4 and memcmp(p + line_start + starts[1], b"prob", 4) == 0)
+                       or (ends[1] - starts[1] == 5 and memcmp(p + line_start + starts[1], b"nbest", 5) == 0))):
+                keep = True
+            if keep:
+                body_end = line_end
+                while body_end > line_start and (p[body_end - 1] == 13 or p[body_end - 1] == 10):
+                    body_end -= 1
+                if rows:
+                    held.push(line_start)
+                    held.push(body_end)
+                else:
+                    items.push(-1 - pt_start.n)
+                    pt_start.push(line_start)
+                    pt_end.push(body_end)
+                    self.after_kept = True
+                continue
+            self.after_kept = False
+            if self.fixed < 0:
+                if nf < self.min_columns or not (self.any_count or (nf < 64 and self.allowed_mask[nf])
+                                                 or (nf >= 64 and nf in self.allowed)):
+                    self.error, self.error_line, self.error_found = ERR_COLUMNS, lineno, nf
+                    return 0, None
+                self.fixed, self.fixed_at = nf, lineno
+                self.separator = "\t" if memchr(p + line_start, 9, line_end - line_start) != NULL else " "
+            elif nf != self.fixed:
+                self.error, self.error_line, self.error_found = ERR_COLUMNS, lineno, nf
+                return 0, None
+            if rows == 0:
+                sent_line = lineno
+                rollback_pos, rollback_line = line_start, lineno - 1
+                if rollback_line == 0:
+                    rollback_pos = 0         # the BOM is skipped again
+                rollback_items, rollback_pt = items.n, pt_start.n
+                rollback_tokens = tok_start.n
+            elif self.limit >= 0 and rows >= self.limit:
+                self.error, self.error_line, self.error_start = ERR_TOO_LONG, lineno, sent_line
+                return 0, None
+            tok_start.push(line_start)
+            tok_end.push(line_end)
+            rows += 1
+            tokens += 1
+        if rows:
+            if eof and pos >= n:
+                self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs, tokens, sent_line)
+                self.doc_used = True
+            else:                        # the sentence goes on past the block: read it again
+                if rollback_line == 0:
+                    self.started = False
+                pos, lineno = rollback_pos, rollback_line
+                items.n, pt_start.n, pt_end.n, tok_start.n = rollback_items, rollback_pt, rollback_pt, rollback_tokens
+                tok_end.n = rollback_tokens
+                self.after_kept = False
+        self.lineno = lineno
+        return pos, {"tok_start": tok_start.array(), "tok_end": tok_end.array(),
+                     "sent_ptr": sent_ptr.array().astype(np.int32), "sent_line": sent_lines.array(),
+                     "sent_doc": sent_docs.array(), "items": items.array(),
+                     "pt_start": pt_start.array(), "pt_end": pt_end.array()}
+
+    cdef int _finish(self, Grow held, Grow items, Grow pt_start, Grow pt_end, Grow sent_ptr,
+                     Grow sent_lines, Grow sent_docs, Py_ssize_t tokens, Py_ssize_t line) except -1:
+        cdef Py_ssize_t k
+        for k in range(0, held.n, 2):
+            items.push(-1 - pt_start.n)
+            pt_start.push(held.data[k])
+            pt_end.push(held.data[k + 1])
+        held.n = 0
+        items.push(sent_ptr.n - 1)
+        sent_ptr.push(tokens)
+        sent_lines.push(line)
+        sent_docs.push(self.doc)
+        return 0
+
+
+# ------------------------------------------------------------------ hash tables
+
+cdef inline uint64_t hash_bytes(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t h = 1469598103934665603ULL
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ p[i]) * 1099511628211ULL
+    return h ^ (h >> 29)
+
+
+cdef inline uint64_t hash_int(int64_t k) noexcept nogil:
+    cdef uint64_t h = <uint64_t> k * 0x9E3779B97F4A7C15ULL
+    return h ^ (h >> 31)
+
+
+cdef class ColumnIds:
+    """The ids of a vocabulary's strings, looked up by their UTF-8 bytes."""
+    cdef bytes blob
+    cdef const uint8_t* blobp
+    cdef int64_t[::1] offs
+    cdef int32_t[::1] slots
+    cdef uint64_t mask
+
+    def __init__(self, strings):
+        encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+        self.blob = b"".join(encoded)
+        self.blobp = <const uint8_t*> (<char*> self.blob)
+        offs = np.zeros(len(encoded) + 1, dtype=np.int64)
+        if encoded:
+            np.cumsum([len(e) for e in encoded], out=offs[1:])
+        self.offs = offs
+        cdef Py_ssize_t n = len(encoded), i
+        cdef uint64_t size = 16, h
+        while size < <uint64_t> (2 * n + 2):
+            size *= 2
+        self.mask = size - 1
+        self.slots = np.full(size, -1, dtype=np.int32)
+        with nogil:
+            for i in range(n):
+                if self._find(self.blobp + self.offs[i], self.offs[i + 1] - self.offs[i]) >= 0:
+                    continue           # a vocabulary has no duplicates; keep the first anyway
+                h = hash_bytes(self.blobp + self.offs[i], self.offs[i + 1] - self.offs[i]) & self.mask
+                while self.slots[h] >= 0:
+                    h = (h + 1) & self.mask
+                self.slots[h] = <int32_t> i
+
+    cdef inline int32_t _find(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+        cdef uint64_t h = hash_bytes(p, n) & self.mask
+        cdef int32_t i
+        cdef const uint8_t* b = self.blobp
+        while True:
+            i = self.slots[h]
+            if i < 0:
+                return -1
+            if self.offs[i + 1] - self.offs[i] == n and memcmp(b + self.offs[i], p, n) == 0:
+                return i
+            h = (h + 1) & self.mask
+
+    def lookup(self, bytes value):
+        return self._find(<const uint8_t*> (<char*> value), len(value))
+
+
+cdef class KeyIndex:
+    """Index of each key of a sorted int64 array (a hash table in place of a binary search).
+
+    Each slot holds the key and its index side by side: a lookup touches one cache line.
+    """
+    cdef int64_t[::1] slots       # key, index, key, index ...; key -1: empty
+    cdef uint64_t mask
+
+    def __init__(self, keys):
+        cdef const int64_t[::1] k = np.ascontiguousarray(keys, dtype=np.int64)
+        cdef Py_ssize_t n = k.shape[0], i
+        cdef uint64_t size = 16, h
+        while size < <uint64_t> (2 * n + 2):
+            size *= 2
+        self.mask = size - 1
+        self.slots = np.full(2 * size, -1, dtype=np.int64)
+        with nogil:
+            for i in range(n):
+                h = hash_int(k[i]) & self.mask
+                while self.slots[2 * h] >= 0:
+                    h = (h + 1) & self.mask
+                self.slots[2 * h] = k[i]
+                self.slots[2 * h + 1] = i
+
+    cdef inline int64_t find(self, int64_t key) noexcept nogil:
+        cdef uint64_t h
+        cdef int64_t k
+        if key < 0:
+            return -1
+        h = hash_int(key) & self.mask
+        while True:
+            k = self.slots[2 * h]
+            if k == key:
+                return self.slots[2 * h + 1]
+            if k < 0:
+                return -1
+            h = (h + 1) & self.mask
+
+    def lookup(self, int64_t key):
+        return self.find(key)
+
+
+# ------------------------------------------------------------------ encoding
+
+cdef struct Macro:
+    int row
+    int column            # index among the encoder's columns
+    int64_t radix
+    Py_ssize_t pad        # pads[pad + k - 1]: the value k before the sentence; pads[pad + |row| + k - 1]: after
+
+
+cdef struct Line:
+    int first, n          # its macros: macros[first .. first + n - 1]
+    int32_t offset
+    const int64_t* direct     # one macro: rank of each value id (radix + 1 entries, the last -1)
+    int map_first         # several: maps[map_first + i], i = 0..n-2 (the steps, then the final keys)
+
+
+cdef class Encoder:
+    """Attribute ids of batches of token lines, for the templates of a feature space whose
+    macros are all plain columns (%x)."""
+    cdef list columns_py, tables_py, maps_py, keep
+    cdef Py_ssize_t n_columns_used
+    cdef int max_column
+    cdef Macro* macros
+    cdef Line* lines
+    cdef int n_lines[2]
+    cdef int line_base[2]
+    cdef int64_t* pads
+    cdef void** maps
+    cdef int32_t* column_of       # file column of each used column
+    cdef void** tables            # ColumnIds of each used column
+
+    def __init__(self, columns, vocabs, unigram, bigram):
+        """columns: the file columns the templates read; vocabs: a ColumnIds per column;
+        unigram, bigram: per line a list of macros (row, column, radix, pads before, pads after)
+        and its tables: ("direct", int64 ranks) or ("maps", [sorted int64 arrays]), offset."""
+        cdef int i, j, m = 0, nm = 0, npad = 0, nmap = 0
+        self.keep = []
+        self.columns_py = list(columns)
+        self.tables_py = list(vocabs)
+        self.n_columns_used = len(columns)
+        self.max_column = max(columns) if columns else 0
+        self.column_of = <int32_t*> malloc(max(1, len(columns)) * sizeof(int32_t))
+        self.tables = <void**> malloc(max(1, len(columns)) * sizeof(void*))
+        for i, c in enumerate(columns):
+            self.column_of[i] = c
+            self.tables[i] = <void*> vocabs[i]
+        all_lines = list(unigram) + list(bigram)
+        self.n_lines[0], self.n_lines[1] = len(unigram), len(bigram)
+        self.line_base[0], self.line_base[1] = 0, len(unigram)
+        for spec in all_lines:
+            nm += len(spec["macros"])
+            npad += sum(2 * abs(mc[0]) for mc in spec["macros"])
+            if spec["kind"] == "maps":
+                nmap += len(spec["tables"])
+        self.macros = <Macro*> malloc(max(1, nm) * sizeof(Macro))
+        self.lines = <Line*> malloc(max(1, len(all_lines)) * sizeof(Line))
+        self.pads = <int64_t*> malloc(max(1, npad) * sizeof(int64_t))
+        self.maps = <void**> malloc(max(1, nmap) * sizeof(void*))
+        self.maps_py = []
+        npad = 0
+        for i, spec in enumerate(all_lines):
+            self.lines[i].first = m
+            self.lines[i].n = len(spec["macros"])
+            self.lines[i].offset = spec["offset"]
+            self.lines[i].direct = NULL
+            self.lines[i].map_first = len(self.maps_py)
+            for row, col, radix, before, after in spec["macros"]:
+                self.macros[m].row = row
+                self.macros[m].column = self.columns_py.index(col)
+                self.macros[m].radix = radix
+                self.macros[m].pad = npad
+                for j in range(abs(row)):
+                    self.pads[npad + j] = before[j]
+                    self.pads[npad + abs(row) + j] = after[j]
+                npad += 2 * abs(row)
+                m += 1
+            if spec["kind"] == "direct":
+                arr = np.ascontiguousarray(spec["tables"], dtype=np.int64)
+                self.keep.append(arr)
+                self.lines[i].direct = <const int64_t*> cnp.PyArray_DATA(arr)
+            else:
+                for keys in spec["tables"]:
+                    idx = KeyIndex(keys)
+                    self.maps[len(self.maps_py)] = <void*> idx
+                    self.maps_py.append(idx)
+
+    def __dealloc__(self):
+        free(self.macros)
+        free(self.lines)
+        free(self.pads)
+        free(self.maps)
+        free(self.column_of)
+        free(self.tables)
+
+    def encode(self, const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
+               const int32_t[::1] sent_ptr):
+        """(attr_ptr, attrs, eattr_ptr, eattrs) of the tokens: int32 CSR arrays."""
+        cdef Py_ssize_t N = tok_start.shape[0], S = sent_ptr.shape[0] - 1
+        cdef Py_ssize_t C = self.n_columns_used
+        ids_np = np.empty((N, max(1, C)), dtype=np.int64)
+        cdef int64_t[:, ::1] ids = ids_np
+        cdef int nu = self.n_lines[0], nb = self.n_lines[1]
+        aptr_np = np.empty(N + 1, dtype=np.int32)
+        attrs_np = np.empty(max(1, N * nu), dtype=np.int32)
+        eptr_np = np.empty(N + 1, dtype=np.int32)
+        eattrs_np = np.empty(max(1, N * nb), dtype=np.int32)
+        cdef int32_t[::1] aptr = aptr_np, attrs = attrs_np, eptr = eptr_np, eattrs = eattrs_np
+        cdef Py_ssize_t na = 0, ne = 0
+        if N:
+            with nogil:
+                self._column_ids(&block[0], &tok_start[0], &tok_end[0], N, ids)
+                na = self._attributes(ids, &sent_ptr[0], S, 0, &aptr[0], &attrs[0])
+                ne = self._attributes(ids, &sent_ptr[0], S, 1, &eptr[0], &eattrs[0])
+        else:
+            aptr[0] = 0
+            eptr[0] = 0
+        return aptr_np, attrs_np[:na].copy(), eptr_np, eattrs_np[:ne].copy()
+
+    cdef void _column_ids(self, const uint8_t* block, const int64_t* ts, const int64_t* te, Py_ssize_t N,
+                          int64_t[:, ::1] ids) noexcept nogil:
+        cdef Py_ssize_t t, i
+        cdef Py_ssize_t starts[64]
+        cdef Py_ssize_t ends[64]
+        cdef Py_ssize_t C = self.n_columns_used
+        cdef int cap = self.max_column + 1
+        cdef int col
+        cdef const uint8_t* line
+        if cap > 64:
+            cap = 64
+        for t in range(N):
+            line = block + ts[t]
+            split_fields(line, te[t] - ts[t], starts, ends, cap)
+            for i in range(C):
+                col = self.column_of[i]
+                ids[t, i] = (<ColumnIds> self.tables[i])._find(line + starts[col], ends[col] - starts[col])
+
+    cdef Py_ssize_t _attributes(self, int64_t[:, ::1] ids, const int32_t* sent_ptr, Py_ssize_t S, int which,
+                                int32_t* ptr, int32_t* out) noexcept nogil:
+        cdef Py_ssize_t s, t, s0, s1, tgt, n = 0
+        cdef int l, i, nl = self.n_lines[which], base = self.line_base[which]
+        cdef const Line* ln
+        cdef const Macro* mc
+        cdef int64_t key, v, r
+        ptr[0] = 0
+        for s in range(S):
+            s0, s1 = sent_ptr[s], sent_ptr[s + 1]
+            for t in range(s0, s1):
+                for l in range(nl):
+                    ln = &self.lines[base + l]
+                    key = -1
+                    for i in range(ln.n):
+                        mc = &self.macros[ln.first + i]
+                        tgt = t + mc.row
+                        if tgt < s0:
+                            v = self.pads[mc.pad + (s0 - tgt) - 1]
+                        elif tgt >= s1:
+                            v = self.pads[mc.pad + (-mc.row if mc.row < 0 else mc.row) + (tgt - s1)]
+                        else:
+                            v = ids[tgt, mc.column]
+                        if i == 0:
+                            key = v
+                        elif key < 0 or v < 0:
+                            key = -1
+                            break
+                        else:
+                            key = (<KeyIndex> self.maps[ln.map_first + i - 1]).find(key * mc.radix + v)
+                    if ln.n == 0:         # a line without macros: one key, 0, for every token
+                        r = (<KeyIndex> self.maps[ln.map_first]).find(0)
+                    elif ln.n == 1:
+                        r = ln.direct[key] if key >= 0 else -1
+                    else:
+                        r = key
+                    if r >= 0:
+                        out[n] = <int32_t> (r + ln.offset)
+                        n += 1
+                ptr[t + 1] = <int32_t> n
+        return n
+
+
+# ------------------------------------------------------------------ writing
+
+def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
+                const int32_t[::1] sent_ptr, const int64_t[::1] items, const int64_t[::1] pt_start,
+                const int64_t[::1] pt_end, const int32_t[::1] pred, list labels, bytes sep):
+    """The output bytes of a batch: each token's columns joined by sep, sep, its label; a
+    blank line after each sentence; the pass-through lines in place."""
+    cdef Py_ssize_t N = tok_start.shape[0], I = items.shape[0], L = len(labels)
+    encoded = [lab.encode("utf-8") for lab in labels]
+    lab_blob = b"".join(encoded)
+    lab_off_np = np.zeros(L + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in encoded], out=lab_off_np[1:])
+    cdef int64_t[::1] lab_off = lab_off_np
+    cdef const uint8_t* lb = <const uint8_t*> (<char*> lab_blob)
+    cdef Py_ssize_t size = 0, t, k, it, s, pos = 0, nf, j
+    cdef uint8_t sepc = sep[0]
+    cdef Py_ssize_t max_label = 0
+    for k in range(L):
+        max_label = max(max_label, lab_off[k + 1] - lab_off[k])
+    for t in range(N):
+        size += tok_end[t] - tok_start[t] + 2 + max_label
+    for k in range(pt_start.shape[0]):
+        size += pt_end[k] - pt_start[k] + 1
+    size += sent_ptr.shape[0]
+    out = bytearray(size)
+    cdef char* ob = out
+    cdef uint8_t* o = <uint8_t*> ob
+    cdef const uint8_t* p = &block[0] if block.shape[0] else NULL
+    cdef Py_ssize_t starts[1]
+    cdef Py_ssize_t ends[1]
+    cdef Py_ssize_t i, e, a, b
+    cdef int32_t y
+    with nogil:
+        for it in range(I):
+            k = items[it]
+            if k < 0:
+                k = -1 - k
+                a, b = pt_start[k], pt_end[k]
+                memcpy(o + pos, p + a, b - a)
+                pos += b - a
+                o[pos] = 10
+                pos += 1
+                continue
+            for t in range(sent_ptr[k], sent_ptr[k + 1]):
+                i, e = tok_start[t], tok_end[t]
+                while True:            # the columns, each followed by sep
+                    while i < e and WS[p[i]]:
+                        i += 1
+                    if i >= e:
+                        break
+                    j = i
+                    while j < e and not WS[p[j]]:
+                        j += 1
+                    memcpy(o + pos, p + i, j - i)
+                    pos += j - i
+                    o[pos] = sepc
+                    pos += 1
+                    i = j
+                y = pred[t]
+                memcpy(o + pos, lb + lab_off[y], lab_off[y + 1] - lab_off[y])
+                pos += lab_off[y + 1] - lab_off[y]
+                o[pos] = 10
+                pos += 1
+            o[pos] = 10
+            pos += 1
+    del out[pos:]
+    return out

@@ -1,0 +1,127 @@
+"""The compiled tagging path (crftk._textio) writes what the pure-Python path writes."""
+
+import io
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fuzz_strategies as fz
+from corpora import random_corpus
+from crftk.commands import tag as tag_module
+from crftk.commands.tag import tag_files
+from crftk.errors import CrftkError
+from crftk.features.space import FeatureSpace
+from crftk.features.templates import parse_template
+from crftk.model import Model
+
+TEMPLATE = "U:%x[0,0]\nU1:%x[0,1]\nUw:%x[-1,0]/%x[0,0]\nUt:%x[-2,1]/%x[-1,1]/%x[0,1]/%x[2,0]\nU2:%x[3,1]\n" \
+           "B\nB1:%x[-1,1]/%x[0,1]\nB2:%x[1,0]\n"
+
+
+@pytest.fixture(scope="module")
+def model():
+    sents = random_corpus(80, seed=1)
+    sents[0].rows[0][0] = "caf\u00e9"            # a non-ASCII word the model knows
+    space, _ = FeatureSpace.fit(sents, parse_template(TEMPLATE))
+    w = np.random.default_rng(0).normal(size=space.n_params)
+    return Model(space, w)
+
+
+def _run(model, paths, compiled, monkeypatch, binary=False, **kw):
+    """(output text, error) of tag_files on the compiled or the pure-Python path."""
+    with monkeypatch.context() as m:
+        if not compiled:
+            m.setattr(tag_module, "_compiled_path", lambda model: False)
+        if binary:
+            raw = io.BytesIO()
+            out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+        else:
+            out = io.StringIO()
+        try:
+            counts = tag_files(model, paths, out, **kw)
+        except CrftkError as e:
+            return None, (e.message, e.path, e.line)
+        if binary:
+            out.flush()
+            return raw.getvalue().decode("utf-8"), counts
+        return out.getvalue(), counts
+
+
+def _same(model, tmp_path, monkeypatch, data, **kw):
+    paths = []
+    for i, d in enumerate(data if isinstance(data, list) else [data]):
+        p = tmp_path / f"in{i}.txt"
+        p.write_bytes(d)
+        paths.append(str(p))
+    want = _run(model, paths, False, monkeypatch, **kw)
+    got = _run(model, paths, True, monkeypatch, **kw)
+    assert got == want
+    got = _run(model, paths, True, monkeypatch, binary=True, **kw)
+    assert got == want
+    return want
+
+
+def _text(sents, sep=" ", drop=False, end="\n"):
+    return "".join(end.join(sep.join(r[:-1] if drop else r) for r in s.rows) + end + end for s in sents).encode()
+
+
+def test_the_compiled_path_is_taken(model):
+    assert tag_module._compiled_path(model)
+
+
+CASES = {
+    "spaces": _text(random_corpus(30, seed=2)),
+    "tabs": _text(random_corpus(30, seed=3), sep="\t"),
+    "mixed separators": b"w1  A\tB-X\nw2 \t B O\n\nw3\x0bA\x1fO\n",
+    "no label column": _text(random_corpus(20, seed=4), drop=True),
+    "crlf": _text(random_corpus(20, seed=5), end="\r\n"),
+    "no final line end": b"w1 A O\nw2 B O",
+    "docstart": b"-DOCSTART- -X- O\n\nw1 A O\n\n-DOCSTART- -X- O\nw2 B O\n  -DOCSTART-\n\n\nw3 A O\n",
+    "annotations and comments": b"# prob 0.5\nw1 A O\n# nbest 0 0.1\nw2 B O\n\n# # O\n# comment O\n\n# prob 1\n\n",
+    "unicode": "caf\u00e9 A O\n1\u00a0000 B O\n\u65e5\u672c A O\n\n\u00e9t\u00e9 B O\n".encode(),
+    "bom": b"\xef\xbb\xbfw1 A O\n\nw2 B O\n",
+    "blank lines only": b"\n \n\t\n",
+    "empty": b"",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_output_is_byte_identical(model, tmp_path, monkeypatch, name, threads):
+    text, counts = _same(model, tmp_path, monkeypatch, CASES[name], threads=threads)
+    assert text is not None
+    _same(model, tmp_path, monkeypatch, CASES[name], threads=threads, batch_tokens=3)
+
+
+@pytest.mark.parametrize("opts", [{"marginals": 1}, {"marginals": 2}, {"nbest": 2}, {"nbest": 2, "marginals": 1}])
+def test_probabilities_and_nbest_are_unchanged(model, tmp_path, monkeypatch, opts):
+    _same(model, tmp_path, monkeypatch, CASES["docstart"] + CASES["spaces"], **opts)
+
+
+def test_several_files_each_keep_their_separator(model, tmp_path, monkeypatch):
+    _same(model, tmp_path, monkeypatch, [CASES["tabs"], CASES["spaces"], CASES["empty"], CASES["crlf"]])
+
+
+@pytest.mark.parametrize("data", [
+    b"w1 A O\nw2 B\n",                        # the column count changes
+    b"w1 A O\n\nw2 A O X\n",                  # a count the model does not take
+    b"w1 A O\n\xff A O\n",                    # not UTF-8
+    b"w1 A O\nw2 A O\nw3 A O\n",              # too long for --max-sentence-tokens 2
+    b"w1 A O\n" * 5 + b"\n" + b"w1 A\n",
+])
+def test_errors_name_the_same_file_and_line(model, tmp_path, monkeypatch, data):
+    (_, error) = _same(model, tmp_path, monkeypatch, data, max_sentence_tokens=2, batch_tokens=1)
+    assert error is not None and error[1].endswith("in0.txt") and error[2] >= 1
+
+
+@settings(max_examples=60)
+@given(data=fz.conll_files(n_columns=3), threads=st.sampled_from([1, 2]), batch=st.sampled_from([1, 4, 50_000]))
+def test_fuzzed_inputs(model, tmp_path_factory, data, threads, batch):
+    from _pytest.monkeypatch import MonkeyPatch
+    mp = MonkeyPatch()
+    try:
+        _same(model, tmp_path_factory.mktemp("tc"), mp, data, threads=threads, batch_tokens=batch)
+    finally:
+        mp.undo()
