@@ -145,6 +145,7 @@ bag-np: install
 	nice $(PYTHON) benchmarks/bag.py --task np --data $(CONLL2000) --out $(OUT)/bag --max-iter $(BAG_ITER) --threads $(or $(filter-out 0,$(THREADS)),2) --cv 2
 
 bag: bag-ner bag-np
+	nice $(PYTHON) benchmarks/bag.py --parallel --out $(OUT)/bag --threads 2
 	$(PYTHON) benchmarks/bag.py --report $(OUT)/bag/ner/bag.json $(OUT)/bag/np/bag.json --results benchmarks/results/bag
 
 # Scale-out on Dask (crftk.distributed): tagging throughput and peak worker memory on dev.txt x 1, 5, 20,

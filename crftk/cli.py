@@ -117,6 +117,11 @@ def _option(p, **extra):
                         **extra)
 
 
+def _file_option(*names, help, required=False):
+    """An option naming a file (metavar FILE)."""
+    return click.option(*names, required=required, metavar="FILE", help=help)
+
+
 def max_sentence_option(f):
     return _option(params.MAX_SENTENCE_TOKENS)(f)
 
@@ -297,17 +302,15 @@ def compose(models, feeds, output):
 @click.argument("train_files", nargs=-1, required=True, metavar="TRAIN_FILE...")
 @click.option("--template", "-t", "templates", multiple=True, required=True, metavar="FILE",
               help="A feature bag's template (CRF++ syntax); give one per bag, or one with --random-bags.")
-@click.option("--model", "-m", "model_path", required=True, metavar="FILE",
+@_file_option("--model", "-m", "model_path", required=True,
               help="Where to write the bag: one model file holding every bag's CRF and the weights.")
-@click.option("--dev", "dev_file", metavar="FILE",
-              help="Development set on which each combination's weights and the default combination "
-                   "are chosen (unless --cv).")
-@click.option("--weights", "weights_file", metavar="FILE",
-              help="Use these weights ('NAME WEIGHT' per bag, or 'COMBINATION NAME=WEIGHT ...' lines) "
-                   "instead of choosing them.")
-@click.option("--export", "export_path", metavar="FILE",
-              help="Also write the seq-poe combination as one ordinary model file (the bags' weights "
-                   "averaged over the union of their features: tags as fast as one CRF).")
+@_file_option("--dev", "dev_file", help="Development set on which each combination's weights and the "
+                                       "default combination are chosen (unless --cv).")
+@_file_option("--weights", "weights_file", help="Use these weights ('NAME WEIGHT' per bag, or 'COMBINATION "
+                                               "NAME=WEIGHT ...' lines) instead of choosing them.")
+@_file_option("--export", "export_path", help="Also write the seq-poe combination as one ordinary model file "
+                                             "(the bags' weights averaged over the union of their "
+                                             "features: tags as fast as one CRF).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @_param_options(params.BAG)

@@ -425,8 +425,8 @@ BAG = (
           "is trained K more times; the paper's choice for chunking) instead of on --dev. 0: on --dev."),
     Param("parallel", "auto", str,
           "threads: train the bags one after another, each with every thread; bags: train them at "
-          "once, the threads shared out; auto: the faster on this machine's measurements (see "
-          "benchmarks/results/bag.md).", ("auto", "threads", "bags")),
+          "once, the threads shared out; auto: bags, the faster in the measurements of "
+          "benchmarks/results/bag.md (2 cores).", ("auto", "threads", "bags")),
 )
 #: ``crftk tag``'s options for a bag: which combination, with which decoding.
 TAG_COMBINE = Param("combine", "chosen", str,

@@ -172,7 +172,7 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     allowed = {space.n_columns}
     if space.label_col == space.n_columns - 1:
         allowed.add(space.n_columns - 1)
-    if not marginals and not nbest and type(tagger) is Tagger and _compiled_path(model):
+    if not marginals and not nbest and type(tagger) is Tagger and _compiled_path(model):   # not a bag
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
     counts = [0, 0]
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=space.template.anchored,

@@ -350,3 +350,25 @@ def test_tag_nbest_and_max_marginal_with_a_bag(files, bagged):
     want = np.asarray(bag_.labels)[node.argmax(axis=1)]
     got = [line.split()[-1] for line in r.output.splitlines() if line.strip()]
     assert got == want.tolist()
+
+
+def test_cli_tag_of_a_bag_of_plain_column_templates_combines_the_bags(files, tmp_path):
+    """Plain-column templates take tag's compiled path for one CRF; a bag must not (it would tag
+    with its first member only)."""
+    d, train, dev = files
+    (tmp_path / "a.tmpl").write_text("Uw0:%x[0,0]\nUw-1:%x[-1,0]\n\nB\n")
+    (tmp_path / "b.tmpl").write_text("Up0:%x[0,1]\nUp-1p0:%x[-1,1]/%x[0,1]\n\nB\n")
+    model = str(tmp_path / "plain.bag")
+    r = CliRunner().invoke(main, ["bag", "-t", str(tmp_path / "a.tmpl"), "-t", str(tmp_path / "b.tmpl"), "-m",
+                                  model, "--max-iter", "20", "-p", "1", "-q", train])
+    assert r.exit_code == 0, r.output
+    loaded = Model.load(model)
+    sents = sentences_of(dev)
+    for method in ["seq-poe", "trans-mixture"]:
+        r = CliRunner().invoke(main, ["tag", "-m", model, "--combine", method, dev])
+        assert r.exit_code == 0, r.output
+        got = [line.split()[-1] for line in r.output.splitlines() if line.strip()]
+        want = [lab for s in tagger_for(loaded, combine=method).tag(sents) for lab in s]
+        assert got == want
+    first = tagger_for(Bag.from_model(loaded).members[0]).tag(sents)
+    assert want != [lab for s in first for lab in s]      # the combination is not the first bag alone
