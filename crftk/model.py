@@ -137,6 +137,10 @@ class Model:
         for part in model.parts:
             _check_space(part.space, info, path)
             _check_weights(part.weights, path)
+            if model.structure_name == "memm" and any(cl.line.macros for cl in part.space.bigram_lines):
+                # train refuses these; a file that has one was not written by crftk
+                raise CrftkError("model file is inconsistent: an MEMM whose template has a B line with macros",
+                                 path)
         model.source = path
         return model
 

@@ -362,3 +362,9 @@ def test_a_label_that_cannot_be_a_column_is_refused_at_load(label):
 ])
 def test_columns_and_lexicons_of_the_header_must_fit_the_template(edit, fragment):
     assert fragment in load_error(crafted(edit))
+
+
+def test_an_memm_file_whose_template_has_a_b_line_with_macros_is_refused_at_load():
+    # found by the fuzz suite: such a forged file loaded, then tagging failed without naming it
+    data = crafted_file(lambda meta, arrays: meta.update(structure="memm"))    # TEMPLATE has B01:%x[0,1]
+    assert "an MEMM whose template has a B line with macros" in load_error(data)
