@@ -872,3 +872,51 @@ def shift_values(const int64_t[::1] src, const int64_t[::1] sent_ptr, int row, c
                 else:
                     out[t] = src[tgt]
     return out_np
+
+
+def dense_csr(ranks, offsets, Py_ssize_t n):
+    """(counts int64 [n], ids int32) of n tokens from one rank array per template line (int32 [n],
+    -1: no attribute): each token's ``rank + offsets[line]``, line by line, without a matrix."""
+    cdef Py_ssize_t L = len(ranks), l, t, k = 0
+    arrays = [np.ascontiguousarray(r, dtype=np.int32) for r in ranks]
+    for r in arrays:
+        if r.shape[0] != n:
+            raise ValueError("a rank array of the wrong length")
+    cdef const int32_t** rp = <const int32_t**> malloc(max(1, L) * sizeof(int32_t*))
+    cdef int32_t* off = <int32_t*> malloc(max(1, L) * sizeof(int32_t))
+    if rp == NULL or off == NULL:
+        free(rp)
+        free(off)
+        raise MemoryError()
+    for l in range(L):
+        rp[l] = <const int32_t*> cnp.PyArray_DATA(arrays[l])
+        off[l] = offsets[l]
+    counts_np = np.zeros(n, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_np
+    cdef Py_ssize_t total = 0
+    try:
+        with nogil:
+            for t in range(n):
+                for l in range(L):
+                    if rp[l][t] >= 0:
+                        counts[t] += 1
+                total += counts[t]
+        ids_np = np.empty(total, dtype=np.int32)
+        if total:
+            _fill_dense(rp, off, L, n, <int32_t*> cnp.PyArray_DATA(ids_np))
+    finally:
+        free(rp)
+        free(off)
+    return counts_np, ids_np
+
+
+cdef void _fill_dense(const int32_t** rp, const int32_t* off, Py_ssize_t L, Py_ssize_t n,
+                      int32_t* out) noexcept nogil:
+    cdef Py_ssize_t t, l, k = 0
+    cdef int32_t r
+    for t in range(n):
+        for l in range(L):
+            r = rp[l][t]
+            if r >= 0:
+                out[k] = r + off[l]
+                k += 1

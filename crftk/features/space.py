@@ -247,7 +247,10 @@ class FeatureSpace:
             # (attribute, label) pairs seen: a bitmap over all pairs is smaller and
             # faster than sorting one entry per attribute occurrence
             seen = np.zeros(A * L, dtype=bool)
-            seen[corpus.attrs * np.int32(L) + np.repeat(gold, np.diff(corpus.attr_ptr))] = True
+            ptr = corpus.attr_ptr
+            for a in range(0, n, 1 << 16):        # by blocks of tokens: no corpus-sized temporaries
+                b = min(n, a + (1 << 16))
+                seen[corpus.attrs[ptr[a]:ptr[b]] * np.int32(L) + np.repeat(gold[a:b], np.diff(ptr[a:b + 1]))] = True
             pairs = np.flatnonzero(seen)
             del seen
             space.feat_label = (pairs % L).astype(np.int32)
@@ -460,9 +463,10 @@ class FeatureSpace:
         keep = counts >= min_freq
         kept = uniq[keep]
         # pruning renumbers the keys monotonically: a key's rank among the kept ones stays
-        rank_of = np.where(keep, np.cumsum(keep) - 1, -1)
-        rank = np.where(inverse >= 0, rank_of[np.maximum(inverse, 0)], -1) if uniq.size else \
-            np.full(inverse.size, -1, dtype=np.int64)
+        # the last entry, -1, is what a key of no attribute (inverse -1) reads
+        rank_of = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
+        rank = rank_of[inverse]
+        del inverse
         cl.keys = self._prune(cl, kept)
         return cl, (own, rank)
 
@@ -513,23 +517,17 @@ class FeatureSpace:
     @staticmethod
     def _assemble(lines, parts, n):
         """The CSR attribute ids of n tokens from each line's (owner or None, rank) (-1: none)."""
-        dense, owners, extra = [], [], []
+        dense, offsets, owners, extra = [], [], [], []
         for cl, (own, rank) in zip(lines, parts):
-            ids = np.where(rank >= 0, rank + cl.offset, -1).astype(np.int32)
             if own is None:
-                dense.append(ids)
+                dense.append(rank)
+                offsets.append(cl.offset)
             else:
-                keep = ids >= 0
+                keep = rank >= 0
                 owners.append(own[keep])
-                extra.append(ids[keep])
-        if dense:
-            mat = np.stack(dense, axis=1)
-            mask = mat >= 0
-            dense_counts = mask.sum(axis=1, dtype=np.int64)
-            dense_ids = mat[mask]
-            del mat, mask
-        else:
-            dense_counts, dense_ids = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int32)
+                extra.append((rank[keep] + cl.offset).astype(np.int32))
+        dense_counts, dense_ids = _textio.dense_csr(dense, offsets, n)
+        del dense
         if not owners:
             ptr = np.zeros(n + 1, dtype=np.int32)
             np.cumsum(dense_counts, out=ptr[1:])
