@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model clean help
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag
 
 all: test
 
@@ -29,7 +29,12 @@ help:
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
 	@echo "make mcef        MCE-F from MAP against MAP on dev.txt and eng.testa"
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
+	@echo "make bag-ner     feature bagging on CoNLL-2003 NER: bags, baselines, the four combinations (eng.testa)"
+	@echo "make bag-np      feature bagging on CoNLL-2000 NP chunking (dev.txt); make bag: both, results table"
+	@echo "make scale       Dask scale-out: tagging throughput and worker memory, data-parallel training (CONLL2000=...)"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
+	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint decoding on dev.txt, speed"
+	@echo "make compose-ner  CoNLL-2000 chunker -> CoNLL-2003 NER: no chunks, cascade, joint on eng.testa"
 
 # Rebuilt only when the build inputs change.
 $(OUT)/.installed: setup.py pyproject.toml $(wildcard csrc/*.pyx csrc/*.pxd)
@@ -130,9 +135,47 @@ induction: install
 	$(PYTHON) benchmarks/induce.py --task ner --data $(CONLL2003) --out $(OUT)/induce --variants paper,atomic,heldout,l1
 	$(PYTHON) benchmarks/induce.py --task chunk --data $(CONLL2000) --out $(OUT)/induce --variants paper,atomic,heldout
 
+# Feature bagging (Sutton, Sindelar & McCallum 2006): the bag templates' lexicons are built in
+# out/bag/<task> of this checkout (the templates name them relative to templates/).
+BAG_ITER ?= 400
+bag-ner: install
+	nice $(PYTHON) benchmarks/bag.py --task ner --data $(CONLL2003) --out $(OUT)/bag --max-iter $(BAG_ITER) --threads $(or $(filter-out 0,$(THREADS)),2)
+
+bag-np: install
+	nice $(PYTHON) benchmarks/bag.py --task np --data $(CONLL2000) --out $(OUT)/bag --max-iter $(BAG_ITER) --threads $(or $(filter-out 0,$(THREADS)),2) --cv 2
+
+bag: bag-ner bag-np
+	nice $(PYTHON) benchmarks/bag.py --parallel --out $(OUT)/bag --threads 2
+	$(PYTHON) benchmarks/bag.py --report $(OUT)/bag/ner/bag.json $(OUT)/bag/np/bag.json --results benchmarks/results/bag
+
+# Scale-out on Dask (crftk.distributed): tagging throughput and peak worker memory on dev.txt x 1, 5, 20,
+# seconds and bytes per training iteration with 1 and 2 workers against local threads; results in
+# benchmarks/results/scale.md (and .json). SCALE_ITER: training iterations timed.
+SCALE_ITER ?= 20
+scale: install
+	$(PYTHON) benchmarks/scale.py --data $(CONLL2000) --work $(OUT)/scale --iterations $(SCALE_ITER) \
+		--out benchmarks/results/scale
+
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).
 FUZZ_CASES ?= 10000
+# Composition (issue 15, Sutton & McCallum 2005): separately trained stages decoded in cascade or
+# jointly. Models trained with at most COMPOSE_ITER L-BFGS iterations; results in
+# benchmarks/results/compose.md (+ .json). compose-ner needs compose-conll2000's chunker.
+.PHONY: compose-conll2000 compose-ner
+COMPOSE_ITER ?= 100
+compose-conll2000: install
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	$(PYTHON) benchmarks/compose.py conll2000 --data $(CONLL2000) --out $(OUT)/compose \
+	  --max-iter $(COMPOSE_ITER) --threads $(THREADS)
+	$(PYTHON) benchmarks/compose.py report --out $(OUT)/compose --results benchmarks/results/compose
+
+compose-ner: compose-conll2000
+	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }
+	$(PYTHON) benchmarks/compose.py ner --data $(CONLL2003) --out $(OUT)/compose \
+	  --chunker $(OUT)/compose/chunk-crfpp.model --max-iter $(COMPOSE_ITER) --threads $(THREADS)
+	$(PYTHON) benchmarks/compose.py report --out $(OUT)/compose --results benchmarks/results/compose
+
 fuzz-model:
 	$(PYTHON) setup.py build_ext --inplace -q
 	$(PYTHON) fuzz/model_bitflips.py --cases $(FUZZ_CASES) --seed 1 --cli 50

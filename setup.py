@@ -34,41 +34,22 @@ def openmp_flags():
 
 
 compile_omp, link_omp = openmp_flags()
+
+
+def kernel(name, source):
+    """A Cython extension of crftk with numpy's headers, built with -O3 and OpenMP."""
+    return Extension(name, [source], include_dirs=[numpy.get_include()],
+                     extra_compile_args=["-O3"] + compile_omp, extra_link_args=link_omp,
+                     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+
+
 extensions = [
-    Extension(
-        "crftk._lattice",
-        ["csrc/lattice.pyx"],
-        include_dirs=[numpy.get_include()],
-        extra_compile_args=["-O3"] + compile_omp,
-        extra_link_args=link_omp,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-    Extension(
-        "crftk._induce",
-        ["csrc/induce.pyx"],
-        include_dirs=[numpy.get_include()],
-        extra_compile_args=["-O3"] + compile_omp,
-        extra_link_args=link_omp,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-    Extension(
-        "crftk._chain",
-        ["csrc/chain_tables.pyx"],
-        include_dirs=[numpy.get_include()],
-        extra_compile_args=["-O3"] + compile_omp,
-        extra_link_args=link_omp,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-    Extension(
-        "crftk._product",
-        ["csrc/product_tables.pyx"],
-        include_dirs=[numpy.get_include()],
-        extra_compile_args=["-O3"] + compile_omp,
-        extra_link_args=link_omp,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-    Extension("crftk._textio", ["csrc/textio.pyx"], include_dirs=[numpy.get_include()],
-              extra_compile_args=["-O3"], define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]),
+    kernel("crftk._lattice", "csrc/lattice.pyx"),
+    kernel("crftk._induce", "csrc/induce.pyx"),
+    kernel("crftk._chain", "csrc/chain_tables.pyx"),
+    kernel("crftk._product", "csrc/product_tables.pyx"),
+    kernel("crftk._combine", "csrc/combine.pyx"),
+    kernel("crftk._textio", "csrc/textio.pyx"),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]
 

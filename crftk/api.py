@@ -29,11 +29,11 @@ from crftk.evaluation.conlleval import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.templates import parse_template, read_template
-from crftk.params import CHECKPOINT_EVERY, TRAIN, Param
+from crftk.params import CHECKPOINT_EVERY, TRAIN, WORKERS, Param
 from crftk.commands.train import check_options
 from crftk.commands.train import fit as _fit
 
-__all__ = ["CRF", "NotFittedError", "read_conll", "evaluate"]
+__all__ = ["CRF", "Bag", "NotFittedError", "read_conll", "evaluate"]
 
 #: Tokens decoded at once by predict and its relatives (as ``crftk tag --batch-tokens``).
 BATCH_TOKENS = 50_000
@@ -61,6 +61,13 @@ API_PARAMS = (
     Param("checkpoint_every", 0, CHECKPOINT_EVERY.type,
           "Save the current weights to checkpoint every this many iterations (0: never); fitting "
           "with init=checkpoint and the same data resumes from there."),
+    Param("scheduler", None, object,
+          "Train data-parallel on the Dask cluster of this scheduler (tcp://HOST:PORT): the "
+          "sentences in shards on its workers, the optimizer here (crftk train --scheduler; "
+          "pip install crftk[dask])."),
+    Param("workers", 0, WORKERS.type,
+          "Train data-parallel on a local Dask cluster of this many worker processes, started for "
+          "the fit (0: no cluster; crftk train --workers)."),
     Param("verbose", False, bool,
           "Log training (one line per iteration) to stderr, as crftk train does. Otherwise training "
           "is silent, and its warnings are Python warnings (UserWarning)."),
@@ -183,7 +190,8 @@ class CRF:
         trace = self.trace
         with _trace_file(trace) as out:
             model = _fit(train, template, dev=dev or None, init=init, log=log, trace=out,
-                         keep_on_interrupt=True, checkpoint=checkpoint, **options)
+                         keep_on_interrupt=True, checkpoint=checkpoint, scheduler=self.scheduler,
+                         workers=self.workers, **options)
         self._set_model(model)
         if model.info["interrupted"]:
             raise KeyboardInterrupt     # fitted with the last finished iteration's weights
@@ -316,6 +324,116 @@ class CRF:
             self.init = Model.from_bytes(state["init"], name="<pickled init model>")
         if "model" in state:
             self._set_model(Model.from_bytes(state["model"], name="<pickled CRF>"))
+
+
+class Bag:
+    """Feature bagging (``crftk bag``): one CRF per template, combined by seq-poe, seq-mixture,
+    trans-mixture or trans-poe (Sutton, Sindelar & McCallum 2006).
+
+    ``templates``: a list of templates (paths, text or lists of lines, as CRF's), or one
+    with ``random_bags=K``. The other keyword arguments are crftk bag's options
+    (crftk.params.BAG) and the training options (crftk.params.TRAIN). ``fit`` chooses
+    each combination's weights on ``X_dev``/``y_dev`` (or by ``cv=K`` folds of the
+    training data); ``predict`` combines as chosen unless told otherwise. Fitted
+    attributes: ``model_`` (one Model holding every bag) and ``classes_``.
+    """
+
+    def __init__(self, templates, **params):
+        from crftk.params import BAG
+        known = {p.name for p in BAG} | set(_TRAIN_NAMES) | {"verbose"}
+        for name in params:
+            if name not in known:
+                raise TypeError(f"Bag.__init__() got an unexpected keyword argument {name!r}")
+        self.templates = templates
+        self.params = params
+
+    def fit(self, X, y, X_dev=None, y_dev=None, *, docs=None, dev_docs=None, weights=None):
+        """Train the bags on X, y; ``weights``: a weight file to use instead of choosing. Returns self."""
+        from crftk.commands.bag import fit_bag
+        if isinstance(self.templates, (str, os.PathLike)):
+            raise CrftkError("templates must be a list (one template per bag)")
+        templates = [_template(t) for t in self.templates]
+        label_col = self.params.get("label_col", -1)
+        _, train = _sentences(X, "X", None, label_col, y, "y", docs, "docs")
+        if not train:
+            raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
+        dev = None
+        if X_dev is not None or y_dev is not None:
+            if X_dev is None or y_dev is None:
+                raise CrftkError("a development set needs both X_dev and y_dev")
+            _, dev = _sentences(X_dev, "X_dev", len(train[0].rows[0]) - 1, label_col, y_dev, "y_dev",
+                                dev_docs, "dev_docs")
+        log = _Log(self.params.get("verbose", 0))
+        self._set_model(fit_bag(train, templates, dev=dev or None, weights_file=weights, log=log,
+                                **{k: v for k, v in self.params.items() if k != "verbose"}))
+        return self
+
+    def _set_model(self, model):
+        from crftk.ensemble.bag import Bag as _Bag
+        self.model_ = model
+        self.classes_ = list(_Bag.from_model(model).labels)
+
+    def _tagged(self, X, docs, combine, decode, weights):
+        from crftk.commands.tag import tagger_for
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise NotFittedError("this Bag is not fitted yet: call fit(X, y) first, or Bag.load(path)")
+        space = model.space
+        index, sentences = _sentences(X, "X", space.n_columns - 1, space.label_col, None, None, docs, "docs")
+        tagger = tagger_for(model, combine=combine, decode=decode, weights=weights,
+                            threads=self.params.get("threads", 0))
+        anchored = any(m.space.template.anchored for m in tagger.bag.members)
+        if anchored and docs is not None:
+            order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
+            index, sentences = [index[k] for k in order], [sentences[k] for k in order]
+        start = 0
+        for batch in chunked(sentences, BATCH_TOKENS, by_document=anchored):
+            yield tagger, batch, index[start:start + len(batch)]
+            start += len(batch)
+
+    def predict(self, X, *, combine="chosen", decode="chosen", weights=None, docs=None):
+        """The best labeling of each sentence under a combination (default: the one fit chose)."""
+        out = [[] for _ in range(_count(X, "X"))]
+        for tagger, batch, index in self._tagged(X, docs, combine, decode, weights):
+            for i, labels in zip(index, tagger.tag(batch)):
+                out[i] = labels
+        return out
+
+    def predict_marginals(self, X, *, combine="chosen", weights=None, docs=None):
+        """Per sentence a float array [tokens, labels] (columns in classes_ order): the
+        combination's marginals."""
+        out = [np.zeros((0, len(self.classes_ if hasattr(self, "classes_") else []))) for _ in range(_count(X, "X"))]
+        for tagger, batch, index in self._tagged(X, docs, combine, "chosen", weights):
+            inf = tagger.inference(batch)
+            marg, _ = inf.marginals()
+            for i, sl in zip(index, inf.corpus.sentence_slices()):
+                out[i] = marg[sl]
+        return out
+
+    def score(self, X, y, *, combine="chosen", docs=None):
+        """Chunk F1 in percent of a combination's predictions on X against y."""
+        return _evaluate(_label_lists(y, "y", X), self.predict(X, combine=combine, docs=docs)).overall.f1
+
+    def export(self, path=None, weights=None):
+        """The seq-poe combination as one ordinary Model (saved to path if given); weights:
+        the bag's chosen seq-poe weights unless given."""
+        from crftk.ensemble.bag import Bag as _Bag
+        from crftk.ensemble.merge import seq_poe_model
+        bag = _Bag.from_model(self.model_)
+        model = seq_poe_model(bag, bag.weights("seq-poe") if weights is None else weights)
+        if path is not None:
+            model.save(path)
+        return model
+
+    def save(self, path):
+        self.model_.save(path)
+
+    @classmethod
+    def load(cls, path):
+        model = Model.load(path)
+        bag = cls(model.info.get("bag", {}).get("templates", []))
+        bag._set_model(model)
+        return bag
 
 
 def _parameters_doc():
@@ -494,6 +612,97 @@ def _same(a, b):
 
 def _short(value):
     return shown(value, 60) if isinstance(value, str) else repr(value)
+
+
+class Pipeline:
+    """A pipeline of CRFs (``crftk compose``) in memory: stages trained apart, decoded in cascade
+    or jointly (Sutton & McCallum 2005).
+
+    ``Pipeline.load(path)`` reads a file of ``crftk compose``; ``Pipeline.compose(models, feeds)``
+    builds one from CRFs, Models or model paths, ``feeds[i]`` being the input column of model i+1
+    that model i's labels fill. X holds sentences of token rows in the last model's input
+    columns, as ``read_conll(path, label_col=-1)`` gives them. ``decode``: "joint" (exact over
+    the product of the label sets when every fed column is read at offset 0 only, else by
+    rescoring the ``nbest_upstream`` best upstream labelings: ``joint_mode``) or "cascade".
+    """
+
+    def __init__(self, pipeline):
+        self.pipeline_ = pipeline
+
+    @classmethod
+    def load(cls, path, *, threads=0):
+        from crftk.commands.compose import Pipeline as _Pipeline
+        return cls(_Pipeline.load(path, threads=_BY_NAME["threads"].check(threads, warn=_Log(False))))
+
+    @classmethod
+    def compose(cls, models, feeds, *, threads=0):
+        from crftk.commands.compose import Pipeline as _Pipeline
+        loaded = []
+        for m in models:
+            if isinstance(m, CRF):
+                m = m._model()
+            elif not isinstance(m, Model):
+                m = Model.load(m)
+            loaded.append(m)
+        feeds = [feeds] if isinstance(feeds, int) else list(feeds)
+        return cls(_Pipeline.from_models(loaded, feeds, threads=_BY_NAME["threads"].check(threads, warn=_Log(False)),
+                                         log=_Log(False)))
+
+    @property
+    def joint_mode(self):
+        """"exact", "nbest" (K-best upstream rescoring) or None (a stage is not a first-order CRF)."""
+        return self.pipeline_.joint_mode()
+
+    @property
+    def stage_labels(self):
+        """The labels of each stage, in order."""
+        return [s.labels for s in self.pipeline_.stages]
+
+    def _batches(self, X):
+        last = self.pipeline_.stages[-1].space
+        width = last.n_columns - 1 if self.pipeline_.optional_gold else last.n_columns
+        index, sentences = _sentences(X, "X", width, last.label_col if self.pipeline_.optional_gold else width,
+                                      None, None, None, "docs")
+        start = 0
+        for batch in chunked(sentences, BATCH_TOKENS):
+            yield batch, index[start:start + len(batch)]
+            start += len(batch)
+
+    def predict(self, X, *, decode="joint", nbest_upstream=20, stages=False):
+        """The last stage's labels of each sentence; with ``stages``, per sentence a list of every
+        stage's labels."""
+        n = len(self.pipeline_.stages)
+        out = [[[] for _ in range(n)] if stages else [] for _ in range(_count(X, "X"))]
+        for batch, index in self._batches(X):
+            for i, labels in zip(index, self.pipeline_.tag(batch, decode, nbest_upstream)):
+                out[i] = labels if stages else labels[-1]
+        return out
+
+    def predict_marginals(self, X):
+        """Exact joint marginals: per sentence, per stage a float array [tokens, labels] (columns
+        in ``stage_labels`` order), and the log partition function of each sentence."""
+        n = len(self.pipeline_.stages)
+        out = [[np.zeros((0, len(x))) for x in self.stage_labels] for _ in range(_count(X, "X"))]
+        logz = np.zeros(len(out))
+        for batch, index in self._batches(X):
+            marg, lz = self.pipeline_.joint_marginals(batch)
+            for k, i in enumerate(index):
+                out[i] = [marg[c][k] for c in range(n)]
+                logz[i] = lz[k]
+        return out, logz
+
+    def predict_nbest(self, X, k):
+        """The k best joint labelings of each sentence (exact joint decoding): per sentence a list
+        of (per stage its labels, probability), best first."""
+        out = [[] for _ in range(_count(X, "X"))]
+        for batch, index in self._batches(X):
+            for i, lists in zip(index, self.pipeline_.tag_nbest(batch, k)):
+                out[i] = [(labels, prob) for prob, labels in lists]
+        return out
+
+    def save(self, path):
+        """Write the pipeline file (the format of crftk compose; written atomically)."""
+        self.pipeline_.save(path)
 
 
 # readers and scoring ------------------------------------------------------------

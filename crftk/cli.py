@@ -117,6 +117,11 @@ def _option(p, **extra):
                         **extra)
 
 
+def _file_option(*names, help, required=False):
+    """An option naming a file (metavar FILE)."""
+    return click.option(*names, required=required, metavar="FILE", help=help)
+
+
 def max_sentence_option(f):
     return _option(params.MAX_SENTENCE_TOKENS)(f)
 
@@ -149,17 +154,28 @@ _induce_options = _param_options(params.INDUCE)
               help="Start from this model's weights and feature space (MAP weights for --objective "
                    "mce, or a checkpoint to resume from); no --template then.")
 @_option(params.CHECKPOINT_EVERY, metavar="N")
+@_option(params.CROSS_PREDICT, metavar="K")
+@click.option("--cross-output", "cross_output", metavar="FILE",
+              help="With --cross-predict: the training files with their label column replaced by the "
+                   "out-of-fold predictions (written atomically).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
+@_option(params.SCHEDULER, metavar="ADDRESS")
+@_option(params.WORKERS, metavar="N")
 @_train_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, quiet,
-          max_sentence_tokens, **options):
-    """Train a CRF on CoNLL files (gold label in --label-col, default last column)."""
+def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, cross_predict,
+          cross_output, quiet, max_sentence_tokens, scheduler, workers, **options):
+    """Train a CRF on CoNLL files (gold label in --label-col, default last column).
+
+    With --scheduler or --workers the objective and gradient are computed data-parallel
+    on a Dask cluster (the training data in shards on the workers); the optimizer runs here.
+    """
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
-        checkpoint_every=checkpoint_every, **options)
+        checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
+        scheduler=scheduler, workers=workers, **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -198,10 +214,37 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
                    "(P: its probability); with -v each token also gets its label's marginal.")
 @click.option("--batch-tokens", type=Integer(1, MAX_COUNT), default=50_000, show_default=True,
               help="Tokens decoded per batch: memory stays bounded on any input size.")
+@_option(params.TAG_COMBINE)
+@click.option("--weights", "weights_file", metavar="FILE",
+              help="For a bag: its weights from this file ('NAME WEIGHT' per bag, or 'COMBINATION "
+                   "NAME=WEIGHT ...' lines) instead of those crftk bag chose.")
 @max_sentence_option
 @threads_option
-def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence_tokens, threads):
-    """Label CoNLL files (or stdin) with a model: appends the predicted label column."""
+@click.option("--decode", type=click.Choice(params.DECODE.choices + params.TAG_DECODE.choices[1:]),
+              default=None, help="Pipelines (crftk compose): cascade or joint (default joint). "
+              + params.DECODE.help.split(". ", 1)[1] + " Bags (crftk bag) combined by seq-mixture: "
+              "viterbi or max-marginal (default: the bag's choice).")
+@_option(params.NBEST_UPSTREAM, metavar="K")
+@_option(params.SCHEDULER, metavar="ADDRESS")
+@_option(params.WORKERS, metavar="N")
+@_option(params.PIECE_BYTES, metavar="N")
+def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, weights_file, max_sentence_tokens,
+        threads, decode, nbest_upstream, scheduler, workers, piece_bytes):
+    """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
+    of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
+
+    With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
+    at sentence boundaries; -o may then be a directory (one output per input file).
+    """
+    if scheduler is not None or workers:
+        from crftk.distributed.tagging import tag as run, tty_progress as cluster_progress
+        progress = cluster_progress()
+        run(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
+            marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
+            progress=progress, log=_log, max_sentence_tokens=max_sentence_tokens)
+        if progress:
+            click.echo("", err=True)
+        return
     from crftk.io.conll import AtomicWriter, check_output
     from crftk.commands.tag import tag_files
     from crftk.model import Model
@@ -209,12 +252,78 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, max_sentence
     check_output(output)
     model = Model.load(model_path)
     progress = tty_progress()
+    if model.structure_name == "composed":
+        if decode not in (None,) + params.DECODE.choices:
+            raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
+                             "is a pipeline (cascade or joint)")
+        run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
+                               nbest_upstream)
+    elif decode in params.DECODE.choices:
+        raise UsageError(f"--decode applies to pipelines (crftk compose) with cascade or joint; {model_path} "
+                         "is not a pipeline")
+    else:
+        def run(inputs, out, **kw):
+            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
+                             combine=combine, decode=decode or "chosen", weights=weights_file, **kw)
     with AtomicWriter(output) as out:
-        tag_files(model, list(inputs) or ["-"], out, marginals=marginals, nbest=nbest,
-                  threads=threads, batch_tokens=batch_tokens, progress=progress, log=_log,
-                  max_sentence_tokens=max_sentence_tokens)
+        run(list(inputs) or ["-"], out, batch_tokens=batch_tokens, progress=progress, log=_log,
+            max_sentence_tokens=max_sentence_tokens)
     if progress:
         click.echo("", err=True)
+
+
+def _pipeline_tagger(model, model_path, marginals, nbest, threads, decode, nbest_upstream):
+    """tag's writer for a pipeline (crftk compose)."""
+    from crftk.commands.compose import Pipeline, tag_pipeline
+    pipeline = Pipeline.from_model(model, model_path, threads=threads)
+
+    def run(inputs, out, **kw):
+        return tag_pipeline(pipeline, inputs, out, decode=decode, nbest_upstream=nbest_upstream,
+                            marginals=marginals, nbest=nbest, **kw)
+    return run
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--model", "-m", "models", required=True, multiple=True, metavar="MODEL",
+              help="A trained model, upstream first; repeat for each stage (at least two).")
+@click.option("--feed", "feeds", required=True, multiple=True, type=column_index(), metavar="COL",
+              help="For each link, in order: the input column of the next model that this model's "
+                   "predictions fill (e.g. 1, the POS column of a chunker fed by a POS tagger).")
+@click.option("--output", "-o", required=True, metavar="PIPELINE",
+              help="The pipeline's model file (written atomically); tag it with crftk tag -m.")
+def compose(models, feeds, output):
+    """Compose trained models into a pipeline (Sutton & McCallum 2005): each model's predictions
+    fill an input column of the next. `crftk tag -m PIPELINE` decodes it in cascade or jointly."""
+    from crftk.commands.compose import compose as run
+    run(list(models), list(feeds), output, log=_log)
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("train_files", nargs=-1, required=True, metavar="TRAIN_FILE...")
+@click.option("--template", "-t", "templates", multiple=True, required=True, metavar="FILE",
+              help="A feature bag's template (CRF++ syntax); give one per bag, or one with --random-bags.")
+@_file_option("--model", "-m", "model_path", required=True,
+              help="Where to write the bag: one model file holding every bag's CRF and the weights.")
+@_file_option("--dev", "dev_file", help="Development set on which each combination's weights and the "
+                                       "default combination are chosen (unless --cv).")
+@_file_option("--weights", "weights_file", help="Use these weights ('NAME WEIGHT' per bag, or 'COMBINATION "
+                                               "NAME=WEIGHT ...' lines) instead of choosing them.")
+@_file_option("--export", "export_path", help="Also write the seq-poe combination as one ordinary model file "
+                                             "(the bags' weights averaged over the union of their "
+                                             "features: tags as fast as one CRF).")
+@click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
+@max_sentence_option
+@_param_options(params.BAG)
+@_train_options
+def bag(train_files, templates, model_path, dev_file, weights_file, export_path, quiet, max_sentence_tokens,
+        **options):
+    """Feature bagging (Sutton, Sindelar & McCallum 2006): one CRF per feature bag, combined by
+    seq-poe, seq-mixture, trans-mixture or trans-poe (choose at tag time with --combine)."""
+    from crftk.commands.bag import bag as run
+    from crftk.progress import Reporter
+    run(list(train_files), list(templates), model_path, dev_file=dev_file, weights_file=weights_file,
+        export_path=export_path, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
+        **options)
 
 
 @main.command("eval", context_settings=CONTEXT)
@@ -303,7 +412,12 @@ def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
 def info(model_path, as_json):
     """Summarise a model: labels, templates, features, training record."""
     from crftk.model import Model, format_summary
-    summary = Model.load(model_path).summary()
+    model = Model.load(model_path)
+    if model.structure_name == "composed":
+        from crftk.commands.compose import Pipeline
+        summary = Pipeline.from_model(model, model_path).summary()
+    else:
+        summary = model.summary()
     click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
 
 

@@ -47,8 +47,13 @@ def shown(value, limit=40):
     return f"{text[:half]}...{text[-half:]} ({len(str(value)):,} characters)"
 
 
+#: every character that ends a line for str.splitlines (and so for a reader of the message),
+#: written as its escape so that a message stays one line
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
 def _one_line(text):
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    text = text.translate(_LINE_BREAKS)
     if len(text) > MAX_MESSAGE:
         half = MAX_MESSAGE // 2 - 10
         text = f"{text[:half]} ...[{len(text) - 2 * half:,} characters]... {text[-half:]}"

@@ -38,9 +38,9 @@ class Model:
     ``weights`` are those of the first part.
     """
 
-    def __init__(self, space, weights, info=None, *, structure=None, more_parts=()):
+    def __init__(self, space, weights, info=None, *, structure=None, more_parts=(), name="main"):
         self.info = dict(info or {})
-        self.parts = [Part(space, _weights_for(space, weights))]
+        self.parts = [Part(space, _weights_for(space, weights), name)]
         for part in more_parts:
             self.parts.append(Part(part.space, _weights_for(part.space, part.weights), part.name))
         if len({p.name for p in self.parts}) != len(self.parts):
@@ -49,6 +49,7 @@ class Model:
             structure = structure_name(self.order, self.model_type)
         self.structure_name = structure
         self._structure = None
+        self.source = None          # the file (or name) it was loaded from, for error messages
 
     @property
     def space(self):
@@ -129,12 +130,14 @@ class Model:
                 raise CrftkError(f"model file has no weights for its part {shown(name)}", path)
             loaded.append(Part(space, space_arrays["weights"], name))
         try:
-            model = cls(loaded[0].space, loaded[0].weights, info, structure=structure, more_parts=loaded[1:])
+            model = cls(loaded[0].space, loaded[0].weights, info, structure=structure, more_parts=loaded[1:],
+                        name=loaded[0].name)
         except CrftkError as e:
             raise CrftkError(e.message, path) from None
         for part in model.parts:
             _check_space(part.space, info, path)
             _check_weights(part.weights, path)
+        model.source = path
         return model
 
     # summaries ------------------------------------------------------------
@@ -155,6 +158,9 @@ class Model:
             "parameters": s.n_params,
             "nonzero_parameters": int(np.count_nonzero(w)),
             "nonzero_state_features": int(np.count_nonzero(w[lay["state"]])),
+            **({"parts": {p.name: {"attributes": p.space.n_attrs, "state_features": p.space.n_features,
+                                   "parameters": p.space.n_params} for p in self.parts}}
+               if len(self.parts) > 1 else {}),
             "training": self.info,
         }
 

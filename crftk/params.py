@@ -305,6 +305,39 @@ MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")
 
+#: Folds of ``train --cross-predict``: each trains a model on the other folds.
+MAX_CROSS_FOLDS = 100
+CROSS_PREDICT = Param("cross_predict", 0, Integer(2, MAX_CROSS_FOLDS, also=(0,)),
+                      "Also write out-of-fold predictions of the training files to --cross-output: "
+                      "sentence i goes to fold i mod K, and each fold is tagged by a model trained on "
+                      "the other K-1 (same options), the label column replaced by the prediction, so a "
+                      "downstream stage can train on honest upstream errors. 0: off.")
+
+#: Options of ``crftk tag`` for pipelines (``crftk compose``).
+DECODE = Param("decode", "joint", str,
+               "How a pipeline (crftk compose) decodes. cascade: each stage's Viterbi labels feed the "
+               "next; joint: the best labeling of all stages together under the sum of their scores "
+               "(Sutton & McCallum 2005), exact when every fed column is read at offset 0 only, else by "
+               "rescoring the --nbest-upstream best labelings of each upstream stage. The log says "
+               "which ran.", ("cascade", "joint"))
+NBEST_UPSTREAM = Param("nbest_upstream", 20, Integer(1, MAX_NBEST),
+                       "Joint decoding of a pipeline whose fed columns are read at other offsets than "
+                       "0: upstream labelings rescored per sentence and stage.")
+
+#: Worker processes of --workers (a local Dask cluster); more is beyond any one machine.
+MAX_WORKERS = 10_000
+
+#: Options of ``crftk tag`` and ``crftk train`` that run them on a Dask cluster (crftk.distributed).
+SCHEDULER = Param("scheduler", None, str,
+                  "Run on the Dask cluster of this scheduler (tcp://HOST:PORT), whose workers have crftk "
+                  "installed and see the input files at the same paths. Needs pip install crftk[dask].")
+WORKERS = Param("workers", 0, Integer(0, MAX_WORKERS),
+                "Run on a local Dask cluster of N worker processes started for the run (0: no cluster; "
+                "-p is then the threads of each). Needs pip install crftk[dask].")
+PIECE_BYTES = Param("piece_bytes", 1 << 20, Integer(1 << 10, MAX_COUNT),
+                    "With --scheduler or --workers: bytes of input per task (files are cut at sentence "
+                    "boundaries, or at -DOCSTART- lines for templates with first-mention features).")
+
 #: Folds of --gain-folds: each trains its own model every round; 10 is the usual choice.
 MAX_GAIN_FOLDS = 100
 #: Newton iterations for one candidate's weight: it converges in a handful.
@@ -356,6 +389,52 @@ INDUCE = (
           "Column of the gold label (0-based; negative counts from the end)."),
     Param("threads", 0, Threads(), "Worker threads; 0 uses all cores."),
 )
+
+
+#: Feature bags of --random-bags: each trains a CRF of its own.
+MAX_BAGS = 100
+#: Folds of bag --cv: each trains every bag once more.
+MAX_BAG_FOLDS = 20
+#: The four ways of combining a bag (Sutton, Sindelar & McCallum 2006).
+COMBINATIONS = ("seq-poe", "seq-mixture", "trans-mixture", "trans-poe")
+
+#: The options of ``crftk bag`` besides the training options (``bag.bag``, ``bag.fit_bag``, ``crftk.Bag``).
+BAG = (
+    Param("random_bags", 0, Integer(2, MAX_BAGS, also=(0,)),
+          "K >= 2: draw K bags from the one template given, each a random subset of its U lines "
+          "(the random subspace method; its other lines are kept). 0: one bag per -t."),
+    Param("bag_fraction", 0.5, Real(0, 1, min_open=True), "--random-bags: the fraction of U lines in each bag."),
+    Param("seed", 0, Integer(0, 2**32 - 1), "--random-bags: the seed of the draw."),
+    Param("combine", "auto", str,
+          "The combination tag uses by default: seq-poe (per-sequence product of experts: the weighted "
+          "average of the bags' weights), seq-mixture (per-sequence mixture), trans-mixture "
+          "(mixture of the transition distributions), trans-poe (their product); auto: the one of best "
+          "F1 on the held-out data (--dev or --cv), seq-poe without.", ("auto",) + COMBINATIONS),
+    Param("decode", "viterbi", str,
+          "seq-mixture: viterbi on the chain of its mixed pairwise marginals (the paper's eq. 4), or "
+          "max-marginal: each token's label of highest mixed marginal (eq. 5).", ("viterbi", "max-marginal")),
+    Param("weights_by", "auto", str,
+          "How each combination's weights are chosen on the held-out data: grid (every weight vector "
+          "in steps of --grid-step, best F1), em (mixtures: highest likelihood of the gold labels; "
+          "products then use the grid with two bags, else uniform), uniform; auto: grid for two "
+          "bags, em for the mixtures and uniform for the products with more. Without held-out "
+          "data the weights are uniform.", ("auto", "grid", "em", "uniform")),
+    Param("grid_step", 0.05, Real(0, 0.5, min_open=True), "Step of the weight grid."),
+    Param("cv", 0, Integer(2, MAX_BAG_FOLDS, also=(0,)),
+          "K >= 2: choose the weights by K-fold cross-validation on the training data (every bag "
+          "is trained K more times; the paper's choice for chunking) instead of on --dev. 0: on --dev."),
+    Param("parallel", "auto", str,
+          "threads: train the bags one after another, each with every thread; bags: train them at "
+          "once, the threads shared out; auto: bags, the faster in the measurements of "
+          "benchmarks/results/bag.md (2 cores).", ("auto", "threads", "bags")),
+)
+#: ``crftk tag``'s options for a bag: which combination, with which decoding.
+TAG_COMBINE = Param("combine", "chosen", str,
+                    "For a bag: the combination to tag with (chosen: the one crftk bag chose).",
+                    ("chosen",) + COMBINATIONS)
+TAG_DECODE = Param("decode", "chosen", str,
+                   "For a bag combined by seq-mixture: viterbi or max-marginal decoding (chosen: the "
+                   "bag's).", ("chosen", "viterbi", "max-marginal"))
 
 
 def defaults(params=TRAIN):

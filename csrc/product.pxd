@@ -61,6 +61,26 @@ cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double*
     if transpose:
         from_step = 1
         to_step = nc
+    cdef double acc
+    if post == 1:
+        # the last chain: loops over contiguous rows (the same sums in the same order as below)
+        for p in range(pre):
+            xb = x + p * nc
+            yb = y + p * nc
+            if transpose:
+                for j in range(nc):
+                    acc = 0.0
+                    for i in range(nc):
+                        acc += xb[i] * M[j * nc + i]
+                    yb[j] = acc
+            else:
+                for j in range(nc):
+                    yb[j] = 0.0
+                for i in range(nc):
+                    mij = xb[i]
+                    for j in range(nc):
+                        yb[j] += mij * M[i * nc + j]
+        return
     memset(y, 0, sh.S * sizeof(double))
     for p in range(pre):
         xb = x + p * nc * post
@@ -72,24 +92,61 @@ cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double*
                     yb[j * post + r] += xb[i * post + r] * mij
 
 
-cdef inline void axis_max(const Shape* sh, int c, const double* x, const double* M, double* y,
-                          int* arg) noexcept nogil:
-    """y[.., j, ..] = max_i x[.., i, ..] + M[i, j] along chain c's axis; arg: the best i."""
+cdef inline void axis_max(const Shape* sh, int c, const double* x, const double* M,
+                          double* y) noexcept nogil:
+    """y[.., j, ..] = max_i x[.., i, ..] + M[i, j] along chain c's axis.
+
+    The inner loops run over contiguous memory without a back-pointer to keep, so the
+    compiler vectorizes them; product_viterbi finds the maximizing i again for the one
+    path it traces back (stage_value)."""
     cdef int nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
-    cdef int p, i, j, r, k
-    cdef double v
-    for k in range(sh.S):
-        y[k] = -INFINITY
-        arg[k] = 0
+    cdef int p, i, j, r, w = nc * post
+    cdef double v, m
+    cdef const double* xb
+    cdef const double* xi
+    cdef const double* Mi
+    cdef double* yb
+    cdef double* yj
     for p in range(pre):
-        for i in range(nc):
-            for j in range(nc):
-                for r in range(post):
-                    k = p * nc * post + j * post + r
-                    v = x[p * nc * post + i * post + r] + M[i * nc + j]
-                    if v > y[k]:
-                        y[k] = v
-                        arg[k] = i
+        xb = x + p * w
+        yb = y + p * w
+        for j in range(nc):
+            m = M[j]
+            yj = yb + j * post
+            for r in range(post):
+                yj[r] = xb[r] + m
+        for i in range(1, nc):
+            xi = xb + i * post
+            Mi = M + i * nc
+            if post == 1:
+                for j in range(nc):
+                    v = xi[0] + Mi[j]
+                    yb[j] = v if v > yb[j] else yb[j]
+            else:
+                for j in range(nc):
+                    m = Mi[j]
+                    yj = yb + j * post
+                    for r in range(post):
+                        v = xi[r] + m
+                        yj[r] = v if v > yj[r] else yj[r]
+
+
+cdef inline double stage_value(const Shape* sh, int c, Py_ssize_t k, const double* x0,
+                               const double** Tr) noexcept nogil:
+    """Entry k of the max-product message after chains 0..c-1 have moved one step (x0: the
+    message before any, Tr: the C matrices of the step), computed again from x0 alone; it
+    equals what axis_max wrote there bit for bit (the same sums, and a maximum rounds nothing)."""
+    if c == 0:
+        return x0[k]
+    cdef int d = c - 1, nd = sh.n[d], post = sh.stride[d]
+    cdef int j = <int> ((k // post) % nd), i
+    cdef Py_ssize_t base = k - <Py_ssize_t> j * post
+    cdef double best = -INFINITY, v
+    for i in range(nd):
+        v = stage_value(sh, d, base + <Py_ssize_t> i * post, x0, Tr) + Tr[d][i * nd + j]
+        if i == 0 or v > best:
+            best = v
+    return best
 
 
 cdef inline double product_forward_backward(const Shape* sh, int T, const double* s,
@@ -174,13 +231,16 @@ cdef inline void product_edge_marginals(const Shape* sh, int c, const double* al
 cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const double** Tr,
                                  double* delta, double* tmp, int* bp, int* out,
                                  double* score) noexcept nogil:
-    """Best joint labeling: out[t] the joint label at t, score[0] its score.
+    """Best joint labeling: out[t] the joint label at t, score[0] its score (on ties, the
+    lowest label of each chain, the last chain decided first).
 
-    delta: T*S, tmp: 2*S, bp: T*C*S (back-pointers of each chain's stage).
+    delta: T*S, tmp: 2*S; bp is not used (the traceback finds each step's best predecessor
+    again, chain by chain, from delta: O(S) per position instead of T*C*S stored pointers).
     """
     cdef int S = sh.S, C = sh.C
-    cdef int t, k, c, best_k, idx, nc, post, prev
-    cdef double best
+    cdef int t, k, c, best_k, nc, post, j, i, best_i
+    cdef Py_ssize_t idx, base
+    cdef double best, v
     cdef const double* x
     cdef double* y
     for k in range(S):
@@ -191,7 +251,7 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
         for c in range(C):
             if c == C - 1:
                 y = delta + t * S
-            axis_max(sh, c, x, Tr[t * C + c], y, bp + (<Py_ssize_t> t * C + c) * S)
+            axis_max(sh, c, x, Tr[t * C + c], y)
             x = y
             y = tmp + S if y == tmp else tmp
         for k in range(S):
@@ -209,6 +269,112 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
         for c in range(C - 1, -1, -1):
             nc = sh.n[c]
             post = sh.stride[c]
-            prev = bp[(<Py_ssize_t> t * C + c) * S + idx]
-            idx += (prev - (idx // post) % nc) * post
-        out[t - 1] = idx
+            j = <int> ((idx // post) % nc)
+            base = idx - <Py_ssize_t> j * post
+            best_i = 0
+            best = -INFINITY
+            for i in range(nc):
+                v = stage_value(sh, c, base + <Py_ssize_t> i * post, delta + (t - 1) * S, Tr + t * C) \
+                    + Tr[t * C + c][i * nc + j]
+                if i == 0 or v > best:
+                    best = v
+                    best_i = i
+            idx = base + <Py_ssize_t> best_i * post
+        out[t - 1] = <int> idx
+
+
+cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, const double** Tr,
+                               double* score, int* back, int* rank, int* out, double* best,
+                               int* heads, int* count) noexcept nogil:
+    """The K best joint labelings: out[k*T + t] the joint label of the k-th at t, best[k] its
+    score, count[0] how many there are (fewer than K when the chain has fewer labelings).
+
+    The factorized recursion with a list of the K best partial scores per state: stage c of
+    position t merges, for each of its outputs, the lists of its chain's n_c predecessors (ties
+    go to the lower label). score: T*C*S*K, back and rank: T*C*S*K (the list entry each entry
+    came from), heads: max(n_c, S) scratch.
+    """
+    cdef int S = sh.S, C = sh.C
+    cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y
+    cdef Py_ssize_t stage, prev, cell, src
+    cdef double v, top, m
+    cdef const double* inp
+    cdef double* outp
+    # position 0: one labeling per joint label (its list in the last stage's slot)
+    stage = (<Py_ssize_t> C - 1) * S * K
+    for y in range(S):
+        for q in range(K):
+            score[stage + y * K + q] = s[y] if q == 0 else -INFINITY
+            back[stage + y * K + q] = -1
+            rank[stage + y * K + q] = -1
+    for t in range(1, T):
+        for c in range(C):
+            nc = sh.n[c]
+            post = sh.stride[c]
+            pre = S // (nc * post)
+            stage = (<Py_ssize_t> t * C + c) * S * K
+            prev = (<Py_ssize_t> t * C + c - 1) * S * K if c > 0 else (<Py_ssize_t> (t - 1) * C + C - 1) * S * K
+            inp = score + prev
+            outp = score + stage
+            for p in range(pre):
+                for j in range(nc):
+                    for r in range(post):
+                        y = p * nc * post + j * post + r
+                        for i in range(nc):
+                            heads[i] = 0
+                        for o in range(K):
+                            bi = -1
+                            top = -INFINITY
+                            for i in range(nc):
+                                if heads[i] < K:
+                                    src = <Py_ssize_t> (p * nc * post + i * post + r) * K + heads[i]
+                                    if inp[src] == -INFINITY:
+                                        continue
+                                    v = inp[src] + Tr[t * C + c][i * nc + j]
+                                    if bi < 0 or v > top:
+                                        top = v
+                                        bi = i
+                            cell = stage + <Py_ssize_t> y * K + o
+                            if bi < 0:
+                                outp[y * K + o] = -INFINITY
+                                back[cell] = -1
+                                rank[cell] = -1
+                            else:
+                                outp[y * K + o] = top
+                                back[cell] = p * nc * post + bi * post + r
+                                rank[cell] = heads[bi]
+                                heads[bi] += 1
+        stage = (<Py_ssize_t> t * C + C - 1) * S * K
+        for y in range(S):
+            m = s[t * S + y]
+            for q in range(K):
+                score[stage + y * K + q] += m
+    # the K best over the last position's lists (heads: a pointer into each joint label's list)
+    stage = (<Py_ssize_t> (T - 1) * C + C - 1) * S * K
+    for y in range(S):
+        heads[y] = 0
+    count[0] = 0
+    for o in range(K):
+        bi = -1
+        top = -INFINITY
+        for y in range(S):
+            if heads[y] < K and score[stage + y * K + heads[y]] != -INFINITY:
+                v = score[stage + y * K + heads[y]]
+                if bi < 0 or v > top:
+                    top = v
+                    bi = y
+        if bi < 0:
+            break
+        best[o] = top
+        count[0] = o + 1
+        # trace back: the last stage's list entry at T-1, then stage by stage to position 0
+        y = bi
+        q = heads[bi]
+        heads[bi] += 1
+        out[o * T + T - 1] = y
+        for t in range(T - 1, 0, -1):
+            for c in range(C - 1, -1, -1):
+                cell = ((<Py_ssize_t> t * C + c) * S + y) * K + q
+                y = back[cell]
+                q = rank[cell]
+            out[o * T + t - 1] = y

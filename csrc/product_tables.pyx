@@ -14,11 +14,12 @@ The kernels run over the product chains in parallel.
 """
 
 import numpy as np
+from libc.stdlib cimport malloc, free
 from cython.parallel cimport prange, parallel, threadid
 
 from chain cimport ChainBuffers, chain_pool_new, chain_pool_free
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
-                      product_edge_marginals, product_viterbi)
+                      product_edge_marginals, product_viterbi, product_nbest)
 
 
 cdef struct Factors:
@@ -103,9 +104,10 @@ cdef class ProductTables:
         self.st = self.state
 
 
-def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
+def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=True):
     """(log Z [S], joint node marginals [N, prod(sizes)], per chain edge marginals
-    [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0))."""
+    [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0), or None for them
+    when ``edges`` is false (they cost more than the rest)."""
     cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
     cdef const Shape* sh = &tab.shape
     cdef int S = sh.S, C = sh.C, nt = max(1, n_threads)
@@ -120,19 +122,19 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
     factors_init(&factors, exp_tables, shifts)
     logz_np = np.zeros(tab.n_chains)
     node_np = np.zeros((tab.n_tokens, S))
-    edges_np = [np.zeros((tab.n_tokens, n, n)) for n in tab.sizes.tolist()]
+    edges_np = [np.zeros((tab.n_tokens if edges else 0, n, n)) for n in tab.sizes.tolist()]
     cdef double[::1] logz = logz_np
     cdef double[:, ::1] node = node_np
     cdef double* edge_out[8]
     cdef double[:, :, ::1] edv
     for c_ in range(C):
         edv = edges_np[c_]
-        edge_out[c_] = &edv[0, 0, 0] if tab.n_tokens else NULL
+        edge_out[c_] = &edv[0, 0, 0] if tab.n_tokens and edges else NULL
     cdef ChainBuffers* b = NULL
     cdef Py_ssize_t s, t0
     cdef int T, t, c, k, L
     if tab.n_chains == 0:
-        return logz_np, node_np, edges_np
+        return logz_np, node_np, edges_np if edges else None
     cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
     try:
         with nogil, parallel(num_threads=nt):
@@ -143,7 +145,7 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
                 factors_at(&factors, C, t0, T, b.E, b.shift)
                 logz[s] = product_forward_backward(sh, T, &tab.st[t0, 0], b.E, b.shift, b.q, b.alpha, b.beta,
                                                    b.scale, b.tmp)
-                for t in range(1, T):
+                for t in range(1, T if edges else 1):
                     for c in range(C):
                         L = sh.n[c]
                         product_edge_marginals(sh, c, b.alpha + (t - 1) * S, b.E + t * C, b.q + t * S,
@@ -153,7 +155,7 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1):
                     node[t0 + k // S, k % S] = b.alpha[k]
     finally:
         chain_pool_free(pool, nt)
-    return logz_np, node_np, edges_np
+    return logz_np, node_np, edges_np if edges else None
 
 
 def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
@@ -184,3 +186,83 @@ def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
     finally:
         chain_pool_free(pool, nt)
     return out_np, score_np
+
+
+def add_rows(double[:, ::1] out, const long[::1] at, const double[:, ::1] table, const long[::1] rows):
+    """out[at[k]] += table[rows[k]] for every k (indices checked; repeats add up): the sparse
+    part of a product chain's state table, e.g. the features a composed model's downstream stage
+    has for one (token, upstream label) pair."""
+    cdef Py_ssize_t k, i, K = at.shape[0], W = out.shape[1]
+    if rows.shape[0] != K or table.shape[1] != W:
+        raise ValueError("add_rows: at and rows must have one entry each, table rows the width of out")
+    if K and (np.asarray(at).min() < 0 or np.asarray(at).max() >= out.shape[0]
+              or np.asarray(rows).min() < 0 or np.asarray(rows).max() >= table.shape[0]):
+        raise ValueError("add_rows: an index is out of range")
+    cdef double* o
+    cdef const double* t
+    with nogil:
+        for k in range(K):
+            o = &out[at[k], 0]
+            t = &table[rows[k], 0]
+            for i in range(W):
+                o[i] += t[i]
+
+
+def nbest(sizes, sent_ptr, state, trans, int k, int n_threads=1):
+    """The k best joint labelings of each product chain: (paths [k, N] of joint labels, their
+    scores [S, k], counts [S]: how many each chain has, at most k)."""
+    cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
+    cdef const Shape* sh = &tab.shape
+    cdef int S = sh.S, C = sh.C, nt = max(1, n_threads), K = k
+    if K < 1:
+        raise ValueError("k must be at least 1")
+    cdef Factors factors
+    factors_init(&factors, tab.trans, None)
+    paths_np = np.zeros((K, tab.n_tokens), dtype=np.int32)
+    scores_np = np.full((tab.n_chains, K), -np.inf)
+    counts_np = np.zeros(tab.n_chains, dtype=np.int32)
+    cdef int[:, ::1] paths = paths_np
+    cdef double[:, ::1] scores = scores_np
+    cdef int[::1] counts = counts_np
+    if tab.n_chains == 0:
+        return paths_np, scores_np, counts_np
+    cdef Py_ssize_t cells = <Py_ssize_t> max(1, tab.max_len) * C * S * K
+    cdef Py_ssize_t s, t0
+    cdef int T, o, t
+    cdef ChainBuffers* b = NULL
+    cdef double* score = NULL
+    cdef int* back = NULL
+    cdef int* rank = NULL
+    cdef int* out = NULL
+    cdef int* heads = NULL
+    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
+    try:
+        with nogil, parallel(num_threads=nt):
+            b = &pool[threadid()]
+            score = <double*> malloc(cells * sizeof(double))
+            back = <int*> malloc(cells * sizeof(int))
+            rank = <int*> malloc(cells * sizeof(int))
+            out = <int*> malloc(<Py_ssize_t> K * max(1, tab.max_len) * sizeof(int))
+            heads = <int*> malloc(max(S, 8) * sizeof(int))
+            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
+                if score == NULL or back == NULL or rank == NULL or out == NULL or heads == NULL:
+                    counts[s] = -1
+                    continue
+                t0 = tab.sp[s]
+                T = <int> (tab.sp[s + 1] - t0)
+                factors_at(&factors, C, t0, T, b.E, NULL)
+                product_nbest(sh, T, K, &tab.st[t0, 0], b.E, score, back, rank, out, &scores[s, 0],
+                              heads, &counts[s])
+                for o in range(counts[s]):
+                    for t in range(T):
+                        paths[o, t0 + t] = out[o * T + t]
+            free(score)
+            free(back)
+            free(rank)
+            free(out)
+            free(heads)
+    finally:
+        chain_pool_free(pool, nt)
+    if (counts_np < 0).any():
+        raise MemoryError()
+    return paths_np, scores_np, counts_np

@@ -347,3 +347,18 @@ def test_a_label_that_cannot_be_a_column_is_refused_at_load(label):
         labels = ["B-NP", label, "O"]
         arrays["labels.offsets"], arrays["labels.blob"] = pack_strings(labels)
     assert "a label is empty or holds white space" in load_error(crafted(edit))
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    # found by the fuzz suite (100,000 cases): each loaded, then failed at tagging with a traceback
+    # (column count 0, a lexicon the file does not hold) or blamed the input file (label column 2 of 1)
+    (lambda meta, arrays: meta.update(n_columns=0), "label column 2 of 0 columns"),
+    (lambda meta, arrays: meta.update(n_columns=1), "label column 2 of 1 columns"),
+    (lambda meta, arrays: meta.update(label_col=3), "label column 3 of 3 columns"),
+    (lambda meta, arrays: meta.update(template=meta["template"] + "U9:%x[0,5]\n"),
+     "its template reads column 5 of 3 columns"),
+    (lambda meta, arrays: meta.update(template=meta["template"] + "@lexicon CITY city.lex\nUlex:%lex[0,CITY]\n"),
+     "its template uses lexicon 'CITY', which the file does not hold"),
+])
+def test_columns_and_lexicons_of_the_header_must_fit_the_template(edit, fragment):
+    assert fragment in load_error(crafted(edit))

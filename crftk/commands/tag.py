@@ -1,12 +1,15 @@
 """Tagging: stream sentences through a model in batches and write the labels."""
 
 import math
+import os
 
 import numpy as np
 
 from crftk.io.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
 from crftk.errors import CrftkError
 from crftk.commands.train import resolve_threads
+from crftk.ensemble.bag import Bag, BagInference, is_bag
+from crftk.ensemble.weights import read_weight_file
 
 
 #: Most memory the n-best tables of one batch may take.
@@ -116,42 +119,92 @@ class Tagger:
             yield f"# prob {math.exp(vscore[i] - logz[i]):.6f}\n" + _rows_text(s.rows, extra, sep)
 
 
+class BagTagger(Tagger):
+    """Decodes batches with a bag (crftk bag): one of its combinations, with given weights."""
+
+    def __init__(self, model, *, combine="chosen", decode="chosen", weights=None, threads=0):
+        super().__init__(model, threads=threads)
+        self.bag = Bag.from_model(model)
+        self.method = self.bag.combination if combine in (None, "chosen") else combine
+        if decode in (None, "chosen"):
+            decode = self.bag.decode if self.method == self.bag.combination else "viterbi"
+        self.decode = decode
+        if isinstance(weights, (str, os.PathLike)):
+            weights = read_weight_file(weights, self.bag.names)
+        if weights is not None:      # {combination or None (any): weights}, as read from a file
+            weights = weights.get(self.method, weights.get(None))
+            if weights is None:
+                raise CrftkError(f"the weight file gives no weights for {self.method}")
+        self.combination_weights = self.bag.weights(self.method) if weights is None else weights
+        self.weights = None
+
+    def inference(self, sentences):
+        return BagInference(self.bag, sentences, self.method, self.combination_weights, self.decode,
+                            self.n_threads)
+
+
+def tagger_for(model, *, combine="chosen", decode="chosen", weights=None, threads=0):
+    """The tagger of a model: a BagTagger for a bag, else a Tagger (which takes no combination)."""
+    if is_bag(model):
+        return BagTagger(model, combine=combine, decode=decode, weights=weights, threads=threads)
+    if combine not in (None, "chosen") or decode not in (None, "chosen") or weights is not None:
+        raise CrftkError("--combine, --decode and --weights are for bags (crftk bag); this model is one CRF")
+    return Tagger(model, threads=threads)
+
+
 def _rows_text(rows, extra, sep):
     return "".join(sep.join(r) + sep + sep.join(e) + "\n" for r, e in zip(rows, extra)) + "\n"
 
 
 def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_tokens=50_000,
-              progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS):
+              progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, combine="chosen",
+              decode="chosen", weights=None):
     """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts.
 
     Lines that are not tokens (``-DOCSTART-``, ``# prob`` annotations) are copied
     in place; the output keeps each file's column separator (tab or space).
-    ``log`` receives a warning for an input without sentences.
+    ``log`` receives a warning for an input without sentences. A bag is tagged with the
+    combination ``combine`` (default: its own choice), ``decode`` and ``weights`` (a weight
+    file, or {combination or None: weights}: see crftk.ensemble.weights.read_weight_file).
     """
-    tagger = Tagger(model, threads=threads)
+    tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
     space = model.space
     allowed = {space.n_columns}
     if space.label_col == space.n_columns - 1:
         allowed.add(space.n_columns - 1)
-    if not marginals and not nbest and _compiled_path(model):
+    if not marginals and not nbest and type(tagger) is Tagger and _compiled_path(model):   # not a bag
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
-    n_sent = n_tok = 0
-    by_document = space.template.anchored
+    counts = [0, 0]
+    for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=space.template.anchored,
+                                    max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
+                                    counts=counts):
+        tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
+    return tuple(counts)
+
+
+def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sentence_tokens=MAX_SENTENCE_TOKENS,
+                  progress=None, log=None, counts=None):
+    """(batch, column separator) of the CoNLL files in turn, pass-through lines in place.
+
+    ``allowed``: the column counts accepted; ``counts`` (a list [sentences, tokens]) is kept
+    up to date and reported to ``progress`` after each batch; ``log`` receives a warning for
+    an input without sentences.
+    """
+    counts = [0, 0] if counts is None else counts
     for path in inputs:
         layout = Layout()
         stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
                                 max_sentence_tokens=max_sentence_tokens)
-        before = n_sent
+        before = counts[0]
         for batch in chunked(stream, batch_tokens, by_document=by_document):
-            tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=layout.separator or "\t")
+            yield batch, layout.separator or "\t"
             sents = [s for s in batch if not isinstance(s, str)]
-            n_sent += len(sents)
-            n_tok += sum(len(s) for s in sents)
+            counts[0] += len(sents)
+            counts[1] += sum(len(s) for s in sents)
             if progress:
-                progress(n_sent, n_tok)
-        if n_sent == before and log is not None:
+                progress(*counts)
+        if counts[0] == before and log is not None:
             log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
-    return n_sent, n_tok
 
 
 # The compiled path: reading, encoding and writing in crftk._textio, batches decoded by a pool

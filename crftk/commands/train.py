@@ -136,7 +136,7 @@ def _run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
-          **options):
+          cross_predict=0, cross_output=None, scheduler=None, workers=0, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -147,12 +147,24 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ``checkpoint_every``: N > 0 saves the current weights to ``model_path +
     ".checkpoint"`` every N iterations (removed when training finishes); ``--init``
     from it resumes training, with a fresh optimizer memory.
+    ``cross_predict``: K >= 2 also writes ``cross_output``, the training files with their
+    label column replaced by out-of-fold predictions (see :func:`cross_predictions`).
+    ``scheduler``/``workers``: train data-parallel on a Dask cluster (see :func:`fit`).
     """
     opt = check_options(options, log)
+    _check_cluster(scheduler, workers, opt)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
+    cross_predict = params.CROSS_PREDICT.check(cross_predict)
     if max_sentence_tokens is not None:      # None: no limit
         max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
+    if cross_predict and cross_output is None:
+        raise UsageError("--cross-predict needs --cross-output FILE (where the predicted column goes)")
+    if cross_output is not None and not cross_predict:
+        raise UsageError("--cross-output needs --cross-predict K (the number of folds)")
+    if cross_predict and init_model is not None:
+        raise UsageError("--cross-predict trains each fold from the template: drop --init")
+    check_output(cross_output, "cross-prediction output")
     checkpoint = None
     if checkpoint_every:
         if model_path is None:
@@ -160,11 +172,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         checkpoint = (os.fspath(model_path) + CHECKPOINT_SUFFIX, checkpoint_every)
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
-    if isinstance(train_files, (str, os.PathLike)):
-        train_files = [train_files]
-    train_files = [str(p) for p in train_files]
-    if not train_files:
-        raise UsageError("no training files given")
+    train_files = training_files(train_files)
     init = None
     if init_model is not None:
         if template_path is not None:
@@ -181,13 +189,18 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
+    cross_text = None
+    if cross_predict:
+        cross_text = cross_predictions(train_files, template, cross_predict, dev=dev or None, log=log,
+                                       max_sentence_tokens=max_sentence_tokens, **opt)
     with contextlib.ExitStack() as stack:
         trace = trace_file
         if trace_file is not None and not hasattr(trace_file, "write"):
             trace = stack.enter_context(AtomicWriter(trace_file))
         model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens), template, dev=dev or None, init=init, log=log,
                     trace=trace, source=train_files[0], dev_source=dev_file,
-                    keep_on_interrupt=model_path is not None, checkpoint=checkpoint, **opt)
+                    keep_on_interrupt=model_path is not None, checkpoint=checkpoint, scheduler=scheduler,
+                    workers=workers, **opt)
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
                       init_model=None if init_model is None else str(init_model))
     if model_path is not None:
@@ -195,9 +208,81 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
         if checkpoint is not None and not model.info["interrupted"] and os.path.exists(checkpoint[0]):
             os.unlink(checkpoint[0])          # the finished model supersedes it
+    if cross_text is not None and not model.info["interrupted"]:
+        with AtomicWriter(cross_output) as out:
+            out.write(cross_text)
+        log(f"wrote the out-of-fold predictions of {cross_predict} folds to {cross_output}")
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log,
+                      max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
+    """The training files' text with the label column replaced by out-of-fold predictions.
+
+    Sentence i (counted over all the files) belongs to fold i mod ``folds``; each fold
+    is tagged by a model trained with ``options`` on the other folds. Predictions on a
+    model's own training data are too good to train a downstream stage on, these have
+    the errors it makes on unseen text. Lines that are not tokens (``-DOCSTART-``) and
+    each file's column separator are kept; several files are concatenated.
+    """
+    from crftk.io.conll import Layout, format_sentence, read_sentences
+    opt = check_options(options, log)
+    folds = params.CROSS_PREDICT.check(folds)
+    files, sentences, doc = [], [], 0
+    for path in train_files:
+        layout = Layout()
+        items = list(read_sentences(path, passthrough=True, first_doc=doc, layout=layout,
+                                    max_sentence_tokens=max_sentence_tokens))
+        sents = [it for it in items if not isinstance(it, str)]
+        if sents:
+            doc = sents[-1].doc + 1
+        files.append((items, layout.separator or "\t"))
+        sentences.extend(sents)
+    if len(sentences) < folds:
+        raise CrftkError(f"--cross-predict {folds} needs at least {folds} training sentences, "
+                         f"found {len(sentences)}", train_files[0])
+    predicted = [None] * len(sentences)
+    fold_of = np.arange(len(sentences)) % folds
+    for k in range(folds):
+        status(log, f"cross-prediction: training on the folds other than {k + 1} of {folds} ...")
+        rest = [s for s, f in zip(sentences, fold_of) if f != k]
+        model = fit(rest, template, dev=dev, log=lambda msg: None, source=train_files[0], **opt)
+        held = np.flatnonzero(fold_of == k)
+        inference = model.structure.bind(model.space.encode([sentences[i] for i in held]),
+                                         resolve_threads(opt["threads"]))
+        names = np.asarray(model.output_labels, dtype=object)[inference.best(model.weights)[0]]
+        tags = [names[sl].tolist() for sl in inference.corpus.sentence_slices()]
+        for i, labels in zip(held.tolist(), tags):
+            predicted[i] = labels
+        gold = [[row[model.space.label_col] for row in sentences[i].rows] for i in held.tolist()]
+        score = evaluate(gold, tags)
+        f1 = f", F1 {score.overall.f1:.2f}" if score.overall.n_gold else ""      # labels that form chunks
+        log(f"cross-prediction fold {k + 1}/{folds}: {plural(len(rest), 'training sentence')}, "
+            f"{model.info['iterations']} iterations; {plural(held.size, 'sentence')} tagged, "
+            f"accuracy {100 * score.token_accuracy:.2f}{f1}")
+    col = model.space.label_col
+    parts, i = [], 0
+    for items, sep in files:
+        for it in items:
+            if isinstance(it, str):
+                parts.append(it + "\n")
+                continue
+            rows = [row[:col] + [lab] + row[col + 1:] for row, lab in zip(it.rows, predicted[i])]
+            parts.append(format_sentence(rows, sep=sep))
+            i += 1
+    return "".join(parts)
+
+
+def training_files(train_files):
+    """The training file paths as a list of str (one path may be given alone); at least one."""
+    if isinstance(train_files, (str, os.PathLike)):
+        train_files = [train_files]
+    train_files = [str(p) for p in train_files]
+    if not train_files:
+        raise UsageError("no training files given")
+    return train_files
 
 
 def check_options(options, log=_stderr_log):
@@ -223,8 +308,20 @@ def check_options(options, log=_stderr_log):
     return opt
 
 
+def _check_cluster(scheduler, workers, opt):
+    """Before any work: the cluster options, Dask installed, an algorithm that can run on it."""
+    workers = params.WORKERS.check(workers)
+    if scheduler is None and not workers:
+        return
+    from crftk.distributed.training import check_algorithm, require   # Dask only when asked for
+    if scheduler is not None and workers:
+        raise CrftkError("give either --scheduler ADDRESS or --workers N, not both")
+    require()
+    check_algorithm(opt["algorithm"])
+
+
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
-        dev_source=None, keep_on_interrupt=False, checkpoint=None, **options):
+        dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -235,9 +332,12 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     KeyboardInterrupt after the first iteration ends training with the weights
     it would keep at that point (``info["interrupted"]`` is then True).
     ``checkpoint``: (path, N) saves the current weights as a model to path every
-    N iterations.
+    N iterations. ``scheduler`` (a Dask scheduler's address) or ``workers`` (N: a local
+    cluster of N processes): the objective is evaluated data-parallel there
+    (crftk.distributed.training); the optimizer and dev scoring run here.
     """
     opt = check_options(options, log)
+    _check_cluster(scheduler, workers, opt)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
@@ -313,7 +413,17 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     if init is not None:
         start = structure.params(init.weights)
         w0 = np.where(w0 != 0, w0, start)    # the pinned (non-zero) weights stay pinned
-    objective = _objective(opt, structure.bind(corpus, n_threads), frozen)
+    cluster = None
+    if scheduler is not None or workers:
+        from crftk.distributed.training import DataParallel
+        cluster = DataParallel(scheduler, workers, threads=opt["threads"])
+        try:
+            objective = cluster.objective(opt, structure, corpus, frozen, log)
+        except BaseException:
+            cluster.close()
+            raise
+    else:
+        objective = _objective(opt, structure.bind(corpus, n_threads), frozen)
     to_weights = structure.weights
     if order2:
         log(f"order 2: {plural(space.n_labels, 'label pair')}, {plural(structure.n_backoff, 'backoff feature')}")
@@ -371,6 +481,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         result = OptimizeResult(x=last_x[0], f=done["objective"], n_iter=done["iteration"],
                                 n_evals=done["evals"], converged=False,
                                 reason=f"interrupted after iteration {done['iteration']}")
+    finally:
+        if cluster is not None:
+            cluster.close()
     seconds = time.perf_counter() - start
     log(result.reason if result.converged else "stopped before convergence: " + result.reason)
 
@@ -401,4 +514,6 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         "interrupted": result.reason.startswith("interrupted"),
         "history": history,
     }
+    if cluster is not None:
+        info["cluster"] = objective.summary()
     return Model(space, weights, info)

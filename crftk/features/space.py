@@ -25,7 +25,7 @@ from crftk._lattice import Lattices
 from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.lexicon import Lexicon
-from crftk.features.templates import padding_value, parse_template
+from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
 from crftk.io.conll import _split_columns
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.structures.layout import ChainLayout
@@ -613,22 +613,28 @@ class FeatureSpace:
                         self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs, self.layout().offsets())
 
     # strings (dump) ------------------------------------------------------
-    def _values(self, cl, keys):
-        """Macro value strings of each key of a line."""
+    def value_ids(self, cl, keys):
+        """[n_keys, n_macros] macro value ids of each packed key of a line (the inverse of _keys)."""
         macros = cl.line.macros
+        key = np.asarray(keys, dtype=np.int64)
         cols = []
-        key = keys
         for i in range(len(macros) - 1, -1, -1):
             if i == 0:
                 vals = key
             else:
                 key, vals = np.divmod(key, self._radix(macros[i]))
                 if i >= 2:
-                    key = cl.steps[i - 2][key]
-            strings = self.vocabs[macros[i].source].strings
-            cols.append([strings[v] for v in vals.tolist()])
+                    key = np.asarray(cl.steps[i - 2], dtype=np.int64)[key]
+            cols.append(vals)
         cols.reverse()
-        return list(zip(*cols)) if cols else [()] * keys.size
+        return np.stack(cols, axis=1) if cols else np.zeros((key.size, 0), dtype=np.int64)
+
+    def _values(self, cl, keys):
+        """Macro value strings of each key of a line."""
+        ids = self.value_ids(cl, keys)
+        cols = [[self.vocabs[m.source].strings[v] for v in ids[:, j].tolist()]
+                for j, m in enumerate(cl.line.macros)]
+        return list(zip(*cols)) if cols else [()] * ids.shape[0]
 
     def attribute_strings(self, edge=False):
         """The CRF++ feature string of every attribute, in id order."""
@@ -668,6 +674,7 @@ class FeatureSpace:
                 template = parse_template(meta["template"], meta.get("template_path", "<model>"))
             except CrftkError as e:     # the fault is in the model file, not in that template file
                 raise CrftkError(f"the model's template ({e.path}, line {e.line}): {e.message}", path) from None
+            _check_columns(meta, template, path)
             labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"], path=path)
             lexicons = {name: _lexicon_from_lines(unpack_strings(arrays[f"lexicon.{name}.offsets"],
                                                                 arrays[f"lexicon.{name}.blob"], path=path),
@@ -711,6 +718,20 @@ def _check_meta_types(meta, path):
     for name, opts in meta.get("lexicons", {}).items():
         if not isinstance(opts, dict) or not isinstance(opts.get("ignore_case"), bool):
             raise CrftkError(f"model file is inconsistent: lexicon {shown(name)} has no ignore_case flag", path)
+
+
+def _check_columns(meta, template, path):
+    """Refuse a header whose column count, label column or lexicons do not fit its template."""
+    n, label_col = meta["n_columns"], meta["label_col"]
+    if not 1 <= n <= MAX_COLUMNS or not -n <= label_col < n:
+        raise CrftkError(f"model file is inconsistent: label column {label_col} of {n} columns", path)
+    if template.columns and max(template.columns) >= n:
+        raise CrftkError(f"model file is inconsistent: its template reads column {max(template.columns)} "
+                         f"of {n} columns", path)
+    missing = sorted(set(template.lexicons) - set(meta.get("lexicons", {})))
+    if missing:
+        raise CrftkError(f"model file is inconsistent: its template uses lexicon {shown(missing[0])}, "
+                         "which the file does not hold", path)
 
 
 def _lexicon_from_lines(lines, name, ignore_case):

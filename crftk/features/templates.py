@@ -172,9 +172,10 @@ def parse_template(text, path="<template>"):
         text = text[1:]
     tmpl = Template(text=text, path=str(path))
     seen = {}
-    # lines end at \n (and \r): not at the form feeds and separators str.splitlines() also
-    # breaks at, which would make error line numbers disagree with the file's
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    # lines end at \n (a \r before it is stripped with the line's white space), as in CoNLL
+    # files and for grep -n: not at a lone \r, nor at the form feeds and separators
+    # str.splitlines() also breaks at, which would make error line numbers disagree
+    lines = text.split("\n")
     for lineno, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -350,7 +351,7 @@ def read_template(path):
         with open(path, "rb") as fh:
             data = fh.read()
         # decoded whole (not by a text-mode file) so that an undecodable byte has a line
-        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        text = data.decode("utf-8").replace("\r\n", "\n")
     except FileNotFoundError:
         raise CrftkError("cannot open template: no such file", path) from None
     except IsADirectoryError:

@@ -1,15 +1,17 @@
 """Kinds of model: their parameters and inference over an encoded corpus (see base.py).
 
 chain: the first-order linear-chain CRF; pairs: a second-order chain through
-label pairs; memm: a maximum-entropy Markov model on the chain's features.
+label pairs; memm: a maximum-entropy Markov model on the chain's features;
+composed: a pipeline of such models (crftk compose), one part per stage.
 A new structure subclasses base.Structure and is added to ``STRUCTURES``.
 """
 
 from crftk.structures.chain import Chain
+from crftk.structures.composed import Composed
 from crftk.structures.memm import MEMM
 from crftk.structures.pairs import Pairs
 
-STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM)}
+STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM, Composed)}
 
 
 def structure_name(order=1, model_type="crf"):

@@ -1188,7 +1188,9 @@ def test_induce_thread_count_beyond_the_cap_warns_and_runs(tmp_path):
 
 # the fewest arguments that get each command as far as converting its options
 _COMMAND_ARGS = {"train": ["x.txt", "-m", "m"], "induce": ["x.txt", "-m", "m", "-t", "t"], "tag": ["-m", "m"],
-                 "eval": ["x.txt"], "lexicon": ["x.txt", "-o", "d"], "info": ["m"], "dump": ["m"]}
+                 "eval": ["x.txt"], "lexicon": ["x.txt", "-o", "d"], "info": ["m"], "dump": ["m"],
+                 "compose": ["-m", "a", "-m", "b", "-o", "p"],
+                 "bag": ["x.txt", "-m", "m", "-t", "t"]}
 
 
 def _numeric_options():

@@ -166,3 +166,15 @@ def test_a_byte_order_mark_is_accepted_like_in_conll_files(tmp_path):
     # only at the start: anywhere else it is still an error
     with pytest.raises(CrftkError, match="must start with U"):
         parse_template("U00:%x[0,0]\n\ufeffU01:%x[0,1]\n")
+
+
+def test_a_lone_carriage_return_does_not_end_a_line(tmp_path):
+    # found by the fuzz suite: b"\r\x00U" was reported at line 2 of a file of one line
+    path = tmp_path / "t.tmpl"
+    path.write_bytes(b"U00:%x[0,0]\r\nU01:%x[1,0]\r\n\r\x00U\n")
+    with pytest.raises(CrftkError) as info:
+        read_template(path)
+    assert info.value.line == 3
+    path.write_bytes(b"U00:%x[0,0]\r\nB\r\n")
+    assert [str(line) for line in read_template(path).lines] == [
+        str(line) for line in parse_template("U00:%x[0,0]\nB\n").lines]

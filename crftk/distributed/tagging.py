@@ -1,0 +1,326 @@
+"""Batch tagging on a Dask cluster: pieces of files as tasks, outputs in input order.
+
+The driver cuts each input into pieces at sentence boundaries (:mod:`.pieces`) and
+keeps a bounded window of them in flight, so that its memory and the workers' stay
+flat however large the corpus is; workers read their piece from the shared file
+system, tag it with the model they loaded once (the model file's bytes are
+broadcast, never a pickled model), and send the text back; the driver writes the
+pieces in input order. A piece tagged alone gives the text the whole file gives
+there (a piece never splits a sentence, or a document for first-mention templates),
+so the output equals ``crftk tag``'s byte for byte.
+"""
+
+import hashlib
+import io
+import os
+import sys
+import time
+
+from crftk.commands.tag import Tagger, tag_files as tag_text
+from crftk.distributed import pieces as _pieces
+from crftk.distributed.cluster import Cluster, require, worker_threads
+from crftk.errors import CrftkError
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, fsync_directory,
+                            open_temp_beside, read_sentences)
+from crftk.model import Model
+from crftk.params import PIECE_BYTES as PIECE_PARAM
+from crftk.params import WORKERS
+from crftk.progress import plural
+
+#: Input bytes per task: 1 MB keeps a task's text (in and out) small next to a worker's
+#: memory, and takes long enough (about 0.5 s) for the scheduling cost (~1 ms) to vanish.
+PIECE_BYTES = 1 << 20
+
+#: Pieces in flight (tagging, or tagged and waiting their turn) per worker thread.
+WINDOW_PER_SLOT = 2
+
+# On each worker: the model digest -> Tagger of the model it last loaded, and how many
+# models it has loaded.
+_TAGGERS = {}
+_LOADS = [0]
+
+
+def _tagger(key, model_bytes, threads):
+    tagger = _TAGGERS.get((key, threads))
+    if tagger is None:
+        _TAGGERS.clear()         # one model at a time: a new run's model replaces the last one
+        tagger = _TAGGERS[(key, threads)] = Tagger(Model.from_bytes(model_bytes, name="<model>"),
+                                                   threads=threads)
+        _LOADS[0] += 1
+    return tagger
+
+
+def models_loaded():
+    """On a worker: how many times it has loaded a model."""
+    return _LOADS[0]
+
+
+def tag_piece(model_bytes, key, piece, options):
+    """On a worker: (output text, sentences, tokens) of one piece of a file."""
+    tagger = _tagger(key, model_bytes, worker_threads(options["threads"]))
+    with open(piece.path, "rb") as f:
+        f.seek(piece.start)
+        data = f.read(piece.size)
+    first = options["first_line"]
+    # A piece after the file's first token line starts with a copy of that line, as a sentence of
+    # its own that is dropped: the reader then holds the piece's lines to the file's column count
+    # (and says so) exactly as it does reading the whole file.
+    prefix = piece.start > 0 and first is not None
+    stream = io.BytesIO(first + b"\n" + data if prefix else data)
+    stream.name = piece.name
+    out = io.StringIO()
+    try:
+        if options["marginals"] or options["nbest"]:
+            n_sent, n_tok = _write_piece(tagger, stream, out, prefix, options)
+            text = out.getvalue()
+        else:
+            # crftk tag's own path (the compiled one where it applies); the copied line's output,
+            # the text's first line and a blank one, is cut off
+            n_sent, n_tok = tag_text(tagger.model, [stream], out, threads=tagger.n_threads,
+                                     batch_tokens=options["batch_tokens"],
+                                     max_sentence_tokens=options["max_sentence_tokens"])
+            text = out.getvalue()
+            if prefix:
+                text = text[text.index("\n\n") + 2:]
+                n_sent, n_tok = n_sent - 1, n_tok - 1
+    except CrftkError as e:
+        if e.path == piece.name and e.line is not None and prefix:
+            # the piece's line numbers, as the file's
+            line = e.line - 2 + _pieces.lines_before(piece.path, piece.start)
+            message = e.message.replace(" as on line 1 ", f" as on line {options['first_line_number']} ")
+            raise CrftkError(message, e.path, line) from None
+        raise
+    return text, n_sent, n_tok
+
+
+def _write_piece(tagger, stream, out, prefix, options):
+    """Tag a piece with probabilities or n-best lists (Tagger.write_batch); (sentences, tokens)."""
+    n_sent = n_tok = 0
+    sentences = read_sentences(stream, n_columns=options["n_columns"], passthrough=True, layout=Layout(),
+                               max_sentence_tokens=options["max_sentence_tokens"])
+    if prefix:
+        next(sentences)
+    for batch in chunked(sentences, options["batch_tokens"], by_document=options["by_document"]):
+        tagger.write_batch(batch, out, marginals=options["marginals"], nbest=options["nbest"],
+                           sep=options["separator"])
+        sents = [s for s in batch if not isinstance(s, str)]
+        n_sent += len(sents)
+        n_tok += sum(len(s) for s in sents)
+    return n_sent, n_tok
+
+
+class _Outputs:
+    """One output per input file in ``out_dir`` (temporary files, all renamed at the end), or
+    every file's text on one stream ``out``."""
+
+    def __init__(self, inputs, out=None, out_dir=None):
+        self.out, self.out_dir = out, out_dir
+        self.targets = []
+        self.temps = []
+        self._file = None
+        if out_dir is not None:
+            if not os.path.isdir(out_dir):
+                raise CrftkError("the output directory does not exist", out_dir)
+            seen = {}
+            for path in inputs:
+                target = os.path.join(out_dir, os.path.basename(path))
+                if target in seen:
+                    raise CrftkError(f"{seen[target]} and {path} would both be written to {target}: "
+                                     "give inputs distinct file names", path)
+                if os.path.exists(target) and os.path.samefile(target, path):
+                    raise CrftkError(f"the output {target} would replace its input", path)
+                seen[target] = path
+                self.targets.append(target)
+
+    def start(self, i):
+        if self.out_dir is None:
+            return
+        tmp, fd = open_temp_beside(self.targets[i])
+        self.temps.append(tmp)
+        self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+
+    def write(self, text):
+        (self.out if self.out_dir is None else self._file).write(text)
+
+    def finish(self):
+        if self._file is not None:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            self._file = None
+
+    def commit(self):
+        """Every output in place, at once at the end: a failure before leaves none of them."""
+        for tmp, target in zip(self.temps, self.targets):
+            os.replace(tmp, target)
+        if self.temps:
+            fsync_directory(self.out_dir)
+        self.temps = []
+
+    def abort(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        for tmp in self.temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        self.temps = []
+
+
+def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nbest=0, batch_tokens=50_000,
+              piece_bytes=PIECE_BYTES, progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS):
+    """Tag CoNLL files on ``cluster`` (an entered :class:`~crftk.distributed.Cluster`).
+
+    Writes every file's output, in input order, to the text stream ``out`` (what
+    :func:`crftk.commands.tag.tag_files` writes), or with ``out_dir`` to one file per
+    input named like it (all renamed into place at the end: an error or a lost
+    scheduler leaves none). ``progress(files_done, n_files, n_sent, n_tok)``, ``log``
+    a warning for an input without sentences. Returns (sentences, tokens).
+    """
+    inputs = [os.fspath(p) for p in inputs]
+    if "-" in inputs:
+        raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
+                         "sent to them; save it to a file first")
+    if (out is None) == (out_dir is None):
+        raise ValueError("give out (a text stream) or out_dir, not both")
+    outputs = _Outputs(inputs, out, out_dir)
+    space = model.space
+    allowed = {space.n_columns}
+    if space.label_col == space.n_columns - 1:
+        allowed.add(space.n_columns - 1)
+    by_document = space.template.anchored
+    files = []
+    for i, path in enumerate(inputs):
+        sep, _, line, lineno = _pieces.first_token_line(path)
+        files.append({"path": os.path.abspath(path), "name": path, "separator": sep or "\t",
+                      "first_line": line, "first_line_number": lineno})
+    client = cluster.client
+    model_bytes = model.to_bytes()
+    key = hashlib.sha256(model_bytes).hexdigest()
+    options = {"threads": cluster.task_threads(), "n_columns": allowed, "marginals": marginals, "nbest": nbest,
+               "batch_tokens": batch_tokens, "max_sentence_tokens": max_sentence_tokens,
+               "by_document": by_document}
+    counts = [[0, 0] for _ in inputs]
+    totals = [0, 0]
+    try:
+        with cluster.guard():
+            shared = client.scatter(model_bytes, broadcast=True)
+            _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, totals, progress)
+        outputs.commit()
+    except BaseException:
+        outputs.abort()
+        raise
+    if log is not None:
+        for path, (n_sent, _) in zip(inputs, counts):
+            if n_sent == 0:
+                log(f"crftk: warning: {path} has no sentences to tag")
+    return totals[0], totals[1]
+
+
+def _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, totals, progress):
+    """Submit pieces (a bounded window), write their texts in order as they come back."""
+    from distributed import as_completed
+
+    client = cluster.client
+    window = WINDOW_PER_SLOT * cluster.n_slots + 1
+
+    def all_pieces():
+        for i, f in enumerate(files):
+            cuts = _pieces.cut(f["path"], piece_bytes, file=i, by_document=options["by_document"], name=f["name"])
+            for k, p in enumerate(cuts):
+                yield p, k == len(cuts) - 1
+
+    todo = all_pieces()
+    order = []              # (piece, last of its file) in submission order
+    futures = {}            # position in order -> future
+    results = {}            # position in order -> result, until written
+    written = 0
+    finished_files = 0
+
+    def submit():
+        new = []
+        while len(order) - written < window:
+            nxt = next(todo, None)
+            if nxt is None:
+                break
+            piece, last = nxt
+            f = files[piece.file]
+            opts = dict(options, separator=f["separator"], first_line=f["first_line"],
+                        first_line_number=f["first_line_number"])
+            fut = client.submit(tag_piece, shared, key, piece, opts, pure=False)
+            futures[fut.key] = len(order)
+            order.append((piece, last))
+            new.append(fut)
+        return new
+
+    running = as_completed(submit(), loop=client.loop)
+    for fut in running:
+        position = futures.pop(fut.key)
+        results[position] = fut            # an error is raised when its turn comes, in input order
+        while written in results:
+            text, n_sent, n_tok = results.pop(written).result()
+            piece, last = order[written]
+            if piece.index == 0:
+                outputs.start(piece.file)
+            outputs.write(text)
+            counts[piece.file][0] += n_sent
+            counts[piece.file][1] += n_tok
+            totals[0] += n_sent
+            totals[1] += n_tok
+            if last:
+                outputs.finish()
+                finished_files += 1
+            written += 1
+            if progress is not None:
+                progress(finished_files, len(files), totals[0], totals[1])
+        running.update(submit())
+
+
+def tty_progress(stream=None):
+    """A progress line ``report(files_done, n_files, n_sent, n_tok)`` on a terminal, else None."""
+    stream = sys.stderr if stream is None else stream
+    if not stream.isatty():
+        return None
+    start = time.perf_counter()
+
+    def report(files_done, n_files, n_sent, n_tok):
+        rate = n_tok / max(time.perf_counter() - start, 1e-9)
+        stream.write(f"\rtagged {files_done:,}/{plural(n_files, 'file')}, {plural(n_sent, 'sentence')}, "
+                     f"{plural(n_tok, 'token')} ({rate:,.0f} tokens/s)")
+        stream.flush()
+    return report
+
+
+def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marginals=0, nbest=0,
+        batch_tokens=50_000, piece_bytes=PIECE_BYTES, progress=None, log=None,
+        max_sentence_tokens=MAX_SENTENCE_TOKENS):
+    """``crftk tag --scheduler/--workers``: tag files on a cluster started (or joined) for the run.
+
+    ``model``: a Model or a model path. ``output``: a directory (one output per input,
+    named like it), a file, or ``-`` (standard output); every output is checked before
+    the cluster starts and written only when all of it is tagged. Returns (sentences, tokens).
+    """
+    require()
+    workers = WORKERS.check(workers)
+    piece_bytes = PIECE_PARAM.check(piece_bytes)
+    inputs = [os.fspath(p) for p in inputs]
+    if not inputs or "-" in inputs:
+        raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
+                         "sent to them; save it to a file first")
+    output = os.fspath(output)
+    out_dir = output if output != "-" and os.path.isdir(output) else None
+    if out_dir is None:
+        check_output(output)
+    for path in inputs:
+        _pieces.first_token_line(path)      # every input readable before the cluster starts
+    if not isinstance(model, Model):
+        model = Model.load(model)
+    kw = dict(marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
+              progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+    with Cluster(scheduler, workers, threads=threads) as cluster:
+        if out_dir is not None:
+            return tag_files(cluster, model, inputs, out_dir=out_dir, **kw)
+        with AtomicWriter(output) as out:
+            return tag_files(cluster, model, inputs, out, **kw)

@@ -1,0 +1,19 @@
+"""The structure a pipeline's model file names (crftk compose): one part per stage.
+
+A pipeline decodes whole sentences stage by stage or jointly
+(crftk.commands.compose.Pipeline, crftk.structures.joint), never one encoded
+corpus of one feature space, so it cannot be bound like the other structures.
+"""
+
+from crftk.errors import CrftkError
+from crftk.structures.base import Structure
+
+
+class Composed(Structure):
+    """A cascade of separately trained models; the links between them are in the model's record."""
+
+    name = "composed"
+
+    def bind(self, corpus, n_threads=1):
+        raise CrftkError("a composed model (crftk compose) decodes through its stages: "
+                         "use crftk tag -m PIPELINE --decode cascade|joint, or crftk.Pipeline")

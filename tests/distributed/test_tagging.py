@@ -1,0 +1,211 @@
+"""Batch tagging on a LocalCluster: the output of crftk tag, byte for byte, whatever happens to workers."""
+
+import io
+import os
+import signal
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from corpora import REPO
+from crftk.cli import main
+from crftk.commands.tag import tag_files as tag_locally
+from crftk.commands.train import fit
+from crftk.distributed.tagging import tag, tag_files
+from crftk.errors import CrftkError
+from crftk.features.templates import read_template
+from crftk.io.conll import read_corpus
+
+DEMO_TRAIN = str(REPO / "data" / "demo.train")
+DEMO_TEST = str(REPO / "data" / "demo.test")
+INPUTS = [DEMO_TEST, DEMO_TRAIN]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return fit(read_corpus(DEMO_TRAIN), read_template(REPO / "templates" / "chunking-crfpp.tmpl"),
+               log=lambda m: None, max_iter=20, threads=1)
+
+
+def local(model, inputs, **kw):
+    out = io.StringIO()
+    tag_locally(model, inputs, out, threads=1, **kw)
+    return out.getvalue()
+
+
+def test_output_equals_local_tagging_byte_for_byte(cluster, model):
+    from crftk.distributed.tagging import models_loaded
+    before = cluster.client.run(models_loaded)
+    out = io.StringIO()
+    counts = tag_files(cluster, model, INPUTS, out, piece_bytes=30_000)
+    assert out.getvalue() == local(model, INPUTS)
+    assert counts == (1800, 19428)
+    # 9 pieces; each worker loaded the model once (at most: one may have had no piece)
+    loads = {w: n - before[w] for w, n in cluster.client.run(models_loaded).items()}
+    assert sorted(loads.values()) in ([0, 1], [1, 1])
+
+
+def test_progress_line_on_a_terminal():
+    from crftk.distributed.tagging import tty_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert tty_progress(io.StringIO()) is None
+    term = Terminal()
+    report = tty_progress(term)
+    report(1, 2, 10, 1234)
+    assert term.getvalue().startswith("\rtagged 1/2 files, 10 sentences, 1,234 tokens (")
+
+
+@pytest.mark.parametrize("kw", [{"marginals": 2}, {"nbest": 3, "marginals": 1}])
+def test_marginals_and_nbest_equal_local_tagging(cluster, model, kw):
+    out = io.StringIO()
+    tag_files(cluster, model, [DEMO_TEST], out, piece_bytes=8_000, **kw)
+    assert out.getvalue() == local(model, [DEMO_TEST], **kw)
+
+
+def test_one_output_per_input_in_a_directory(cluster, model, tmp_path):
+    seen = []
+    tag_files(cluster, model, INPUTS, out_dir=str(tmp_path), piece_bytes=16_000,
+              progress=lambda *a: seen.append(a))
+    for path in INPUTS:
+        assert (tmp_path / os.path.basename(path)).read_text() == local(model, [path])
+    assert sorted(os.listdir(tmp_path)) == ["demo.test", "demo.train"]
+    assert seen[-1] == (2, 2, 1800, 19428) and len(seen) > 10      # one report per piece, in order
+    assert [s[2] for s in seen] == sorted(s[2] for s in seen)
+
+
+def test_first_mention_templates_cut_at_documents(cluster, tmp_path):
+    from corpora import random_docs
+    from crftk.features.templates import parse_template
+    docs = random_docs(40, seed=3, sents_per_doc=4)
+    m = fit(docs, parse_template("U:%^x[-1,0]\nU1:%x[0,0]\nB\n"), log=lambda msg: None, max_iter=5, threads=1)
+    text = ""
+    for i, s in enumerate(docs):
+        if i == 0 or s.doc != docs[i - 1].doc:
+            text += "-DOCSTART- X O\n\n"
+        text += "\n".join(" ".join(r) for r in s.rows) + "\n\n"
+    path = tmp_path / "d.txt"
+    path.write_text(text)
+    out = io.StringIO()
+    tag_files(cluster, m, [str(path)], out, piece_bytes=300)
+    assert out.getvalue() == local(m, [str(path)])
+
+
+def test_an_error_names_the_files_line_and_nothing_is_written(cluster, model, tmp_path):
+    lines = open(DEMO_TRAIN).read().splitlines(keepends=True)
+    lines[15000] = "bad line with five columns\n"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("".join(lines))
+    with pytest.raises(CrftkError) as local_error:
+        local(model, [str(bad)])
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    with pytest.raises(CrftkError) as error:
+        tag_files(cluster, model, [DEMO_TEST, str(bad)], out_dir=str(out_dir), piece_bytes=16_000)
+    assert str(error.value) == str(local_error.value) and f"bad.txt:{15001}:" in str(error.value)
+    assert os.listdir(out_dir) == []            # not even demo.test, tagged before the error
+
+
+def test_a_killed_worker_still_gives_complete_ordered_output(cluster, model):
+    client = cluster.client
+    pids = client.run(os.getpid)
+    victim = sorted(pids)[0]
+    killed = []
+
+    def progress(files_done, n_files, n_sent, n_tok):
+        if not killed:          # after the first piece is written, with the next ones in flight
+            os.kill(pids[victim], signal.SIGKILL)
+            killed.append(pids[victim])
+
+    out = io.StringIO()
+    tag_files(cluster, model, INPUTS, out, piece_bytes=16_000, progress=progress)
+    assert killed and out.getvalue() == local(model, INPUTS)
+    client.wait_for_workers(2, timeout=60)
+    assert killed[0] not in client.run(os.getpid).values()      # the nanny started a new worker
+
+
+def test_lost_scheduler_is_one_error_and_no_output(external, model, tmp_path):
+    address, scheduler = external
+    output = tmp_path / "out.txt"
+
+    def progress(*counts):
+        if scheduler.poll() is None:
+            scheduler.kill()
+
+    with pytest.raises(CrftkError) as error:
+        tag(model, INPUTS, str(output), scheduler=address, piece_bytes=8_000, progress=progress)
+    assert str(error.value) == f"lost the connection to the Dask scheduler at {address}; nothing was written"
+    assert os.listdir(tmp_path) == []
+
+
+def test_cli_tags_into_a_directory_on_a_running_scheduler(cluster, model, tmp_path):
+    path = tmp_path / "m.crftk"
+    model.save(path)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    address = cluster.client.scheduler.address
+    result = CliRunner().invoke(main, ["tag", "-m", str(path), "-o", str(out_dir), "--scheduler", address,
+                                       "--piece-bytes", "20000", "-p", "1", DEMO_TEST, DEMO_TRAIN])
+    assert result.exit_code == 0, result.output
+    assert (out_dir / "demo.train").read_text() == local(model, [DEMO_TRAIN])
+
+
+def test_cli_without_dask_says_what_to_install(monkeypatch, model, tmp_path):
+    monkeypatch.setitem(__import__("sys").modules, "distributed", None)     # import distributed fails
+    path = tmp_path / "m.crftk"
+    model.save(path)
+    for args in (["tag", "-m", str(path), "--workers", "2", DEMO_TEST],
+                 ["train", "-t", str(REPO / "templates" / "chunking-crfpp.tmpl"), "-m", str(tmp_path / "x"),
+                  "--workers", "2", DEMO_TEST]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 1
+        assert result.output == ("crftk: error: --scheduler and --workers run on Dask, which is not installed: "
+                                 "pip install crftk[dask]\n")
+    assert os.listdir(tmp_path) == ["m.crftk"]
+
+
+def test_cli_unreachable_scheduler_is_one_line(monkeypatch, model, tmp_path):
+    import crftk.distributed.cluster as cluster_module
+    monkeypatch.setattr(cluster_module, "CONNECT_TIMEOUT", 1)
+    path = tmp_path / "m.crftk"
+    model.save(path)
+    result = CliRunner().invoke(main, ["tag", "-m", str(path), "-o", str(tmp_path / "o"), "--scheduler",
+                                       "tcp://127.0.0.1:1", DEMO_TEST])
+    assert result.exit_code == 1
+    assert result.output.startswith("crftk: error: cannot reach the Dask scheduler at tcp://127.0.0.1:1: ")
+    assert result.output.count("\n") == 1
+    assert sorted(os.listdir(tmp_path)) == ["m.crftk"]
+
+
+def test_tasks_share_a_machines_cores_among_a_workers_threads(cluster):
+    from crftk.distributed.cluster import worker_threads
+    from crftk.params import available_cores
+    client = cluster.client
+    assert client.submit(worker_threads, 0, pure=False).result() == available_cores()    # 1 thread per worker
+    assert client.submit(worker_threads, 3, pure=False).result() == 3
+    assert worker_threads(0) == available_cores()       # not on a worker
+
+
+def test_a_call_failing_before_the_client_sees_the_scheduler_gone_is_a_lost_scheduler(monkeypatch):
+    import threading
+    import crftk.distributed.cluster as cluster_module
+    from crftk.distributed import Cluster
+    monkeypatch.setattr(cluster_module, "LOST_WAIT", 0.6)
+
+    class Client:
+        status = "running"
+
+    cluster = Cluster(scheduler="tcp://127.0.0.1:9")
+    cluster.client = Client()
+    threading.Timer(0.2, setattr, (cluster.client, "status", "connecting")).start()
+    with pytest.raises(CrftkError, match="^lost the connection to the Dask scheduler at tcp://127.0.0.1:9; x$"):
+        with cluster.guard("x"):
+            raise ConnectionResetError("Connection reset by peer")     # as gather raised it
+    cluster.client.status = "running"
+    with pytest.raises(ZeroDivisionError):          # other errors pass through (after the wait)
+        with cluster.guard("x"):
+            1 / 0
