@@ -920,3 +920,51 @@ cdef void _fill_dense(const int32_t** rp, const int32_t* off, Py_ssize_t L, Py_s
             if r >= 0:
                 out[k] = r + off[l]
                 k += 1
+
+
+def merge_csr(const int64_t[::1] dense_counts, const int32_t[::1] dense_ids, owners, extras):
+    """(ptr int32 [n+1], ids int32) of n tokens: each token's dense ids (``dense_counts[t]`` of
+    them, in order in ``dense_ids``), then the extra ids it owns: ``extras[i][k]`` belongs to
+    token ``owners[i][k]``, taken list by list, in order (a stable counting sort by owner)."""
+    cdef Py_ssize_t n = dense_counts.shape[0], t, k, total = dense_ids.shape[0], c, i
+    owner_arrays = [np.ascontiguousarray(o, dtype=np.int64) for o in owners]
+    extra_arrays = [np.ascontiguousarray(e, dtype=np.int32) for e in extras]
+    pos_np = np.zeros(n + 1, dtype=np.int64)
+    cdef int64_t[::1] pos = pos_np
+    cdef const int64_t[::1] own
+    cdef const int32_t[::1] ext
+    for o in owner_arrays:
+        own = o
+        total += own.shape[0]
+        for k in range(own.shape[0]):
+            if own[k] < 0 or own[k] >= n:
+                raise ValueError("an owner outside the tokens")
+            pos[own[k] + 1] += 1
+    if total >= 2**31:
+        raise ValueError("too many attribute occurrences for int32 offsets")
+    ptr_np = np.empty(n + 1, dtype=np.int32)
+    out_np = np.empty(total, dtype=np.int32)
+    cdef int32_t[::1] ptr = ptr_np, out = out_np
+    cdef int64_t acc = 0, extra
+    k = 0
+    with nogil:
+        for t in range(n):
+            extra = pos[t + 1]
+            ptr[t] = <int32_t> acc
+            for c in range(dense_counts[t]):
+                out[acc] = dense_ids[k]
+                acc += 1
+                k += 1
+            pos[t] = acc              # where the token's extra ids go
+            acc += extra
+        ptr[n] = <int32_t> acc
+    for i in range(len(owner_arrays)):
+        own = owner_arrays[i]
+        ext = extra_arrays[i]
+        if ext.shape[0] != own.shape[0]:
+            raise ValueError("owners and extras differ in length")
+        with nogil:
+            for k in range(own.shape[0]):
+                out[pos[own[k]]] = ext[k]
+                pos[own[k]] += 1
+    return ptr_np, out_np

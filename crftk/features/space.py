@@ -532,16 +532,9 @@ class FeatureSpace:
             ptr = np.zeros(n + 1, dtype=np.int32)
             np.cumsum(dense_counts, out=ptr[1:])
             return ptr, dense_ids
-        own = np.concatenate(owners)
-        order = np.argsort(own, kind="stable")
-        extra_ids = np.concatenate(extra)[order]
-        extra_counts = np.bincount(own, minlength=n).astype(np.int64)
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(dense_counts + extra_counts, out=ptr[1:])
-        out = np.empty(int(ptr[-1]), dtype=np.int32)
-        out[_slots(ptr[:-1], dense_counts)] = dense_ids
-        out[_slots(ptr[:-1] + dense_counts, extra_counts)] = extra_ids
-        return ptr.astype(np.int32), out
+        # each token's dense ids, then its extra ids line by line (a stable sort by owner),
+        # in one compiled pass: no temporaries of the corpus's size
+        return _textio.merge_csr(dense_counts, dense_ids, owners, extra)
 
     def _encode(self, values, pos, gold):
         attr_ptr, attrs = self._attribute_csr(self.unigram_lines, values, pos)

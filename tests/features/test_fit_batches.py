@@ -229,3 +229,23 @@ def test_interner_numbers_by_first_appearance_after_its_seeds():
     expect = vocab.add_ids([w if w else "x" for w in words])
     assert ids[:, 0].tolist() == expect
     assert seeded.strings() == vocab.strings and len(seeded) == len(vocab)
+
+
+def test_merge_csr_puts_dense_ids_then_extras_in_line_order():
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 7, 300):
+        dense_counts = rng.integers(0, 4, n).astype(np.int64)
+        dense_ids = rng.integers(0, 1000, int(dense_counts.sum())).astype(np.int32)
+        owners = [rng.integers(0, max(n, 1), rng.integers(0, 3 * n + 1)) if n else np.zeros(0, np.int64)
+                  for _ in range(3)]
+        extras = [rng.integers(0, 1000, o.size).astype(np.int32) for o in owners]
+        ptr, ids = _textio.merge_csr(dense_counts, dense_ids, owners, extras)
+        expect, k = [], 0
+        for t in range(n):
+            row = dense_ids[k:k + dense_counts[t]].tolist()
+            k += int(dense_counts[t])
+            for own, ext in zip(owners, extras):
+                row += ext[own == t].tolist()
+            expect.append(row)
+        assert [ids[ptr[t]:ptr[t + 1]].tolist() for t in range(n)] == expect
+        assert ptr.dtype == np.int32 and ptr[0] == 0 and ptr[-1] == ids.size
