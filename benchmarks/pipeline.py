@@ -13,7 +13,7 @@ Measured in one run on one machine (issue 19):
   runs must be byte-identical (their SHA-256 is recorded).
 * **profile**: the stages of the tagging pipeline in one process at 1 thread: read, extract
   (encode), decode (Viterbi), write (format the output), in seconds.
-* **train**: reading + encoding of train.txt (``FeatureSpace.fit`` over the streaming reader)
+* **train**: reading + encoding of train.txt (``FeatureSpace.fit`` over ``iter_corpus``, as training reads)
   in seconds and its peak RSS; then L-BFGS training at 2 threads for ``--iterations``
   iterations, crftk (whole process from the CoNLL file) against python-crfsuite (on the
   attribute strings of crftk's feature space), seconds per iteration and peak RSS,
@@ -26,13 +26,19 @@ Measured in one run on one machine (issue 19):
 * **ner** (``--ner``): the same training figures for CoNLL-2003 eng.train with
   templates/conll2003-ner.tmpl.
 
+* **before/after** (``--baseline DIR``): another crftk checkout, built in place (for
+  instance the main branch's), measured interleaved with this one in every crftk figure
+  (tag, profile, read + encode, training, NER), as "before"; the tag outputs of both must
+  be byte-identical.
+
 The machine's 1-minute load average is recorded before each group: timings on a shared
 machine are noisy, compare figures from the same run only.
 
 Usage::
 
     python benchmarks/pipeline.py [--data DIR] [--ner-data DIR] [--repeats 5] [--iterations 30]
-        [--sections tag,profile,train,bandwidth] [--ner] [--out benchmarks/results/pipeline]
+        [--sections tag,profile,train,bandwidth] [--ner] [--baseline DIR]
+        [--out benchmarks/results/pipeline]
 """
 
 import argparse
@@ -82,9 +88,10 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
-def env_with_repo():
+def env_with_repo(repo=REPO):
+    """The environment of a child that imports crftk from repo (this checkout, or --baseline's)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -357,15 +364,15 @@ def worker_bandwidth(job):
 WORKERS = {name[len("worker_"):]: fn for name, fn in globals().items() if name.startswith("worker_")}
 
 
-def spawn(kind, job, workdir):
-    """Run a worker in a fresh interpreter on this checkout; returns its result."""
+def spawn(kind, job, workdir, repo=REPO):
+    """Run a worker of this file in a fresh interpreter importing crftk from repo; returns its result."""
     tag = f"{kind}-{len(os.listdir(workdir))}"
     job_path, result_path = os.path.join(workdir, f"{tag}.job"), os.path.join(workdir, f"{tag}.json")
     with open(job_path, "w") as fh:
         json.dump(job, fh)
     t = time.perf_counter()
     subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", kind, "--job", job_path,
-                    "--result", result_path], check=True, env=env_with_repo(), cwd=REPO)
+                    "--result", result_path], check=True, env=env_with_repo(repo), cwd=REPO)
     with open(result_path) as fh:
         res = json.load(fh)
     res["child_seconds"] = time.perf_counter() - t
@@ -374,14 +381,14 @@ def spawn(kind, job, workdir):
 
 # ----------------------------------------------------------------- whole-process tagging
 
-def time_tag(model, inp, out, threads):
+def time_tag(model, inp, out, threads, repo=REPO):
     """Run `crftk tag` as a user does; (wall seconds, peak RSS MB, sha256 of the output)."""
     cmd = [sys.executable, "-m", "crftk.cli", "tag", "-m", model, "-p", str(threads), "-o", out, inp]
     gnu_time = shutil.which("time") if os.path.exists("/usr/bin/time") else None
     if gnu_time:
         cmd = [gnu_time, "-f", "%M %U %S"] + cmd
     t = time.perf_counter()
-    proc = subprocess.run(cmd, env=env_with_repo(), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(cmd, env=env_with_repo(repo), cwd=REPO, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"crftk tag failed: {proc.stderr}")
@@ -425,34 +432,47 @@ def run(args):
         res["load_start"] = loadavg()
         models = {"crftk": os.path.join(workdir, "crftk.model"), "crfsuite": os.path.join(workdir, "crfsuite.model")}
 
-        res["train"] = {"crftk": [], "crfsuite": []}
+        # crftk-base: the --baseline checkout, run interleaved with this one
+        base = args.baseline
+        res["config"]["baseline"] = base
+        repo_of = {"crftk": REPO, "crftk-base": base}
+        crftks = ["crftk"] + (["crftk-base"] if base else [])
+        models["crftk-base"] = os.path.join(workdir, "crftk-base.model")
+        res["train"] = {k: [] for k in ["crfsuite"] + crftks}
         reps = args.train_repeats if "train" in args.sections else 1
         iters = args.iterations if "train" in args.sections else min(args.iterations, 30)
         for rep in range(reps):
-            for system in ("crfsuite", "crftk"):
+            for system in ["crfsuite"] + crftks:
                 job = dict(files, iterations=iters, threads=2, model=models[system])
                 note(f"training {system} ({iters} iterations, load {loadavg()})")
-                r = spawn(f"train_{system}", job, workdir)
+                r = spawn("train_crfsuite" if system == "crfsuite" else "train_crftk", job, workdir,
+                          repo_of.get(system, REPO))
                 r["load"] = loadavg()
                 res["train"][system].append(r)
                 note(f"  {system}: {r['s_per_iter']:.3f} s/iter, peak {r['peak_mb']:.0f} MB")
         if "train" in args.sections:
             res["encode"] = []
+            res["encode_base"] = []
             for rep in range(args.train_repeats):
-                r = spawn("encode", files, workdir)
-                r["load"] = loadavg()
-                res["encode"].append(r)
-                note(f"read+encode train.txt: {r['seconds']:.2f} s, peak {r['peak_mb']:.0f} MB")
+                for system in crftks:
+                    r = spawn("encode", files, workdir, repo_of[system])
+                    r["load"] = loadavg()
+                    res["encode" if system == "crftk" else "encode_base"].append(r)
+                    note(f"{system} read+encode train.txt: {r['seconds']:.2f} s, peak {r['peak_mb']:.0f} MB")
 
         if "tag" in args.sections:
             res["tag"] = {"crftk-t1": [], "crftk-t2": [], "crfsuite": []}
+            res["tag"].update({f"crftk-base-t{t}": [] for t in (1, 2) if base})
             for rep in range(args.repeats):
                 for t in (1, 2):
-                    la = loadavg()
-                    s, peak, digest, cpu = time_tag(models["crftk"], big, os.path.join(workdir, "out.txt"), t)
-                    res["tag"][f"crftk-t{t}"].append({"seconds": s, "peak_mb": peak, "sha256": digest, "load": la,
-                                                      "cpu_seconds": cpu})
-                    note(f"crftk tag -p {t}: {s:.2f} s, CPU {cpu} s (load {la})")
+                    for system in crftks:
+                        la = loadavg()
+                        # one model for both checkouts: the kernels, not the weights, differ
+                        s, peak, digest, cpu = time_tag(models["crftk"], big, os.path.join(workdir, "out.txt"), t,
+                                                        repo_of[system])
+                        res["tag"][f"{system}-t{t}"].append({"seconds": s, "peak_mb": peak, "sha256": digest,
+                                                             "load": la, "cpu_seconds": cpu})
+                        note(f"{system} tag -p {t}: {s:.2f} s, CPU {cpu} s (load {la})")
                 la = loadavg()
                 r = spawn("tag_crfsuite", {"dev_attrs": files["dev_attrs"], "copies": args.copies,
                                            "model": models["crfsuite"]}, workdir)
@@ -460,12 +480,14 @@ def run(args):
                 res["tag"]["crfsuite"].append(r)
                 note(f"crfsuite Tagger.tag: {r['seconds']:.2f} s")
             res["tag_tokens"] = res["tag"]["crfsuite"][0]["tokens"]
-            digests = {r["sha256"] for k in ("crftk-t1", "crftk-t2") for r in res["tag"][k]}
+            digests = {r["sha256"] for k in res["tag"] if k.startswith("crftk") for r in res["tag"][k]}
             res["tag_outputs_identical"] = len(digests) == 1
             res["tag_output_sha256"] = sorted(digests)
         if "profile" in args.sections:
             res["profile"] = spawn("profile", {"model": models["crftk"], "input": big}, workdir)
             res["profile"]["load"] = loadavg()
+            if base:
+                res["profile_base"] = spawn("profile", {"model": models["crftk"], "input": big}, workdir, base)
         if "bandwidth" in args.sections:
             res["bandwidth"] = spawn("bandwidth", {"model": models["crftk"], "train": train}, workdir)
         if args.ner:
@@ -475,12 +497,15 @@ def run(args):
             note("NER: preparing CRFsuite attributes")
             res["ner_data"] = spawn("prepare", nfiles, workdir)
             res["ner_encode"] = spawn("encode", nfiles, workdir)
-            res["ner_train"] = {"crftk": [], "crfsuite": []}
-            for system in ("crfsuite", "crftk"):
+            if base:
+                res["ner_encode_base"] = spawn("encode", nfiles, workdir, base)
+            res["ner_train"] = {k: [] for k in ["crfsuite"] + crftks}
+            for system in ["crfsuite"] + crftks:
                 job = dict(nfiles, iterations=args.ner_iterations, threads=2,
                            model=os.path.join(workdir, f"ner.{system}"))
                 note(f"NER: training {system} (load {loadavg()})")
-                r = spawn(f"train_{system}", job, workdir)
+                r = spawn("train_crfsuite" if system == "crfsuite" else "train_crftk", job, workdir,
+                          repo_of.get(system, REPO))
                 r["load"] = loadavg()
                 res["ner_train"][system].append(r)
                 note(f"  {system}: {r['s_per_iter']:.3f} s/iter, peak {r['peak_mb']:.0f} MB")
@@ -500,14 +525,22 @@ def table(res):
     lines = [f"Commit {c.get('commit')}, {c['started']}, {c['cpus']} CPUs; 1-minute load average "
              f"{res.get('load_start')} at the start, {res.get('load_end')} at the end (a shared machine: "
              f"compare figures of one run only).", ""]
+    base = c.get("baseline")
+    if base:
+        lines += [f"'before': the checkout {base}, run interleaved with this one.", ""]
     if "tag" in res:
         n = res["tag_tokens"]
         lines += [f"### Tagging {n:,} tokens (dev.txt x {c['copies']}), whole process, median of {c['repeats']}", "",
                   "| system | seconds | tokens/s | CPU seconds (user + sys) | tokens per CPU second | peak RSS MB "
                   "| load |", "|---|---|---|---|---|---|---|"]
-        for key, label in (("crftk-t1", "crftk tag -o, 1 thread"), ("crftk-t2", "crftk tag -o, 2 threads"),
+        for key, label in (("crftk-base-t1", "before: crftk tag -o, 1 thread"),
+                           ("crftk-t1", "crftk tag -o, 1 thread"),
+                           ("crftk-base-t2", "before: crftk tag -o, 2 threads"),
+                           ("crftk-t2", "crftk tag -o, 2 threads"),
                            ("crfsuite", "python-crfsuite Tagger.tag, features already extracted")):
-            runs = res["tag"][key]
+            runs = res["tag"].get(key)
+            if not runs:
+                continue
             s = median([r["seconds"] for r in runs])
             cpu = median([r.get("cpu_seconds") for r in runs])
             lines.append(f"| {label} | {fmt(s)} | {n / s:,.0f} | {fmt(cpu)} | {fmt(n / cpu if cpu else None, ',.0f')} "
@@ -517,24 +550,37 @@ def table(res):
     if "profile" in res:
         p = res["profile"]
         lines += ["", "### Where tagging spends its time (1 thread, one process, seconds)", "",
-                  "| " + " | ".join(p["stages"]) + " | total |", "|" + "---|" * (len(p["stages"]) + 1),
-                  "| " + " | ".join(fmt(p["seconds"][k]) for k in p["stages"]) + f" | {fmt(p['total'])} |"]
+                  "| | " + " | ".join(p["stages"]) + " | total |", "|---|" + "---|" * (len(p["stages"]) + 1)]
+        for label, q in (("before", res.get("profile_base")), ("after", p)):
+            if q:
+                lines.append(f"| {label} | " + " | ".join(fmt(q["seconds"].get(k)) for k in p["stages"])
+                             + f" | {fmt(q['total'])} |")
     tr = res.get("train", {})
     if "encode" in res:
-        enc = res["encode"]
+        enc, encb = res["encode"], res.get("encode_base") or []
+        trb = tr.get("crftk-base") or []
+
+        def before(x, spec=".2f"):
+            return f" {fmt(x, spec)} |" if base else ""
+
         lines += ["", f"### Training, CoNLL-2000 train.txt, CRF++ template ({res['data']['params']:,} parameters)", "",
-                  "| | crftk | python-crfsuite | crftk / crfsuite |", "|---|---|---|---|",
-                  f"| read + encode seconds (crftk: FeatureSpace.fit over the reader; crfsuite: Trainer.append "
-                  f"of prepared attributes) | {fmt(median([r['seconds'] for r in enc]))} | "
+                  "| |" + (" crftk before |" if base else "") + " crftk | python-crfsuite | crftk / crfsuite |",
+                  "|---|" + ("---|" if base else "") + "---|---|---|",
+                  f"| read + encode seconds (crftk: FeatureSpace.fit over iter_corpus; crfsuite: Trainer.append "
+                  f"of prepared attributes) |{before(median([r['seconds'] for r in encb]))} "
+                  f"{fmt(median([r['seconds'] for r in enc]))} | "
                   f"{fmt(median([r['load_seconds'] for r in tr['crfsuite']]))} | |",
-                  f"| peak RSS MB of reading + encoding | {fmt(median([r['peak_mb'] for r in enc]), '.0f')} | | |"]
+                  f"| peak RSS MB of reading + encoding |{before(median([r['peak_mb'] for r in encb]), '.0f')} "
+                  f"{fmt(median([r['peak_mb'] for r in enc]), '.0f')} | | |"]
         a = median([r["s_per_iter"] for r in tr["crftk"]])
         b = median([r["s_per_iter"] for r in tr["crfsuite"]])
         lines.append(f"| seconds / L-BFGS iteration, 2 threads ({c['iterations']} iterations, median of "
-                     f"{c['train_repeats']}) | {fmt(a, '.3f')} | {fmt(b, '.3f')} | {fmt(a / b if a and b else None)} |")
+                     f"{c['train_repeats']}) |{before(median([r['s_per_iter'] for r in trb]), '.3f')} "
+                     f"{fmt(a, '.3f')} | {fmt(b, '.3f')} | {fmt(a / b if a and b else None)} |")
         pa = median([r["peak_mb"] for r in tr["crftk"]])
         pb = median([r["peak_mb"] for r in tr["crfsuite"]])
-        lines.append(f"| peak RSS MB, training process | {fmt(pa, '.0f')} | {fmt(pb, '.0f')} | {fmt(pa / pb)} |")
+        lines.append(f"| peak RSS MB, training process |{before(median([r['peak_mb'] for r in trb]), '.0f')} "
+                     f"{fmt(pa, '.0f')} | {fmt(pb, '.0f')} | {fmt(pa / pb)} |")
     if "bandwidth" in res:
         bw = res["bandwidth"]
         occ = bw["feature_occurrences"]
@@ -556,12 +602,24 @@ def table(res):
     if "ner_train" in res:
         nt = res["ner_train"]
         a, b = nt["crftk"][0], nt["crfsuite"][0]
+        ab = (nt.get("crftk-base") or [None])[0]
+        eb = res.get("ner_encode_base")
+        nb = bool(base and ab and eb)
+
+        def nbefore(x, spec=".2f"):
+            return f" {fmt(x, spec)} |" if nb else ""
+
         lines += ["", f"### NER, CoNLL-2003 eng.train ({res['ner_data']['state_features']:,} state features)", "",
-                  "| | crftk | python-crfsuite |", "|---|---|---|",
-                  f"| read + encode seconds | {fmt(res['ner_encode']['seconds'])} | {fmt(b['load_seconds'])} |",
-                  f"| peak RSS MB of reading + encoding | {fmt(res['ner_encode']['peak_mb'], '.0f')} | |",
-                  f"| seconds / iteration, 2 threads | {fmt(a['s_per_iter'], '.3f')} | {fmt(b['s_per_iter'], '.3f')} |",
-                  f"| peak RSS MB, training | {fmt(a['peak_mb'], '.0f')} | {fmt(b['peak_mb'], '.0f')} |"]
+                  "| |" + (" crftk before |" if nb else "") + " crftk | python-crfsuite |",
+                  "|---|" + ("---|" if nb else "") + "---|---|",
+                  f"| read + encode seconds |{nbefore(eb and eb['seconds'])} {fmt(res['ner_encode']['seconds'])} "
+                  f"| {fmt(b['load_seconds'])} |",
+                  f"| peak RSS MB of reading + encoding |{nbefore(eb and eb['peak_mb'], '.0f')} "
+                  f"{fmt(res['ner_encode']['peak_mb'], '.0f')} | |",
+                  f"| seconds / iteration, 2 threads |{nbefore(ab and ab['s_per_iter'], '.3f')} "
+                  f"{fmt(a['s_per_iter'], '.3f')} | {fmt(b['s_per_iter'], '.3f')} |",
+                  f"| peak RSS MB, training |{nbefore(ab and ab['peak_mb'], '.0f')} {fmt(a['peak_mb'], '.0f')} "
+                  f"| {fmt(b['peak_mb'], '.0f')} |"]
     return "\n".join(lines)
 
 
@@ -577,6 +635,8 @@ def main(argv=None):
     p.add_argument("--sections", default=",".join(SECTIONS), type=lambda s: [x for x in s.split(",") if x])
     p.add_argument("--ner", action="store_true", help="also the NER training figures (CoNLL-2003)")
     p.add_argument("--out", default=None, help="write OUT.md and OUT.json")
+    p.add_argument("--baseline", metavar="DIR", help="another crftk checkout (built in place) measured "
+                   "interleaved with this one, as 'before'")
     p.add_argument("--summarize", metavar="JSON", help="print the table of a results file")
     p.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     p.add_argument("--job", help=argparse.SUPPRESS)

@@ -661,3 +661,310 @@ def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const in
             pos += 1
     del out[pos:]
     return out
+
+
+# ------------------------------------------------------------------ training: vocabularies and keys
+
+cdef class Interner:
+    """Ids of byte strings in order of first appearance (a vocabulary growing as training reads).
+
+    Seeded with a vocabulary's strings (the padding values), it numbers new values as
+    ``crftk.features.extract.Vocab.add_ids`` does; ``strings()`` decodes them back.
+    """
+    cdef uint8_t* blob
+    cdef Py_ssize_t blob_n, blob_cap
+    cdef int64_t* offs            # n + 1 offsets into blob
+    cdef Py_ssize_t n, offs_cap
+    cdef int32_t* slots           # -1: empty
+    cdef uint64_t mask
+
+    def __cinit__(self):
+        self.blob_cap, self.offs_cap = 1 << 16, 1 << 12
+        self.blob = <uint8_t*> malloc(self.blob_cap)
+        self.offs = <int64_t*> malloc(self.offs_cap * sizeof(int64_t))
+        self.mask = (1 << 13) - 1
+        self.slots = <int32_t*> malloc((self.mask + 1) * sizeof(int32_t))
+        if self.blob == NULL or self.offs == NULL or self.slots == NULL:
+            raise MemoryError()
+        self.n, self.blob_n = 0, 0
+        self.offs[0] = 0
+        cdef uint64_t i
+        for i in range(self.mask + 1):
+            self.slots[i] = -1
+
+    def __dealloc__(self):
+        free(self.blob)
+        free(self.offs)
+        free(self.slots)
+
+    def __init__(self, strings=()):
+        cdef bytes b
+        for s in strings:
+            b = s.encode("utf-8", "surrogatepass")
+            if self.intern(<const uint8_t*> (<char*> b), len(b)) < 0:
+                raise MemoryError()
+
+    def __len__(self):
+        return self.n
+
+    cdef int _grow_table(self) noexcept nogil:
+        cdef uint64_t size = 2 * (self.mask + 1), h, i
+        cdef int32_t* s = <int32_t*> malloc(size * sizeof(int32_t))
+        cdef Py_ssize_t k
+        if s == NULL:
+            return -1
+        for i in range(size):
+            s[i] = -1
+        for k in range(self.n):
+            h = hash_bytes(self.blob + self.offs[k], self.offs[k + 1] - self.offs[k]) & (size - 1)
+            while s[h] >= 0:
+                h = (h + 1) & (size - 1)
+            s[h] = <int32_t> k
+        free(self.slots)
+        self.slots, self.mask = s, size - 1
+        return 0
+
+    cdef inline int64_t intern(self, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+        """The id of p[:n], added when new; -1 when memory runs out."""
+        cdef uint64_t h = hash_bytes(p, n) & self.mask
+        cdef int32_t i
+        cdef void* q
+        while True:
+            i = self.slots[h]
+            if i < 0:
+                break
+            if self.offs[i + 1] - self.offs[i] == n and memcmp(self.blob + self.offs[i], p, n) == 0:
+                return i
+            h = (h + 1) & self.mask
+        while self.blob_n + n > self.blob_cap:
+            q = realloc(self.blob, 2 * self.blob_cap)
+            if q == NULL:
+                return -1
+            self.blob, self.blob_cap = <uint8_t*> q, 2 * self.blob_cap
+        if self.n + 2 > self.offs_cap:
+            q = realloc(self.offs, 2 * self.offs_cap * sizeof(int64_t))
+            if q == NULL:
+                return -1
+            self.offs, self.offs_cap = <int64_t*> q, 2 * self.offs_cap
+        if n:
+            memcpy(self.blob + self.blob_n, p, n)
+        self.blob_n += n
+        self.slots[h] = <int32_t> self.n
+        self.n += 1
+        self.offs[self.n] = self.blob_n
+        if <uint64_t> (2 * self.n) > self.mask:          # keep the load under one half
+            if self._grow_table() < 0:
+                return -1
+        return self.n - 1
+
+    def strings(self):
+        """Every string, in id order."""
+        cdef Py_ssize_t k
+        return [(<char*> self.blob)[self.offs[k]:self.offs[k + 1]].decode("utf-8", "surrogatepass")
+                for k in range(self.n)]
+
+
+def intern_columns(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
+                   columns, interners):
+    """int64 [N, C]: for each token line, the id of its value in each of ``columns`` (file column
+    indices), interned in the matching :class:`Interner` (new values get new ids)."""
+    cdef Py_ssize_t N = tok_start.shape[0], C = len(columns), t, i
+    out_np = np.empty((N, max(C, 1)), dtype=np.int64)
+    cdef int64_t[:, ::1] out = out_np
+    cdef Py_ssize_t starts[64]
+    cdef Py_ssize_t ends[64]
+    cdef int32_t col[64]
+    cdef void* tables[64]
+    cdef int cap = 0, nf
+    cdef const uint8_t* line
+    cdef int64_t v
+    cdef bint failed = False
+    if C > 64 or (C and max(columns) >= 64):
+        raise ValueError("intern_columns reads at most 64 columns")
+    for i in range(C):
+        col[i] = columns[i]
+        tables[i] = <void*> interners[i]
+        cap = max(cap, col[i] + 1)
+    if N == 0 or C == 0:
+        return out_np[:, :C]
+    with nogil:
+        for t in range(N):
+            line = &block[0] + tok_start[t]
+            nf = split_fields(line, tok_end[t] - tok_start[t], starts, ends, cap)
+            for i in range(C):
+                if col[i] >= nf:        # the reader keeps one column count: cannot happen
+                    v = -1
+                else:
+                    v = (<Interner> tables[i]).intern(line + starts[col[i]], ends[col[i]] - starts[col[i]])
+                    if v < 0:
+                        failed = True
+                out[t, i] = v
+    if failed:
+        raise MemoryError()
+    return out_np
+
+
+def unique_inverse(const int64_t[::1] keys):
+    """(uniq, inverse, counts) of the keys >= 0, as ``np.unique(keys[keys >= 0],
+    return_inverse=True, return_counts=True)`` gives them, with inverse -1 where a key is
+    negative; by hashing (linear time) and sorting only the distinct keys."""
+    cdef Py_ssize_t N = keys.shape[0], t, u = 0
+    cdef uint64_t size = 16, h, mask
+    while size < <uint64_t> (2 * N + 2):
+        size *= 2
+    mask = size - 1
+    slots_np = np.full(2 * size, -1, dtype=np.int64)      # key, first-seen id; key -1: empty
+    first_np = np.empty(N, dtype=np.int64)
+    occ_np = np.empty(N, dtype=np.int64)
+    cdef int64_t[::1] slots = slots_np, first = first_np, occ = occ_np
+    cdef int64_t k
+    with nogil:
+        for t in range(N):
+            k = keys[t]
+            if k < 0:
+                occ[t] = -1
+                continue
+            h = hash_int(k) & mask
+            while True:
+                if slots[2 * h] == k:
+                    occ[t] = slots[2 * h + 1]
+                    break
+                if slots[2 * h] < 0:
+                    slots[2 * h] = k
+                    slots[2 * h + 1] = u
+                    first[u] = k
+                    occ[t] = u
+                    u += 1
+                    break
+                h = (h + 1) & mask
+    del slots_np, slots
+    order = np.argsort(first_np[:u], kind="stable")
+    uniq = first_np[:u][order]
+    rank_np = np.empty(u, dtype=np.int64)
+    rank_np[order] = np.arange(u, dtype=np.int64)
+    counts_np = np.zeros(u, dtype=np.int64)
+    cdef int64_t[::1] rank = rank_np, counts = counts_np
+    with nogil:
+        for t in range(N):
+            if occ[t] >= 0:
+                occ[t] = rank[occ[t]]
+                counts[occ[t]] += 1
+    return uniq, occ_np, counts_np
+
+
+def shift_values(const int64_t[::1] src, const int64_t[::1] sent_ptr, int row, const int64_t[::1] before,
+                 const int64_t[::1] after):
+    """The value of each token's neighbour ``row`` tokens away in its sentence (int64 [N]); past
+    the sentence, the padding values: ``before[k - 1]`` k tokens before its start,
+    ``after[k - 1]`` k tokens after its end."""
+    cdef Py_ssize_t S = sent_ptr.shape[0] - 1, s, t, s0, s1, tgt
+    out_np = np.empty(src.shape[0], dtype=np.int64)
+    cdef int64_t[::1] out = out_np
+    with nogil:
+        for s in range(S):
+            s0, s1 = sent_ptr[s], sent_ptr[s + 1]
+            for t in range(s0, s1):
+                tgt = t + row
+                if tgt < s0:
+                    out[t] = before[s0 - tgt - 1]
+                elif tgt >= s1:
+                    out[t] = after[tgt - s1]
+                else:
+                    out[t] = src[tgt]
+    return out_np
+
+
+def dense_csr(ranks, offsets, Py_ssize_t n):
+    """(counts int64 [n], ids int32) of n tokens from one rank array per template line (int32 [n],
+    -1: no attribute): each token's ``rank + offsets[line]``, line by line, without a matrix."""
+    cdef Py_ssize_t L = len(ranks), l, t, k = 0
+    arrays = [np.ascontiguousarray(r, dtype=np.int32) for r in ranks]
+    for r in arrays:
+        if r.shape[0] != n:
+            raise ValueError("a rank array of the wrong length")
+    cdef const int32_t** rp = <const int32_t**> malloc(max(1, L) * sizeof(int32_t*))
+    cdef int32_t* off = <int32_t*> malloc(max(1, L) * sizeof(int32_t))
+    if rp == NULL or off == NULL:
+        free(rp)
+        free(off)
+        raise MemoryError()
+    for l in range(L):
+        rp[l] = <const int32_t*> cnp.PyArray_DATA(arrays[l])
+        off[l] = offsets[l]
+    counts_np = np.zeros(n, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_np
+    cdef Py_ssize_t total = 0
+    try:
+        with nogil:
+            for t in range(n):
+                for l in range(L):
+                    if rp[l][t] >= 0:
+                        counts[t] += 1
+                total += counts[t]
+        ids_np = np.empty(total, dtype=np.int32)
+        if total:
+            _fill_dense(rp, off, L, n, <int32_t*> cnp.PyArray_DATA(ids_np))
+    finally:
+        free(rp)
+        free(off)
+    return counts_np, ids_np
+
+
+cdef void _fill_dense(const int32_t** rp, const int32_t* off, Py_ssize_t L, Py_ssize_t n,
+                      int32_t* out) noexcept nogil:
+    cdef Py_ssize_t t, l, k = 0
+    cdef int32_t r
+    for t in range(n):
+        for l in range(L):
+            r = rp[l][t]
+            if r >= 0:
+                out[k] = r + off[l]
+                k += 1
+
+
+def merge_csr(const int64_t[::1] dense_counts, const int32_t[::1] dense_ids, owners, extras):
+    """(ptr int32 [n+1], ids int32) of n tokens: each token's dense ids (``dense_counts[t]`` of
+    them, in order in ``dense_ids``), then the extra ids it owns: ``extras[i][k]`` belongs to
+    token ``owners[i][k]``, taken list by list, in order (a stable counting sort by owner)."""
+    cdef Py_ssize_t n = dense_counts.shape[0], t, k, total = dense_ids.shape[0], c, i
+    owner_arrays = [np.ascontiguousarray(o, dtype=np.int64) for o in owners]
+    extra_arrays = [np.ascontiguousarray(e, dtype=np.int32) for e in extras]
+    pos_np = np.zeros(n + 1, dtype=np.int64)
+    cdef int64_t[::1] pos = pos_np
+    cdef const int64_t[::1] own
+    cdef const int32_t[::1] ext
+    for o in owner_arrays:
+        own = o
+        total += own.shape[0]
+        for k in range(own.shape[0]):
+            if own[k] < 0 or own[k] >= n:
+                raise ValueError("an owner outside the tokens")
+            pos[own[k] + 1] += 1
+    if total >= 2**31:
+        raise ValueError("too many attribute occurrences for int32 offsets")
+    ptr_np = np.empty(n + 1, dtype=np.int32)
+    out_np = np.empty(total, dtype=np.int32)
+    cdef int32_t[::1] ptr = ptr_np, out = out_np
+    cdef int64_t acc = 0, extra
+    k = 0
+    with nogil:
+        for t in range(n):
+            extra = pos[t + 1]
+            ptr[t] = <int32_t> acc
+            for c in range(dense_counts[t]):
+                out[acc] = dense_ids[k]
+                acc += 1
+                k += 1
+            pos[t] = acc              # where the token's extra ids go
+            acc += extra
+        ptr[n] = <int32_t> acc
+    for i in range(len(owner_arrays)):
+        own = owner_arrays[i]
+        ext = extra_arrays[i]
+        if ext.shape[0] != own.shape[0]:
+            raise ValueError("owners and extras differ in length")
+        with nogil:
+            for k in range(own.shape[0]):
+                out[pos[own[k]]] = ext[k]
+                pos[own[k]] += 1
+    return ptr_np, out_np

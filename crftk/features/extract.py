@@ -90,7 +90,7 @@ class Values:
     multi: dict           # source key -> (ptr int64 [N+1], vals int64)
     anchor: object        # int64 [N] first-mention token (-1: none), or None
     lengths: np.ndarray   # tokens per sentence
-    labels: list          # gold label strings per token, or None
+    labels: object        # gold label strings per token, or None; fit: (label strings, id per token)
 
     def get(self, key):
         return self.multi[key] if key in self.multi else self.single[key]
@@ -141,7 +141,8 @@ class Extractor:
 
     # training ---------------------------------------------------------------
     def fit(self, sentences, label_col):
-        """Read training sentences once, growing the vocabularies; returns Values.
+        """Read training sentences once, growing the vocabularies; returns Values whose
+        ``labels`` are (label strings in order of first appearance, int64 label id per token).
 
         Jackknife lexicons are matched per fold: a training token sees only the
         entries seen in other folds of documents.
@@ -149,7 +150,8 @@ class Extractor:
         cols = {c: array("q") for c in self.columns}
         lex_keys = [k for k in self.keys if not isinstance(k, int) and k[0] == "lex"]
         lex_vals = {k: array("q") for k in lex_keys}
-        labels, lengths, docs = [], array("q"), array("q")
+        label_vocab, labels = Vocab(), array("q")
+        lengths, docs = array("q"), array("q")
         for s in sentences:
             rows = s.rows
             lengths.append(len(rows))
@@ -162,9 +164,42 @@ class Extractor:
                     lex = self.lexicons[k[2][0]]
                     fold = fold_of(s.doc, lex.n_folds) if lex.n_folds else None
                     lex_vals[k].extend(self.vocabs[k].add_ids(lex.match(words, fold)))
-            labels.extend(row[label_col] for row in rows)
+            labels.extend(label_vocab.add_ids([row[label_col] for row in rows]))
         single = {c: np.frombuffer(a, dtype=np.int64) for c, a in cols.items()}
         single.update({k: np.frombuffer(a, dtype=np.int64) for k, a in lex_vals.items()})
+        return self._derive(single, np.frombuffer(lengths, dtype=np.int64), np.frombuffer(docs, dtype=np.int64),
+                            (label_vocab.strings, np.frombuffer(labels, dtype=np.int64)))
+
+    def can_fit_batches(self):
+        """Whether :meth:`fit_batches` can read this template's sources (all but lexicons)."""
+        return not any(not isinstance(k, int) and k[0] == "lex" for k in self.keys)
+
+    def fit_batches(self, batches, label_col):
+        """:meth:`fit` over :class:`crftk.io.conll.RawBatch` batches: the column values are
+        numbered in compiled code, straight from the bytes (the same ids, in the same order)."""
+        from crftk import _textio
+        interners = [_textio.Interner(self.vocabs[c].strings) for c in self.columns]
+        interners.append(_textio.Interner())
+        wanted = list(self.columns) + [label_col]
+        parts, lengths, docs = [], [], []
+        for b in batches:
+            parts.append(_textio.intern_columns(b.block, b.tok_start, b.tok_end, wanted, interners))
+            lengths.append(np.diff(b.sent_ptr).astype(np.int64))
+            docs.append(b.sent_doc)
+        ids = np.concatenate(parts) if parts else np.zeros((0, len(wanted)), dtype=np.int64)
+        del parts
+        single = {}
+        for i, c in enumerate(self.columns):
+            single[c] = np.ascontiguousarray(ids[:, i])
+            self.vocabs[c] = Vocab(interners[i].strings())
+        labels = (interners[-1].strings(), np.ascontiguousarray(ids[:, -1]))
+        del ids
+        return self._derive(single, np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+                            np.concatenate(docs) if docs else np.zeros(0, np.int64), labels)
+
+    def _derive(self, single, lengths, docs, labels):
+        """Values of the training corpus from its column (and lexicon) ids: the derived
+        sources through lookup tables over the column vocabularies, and the anchors."""
         multi = {}
         for k, test in self.tests.items():
             table = self._table(k, grow=True)
@@ -179,10 +214,9 @@ class Extractor:
                 multi[k] = (out_ptr, vals[idx])
             else:
                 single[k] = table[col_ids]
-        lengths = np.frombuffer(lengths, dtype=np.int64)
         anchor = None
         if self.template.anchored:
-            tok_docs = np.repeat(np.frombuffer(docs, dtype=np.int64), lengths)
+            tok_docs = np.repeat(docs, lengths)
             anchor = anchors(single[0], tok_docs, _capitalized(self.vocabs[0].strings)[single[0]])
         return Values(single, multi, anchor, lengths, labels)
 

@@ -20,11 +20,13 @@ import itertools
 
 import numpy as np
 
+from crftk import _textio
 from crftk._lattice import Lattices
 from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.lexicon import Lexicon
 from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
+from crftk.io.conll import _split_columns
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.structures.layout import ChainLayout
 
@@ -197,43 +199,44 @@ class FeatureSpace:
 
         ``sentences`` may be any iterable (a stream from the reader): it is read
         once, straight into integer arrays, so the corpus's rows are never all
-        held as strings.
+        held as strings. A stream that also offers ``batches()`` (the
+        :class:`crftk.io.conll.CorpusStream` of ``iter_corpus``) is read as
+        :class:`~crftk.io.conll.RawBatch` bytes in compiled code instead, unless
+        the template reads lexicons; both give the same space and encoding.
         """
         if feature_set not in FEATURE_SETS:
             raise CrftkError(f"unknown feature set {feature_set!r}: choose supported or complete")
         if min_freq < 1:
             raise CrftkError("--min-freq must be at least 1")
-        it = iter(sentences)
-        first = next(it, None)
-        if first is None:
-            raise CrftkError("no training sentences", path)
-        n_columns = len(first.rows[0])
-        if n_columns < 2:
-            raise CrftkError("training data needs at least two columns: an input and the gold label",
-                             path, first.line)
-        label_col = _normalize_col(label_col, n_columns, path)
-        template.check_columns(n_columns, label_col, path)
-
-        extractor = Extractor(template, load_lexicons(template))
-        values = extractor.fit(itertools.chain((first,), it), label_col)
-        label_vocab = Vocab()
-        label_ids = np.array(label_vocab.add_ids(values.labels), dtype=np.int64)
+        batches = getattr(sentences, "batches", None)
+        if batches is not None and Extractor(template, {}).can_fit_batches():
+            values, n_columns, label_col, extractor = cls._fit_batches(batches(), template, label_col, path)
+        else:
+            values, n_columns, label_col, extractor = cls._fit_sentences(sentences, template, label_col, path)
+        label_strings, label_ids = values.labels
         values.labels = None
-        labels = sorted(label_vocab.strings)
-        rank = np.argsort(np.argsort(np.array(label_vocab.strings, dtype=object)))
+        labels = sorted(label_strings)
+        rank = np.argsort(np.argsort(np.array(label_strings, dtype=object)))
         gold = rank[label_ids].astype(np.int32)
         del label_ids
         pos = Positions(values.lengths, values.anchor)
 
         space = cls(template, n_columns, label_col, labels, extractor, [], [],
                     np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
-        space.unigram_lines = [space._fit_line(tl, values, pos, min_freq) for tl in template.unigrams]
-        space.bigram_lines = [space._fit_line(tl, values, pos, min_freq) for tl in template.bigrams]
+        # each line's attribute ranks come out of fitting it: no second pass to encode
+        fitted = [space._fit_line(tl, values, pos, min_freq) for tl in template.unigrams]
+        efitted = [space._fit_line(tl, values, pos, min_freq) for tl in template.bigrams]
+        space.unigram_lines = [cl for cl, _ in fitted]
+        space.bigram_lines = [cl for cl, _ in efitted]
         cls._number(space.unigram_lines)
         cls._number(space.bigram_lines)
-
-        corpus = space._encode(values, pos, None)
-        corpus.labels = gold
+        n, sent_ptr = pos.n_tokens, pos.sent_ptr.astype(np.int32)
+        del values, pos
+        attr_ptr, attrs = space._assemble(space.unigram_lines, [part for _, part in fitted], n)
+        del fitted
+        eattr_ptr, eattrs = space._assemble(space.bigram_lines, [part for _, part in efitted], n)
+        del efitted
+        corpus = EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, gold)
         L, A = space.n_labels, space.n_attrs
         if A * L >= 2**31:
             raise CrftkError(f"{A} attributes x {L} labels: too many for this version; raise --min-freq")
@@ -244,7 +247,10 @@ class FeatureSpace:
             # (attribute, label) pairs seen: a bitmap over all pairs is smaller and
             # faster than sorting one entry per attribute occurrence
             seen = np.zeros(A * L, dtype=bool)
-            seen[corpus.attrs * np.int32(L) + np.repeat(gold, np.diff(corpus.attr_ptr))] = True
+            ptr = corpus.attr_ptr
+            for a in range(0, n, 1 << 16):        # by blocks of tokens: no corpus-sized temporaries
+                b = min(n, a + (1 << 16))
+                seen[corpus.attrs[ptr[a]:ptr[b]] * np.int32(L) + np.repeat(gold[a:b], np.diff(ptr[a:b + 1]))] = True
             pairs = np.flatnonzero(seen)
             del seen
             space.feat_label = (pairs % L).astype(np.int32)
@@ -255,6 +261,43 @@ class FeatureSpace:
             raise CrftkError(f"{space.n_params} parameters: too many for this version; "
                              f"raise --min-freq or use the supported feature set")
         return space, corpus
+
+    @staticmethod
+    def _check_first(n_columns, label_col, template, path, line):
+        """The label column of training data of n_columns columns; raise when they do not fit."""
+        if n_columns < 2:
+            raise CrftkError("training data needs at least two columns: an input and the gold label",
+                             path, line)
+        label_col = _normalize_col(label_col, n_columns, path)
+        template.check_columns(n_columns, label_col, path)
+        return label_col
+
+    @classmethod
+    def _fit_sentences(cls, sentences, template, label_col, path):
+        """(values, n_columns, label_col, extractor) of training Sentence objects."""
+        it = iter(sentences)
+        first = next(it, None)
+        if first is None:
+            raise CrftkError("no training sentences", path)
+        n_columns = len(first.rows[0])
+        label_col = cls._check_first(n_columns, label_col, template, path, first.line)
+        extractor = Extractor(template, load_lexicons(template))
+        return extractor.fit(itertools.chain((first,), it), label_col), n_columns, label_col, extractor
+
+    @classmethod
+    def _fit_batches(cls, batches, template, label_col, path):
+        """(values, n_columns, label_col, extractor) of training RawBatch batches."""
+        first = next(batches, None)
+        while first is not None and first.n_tokens == 0:     # a batch of pass-through lines only
+            first = next(batches, None)
+        if first is None:
+            raise CrftkError("no training sentences", path)
+        row = first.block[first.tok_start[0]:first.tok_end[0]].decode("utf-8")
+        n_columns = len(_split_columns(row))
+        label_col = cls._check_first(n_columns, label_col, template, path, int(first.sent_line[0]))
+        extractor = Extractor(template, {})
+        values = extractor.fit_batches(itertools.chain((first,), batches), label_col)
+        return values, n_columns, label_col, extractor
 
     @classmethod
     def from_predicates(cls, atomic, predicates, labels):
@@ -342,6 +385,12 @@ class FeatureSpace:
     def _macro_values(self, macro, values, pos):
         """Ids of one macro for every token: int64 [N], or CSR (ptr, vals) if multi-valued."""
         src = values.get(macro.source)
+        if macro.row != 0 and not macro.multi and not macro.anchored:
+            index = self.vocabs[macro.source].index
+            # a model file always holds its padding values; a forged one may not: then no value (-1)
+            pads = [np.array([index.get(padding_value(sign * k), -1) for k in range(1, abs(macro.row) + 1)],
+                             dtype=np.int64) for sign in (-1, 1)]
+            return _textio.shift_values(src, pos.sent_ptr, macro.row, pads[0], pads[1])
         base = pos.token
         start, end = pos.start, pos.end
         valid = None
@@ -398,21 +447,28 @@ class FeatureSpace:
             if i == len(macros) - 1:
                 return own, packed
             if grow:
-                uniq, inv = np.unique(packed[~bad], return_inverse=True)
+                uniq, key, _ = _unique_inverse(packed)
                 cl.steps.append(uniq)
-                key = np.full(packed.size, -1, dtype=np.int64)
-                key[~bad] = inv.reshape(-1)
             else:
                 key = _lookup(cl.steps[i - 1], packed)
         return own, key
 
     def _fit_line(self, tl, values, pos, min_freq):
+        """(the compiled line, (owner token of each key or None, the rank of each key among
+        the kept ones, -1 for none)): the line's dictionaries and its encoding of the corpus."""
         cl = CompiledLine(line=tl, steps=[], keys=np.zeros(0, np.int64))
-        _, keys = self._keys(cl, values, pos, grow=True)
-        uniq, counts = np.unique(keys[keys >= 0], return_counts=True)
-        kept = uniq[counts >= min_freq]
+        own, keys = self._keys(cl, values, pos, grow=True)
+        uniq, inverse, counts = _unique_inverse(keys)
+        del keys
+        keep = counts >= min_freq
+        kept = uniq[keep]
+        # pruning renumbers the keys monotonically: a key's rank among the kept ones stays
+        # the last entry, -1, is what a key of no attribute (inverse -1) reads
+        rank_of = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
+        rank = rank_of[inverse]
+        del inverse
         cl.keys = self._prune(cl, kept)
-        return cl
+        return cl, (own, rank)
 
     def _prune(self, cl, kept):
         """Drop the combinations that no kept attribute uses; returns the re-keyed kept keys.
@@ -452,40 +508,33 @@ class FeatureSpace:
     def _attribute_csr(self, lines, values, pos):
         """Attribute ids of each token (CSR): one column per single-valued line, plus the
         variable-length contributions of lines with multi-valued macros."""
-        n = pos.n_tokens
-        dense, owners, extra = [], [], []
+        parts = []
         for cl in lines:
             own, keys = self._keys(cl, values, pos)
-            rank = self._rank(cl, keys)
-            ids = np.where(rank >= 0, rank + cl.offset, -1).astype(np.int32)
+            parts.append((own, self._rank(cl, keys)))
+        return self._assemble(lines, parts, pos.n_tokens)
+
+    @staticmethod
+    def _assemble(lines, parts, n):
+        """The CSR attribute ids of n tokens from each line's (owner or None, rank) (-1: none)."""
+        dense, offsets, owners, extra = [], [], [], []
+        for cl, (own, rank) in zip(lines, parts):
             if own is None:
-                dense.append(ids)
+                dense.append(rank)
+                offsets.append(cl.offset)
             else:
-                keep = ids >= 0
+                keep = rank >= 0
                 owners.append(own[keep])
-                extra.append(ids[keep])
-        if dense:
-            mat = np.stack(dense, axis=1)
-            mask = mat >= 0
-            dense_counts = mask.sum(axis=1, dtype=np.int64)
-            dense_ids = mat[mask]
-            del mat, mask
-        else:
-            dense_counts, dense_ids = np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int32)
+                extra.append((rank[keep] + cl.offset).astype(np.int32))
+        dense_counts, dense_ids = _textio.dense_csr(dense, offsets, n)
+        del dense
         if not owners:
             ptr = np.zeros(n + 1, dtype=np.int32)
             np.cumsum(dense_counts, out=ptr[1:])
             return ptr, dense_ids
-        own = np.concatenate(owners)
-        order = np.argsort(own, kind="stable")
-        extra_ids = np.concatenate(extra)[order]
-        extra_counts = np.bincount(own, minlength=n).astype(np.int64)
-        ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(dense_counts + extra_counts, out=ptr[1:])
-        out = np.empty(int(ptr[-1]), dtype=np.int32)
-        out[_slots(ptr[:-1], dense_counts)] = dense_ids
-        out[_slots(ptr[:-1] + dense_counts, extra_counts)] = extra_ids
-        return ptr.astype(np.int32), out
+        # each token's dense ids, then its extra ids line by line (a stable sort by owner),
+        # in one compiled pass: no temporaries of the corpus's size
+        return _textio.merge_csr(dense_counts, dense_ids, owners, extra)
 
     def _encode(self, values, pos, gold):
         attr_ptr, attrs = self._attribute_csr(self.unigram_lines, values, pos)
@@ -502,7 +551,6 @@ class FeatureSpace:
         are encoded from strings by :meth:`encode`). Built once; safe to share between threads."""
         if getattr(self, "_raw_encoder", False) is not False:
             return self._raw_encoder
-        from crftk import _textio
         self._raw_encoder = None
         macros = self.template.macros
         if any(m.kind != "x" or m.anchored for m in macros) or self.n_columns > 64:
@@ -698,6 +746,11 @@ def _pack(values, radices):
             steps.append(uniq)
             key = inv.reshape(-1)
     return steps, key
+
+
+def _unique_inverse(keys):
+    """(sorted distinct keys >= 0, index of each key among them or -1, count of each)."""
+    return _textio.unique_inverse(np.ascontiguousarray(keys, dtype=np.int64))
 
 
 def _items(vals, own):

@@ -53,6 +53,7 @@ from crftk.errors import CrftkError
 __all__ = [
     "Layout",
     "Origins",
+    "CorpusStream",
     "Sentence",
     "read_sentences",
     "read_batches",
@@ -512,6 +513,7 @@ class Origins:
 
     ``record(stream)`` passes the sentences through; ``locate(k, token)`` then
     gives the (file, line) of a token of the k-th sentence for an error message.
+    A :class:`CorpusStream` is returned as it is, recording whichever way it is read.
     """
 
     def __init__(self):
@@ -520,12 +522,22 @@ class Origins:
         self.sources = []
 
     def record(self, sentences):
+        if isinstance(sentences, CorpusStream):
+            sentences.origins.append(self)
+            return sentences
+        return self._record(sentences)
+
+    def _record(self, sentences):
         for s in sentences:
-            if not self.sources or self.sources[-1] != s.source:
-                self.starts.append(len(self.lines))
-                self.sources.append(s.source)
-            self.lines.append(s.line)
+            self.add(s.source, (s.line,))
             yield s
+
+    def add(self, source, lines):
+        """Record sentences of one source starting at the given lines."""
+        if not self.sources or self.sources[-1] != source:
+            self.starts.append(len(self.lines))
+            self.sources.append(source)
+        self.lines.extend(lines)
 
     def locate(self, k, token=0):
         if not 0 <= k < len(self.lines):
@@ -535,8 +547,71 @@ class Origins:
         return source, (line + token if line else None)
 
 
-def iter_corpus(path_or_paths, **kw) -> Iterator[Sentence]:
-    """Stream the sentences of one file, or several concatenated.
+class CorpusStream:
+    """The sentences of one CoNLL file, or several concatenated, read once (:func:`iter_corpus`).
+
+    Iterating yields :class:`Sentence` objects; :meth:`batches` instead yields the same
+    sentences as :class:`RawBatch` bytes read in compiled code (training's fast path), with
+    the same document numbers, column-count rules and errors. Either way, the stream can
+    be read only once. The :class:`Origins` in ``origins`` record each sentence read.
+    """
+
+    def __init__(self, paths, kw):
+        self.paths, self.kw = paths, kw
+        self.origins = []
+        self._it = None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._it is None:
+            self._it = self._sentences()
+        return next(self._it)
+
+    def _sentences(self):
+        kw = dict(self.kw)
+        doc = kw.pop("first_doc", 0)
+        for p in self.paths:
+            last = None
+            for last in read_sentences(p, first_doc=doc, **kw):
+                if isinstance(last, Sentence):
+                    for origins in self.origins:
+                        origins.add(last.source, (last.line,))
+                yield last
+            if last is not None:
+                doc = last.doc + 1
+                if kw.get("n_columns") is None:
+                    kw["n_columns"] = len(last.rows[0])
+
+    def batches(self, **batch_kw):
+        """The sentences as :class:`RawBatch` (``batch_kw``: read_batches's batch_tokens,
+        max_sentences, block_size); pass-through lines are not kept."""
+        if self._it is not None:
+            raise RuntimeError("the corpus stream has been read already")
+        self._it = iter(())
+        kw = dict(self.kw)
+        if kw.pop("passthrough", False):
+            raise ValueError("batches() of a stream with passthrough")
+        doc = kw.pop("first_doc", 0)
+        for p in self.paths:
+            last = None
+            for batch in read_batches(p, first_doc=doc, **kw, **batch_kw):
+                if batch.n_sentences == 0:
+                    continue
+                for origins in self.origins:
+                    origins.add(batch.source, batch.sent_line.tolist())
+                last = batch
+                yield batch
+            if last is not None:
+                doc = int(last.sent_doc[-1]) + 1
+                if kw.get("n_columns") is None:
+                    row = last.block[last.tok_start[0]:last.tok_end[0]].decode("utf-8")
+                    kw["n_columns"] = len(_split_columns(row))
+
+
+def iter_corpus(path_or_paths, **kw) -> "CorpusStream":
+    """Stream the sentences of one file, or several concatenated (a :class:`CorpusStream`).
 
     Same conventions as :func:`read_corpus`, without holding the corpus:
     training reads its data through this, so the rows of every token never
@@ -546,16 +621,7 @@ def iter_corpus(path_or_paths, **kw) -> Iterator[Sentence]:
         paths = [path_or_paths]
     else:
         paths = list(path_or_paths)
-    kw = dict(kw)
-    doc = kw.pop("first_doc", 0)
-    for p in paths:
-        last = None
-        for last in read_sentences(p, first_doc=doc, **kw):
-            yield last
-        if last is not None:
-            doc = last.doc + 1
-            if kw.get("n_columns") is None:
-                kw["n_columns"] = len(last.rows[0])
+    return CorpusStream(paths, dict(kw))
 
 
 def read_corpus(path_or_paths, **kw) -> List[Sentence]:
