@@ -125,6 +125,10 @@ class Model:
             raise CrftkError(f"unsupported model kind {shown(kind)}", path)
         loaded = []
         for name, space_meta, space_arrays in parts:
+            flat = [k for k, a in space_arrays.items() if a.ndim != 1]
+            if flat:       # crftk writes every array of a part flat; code that reads them relies on it
+                raise CrftkError(f"model file is inconsistent: its array {shown(flat[0])} is not one-dimensional",
+                                 path)
             space = FeatureSpace.from_arrays(space_meta, space_arrays, path)
             if "weights" not in space_arrays:
                 raise CrftkError(f"model file has no weights for its part {shown(name)}", path)

@@ -368,3 +368,12 @@ def test_an_memm_file_whose_template_has_a_b_line_with_macros_is_refused_at_load
     # found by the fuzz suite: such a forged file loaded, then tagging failed without naming it
     data = crafted_file(lambda meta, arrays: meta.update(structure="memm"))    # TEMPLATE has B01:%x[0,1]
     assert "an MEMM whose template has a B line with macros" in load_error(data)
+
+
+@pytest.mark.parametrize("name", ["feat_label", "feat_ptr", "weights", "labels.blob"])
+def test_an_array_that_is_not_flat_is_refused_at_load(name):
+    # found by the fuzz suite: a two-dimensional feat_label loaded into a numpy broadcast error
+    def edit(meta, arrays):
+        a = arrays[name]
+        arrays[name] = np.ascontiguousarray((a if a.size % 2 == 0 else a[:-1]).reshape(2, -1))
+    assert "is not one-dimensional" in load_error(crafted(edit))
