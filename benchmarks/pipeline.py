@@ -52,6 +52,8 @@ import sys
 import tempfile
 import time
 
+from bench_crfsuite import read_attr_file     # the same attribute files as that benchmark
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(REPO, "..", "shared", "data")
 CHUNK_TEMPLATE = os.path.join(REPO, "templates", "chunking-crfpp.tmpl")
@@ -96,24 +98,6 @@ def env_with_repo(repo=REPO):
 
 
 # ----------------------------------------------------------------- workers (child processes)
-
-def read_attr_file(path):
-    """(attribute lists, labels) per sentence of a ``label TAB attr ...`` file."""
-    xseq, yseq = [], []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.rstrip("\n")
-            if not line:
-                if xseq:
-                    yield xseq, yseq
-                    xseq, yseq = [], []
-                continue
-            fields = line.split("\t")
-            yseq.append(fields[0])
-            xseq.append(fields[1:])
-    if xseq:
-        yield xseq, yseq
-
 
 def worker_prepare(job):
     """crftk's feature space on the training file; its attribute strings for CRFsuite."""
