@@ -342,7 +342,7 @@ cdef class Lattices:
         weights are w - u / c. Updates w and u in place; returns
         (sentences with a mistake, tokens with a mistake, c after the pass).
         """
-        self._check_w(w)
+        cdef Pass p = self.start(w)
         if u.shape[0] != w.shape[0]:
             raise ValueError("u must match w")
         self._check_labels(labels)
@@ -350,16 +350,14 @@ cdef class Lattices:
         cdef int L = self.n_labels
         cdef int[::1] pred = np.empty(max(1, self.max_len), dtype=np.int32)
         cdef double score
-        cdef Py_ssize_t k, s, t0
+        cdef Py_ssize_t k, t0
         cdef int T, t, wrong
         cdef long n_sent = 0, n_tok = 0
         cdef ChainBuffers* b = chain_pool_new(1, self.max_len, L, 1, self.d.has_edges, 0)
         try:
             with nogil:
                 for k in range(order.shape[0]):
-                    s = order[k]
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
+                    T = sentence(&p, order[k], &t0)
                     build_log_tables(&self.d, &w[0], t0, T, b)
                     chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, &pred[0], &score)
                     wrong = 0
@@ -387,7 +385,7 @@ cdef class Lattices:
         Updates v in place; returns (a, t after the pass, sum of the sentences'
         negative log-likelihoods, each at the weights before its step).
         """
-        self._check_w(v)
+        cdef Pass p = self.start(v)
         self._check_labels(labels)
         self._check_order(order)
         if not lam > 0 or not a > 0:
@@ -395,7 +393,7 @@ cdef class Lattices:
         cdef int L = self.n_labels
         cdef const Features* d = &self.d
         cdef double[::1] E = np.empty(L * L), M = np.empty(L * L), tacc = np.empty(L * L)
-        cdef Py_ssize_t k, s, t0, i, n
+        cdef Py_ssize_t k, t0, i, n
         cdef int T
         cdef double eta, shift, logz, factor, total = 0.0
         n = v.shape[0]
@@ -403,9 +401,7 @@ cdef class Lattices:
         try:
             with nogil:
                 for k in range(order.shape[0]):
-                    s = order[k]
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
+                    T = sentence(&p, order[k], &t0)
                     for i in range(L * L):
                         M[i] = a * v[d.off_trans + i]
                         tacc[i] = 0.0
