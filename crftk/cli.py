@@ -221,7 +221,7 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @max_sentence_option
 @threads_option
 @click.option("--decode", type=click.Choice(params.DECODE.choices + params.TAG_DECODE.choices[1:]),
-              default=None, help="Pipelines (crftk compose): cascade or joint (default joint). "
+              default=None, help="Pipelines (crftk compose): cascade, joint or normalized (default joint). "
               + params.DECODE.help.split(". ", 1)[1] + " Bags (crftk bag) combined by seq-mixture: "
               "viterbi or max-marginal (default: the bag's choice).")
 @_option(params.NBEST_UPSTREAM, metavar="K")
@@ -255,11 +255,11 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     if model.structure_name == "composed":
         if decode not in (None,) + params.DECODE.choices:
             raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
-                             "is a pipeline (cascade or joint)")
+                             "is a pipeline (cascade, joint or normalized)")
         run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
                                nbest_upstream)
     elif decode in params.DECODE.choices:
-        raise UsageError(f"--decode applies to pipelines (crftk compose) with cascade or joint; {model_path} "
+        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
                          "is not a pipeline")
     else:
         def run(inputs, out, **kw):

@@ -15,6 +15,14 @@ Decoding (:class:`Pipeline`):
   column at offset 0 only; otherwise the K best labelings of each upstream stage,
   each with the best labeling of the next stages, rescored by the summed score
   (``nbest_upstream``; with K = all labelings this is exact too).
+- ``normalized``: the same K-best rescoring by the sum of the stages' conditional
+  log-probabilities, log p(y1|x) + log p(y2|y1,x) + ...: each stage's score minus its
+  log Z given the labels fed to it. Eq. 7 leaves out the downstream log Z(y1): upstream
+  labels under which the downstream stage scores every labeling higher (NN rather than
+  JJ before a noun, for a chunker) win, though they make no downstream labeling more
+  probable; with log Z(y1) subtracted the downstream stage counts only by how much
+  it prefers its labeling given y1. Exact maximization is intractable (log Z(y1) does
+  not factorize over positions); K = 1 is the cascade.
 """
 
 import math
@@ -70,7 +78,7 @@ class Stage:
 
 
 class Pipeline:
-    """Stages that feed each other; decodes sentences in cascade or jointly."""
+    """Stages that feed each other; decodes sentences in cascade, jointly or normalized."""
 
     def __init__(self, stages, info=None, *, threads=0, path=None):
         self.stages = stages
@@ -216,8 +224,10 @@ class Pipeline:
         joint_mode = self.joint_mode()
         if joint_mode is None:
             kinds = ", ".join(sorted({s.model.structure_name for s in self.stages} - {"chain"}))
-            raise CrftkError(f"joint decoding needs first-order CRF stages (this pipeline has {kinds}); "
+            raise CrftkError(f"{mode} decoding needs first-order CRF stages (this pipeline has {kinds}); "
                              f"use --decode cascade")
+        if mode == "normalized":
+            return self._joint_nbest(sentences, _nbest_check(nbest_upstream), normalized=True)
         if joint_mode == "exact":
             return self._joint_exact(sentences)
         return self._joint_nbest(sentences, _nbest_check(nbest_upstream))
@@ -342,40 +352,59 @@ class Pipeline:
             raise CrftkError(f"{what} need exact joint decoding: every fed column read at offset 0 only, "
                              f"by first-order CRF stages")
 
-    def _joint_nbest(self, sentences, K):
+    def _joint_nbest(self, sentences, K, normalized=False):
         """Beam over the stages: each sentence keeps its K best partial labelings (stages 0..i) by
         summed score; each is extended by the K best labelings of stage i+1 given it (the last
-        stage: its best one)."""
+        stage: its best one). The score of a stage's labeling is its Viterbi score (the paper's
+        eq. 7) or, with ``normalized``, its log-probability given the labels fed to it, the
+        stage's log Z subtracted: the beam then maximizes sum_i log p_i(y_i | y_{i-1}, x)."""
         n = len(sentences)
         # hypotheses per sentence: (score, [label id arrays of the stages so far])
         beams = [[(0.0, [])] for _ in range(n)]
         for i, stage in enumerate(self.stages):
             last = i == len(self.stages) - 1
             names_prev = None if i == 0 else np.asarray(self.stages[i - 1].labels, dtype=object)
-            owners, rows = [], []
-            for s, (sent, beam) in enumerate(zip(sentences, beams)):
-                for h, (_, labs) in enumerate(beam):
-                    fed = None if i == 0 else names_prev[labs[-1]].tolist()
-                    rows.append(stage.rows(sent, fed))
-                    owners.append((s, h))
-            model = stage.model
-            inf = model.structure.bind(model.space.encode(rows), self.n_threads)
-            slices = inf.corpus.sentence_slices()
-            if last:
-                pred, score = inf.best(model.weights)
-                options = [[(float(score[r]), pred[slices[r]])] for r in range(len(rows))]
-            else:
-                paths, scores, counts = _nbest(inf, model, K, self.n_threads)
-                options = [[(float(scores[r, k]), paths[k, slices[r]]) for k in range(counts[r])]
-                           for r in range(len(rows))]
             grown = [[] for _ in range(n)]
-            for r, (s, h) in enumerate(owners):
-                base, labs = beams[s][h]
-                for sc, path in options[r]:
-                    grown[s].append((base + sc, labs + [path]))
+            for h, owners, options in self._stage_options(stage, sentences, beams, names_prev,
+                                                          1 if last else K, normalized):
+                for s, opts in zip(owners, options):
+                    base, labs = beams[s][h]
+                    for sc, path in opts:
+                        grown[s].append((base + sc, labs + [path]))
             beams = [sorted(g, key=lambda x: -x[0])[:K] for g in grown]
         best = [beam[0][1] for beam in beams]
         return [[best[s][c] for s in range(n)] for c in range(len(self.stages))]
+
+    def _stage_options(self, stage, sentences, beams, names_prev, k, normalized):
+        """Yield (rank h, sentences, per sentence the (score, label ids) of the k best labelings of
+        ``stage`` fed with its hypothesis h). One batch per rank h, so a batch holds each sentence
+        once and in order: first-mention tests (anchored templates) then find the same earlier
+        tokens as in the input. Anchored templates get every sentence in every batch (a sentence
+        with fewer hypotheses repeats its last one; those results are dropped)."""
+        model = stage.model
+        anchored = model.space.template.anchored
+        for h in range(max(len(b) for b in beams)):
+            owners = [s for s, b in enumerate(beams) if h < len(b)]
+            rows_of = range(len(sentences)) if anchored else owners
+            rows = []
+            for s in rows_of:
+                labs = beams[s][min(h, len(beams[s]) - 1)][1]
+                rows.append(stage.rows(sentences[s], None if names_prev is None else names_prev[labs[-1]].tolist()))
+            inf = model.structure.bind(model.space.encode(rows), self.n_threads)
+            slices = inf.corpus.sentence_slices()
+            if k == 1:
+                pred, score = inf.best(model.weights)
+                options = [[(float(score[r]), pred[slices[r]])] for r in range(len(rows))]
+            else:
+                paths, scores, counts = _nbest(inf, model, k, self.n_threads)
+                options = [[(float(scores[r, j]), paths[j, slices[r]]) for j in range(counts[r])]
+                           for r in range(len(rows))]
+            if normalized:
+                _, logz = inf.marginals(model.weights)
+                options = [[(sc - float(logz[r]), path) for sc, path in opts] for r, opts in enumerate(options)]
+            if anchored:
+                options = [options[s] for s in owners]
+            yield h, owners, options
 
 
 def _nbest(inf, model, k, n_threads):
@@ -498,6 +527,12 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
             nbest_upstream = _nbest_check(nbest_upstream)
         if log is not None and pipeline.joint_mode() is not None:
             log(f"joint decoding: {pipeline.describe_joint(nbest_upstream)}")
+    elif decode == "normalized":
+        nbest_upstream = _nbest_check(nbest_upstream)
+        if log is not None:
+            log(f"normalized decoding: the {nbest_upstream} best labelings of each upstream stage, each "
+                f"with the best labeling of the next, rescored by the sum of the stages' log-probabilities "
+                f"(log p(y1|x) + log p(y2|y1,x) + ...)")
     elif decode == "cascade":
         if log is not None:
             log("cascade decoding: each stage's Viterbi labels feed the next")
