@@ -3,6 +3,7 @@ the cross product of the stages' labelings, scored stage by stage from re-encode
 and against the plain chain kernel on the explicit cross-product lattice."""
 
 import itertools
+import math
 import random
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from corpora import sentences
 from crftk import _chain
 from crftk.commands.compose import Pipeline
+from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
 from crftk.model import Model
@@ -224,3 +226,76 @@ def test_product_nbest_equals_the_best_of_the_enumeration(sizes, shared):
     best, score = _product.viterbi(sizes, sp, state, trans)
     np.testing.assert_array_equal(paths[0], best)
     np.testing.assert_allclose(scores[:, 0], score, rtol=1e-12)
+
+
+def enumerate_normalized(pipe, sent):
+    """{(labeling of each stage): sum over stages of log p_i(y_i | y_{i-1}, x)}, every stage's
+    log Z given its fed labels summed over all of its labelings by enumeration."""
+    table = enumerate_joint(pipe, sent)
+    stages = pipe.stages
+    T = len(sent)
+    logz = {}
+    for i, stage in enumerate(stages):
+        for ys, _ in table.items():
+            fed = None if i == 0 else ys[i - 1]
+            if (i, fed) in logz:
+                continue
+            names = stage.labels
+            rows = stage.rows(sent, None if fed is None else [stages[i - 1].labels[v] for v in fed]).rows
+            logz[i, fed] = logsumexp(score(stage.model, rows, [names[v] for v in y])
+                                     for y in itertools.product(range(len(names)), repeat=T))
+    out = {}
+    for ys, total in table.items():
+        out[ys] = total - sum(logz[i, None if i == 0 else ys[i - 1]] for i in range(len(stages)))
+    return table, out
+
+
+@pytest.mark.parametrize("n_stages", [2, 3])
+def test_normalized_with_every_labeling_maximizes_the_sum_of_log_probabilities(n_stages):
+    pipe = pipeline(n_stages, seed=13)
+    test = corpus(12, seed=17, max_len=3 if n_stages == 2 else 2)
+    T = max(len(s) for s in test)
+    K = math.prod(len(s.labels) ** T for s in pipe.stages[:-1])     # every upstream partial labeling
+    got = pipe.decode(test, "normalized", K)
+    differs = False
+    for k, sent in enumerate(test):
+        eq7, table = enumerate_normalized(pipe, sent)
+        top = max(table, key=table.get)
+        assert [tuple(got[c][k].tolist()) for c in range(n_stages)] == list(top)
+        differs |= top != max(eq7, key=eq7.get)
+    assert differs          # the objective is not eq. 7's: the enumeration tells them apart
+    # with one upstream labeling it is the cascade
+    cascade = pipe.decode(test, "cascade")
+    one = pipe.decode(test, "normalized", 1)
+    assert all((a == b).all() for c in range(n_stages) for a, b in zip(cascade[c], one[c]))
+
+
+def test_normalized_refuses_stages_that_are_not_crfs(monkeypatch):
+    pipe = pipeline(2, seed=1)
+    monkeypatch.setattr(pipe.stages[1].model, "structure_name", "memm")
+    with pytest.raises(CrftkError, match="normalized decoding needs first-order CRF stages"):
+        pipe.decode(corpus(2, seed=1), "normalized")
+
+
+# a downstream stage with first-mention tests of the words (capitalized words repeat across the
+# sentences of one document), reading the fed column at offset 0 only: joint decoding is exact
+ANCHORED = "U0:%x[0,0]\nU1:%x[0,1]\nU2:%^x[-1,0]\nU3:%^x[1,0]/%x[0,1]\nU4:%^X[0,0]\nB\n"
+
+
+def test_kbest_rescoring_keeps_first_mentions_of_an_anchored_template():
+    rng = random.Random(4)
+    rows = [[[rng.choice(["Aa", "Bb", "Cc", "dd"]), rng.choice("ABC"), rng.choice(["B-X", "I-X", "O"])]
+             for _ in range(rng.randint(1, 3))] for _ in range(40)]
+    train = sentences(rows)
+    up = random_model(train, 0, 31)
+    space, _ = FeatureSpace.fit(train, parse_template(ANCHORED), label_col=2, feature_set="complete")
+    down = Model(space, np.random.default_rng(32).normal(size=space.n_params), {"order": 1, "model_type": "crf"})
+    pipe = Pipeline.from_models([up, down], [1])
+    assert pipe.joint_mode() == "exact" and space.template.anchored
+    test = train[:10]
+    exact = pipe.decode(test, "joint")
+    K = len(up.output_labels) ** max(len(s) for s in test)
+    kbest = pipe._joint_nbest(test, K)
+    for c in range(2):
+        for a, b in zip(exact[c], kbest[c]):
+            np.testing.assert_array_equal(a, b)
