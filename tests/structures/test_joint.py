@@ -12,7 +12,6 @@ import pytest
 from corpora import sentences
 from crftk import _chain
 from crftk.commands.compose import Pipeline
-from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
 from crftk.model import Model
@@ -268,13 +267,6 @@ def test_normalized_with_every_labeling_maximizes_the_sum_of_log_probabilities(n
     cascade = pipe.decode(test, "cascade")
     one = pipe.decode(test, "normalized", 1)
     assert all((a == b).all() for c in range(n_stages) for a, b in zip(cascade[c], one[c]))
-
-
-def test_normalized_refuses_stages_that_are_not_crfs(monkeypatch):
-    pipe = pipeline(2, seed=1)
-    monkeypatch.setattr(pipe.stages[1].model, "structure_name", "memm")
-    with pytest.raises(CrftkError, match="normalized decoding needs first-order CRF stages"):
-        pipe.decode(corpus(2, seed=1), "normalized")
 
 
 # a downstream stage with first-mention tests of the words (capitalized words repeat across the
