@@ -272,6 +272,12 @@ class Pipeline:
         sizes = np.array([len(s.labels) for s in self.stages], dtype=np.int32)
         return sizes, corpus.sent_ptr.astype(np.int64), state0, links, trans
 
+    def _groups(self, sentences, sent_ptr, n_states):
+        """joint.sentence_groups of a batch, cut between documents only when a stage reads first
+        mentions."""
+        anchored = any(s.space.template.anchored for s in self.stages)
+        return joint.sentence_groups(sent_ptr, n_states, [s.doc for s in sentences] if anchored else None)
+
     def _joint_exact(self, sentences, marginals=False):
         """Label ids per stage and sentence; with ``marginals`` also the best joint score per
         sentence, the joint marginals per stage and sentence [tokens, labels] and log Z."""
@@ -282,7 +288,7 @@ class Pipeline:
         out = [[None] * len(sentences) for _ in range(C)]
         marg = [[None] * len(sentences) for _ in range(C)]
         scores, logz = np.zeros(len(sentences)), np.zeros(len(sentences))
-        for a, b in joint.sentence_groups(sent_ptr, n_states):
+        for a, b in self._groups(sentences, sent_ptr, n_states):
             sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
             state = joint.product_state(state0, links)
             labels, scores[a:b] = joint.product_viterbi(sizes, sp, state, trans, self.n_threads)
@@ -336,7 +342,7 @@ class Pipeline:
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
         names = [np.asarray(s.labels, dtype=object) for s in self.stages]
         out = []
-        for a, b in joint.sentence_groups(sent_ptr, n_states):
+        for a, b in self._groups(sentences, sent_ptr, n_states):
             sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
             state = joint.product_state(state0, links)
             labels, scores, counts = joint.product_nbest(sizes, sp, state, trans, k, self.n_threads)

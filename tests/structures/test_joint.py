@@ -274,20 +274,45 @@ def test_normalized_with_every_labeling_maximizes_the_sum_of_log_probabilities(n
 ANCHORED = "U0:%x[0,0]\nU1:%x[0,1]\nU2:%^x[-1,0]\nU3:%^x[1,0]/%x[0,1]\nU4:%^X[0,0]\nB\n"
 
 
-def test_kbest_rescoring_keeps_first_mentions_of_an_anchored_template():
+def anchored_pipeline(n_sentences=40, docs_of=lambda i: 0):
+    """(a pipeline whose downstream template is ANCHORED, its training sentences: capitalized words
+    repeat across the sentences of a document, sentence i in document docs_of(i))."""
     rng = random.Random(4)
     rows = [[[rng.choice(["Aa", "Bb", "Cc", "dd"]), rng.choice("ABC"), rng.choice(["B-X", "I-X", "O"])]
-             for _ in range(rng.randint(1, 3))] for _ in range(40)]
+             for _ in range(rng.randint(1, 3))] for _ in range(n_sentences)]
     train = sentences(rows)
+    for i, sent in enumerate(train):
+        sent.doc = docs_of(i)
     up = random_model(train, 0, 31)
     space, _ = FeatureSpace.fit(train, parse_template(ANCHORED), label_col=2, feature_set="complete")
     down = Model(space, np.random.default_rng(32).normal(size=space.n_params), {"order": 1, "model_type": "crf"})
     pipe = Pipeline.from_models([up, down], [1])
     assert pipe.joint_mode() == "exact" and space.template.anchored
+    return pipe, train
+
+
+def test_kbest_rescoring_keeps_first_mentions_of_an_anchored_template():
+    pipe, train = anchored_pipeline()
     test = train[:10]
+    up = pipe.stages[0].model
     exact = pipe.decode(test, "joint")
     K = len(up.output_labels) ** max(len(s) for s in test)
     kbest = pipe._joint_nbest(test, K)
     for c in range(2):
         for a, b in zip(exact[c], kbest[c]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_joint_groups_of_an_anchored_pipeline_cut_between_documents_only(monkeypatch):
+    pipe, test = anchored_pipeline(60, docs_of=lambda i: i // 20)
+    sent_ptr = np.concatenate([[0], np.cumsum([len(s) for s in test])])
+    whole = pipe.decode(test, "joint")
+    monkeypatch.setattr(joint, "MAX_JOINT_CELLS", 30)      # a few sentences per group
+    n_states = 3 * 3
+    assert len(joint.sentence_groups(sent_ptr, n_states)) > 10
+    groups = joint.sentence_groups(sent_ptr, n_states, docs=[s.doc for s in test])
+    assert [a for a, _ in groups] == [0, 20, 40]             # a document is never split
+    split = pipe.decode(test, "joint")
+    for c in range(2):
+        for a, b in zip(whole[c], split[c]):
             np.testing.assert_array_equal(a, b)
