@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from crftk import params
+from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
 from crftk.io.conll import Sentence
 from crftk.model import Model, Part, _check_kind
@@ -371,8 +371,12 @@ class Pipeline:
             last = i == len(self.stages) - 1
             names_prev = None if i == 0 else np.asarray(self.stages[i - 1].labels, dtype=object)
             grown = [[] for _ in range(n)]
-            for h, owners, options in self._stage_options(stage, sentences, beams, names_prev,
-                                                          1 if last else K, normalized):
+            k = 1 if last else K
+            if i and self.links()[i - 1] is None:
+                options_of = self._table_options(i, sentences, beams, k, normalized)
+            else:
+                options_of = self._stage_options(stage, sentences, beams, names_prev, k, normalized)
+            for h, owners, options in options_of:
                 for s, opts in zip(owners, options):
                     base, labs = beams[s][h]
                     for sc, path in opts:
@@ -389,6 +393,8 @@ class Pipeline:
         with fewer hypotheses repeats its last one; those results are dropped)."""
         model = stage.model
         anchored = model.space.template.anchored
+        # a first stage's log Z is the same for every hypothesis of a sentence: not computed
+        normalized = normalized and names_prev is not None
         for h in range(max(len(b) for b in beams)):
             owners = [s for s, b in enumerate(beams) if h < len(b)]
             rows_of = range(len(sentences)) if anchored else owners
@@ -413,13 +419,53 @@ class Pipeline:
             yield h, owners, options
 
 
-def _nbest(inf, model, k, n_threads):
+    def _table_options(self, i, sentences, beams, k, normalized):
+        """What _stage_options yields, for a stage that reads its fed column at offset 0 only: its
+        state potentials for every fed label (joint.FedLink, the sentences encoded once), of which
+        each hypothesis picks its rows; Viterbi, k-best and log Z by the product kernels over this
+        one chain. Sentences go in runs (joint.sentence_groups) that bound the tables' size."""
+        stage, prev = self.stages[i], self.stages[i - 1]
+        sizes = np.array([len(stage.labels)], dtype=np.int32)
+        link = joint.FedLink(stage.model, stage.feed, prev.labels)
+        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+        sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
+        nt = self.n_threads
+        if k > 1:
+            _nbest_memory(int(lengths.max()), len(stage.labels), k, nt)
+        for a, b in self._groups(sentences, sent_ptr, len(prev.labels) * len(stage.labels)):
+            table, corpus = link.tables([stage.rows(s) for s in sentences[a:b]])
+            trans = joint.transitions(stage.model, corpus)
+            for h in range(max(len(beams[s]) for s in range(a, b))):
+                owners = [s for s in range(a, b) if h < len(beams[s])]
+                tok = np.concatenate([np.arange(sent_ptr[s], sent_ptr[s + 1]) for s in owners]) - sent_ptr[a]
+                fed = np.concatenate([beams[s][h][1][-1] for s in owners])
+                state = table[tok, fed]
+                tr = [trans if trans.ndim == 2 else trans[tok]]
+                sp = np.concatenate([[0], np.cumsum(lengths[owners])])
+                if k == 1:
+                    pred, score = _product.viterbi(sizes, sp, state, tr, nt)
+                    options = [[(float(score[r]), pred[sp[r]:sp[r + 1]])] for r in range(len(owners))]
+                else:
+                    paths, scores, counts = _product.nbest(sizes, sp, state, tr, k, nt)
+                    options = [[(float(scores[r, j]), paths[j, sp[r]:sp[r + 1]]) for j in range(counts[r])]
+                               for r in range(len(owners))]
+                if normalized:
+                    logz, _, _ = _product.forward_backward(sizes, sp, state, tr, nt, edges=False)
+                    options = [[(sc - float(logz[r]), path) for sc, path in opts] for r, opts in enumerate(options)]
+                yield h, owners, options
+
+
+def _nbest_memory(max_len, n_labels, k, n_threads):
     from crftk.commands.tag import NBEST_MEMORY
-    max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
-    need = max_len * model.space.n_labels * k * 16 * n_threads
+    need = max_len * n_labels * k * 16 * n_threads
     if need > NBEST_MEMORY:
-        raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and {model.space.n_labels} labels "
+        raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and {n_labels} labels "
                          f"would take {need / 2**30:.1f} GiB; ask for fewer (--nbest-upstream)")
+
+
+def _nbest(inf, model, k, n_threads):
+    max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
+    _nbest_memory(max_len, model.space.n_labels, k, n_threads)
     return inf.nbest(model.weights, k)
 
 

@@ -134,9 +134,11 @@ def test_factorized_recursion_equals_the_explicit_cross_product_lattice():
     np.testing.assert_allclose(marg[1], full.sum(axis=1), atol=1e-12)
 
 
-@pytest.mark.parametrize("n_stages", [2, 3])
-def test_kbest_upstream_with_every_labeling_equals_exact(n_stages):
+@pytest.mark.parametrize("n_stages, path", [(2, "tables"), (3, "tables"), (2, "encode"), (3, "encode")])
+def test_kbest_upstream_with_every_labeling_equals_exact(n_stages, path):
     pipe = pipeline(n_stages, seed=21)
+    if path == "encode":
+        reencoding(pipe)
     test = corpus(15, seed=9, max_len=3 if n_stages == 2 else 2)
     exact = pipe._joint_exact(test)
     K = max(len(s.labels) for s in pipe.stages[:-1]) ** max(len(s) for s in test)
@@ -154,13 +156,14 @@ def test_kbest_upstream_with_every_labeling_equals_exact(n_stages):
 def test_joint_groups_split_batches_without_changing_the_answer(monkeypatch):
     pipe = pipeline(2, seed=4)
     test = corpus(30, seed=2, max_len=5)
-    whole = pipe.decode(test, "joint")
+    whole = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
     monkeypatch.setattr(joint, "MAX_JOINT_CELLS", 20)      # a few sentences per group
     assert len(joint.sentence_groups(np.concatenate([[0], np.cumsum([len(s) for s in test])]), 9)) > 5
-    split = pipe.decode(test, "joint")
-    for c in range(2):
-        for a, b in zip(whole[c], split[c]):
-            np.testing.assert_array_equal(a, b)
+    split = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
+    for m in range(2):
+        for c in range(2):
+            for a, b in zip(whole[m][c], split[m][c]):
+                np.testing.assert_array_equal(a, b)
 
 
 def test_exact_link_says_why_not():
@@ -249,9 +252,18 @@ def enumerate_normalized(pipe, sent):
     return table, out
 
 
-@pytest.mark.parametrize("n_stages", [2, 3])
-def test_normalized_with_every_labeling_maximizes_the_sum_of_log_probabilities(n_stages):
+def reencoding(pipe):
+    """The pipeline with every link taken as not exact: K-best rescoring then encodes each stage's
+    sentences once per upstream hypothesis instead of reading the fed-label tables."""
+    pipe._links = ["taken as not exact by the test"] * (len(pipe.stages) - 1)
+    return pipe
+
+
+@pytest.mark.parametrize("n_stages, path", [(2, "tables"), (3, "tables"), (2, "encode"), (3, "encode")])
+def test_normalized_with_every_labeling_maximizes_the_sum_of_log_probabilities(n_stages, path):
     pipe = pipeline(n_stages, seed=13)
+    if path == "encode":
+        reencoding(pipe)
     test = corpus(12, seed=17, max_len=3 if n_stages == 2 else 2)
     T = max(len(s) for s in test)
     K = math.prod(len(s.labels) ** T for s in pipe.stages[:-1])     # every upstream partial labeling
@@ -291,11 +303,14 @@ def anchored_pipeline(n_sentences=40, docs_of=lambda i: 0):
     return pipe, train
 
 
-def test_kbest_rescoring_keeps_first_mentions_of_an_anchored_template():
+@pytest.mark.parametrize("path", ["tables", "encode"])
+def test_kbest_rescoring_keeps_first_mentions_of_an_anchored_template(path):
     pipe, train = anchored_pipeline()
+    if path == "encode":
+        reencoding(pipe)
     test = train[:10]
     up = pipe.stages[0].model
-    exact = pipe.decode(test, "joint")
+    exact = pipe._joint_exact(test)
     K = len(up.output_labels) ** max(len(s) for s in test)
     kbest = pipe._joint_nbest(test, K)
     for c in range(2):
@@ -306,13 +321,14 @@ def test_kbest_rescoring_keeps_first_mentions_of_an_anchored_template():
 def test_joint_groups_of_an_anchored_pipeline_cut_between_documents_only(monkeypatch):
     pipe, test = anchored_pipeline(60, docs_of=lambda i: i // 20)
     sent_ptr = np.concatenate([[0], np.cumsum([len(s) for s in test])])
-    whole = pipe.decode(test, "joint")
+    whole = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
     monkeypatch.setattr(joint, "MAX_JOINT_CELLS", 30)      # a few sentences per group
     n_states = 3 * 3
     assert len(joint.sentence_groups(sent_ptr, n_states)) > 10
     groups = joint.sentence_groups(sent_ptr, n_states, docs=[s.doc for s in test])
     assert [a for a, _ in groups] == [0, 20, 40]             # a document is never split
-    split = pipe.decode(test, "joint")
-    for c in range(2):
-        for a, b in zip(whole[c], split[c]):
-            np.testing.assert_array_equal(a, b)
+    split = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
+    for m in range(2):
+        for c in range(2):
+            for a, b in zip(whole[m][c], split[m][c]):
+                np.testing.assert_array_equal(a, b)
