@@ -418,7 +418,6 @@ class Pipeline:
                 options = [options[s] for s in owners]
             yield h, owners, options
 
-
     def _table_options(self, i, sentences, beams, k, normalized):
         """What _stage_options yields, for a stage that reads its fed column at offset 0 only: its
         state potentials for every fed label (joint.FedLink, the sentences encoded once), of which
