@@ -318,7 +318,8 @@ def report(a):
     Path(a.results + ".json").write_text(json.dumps(doc, indent=2) + "\n")
     K = c["chunk-pos0"].get("normalized_mode", "?")
     lines = ["# Composition of CRFs: cascade, joint and normalized decoding", "",
-             "Made by `make compose-conll2000 compose-ner` (benchmarks/compose.py). Every model is trained "
+             "Made by `make compose-conll2000 compose-ner` (benchmarks/compose.py; the last table by its "
+             "`weights` task). Every model is trained "
              f"with L-BFGS, c2=1, at most {c['max_iter']} iterations (not to convergence: an iteration of the POS tagger, "
              f"44 labels, takes 2-3 s on the shared 2 cores); the chunkers train on {c['folds']}-fold out-of-fold "
              "predicted POS tags (`train --cross-predict`). Scores on CoNLL-2000 dev.txt and CoNLL-2003 "
@@ -334,7 +335,7 @@ def report(a):
              f"POS tagger from the words alone (templates/pos-words.tmpl): **{c['pos_accuracy']:.2f}%** "
              "token accuracy on dev.txt.", "",
              "Chunk F1 (NP F1) on dev.txt:", "",
-             "| chunker (template) | corpus POS | cascade | joint | normalized |", "|---|---|---|---|---|"]
+             f"| chunker (template) | corpus POS | cascade | joint | normalized ({K}) |", "|---|---|---|---|---|"]
     names = (("chunk-pos0", "chunking-pos0.tmpl"), ("chunk-crfpp", "chunking-crfpp.tmpl"),
              ("chunk-pos0-gold", "chunking-pos0.tmpl, trained on the corpus POS"))
     for name, tmpl in names:
@@ -342,8 +343,8 @@ def report(a):
             continue
         r = c[name]
         f1 = {k: f"{r[k]['f1']:.2f} ({r[k]['np_f1']:.2f})" for k in ("corpus_pos",) + DECODES}
-        lines.append(f"| {tmpl} | {f1['corpus_pos']} | {f1['cascade']} | {f1['joint']} ({r['joint_mode']}) | "
-                     f"{f1['normalized']} ({r['normalized_mode']}) |")
+        lines.append(f"| {tmpl} | {f1['corpus_pos']} | {f1['cascade']} | {f1['joint']}, {r['joint_mode']} | "
+                     f"{f1['normalized']} |")
     lines += ["", "POS accuracy of each decoding, and McNemar's test on chunk tags against the cascade (tokens "
               "only this decoding gets right / only the cascade gets right, p):", "",
               "| chunker (template) | POS acc. cascade | joint | normalized | McNemar joint vs cascade | "
