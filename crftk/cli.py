@@ -236,51 +236,10 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
     at sentence boundaries; -o may then be a directory (one output per input file).
     """
-    if scheduler is not None or workers:
-        from crftk.distributed.tagging import tag as run, tty_progress as cluster_progress
-        progress = cluster_progress()
-        run(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
-            marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
-            progress=progress, log=_log, max_sentence_tokens=max_sentence_tokens)
-        if progress:
-            click.echo("", err=True)
-        return
-    from crftk.io.conll import AtomicWriter, check_output
-    from crftk.commands.tag import tag_files
-    from crftk.model import Model
-    from crftk.progress import tty_progress
-    check_output(output)
-    model = Model.load(model_path)
-    progress = tty_progress()
-    if model.structure_name == "composed":
-        if decode not in (None,) + params.DECODE.choices:
-            raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
-                             "is a pipeline (cascade, joint or normalized)")
-        run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
-                               nbest_upstream)
-    elif decode in params.DECODE.choices:
-        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
-                         "is not a pipeline")
-    else:
-        def run(inputs, out, **kw):
-            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
-                             combine=combine, decode=decode or "chosen", weights=weights_file, **kw)
-    with AtomicWriter(output) as out:
-        run(list(inputs) or ["-"], out, batch_tokens=batch_tokens, progress=progress, log=_log,
-            max_sentence_tokens=max_sentence_tokens)
-    if progress:
-        click.echo("", err=True)
-
-
-def _pipeline_tagger(model, model_path, marginals, nbest, threads, decode, nbest_upstream):
-    """tag's writer for a pipeline (crftk compose)."""
-    from crftk.commands.compose import Pipeline, tag_pipeline
-    pipeline = Pipeline.from_model(model, model_path, threads=threads)
-
-    def run(inputs, out, **kw):
-        return tag_pipeline(pipeline, inputs, out, decode=decode, nbest_upstream=nbest_upstream,
-                            marginals=marginals, nbest=nbest, **kw)
-    return run
+    from crftk.commands.tag import run
+    run(model_path, inputs, output, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, combine=combine,
+        weights=weights_file, decode=decode, nbest_upstream=nbest_upstream, threads=threads, scheduler=scheduler,
+        workers=workers, piece_bytes=piece_bytes, max_sentence_tokens=max_sentence_tokens, log=_log)
 
 
 @main.command(context_settings=CONTEXT)

@@ -218,7 +218,6 @@ cdef class Reader:
                                  tokens, sent_line)
                     rows = 0
                     sentences += 1
-                    self.doc_used = True
                 elif self.after_kept:
                     items.push(-1 - pt_start.n)
                     pt_start.push(line_start)
@@ -232,7 +231,6 @@ cdef class Reader:
                                  tokens, sent_line)
                     rows = 0
                     sentences += 1
-                    self.doc_used = True
                 if self.doc_used:
                     self.doc += 1
                     self.doc_used = False
@@ -282,7 +280,6 @@ cdef class Reader:
         if rows:
             if eof and pos >= n:
                 self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs, tokens, sent_line)
-                self.doc_used = True
             else:                        # the sentence goes on past the block: read it again
                 if rollback_line == 0:
                     self.started = False
@@ -298,6 +295,7 @@ cdef class Reader:
 
     cdef int _finish(self, Grow held, Grow items, Grow pt_start, Grow pt_end, Grow sent_ptr,
                      Grow sent_lines, Grow sent_docs, Py_ssize_t tokens, Py_ssize_t line) except -1:
+        """Ends the sentence being read: its pass-through lines, then its entry."""
         cdef Py_ssize_t k
         for k in range(0, held.n, 2):
             items.push(-1 - pt_start.n)
@@ -308,6 +306,7 @@ cdef class Reader:
         sent_ptr.push(tokens)
         sent_lines.push(line)
         sent_docs.push(self.doc)
+        self.doc_used = True
         return 0
 
 

@@ -2,11 +2,14 @@
 
 import math
 import os
+import sys
 
 import numpy as np
 
-from crftk.io.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
-from crftk.errors import CrftkError
+from crftk import params
+from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, read_sentences
+from crftk.errors import CrftkError, UsageError
+from crftk.progress import tty_progress
 from crftk.commands.train import resolve_threads
 from crftk.ensemble.bag import Bag, BagInference, is_bag
 from crftk.ensemble.weights import read_weight_file
@@ -141,6 +144,57 @@ class BagTagger(Tagger):
     def inference(self, sentences):
         return BagInference(self.bag, sentences, self.method, self.combination_weights, self.decode,
                             self.n_threads)
+
+
+def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000, combine=None, weights=None,
+        decode=None, nbest_upstream=None, threads=0, scheduler=None, workers=0, piece_bytes=None,
+        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
+    """crftk tag: the model's kind (one CRF, a bag, a pipeline) and where it runs (here, or on
+    a Dask cluster with ``scheduler``/``workers``) choose the tagger; ``output`` ("-": stdout)
+    is written whole or not at all. Progress goes to stderr when it is a terminal."""
+    # these imports are here, not at the top: distributed needs dask and imports this module,
+    # compose imports this module too
+    if scheduler is not None or workers:
+        from crftk.distributed.tagging import tag as tag_on_cluster, tty_progress as cluster_progress
+        progress = cluster_progress()
+        tag_on_cluster(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
+                       marginals=marginals, nbest=nbest, batch_tokens=batch_tokens,
+                       piece_bytes=params.PIECE_BYTES.default if piece_bytes is None else piece_bytes,
+                       progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+        _end_progress_line(progress)
+        return
+    from crftk.model import Model
+    inputs = list(inputs) or ["-"]
+    check_output(output)
+    model = Model.load(model_path)
+    progress = tty_progress()
+    if model.structure_name == "composed":
+        from crftk.commands.compose import Pipeline, tag_pipeline
+        if decode not in (None,) + params.DECODE.choices:
+            raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
+                             "is a pipeline (cascade, joint or normalized)")
+        pipeline = Pipeline.from_model(model, model_path, threads=threads)
+
+        def tag_into(out, **kw):
+            return tag_pipeline(pipeline, inputs, out, decode=decode or params.DECODE.default,
+                                nbest_upstream=(params.NBEST_UPSTREAM.default if nbest_upstream is None
+                                                else nbest_upstream),
+                                marginals=marginals, nbest=nbest, **kw)
+    elif decode in params.DECODE.choices:
+        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
+                         "is not a pipeline")
+    else:
+        def tag_into(out, **kw):
+            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
+                             combine=combine, decode=decode or "chosen", weights=weights, **kw)
+    with AtomicWriter(output) as out:
+        tag_into(out, batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+    _end_progress_line(progress)
+
+
+def _end_progress_line(progress):
+    if progress:
+        sys.stderr.write("\n")
 
 
 def tagger_for(model, *, combine="chosen", decode="chosen", weights=None, threads=0):
