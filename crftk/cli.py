@@ -221,7 +221,7 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @max_sentence_option
 @threads_option
 @click.option("--decode", type=click.Choice(params.DECODE.choices + params.TAG_DECODE.choices[1:]),
-              default=None, help="Pipelines (crftk compose): cascade or joint (default joint). "
+              default=None, help="Pipelines (crftk compose): cascade, joint or normalized (default joint). "
               + params.DECODE.help.split(". ", 1)[1] + " Bags (crftk bag) combined by seq-mixture: "
               "viterbi or max-marginal (default: the bag's choice).")
 @_option(params.NBEST_UPSTREAM, metavar="K")

@@ -172,7 +172,7 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         from crftk.commands.compose import Pipeline, tag_pipeline
         if decode not in (None,) + params.DECODE.choices:
             raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
-                             "is a pipeline (cascade or joint)")
+                             "is a pipeline (cascade, joint or normalized)")
         pipeline = Pipeline.from_model(model, model_path, threads=threads)
 
         def tag_into(out, **kw):
@@ -181,7 +181,7 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
                                                 else nbest_upstream),
                                 marginals=marginals, nbest=nbest, **kw)
     elif decode in params.DECODE.choices:
-        raise UsageError(f"--decode applies to pipelines (crftk compose) with cascade or joint; {model_path} "
+        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
                          "is not a pipeline")
     else:
         def tag_into(out, **kw):
