@@ -236,10 +236,16 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
     at sentence boundaries; -o may then be a directory (one output per input file).
     """
+    if scheduler is not None or workers:
+        from crftk.distributed.tagging import run as tag_on_cluster
+        tag_on_cluster(model_path, inputs, output, scheduler=scheduler, workers=workers, threads=threads,
+                       marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
+                       max_sentence_tokens=max_sentence_tokens, log=_log)
+        return
     from crftk.commands.tag import run
     run(model_path, inputs, output, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, combine=combine,
-        weights=weights_file, decode=decode, nbest_upstream=nbest_upstream, threads=threads, scheduler=scheduler,
-        workers=workers, piece_bytes=piece_bytes, max_sentence_tokens=max_sentence_tokens, log=_log)
+        weights=weights_file, decode=decode, nbest_upstream=nbest_upstream, threads=threads,
+        max_sentence_tokens=max_sentence_tokens, log=_log)
 
 
 @main.command(context_settings=CONTEXT)

@@ -36,6 +36,8 @@ MAX_COEFFICIENT = 1e6
 MAX_HISTORY = 100
 #: Labelings per sentence of ``tag -n``: the paths of a batch take K x tokens x 4 bytes.
 MAX_NBEST = 1000
+#: Most memory the n-best tables of one batch may take.
+NBEST_MEMORY = 2 * 2**30
 #: Jackknife folds of `crftk lexicon`: one per document is reached long before (CoNLL-2003
 #: train has 946 documents); each entry records the folds it was seen in.
 MAX_LEXICON_FOLDS = 10_000

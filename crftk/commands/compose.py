@@ -31,7 +31,7 @@ import numpy as np
 
 from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
-from crftk.io.conll import Sentence
+from crftk.io.conll import Sentence, input_batches
 from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
 from crftk.structures import STRUCTURES, joint
@@ -331,12 +331,11 @@ class Pipeline:
         if not sentences:
             return []
         self.input_columns(len(sentences[0].rows[0]))
-        from crftk.commands.tag import NBEST_MEMORY
         C = len(self.stages)
         n_states = math.prod(len(s.labels) for s in self.stages)
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         need = int(lengths.max()) * C * n_states * k * 16 * self.n_threads
-        if need > NBEST_MEMORY:
+        if need > params.NBEST_MEMORY:
             raise CrftkError(f"{k}-best lists of a sentence of {int(lengths.max())} tokens over {n_states:,} joint "
                              f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
@@ -455,9 +454,8 @@ class Pipeline:
 
 
 def _nbest_memory(max_len, n_labels, k, n_threads):
-    from crftk.commands.tag import NBEST_MEMORY
     need = max_len * n_labels * k * 16 * n_threads
-    if need > NBEST_MEMORY:
+    if need > params.NBEST_MEMORY:
         raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and {n_labels} labels "
                          f"would take {need / 2**30:.1f} GiB; ask for fewer (--nbest-upstream)")
 
@@ -558,7 +556,6 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     only): each stage's label is followed by its joint marginal, and each sentence by a line
     ``# prob P``, the probability of the joint labeling. ``nbest`` K (exact joint decoding
     only): the K best joint labelings of each sentence, each after a line ``# nbest k P``."""
-    from crftk.commands.tag import input_batches
     from crftk.io.conll import MAX_SENTENCE_TOKENS
     if max_sentence_tokens is None:
         max_sentence_tokens = MAX_SENTENCE_TOKENS

@@ -7,16 +7,13 @@ import sys
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, read_sentences
+from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, input_batches
 from crftk.errors import CrftkError, UsageError
+from crftk.model import Model
 from crftk.progress import tty_progress
 from crftk.commands.train import resolve_threads
 from crftk.ensemble.bag import Bag, BagInference, is_bag
 from crftk.ensemble.weights import read_weight_file
-
-
-#: Most memory the n-best tables of one batch may take.
-NBEST_MEMORY = 2 * 2**30
 
 
 class Tagger:
@@ -63,7 +60,7 @@ class Tagger:
         # list Viterbi keeps k entries per label and token of the longest sentence, per thread
         max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
         need = max_len * self.space.n_labels * k * 16 * self.n_threads
-        if need > NBEST_MEMORY:
+        if need > params.NBEST_MEMORY:
             raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and "
                              f"{self.space.n_labels} labels would take {need / 2**30:.1f} GiB; ask for fewer")
         return inf.nbest(self.weights, k)
@@ -147,29 +144,16 @@ class BagTagger(Tagger):
 
 
 def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000, combine=None, weights=None,
-        decode=None, nbest_upstream=None, threads=0, scheduler=None, workers=0, piece_bytes=None,
-        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
-    """crftk tag: the model's kind (one CRF, a bag, a pipeline) and where it runs (here, or on
-    a Dask cluster with ``scheduler``/``workers``) choose the tagger; ``output`` ("-": stdout)
-    is written whole or not at all. Progress goes to stderr when it is a terminal."""
-    # these imports are here, not at the top: distributed needs dask and imports this module,
-    # compose imports this module too
-    if scheduler is not None or workers:
-        from crftk.distributed.tagging import tag as tag_on_cluster, tty_progress as cluster_progress
-        progress = cluster_progress()
-        tag_on_cluster(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
-                       marginals=marginals, nbest=nbest, batch_tokens=batch_tokens,
-                       piece_bytes=params.PIECE_BYTES.default if piece_bytes is None else piece_bytes,
-                       progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
-        _end_progress_line(progress)
-        return
-    from crftk.model import Model
+        decode=None, nbest_upstream=None, threads=0, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
+    """crftk tag (here; crftk.distributed.tagging.run on a cluster): the model's kind (one CRF,
+    a bag, a pipeline) chooses the tagger; ``output`` ("-": stdout) is written whole or not
+    at all. Progress goes to stderr when it is a terminal."""
     inputs = list(inputs) or ["-"]
     check_output(output)
     model = Model.load(model_path)
     progress = tty_progress()
     if model.structure_name == "composed":
-        from crftk.commands.compose import Pipeline, tag_pipeline
+        from crftk.commands.compose import Pipeline, tag_pipeline    # here: only pipelines need it
         if decode not in (None,) + params.DECODE.choices:
             raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
                              "is a pipeline (cascade, joint or normalized)")
@@ -189,10 +173,11 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
                              combine=combine, decode=decode or "chosen", weights=weights, **kw)
     with AtomicWriter(output) as out:
         tag_into(out, batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
-    _end_progress_line(progress)
+    end_progress_line(progress)
 
 
-def _end_progress_line(progress):
+def end_progress_line(progress):
+    """Ends the progress line that a tty progress reporter drew."""
     if progress:
         sys.stderr.write("\n")
 
@@ -234,31 +219,6 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
                                     counts=counts):
         tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
     return tuple(counts)
-
-
-def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sentence_tokens=MAX_SENTENCE_TOKENS,
-                  progress=None, log=None, counts=None):
-    """(batch, column separator) of the CoNLL files in turn, pass-through lines in place.
-
-    ``allowed``: the column counts accepted; ``counts`` (a list [sentences, tokens]) is kept
-    up to date and reported to ``progress`` after each batch; ``log`` receives a warning for
-    an input without sentences.
-    """
-    counts = [0, 0] if counts is None else counts
-    for path in inputs:
-        layout = Layout()
-        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
-                                max_sentence_tokens=max_sentence_tokens)
-        before = counts[0]
-        for batch in chunked(stream, batch_tokens, by_document=by_document):
-            yield batch, layout.separator or "\t"
-            sents = [s for s in batch if not isinstance(s, str)]
-            counts[0] += len(sents)
-            counts[1] += sum(len(s) for s in sents)
-            if progress:
-                progress(*counts)
-        if counts[0] == before and log is not None:
-            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
 
 
 # The compiled path: reading, encoding and writing in crftk._textio, batches decoded by a pool
