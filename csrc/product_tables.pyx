@@ -171,16 +171,19 @@ cdef void viterbi_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexce
 
 cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
     cdef const Batch* j = <const Batch*> job
-    cdef Py_ssize_t t0
-    cdef int T = span(j, s, &t0), o, t
+    cdef const Shape* sh = &j.shape
+    cdef Py_ssize_t t0, N = j.N
+    cdef int T = span(j, s, &t0), o, t, count = 0
     cdef int* out = j.nb_out + tid * j.out_len
-    factors_at(&j.factors, j.shape.C, t0, T, b.E, NULL)
-    product_nbest(&j.shape, T, j.K, j.st + t0 * j.shape.S, b.E, j.nb_score + tid * j.cells,
+    cdef int* paths = j.paths
+    factors_at(&j.factors, sh.C, t0, T, b.E, NULL)
+    product_nbest(sh, T, j.K, j.st + t0 * sh.S, b.E, j.nb_score + tid * j.cells,
                   j.nb_back + tid * j.cells, j.nb_rank + tid * j.cells, out, j.score + s * j.K,
-                  j.nb_heads + tid * j.heads_len, j.counts + s)
-    for o in range(j.counts[s]):
+                  j.nb_heads + tid * j.heads_len, &count)
+    j.counts[s] = count
+    for o in range(count):
         for t in range(T):
-            j.paths[o * j.N + t0 + t] = out[o * T + t]
+            paths[o * N + t0 + t] = out[o * T + t]
 
 
 def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=True):
