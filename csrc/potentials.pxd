@@ -61,15 +61,13 @@ cdef struct Features:
     Py_ssize_t off_edge
 
 
-cdef inline int occurrence_features(const Features* d, const double* v, int k, int k_end,
-                                    bint write, int* f_end) noexcept nogil:
-    """The features of attribute occurrence k: returns the first, their end into f_end.
-
-    On the way it asks for what occurrence k + AHEAD_FEATURES reads (its labels and v, the
+cdef inline void prefetch_features(const Features* d, const double* v, int k, int k_end,
+                                   bint write) noexcept nogil:
+    """Ask for what attribute occurrence k + AHEAD_FEATURES reads (its labels and v, the
     weights or, to write, the gradient) and for the feature range of k + AHEAD_RANGE, whose
     entry is then in cache when its turn to be prefetched comes; within one sentence's
     occurrences (k_end). Prefetching changes no result."""
-    cdef int f, a = d.attrs[k]
+    cdef int f
     if k + AHEAD_RANGE < k_end:
         prefetch_read(&d.feat_ptr[d.attrs[k + AHEAD_RANGE]])
     if k + AHEAD_FEATURES < k_end:
@@ -79,22 +77,21 @@ cdef inline int occurrence_features(const Features* d, const double* v, int k, i
             prefetch_write(&v[f])
         else:
             prefetch_read(&v[f])
-    f_end[0] = d.feat_ptr[a + 1]
-    return d.feat_ptr[a]
 
 
 cdef inline void state_scores(const Features* d, const double* w, Py_ssize_t t0, int T,
                               double* s) noexcept nogil:
     """s[t*L+y]: log potential of label y at token t0+t, with start/end weights."""
     cdef int L = d.L
-    cdef int t, y, k, f, f0, f_end, k_end = d.attr_ptr[t0 + T]
+    cdef int t, y, k, a, f, k_end = d.attr_ptr[t0 + T]
     cdef double* row
     memset(s, 0, T * L * sizeof(double))
     for t in range(T):
         row = s + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            f0 = occurrence_features(d, w, k, k_end, False, &f_end)
-            for f in range(f0, f_end):
+            prefetch_features(d, w, k, k_end, False)
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
                 row[d.feat_label[f]] += w[f]
     for y in range(L):
         s[y] += w[d.off_start + y]
@@ -196,7 +193,7 @@ cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const do
     """g += factor * (expected - observed counts) of the state features and the start and
     end weights, from node marginals marg[t*L + j] and the observed labeling y."""
     cdef int L = d.L
-    cdef int t, j, k, f, f0, f_end, k_end = d.attr_ptr[t0 + T]
+    cdef int t, j, k, a, f, k_end = d.attr_ptr[t0 + T]
     cdef const double* pt
     for j in range(L):
         g[d.off_start + j] += factor * marg[j]
@@ -206,8 +203,9 @@ cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const do
     for t in range(T):
         pt = marg + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            f0 = occurrence_features(d, g, k, k_end, True, &f_end)
-            for f in range(f0, f_end):
+            prefetch_features(d, g, k, k_end, True)
+            a = d.attrs[k]
+            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
                 g[f] += factor * pt[d.feat_label[f]]
                 if d.feat_label[f] == y[t]:
                     g[f] -= factor
