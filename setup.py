@@ -49,6 +49,7 @@ extensions = [
     kernel("crftk._chain", "csrc/chain_tables.pyx"),
     kernel("crftk._product", "csrc/product_tables.pyx"),
     kernel("crftk._combine", "csrc/combine.pyx"),
+    kernel("crftk._factorial", "csrc/factorial.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]

@@ -75,7 +75,10 @@ class Model:
     def structure(self):
         """The kind of model (crftk.structures) over this feature space."""
         if self._structure is None:
-            self._structure = make_structure(self.structure_name, self.space)
+            kind = STRUCTURES[self.structure_name]
+            # a structure over several parts (factorial) builds itself from all of them
+            self._structure = (kind.from_parts(self.parts) if hasattr(kind, "from_parts")
+                               else make_structure(self.structure_name, self.space))
         return self._structure
 
     @property
@@ -129,7 +132,8 @@ class Model:
             if flat:       # crftk writes every array of a part flat; code that reads them relies on it
                 raise CrftkError(f"model file is inconsistent: its array {shown(flat[0])} is not one-dimensional",
                                  path)
-            space = FeatureSpace.from_arrays(space_meta, space_arrays, path)
+            space_type = getattr(STRUCTURES.get(structure), "part_space", lambda name: FeatureSpace)(name)
+            space = space_type.from_arrays(space_meta, space_arrays, path)
             if "weights" not in space_arrays:
                 raise CrftkError(f"model file has no weights for its part {shown(name)}", path)
             loaded.append(Part(space, space_arrays["weights"], name))
