@@ -149,11 +149,19 @@ class Model:
                 # train refuses these; a file that has one was not written by crftk
                 raise CrftkError("model file is inconsistent: an MEMM whose template has a B line with macros",
                                  path)
+        if model.structure_name == "factorial":
+            try:            # the parts must make one factorial structure
+                model.structure
+            except CrftkError as e:
+                raise CrftkError(f"model file is inconsistent: {e.message}", path) from None
         model.source = path
         return model
 
     # summaries ------------------------------------------------------------
     def summary(self):
+        if self.structure_name == "factorial":
+            from crftk.structures.factorial import summary
+            return summary(self)
         s, w = self.space, self.weights
         lay = s.layout()
         return {
@@ -178,6 +186,9 @@ class Model:
 
     def dump(self, out, *, min_abs=0.0):
         """Write the weights as text: transitions, then one line per state feature."""
+        if self.structure_name == "factorial":
+            from crftk.structures.factorial import dump
+            return dump(self, out, min_abs=min_abs)
         s, w = self.space, self.weights
         lay = s.layout()
         labels = s.labels

@@ -126,7 +126,7 @@ class Template:
     label_bigram: bool = False                     # a B line without macros
     lexicons: dict = field(default_factory=dict)   # name -> (path, ignore_case)
     pairs: list = field(default_factory=list)      # TemplateLine, kind P: factorial pair factors
-    pair_plain: bool = False                       # a P line without macros
+    pair_plain: int = 0                            # line number of a P line without macros (0: none)
 
     @property
     def lines(self):
@@ -200,7 +200,7 @@ def parse_template(text, path="<template>"):
         if kind == "P":
             tl = TemplateLine(kind="P", text=line, parts=parts, lineno=lineno)
             if not tl.macros:
-                tmpl.pair_plain = True
+                tmpl.pair_plain = tmpl.pair_plain or lineno
             elif line not in seen:
                 seen[line] = lineno
                 tmpl.pairs.append(tl)

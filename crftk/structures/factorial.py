@@ -15,13 +15,10 @@ model file names the structure ``factorial`` and holds one part per chain
 Inference over the grid is in csrc/factorial.pyx (crftk._factorial).
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from crftk import _factorial
 from crftk.errors import CrftkError, UsageError, shown
-from crftk.features.space import FeatureSpace, Positions
 from crftk.features.templates import parse_template
 from crftk.structures.base import Inference, Structure
 from crftk.structures.pairs import SEP
@@ -30,34 +27,6 @@ from crftk.structures.pairs import SEP
 MAX_CHAINS = 8
 #: inference methods a factorial CRF trains and decodes with
 INFERENCE = ("exact", "trp", "bp")
-
-
-@dataclass(frozen=True)
-class PairLayout:
-    """A pair space's parameters: its feature weights only."""
-
-    n_features: int
-
-    @property
-    def n_params(self):
-        return self.n_features
-
-    @property
-    def state(self):
-        return slice(0, self.n_features)
-
-    def __getitem__(self, part):
-        if part != "state":
-            raise KeyError(part)
-        return self.state
-
-
-class PairSpace(FeatureSpace):
-    """The features of a pair factor: labels are the label pairs ``a|b`` (a of chain c, b of
-    chain c+1, numbered a * n_{c+1} + b)."""
-
-    def layout(self):
-        return PairLayout(self.n_features)
 
 
 def pair_template(template):
@@ -103,6 +72,8 @@ def check_template(template, n_columns, label_cols, data_path=None):
 
 def fit_spaces(sentences, template, label_cols, *, min_freq=1, feature_set="supported", path=None):
     """(chain spaces, pair spaces, FactorialCorpus) of training sentences (a list)."""
+    # crftk.features.space imports this package (structures.layout): imported here, not above
+    from crftk.features.space import FeatureSpace, PairSpace
     if not sentences:
         raise CrftkError("no training sentences", path)
     n_columns = len(sentences[0].rows[0])
@@ -164,6 +135,7 @@ class FactorialCorpus:
 
 def _encode(space, sentences):
     """A space's encoding of sentences that may lack the label columns (gold left out)."""
+    from crftk.features.space import Positions
     values = space.extractor.values(sentences, None)
     return space._encode(values, Positions(values.lengths, values.anchor), None)
 
@@ -191,6 +163,7 @@ class Factorial(Structure):
     @staticmethod
     def part_space(name):
         """The feature-space class of a model part of this name."""
+        from crftk.features.space import FeatureSpace, PairSpace
         return PairSpace if name.startswith("pair") else FeatureSpace
 
     @classmethod
@@ -316,3 +289,47 @@ class FactorialInference(Inference):
 
     def counts(self, labels):
         raise CrftkError("feature counts are not computed for factorial models")
+
+
+def summary(model):
+    """``crftk info`` of a factorial model: the structure, each chain's and each pair's sizes."""
+    st = model.structure
+    chains = {}
+    for c, (s, part) in enumerate(zip(st.chains, model.parts)):
+        chains[f"chain{c}"] = {"label_column": s.label_col, "labels": s.labels, "n_labels": s.n_labels,
+                               "attributes": s.n_attrs, "edge_attributes": s.n_edge_attrs,
+                               "state_features": s.n_features, "parameters": s.n_params,
+                               "nonzero_parameters": int(np.count_nonzero(part.weights))}
+    pairs = {}
+    for c, (p, part) in enumerate(zip(st.pairs, model.parts[st.n_chains:])):
+        pairs[f"pair{c}"] = {"chains": [c, c + 1], "label_pairs": p.n_labels,
+                             "observation_templates": len(p.unigram_lines) - 1,
+                             "attributes": p.n_attrs, "pair_features": p.n_features,
+                             "nonzero_parameters": int(np.count_nonzero(part.weights))}
+    s = st.space
+    return {"structure": "factorial", "chains": st.n_chains, "label_columns": st.label_cols,
+            "columns": s.n_columns,
+            "templates": {"state": len(s.unigram_lines), "transition": len(s.bigram_lines),
+                          "label_bigram": s.template.label_bigram, "pair": len(s.template.pairs)},
+            "feature_set": s.feature_set, "parameters": st.n_params, "parts": {**chains, **pairs},
+            "training": model.info}
+
+
+def dump(model, out, min_abs=0.0):
+    """The weights as text: each chain as a linear chain's dump, then each pair factor's features."""
+    from crftk.model import Model
+    st = model.structure
+    out.write(f"# crftk factorial model: {st.n_chains} chains (label columns "
+              f"{', '.join(map(str, st.label_cols))}), {st.n_params} parameters\n")
+    for c, (s, part) in enumerate(zip(st.chains, model.parts)):
+        out.write(f"\n[chain {c}] label column {s.label_col}\n")
+        Model(s, part.weights).dump(out, min_abs=min_abs)
+    for c, (p, part) in enumerate(zip(st.pairs, model.parts[st.n_chains:])):
+        out.write(f"\n[pair {c} {c + 1}] attribute\tlabel of chain {c}{SEP}label of chain {c + 1}\tweight\n")
+        names = p.attribute_strings()
+        names[0] = "(plain)"
+        w, ptr, fl = part.weights, p.feat_ptr, p.feat_label
+        for a, name in enumerate(names):
+            for f in range(ptr[a], ptr[a + 1]):
+                if abs(w[f]) > min_abs:
+                    out.write(f"{name}\t{p.labels[fl[f]]}\t{w[f]:.6f}\n")
