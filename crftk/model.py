@@ -188,7 +188,8 @@ class Model:
         """Write the weights as text: transitions, then one line per state feature."""
         if self.structure_name == "factorial":
             from crftk.structures.factorial import dump
-            return dump(self, out, min_abs=min_abs)
+            return dump(self, out, min_abs=min_abs,
+                        dump_chain=lambda space, weights: Model(space, weights).dump(out, min_abs=min_abs))
         s, w = self.space, self.weights
         lay = s.layout()
         labels = s.labels

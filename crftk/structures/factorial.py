@@ -315,15 +315,15 @@ def summary(model):
             "training": model.info}
 
 
-def dump(model, out, min_abs=0.0):
-    """The weights as text: each chain as a linear chain's dump, then each pair factor's features."""
-    from crftk.model import Model
+def dump(model, out, min_abs=0.0, *, dump_chain):
+    """The weights as text: each chain as a linear chain's dump (``dump_chain(space, weights)``,
+    crftk.model's), then each pair factor's features."""
     st = model.structure
     out.write(f"# crftk factorial model: {st.n_chains} chains (label columns "
               f"{', '.join(map(str, st.label_cols))}), {st.n_params} parameters\n")
     for c, (s, part) in enumerate(zip(st.chains, model.parts)):
         out.write(f"\n[chain {c}] label column {s.label_col}\n")
-        Model(s, part.weights).dump(out, min_abs=min_abs)
+        dump_chain(s, part.weights)
     for c, (p, part) in enumerate(zip(st.pairs, model.parts[st.n_chains:])):
         out.write(f"\n[pair {c} {c + 1}] attribute\tlabel of chain {c}{SEP}label of chain {c + 1}\tweight\n")
         names = p.attribute_strings()
