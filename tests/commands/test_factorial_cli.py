@@ -160,3 +160,21 @@ def test_forged_factorial_parts_are_refused(files, tmp_path):
     bad.save(path)
     r = invoke(["info", path])
     assert r.exit_code == 1 and "inconsistent" in r.output and "pair" in r.output
+
+
+def test_factorial_estimator(files, tmp_path):
+    import crftk
+    from crftk.api import read_conll
+    X, y = read_conll(files["train"], label_col=-1)
+    pos = [[row[1] for row in s] for s in X]
+    words = [[row[0] for row in s] for s in X]
+    est = crftk.FactorialCRF(TEMPLATE, max_iter=30, threads=1).fit(words, [pos, y])
+    pred = est.predict(words)
+    assert len(pred) == 2 and [len(s) for s in pred[0]] == [len(s) for s in words]
+    assert est.score(words, [pos, y]) > 85
+    path = tmp_path / "api.model"
+    est.save(path)
+    again = crftk.FactorialCRF.load(path)
+    assert again.predict(words) == pred
+    with pytest.raises(crftk.CrftkError, match="two or more"):
+        crftk.FactorialCRF(TEMPLATE).fit(words, [pos])
