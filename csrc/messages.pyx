@@ -18,7 +18,9 @@ from libc.stdlib cimport calloc, free
 from cython.parallel cimport prange, parallel, threadid
 
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_joint_labels,
-                       grid_edge_count, grid_exact, grid_exact_viterbi, GRID_WANT_EXACT, GRID_WANT_BP)
+                       grid_edge_count, grid_exact, grid_exact_viterbi, grid_bp, grid_bp_max,
+                       grid_comb_edges, grid_labeling_score, GRID_WANT_EXACT, GRID_WANT_BP, GRID_TRP,
+                       GRID_RANDOM)
 
 
 cdef struct Slot:
@@ -224,3 +226,156 @@ def edge_list(int C, int T):
             out.append((c, t, c + 1, t))
     assert len(out) == grid_edge_count(C, T)
     return np.array(out, dtype=np.int64).reshape(-1, 4)
+
+
+def _check_bp(int schedule, double tol, int max_sweeps):
+    if schedule not in (GRID_TRP, GRID_RANDOM):
+        raise ValueError(f"schedule must be {GRID_TRP} (TRP) or {GRID_RANDOM} (random), not {schedule}")
+    if not tol >= 0:
+        raise ValueError("tol must be at least 0")
+    if max_sweeps < 1:
+        raise ValueError("max_sweeps must be at least 1")
+
+
+def bp(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol=1e-3, int max_sweeps=100,
+       unsigned long long seed=0, int n_threads=1):
+    """Loopy sum-product over each grid: a dict with ``logz`` [S] (the Bethe approximation),
+    ``node``, ``edge``, ``pair`` as exact() returns them (beliefs), ``sweeps`` [S] int32 and
+    ``converged`` [S] bool."""
+    _check_bp(schedule, tol, max_sweeps)
+    cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
+    cdef int C = gb.C, nt = max(1, n_threads), c, th
+    cdef Py_ssize_t N = gb.n_tokens, s, t0, k
+    sizes_l = gb.sizes.tolist()
+    logz_np = np.zeros(gb.n_grids)
+    sweeps_np = np.zeros(gb.n_grids, dtype=np.int32)
+    conv_np = np.zeros(gb.n_grids, dtype=np.int32)
+    node_np = [np.zeros((N, n)) for n in sizes_l]
+    pair_np = [np.zeros((N, sizes_l[c], sizes_l[c + 1])) for c in range(C - 1)]
+    edge_np = np.zeros((nt, sum(n * n for n in sizes_l)))
+    cdef double[::1] logz = logz_np
+    cdef int[::1] sweeps = sweeps_np, conv = conv_np
+    cdef double[:, ::1] edge_acc = edge_np
+    cdef double* node_base[8]
+    cdef double* pair_base[8]
+    cdef double[:, ::1] v2
+    cdef double[:, :, ::1] v3
+    cdef Py_ssize_t eoff[8]
+    k = 0
+    for c in range(C):
+        eoff[c] = k
+        k += sizes_l[c] * sizes_l[c]
+        v2 = node_np[c]
+        node_base[c] = &v2[0, 0] if N else NULL
+        if c < C - 1:
+            v3 = pair_np[c]
+            pair_base[c] = &v3[0, 0, 0] if N else NULL
+    cdef Slot* sl = NULL
+    cdef Slot* me = NULL
+    if gb.n_grids:
+        sl = gb.slots(nt, GRID_WANT_BP)
+        for th in range(nt):
+            for c in range(C):
+                sl[th].edge_out[c] = &edge_acc[th, eoff[c]]
+            sl[th].out.node = sl[th].node_out
+            sl[th].out.edge = sl[th].edge_out
+            sl[th].out.pair = sl[th].pair_out if C > 1 else NULL
+        try:
+            with nogil, parallel(num_threads=nt):
+                me = &sl[threadid()]
+                for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
+                    gb.at(me, s)
+                    t0 = gb.sp[s]
+                    for c in range(C):
+                        me.node_out[c] = node_base[c] + t0 * gb.n[c]
+                        if c < C - 1:
+                            me.pair_out[c] = pair_base[c] + t0 * gb.n[c] * gb.n[c + 1]
+                    logz[s] = grid_bp(&me.g, &me.w, schedule, tol, max_sweeps, seed + <unsigned long long> s,
+                                      &me.out, &sweeps[s], &conv[s])
+        finally:
+            free_slots(sl, nt)
+    edge_sum = edge_np.sum(axis=0)
+    return {"logz": logz_np, "node": node_np, "pair": pair_np,
+            "edge": [edge_sum[eoff[c]:eoff[c] + sizes_l[c] ** 2].reshape(sizes_l[c], sizes_l[c]) for c in range(C)],
+            "sweeps": sweeps_np, "converged": conv_np.astype(bool)}
+
+
+def bp_max(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol=1e-3, int max_sweeps=100,
+           unsigned long long seed=0, int n_threads=1):
+    """Loopy max-product decoding of each grid: a dict with ``labels`` per chain [N] int32,
+    ``score`` [S] (their log potential), ``sweeps`` [S] int32, ``converged`` [S] bool."""
+    _check_bp(schedule, tol, max_sweeps)
+    cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
+    cdef int C = gb.C, nt = max(1, n_threads), c
+    cdef Py_ssize_t N = gb.n_tokens, s, t0
+    score_np = np.zeros(gb.n_grids)
+    sweeps_np = np.zeros(gb.n_grids, dtype=np.int32)
+    conv_np = np.zeros(gb.n_grids, dtype=np.int32)
+    labels_np = [np.zeros(N, dtype=np.int32) for _ in range(C)]
+    cdef double[::1] score = score_np
+    cdef int[::1] sweeps = sweeps_np, conv = conv_np
+    cdef int* lab_base[8]
+    cdef int[::1] vi
+    for c in range(C):
+        vi = labels_np[c]
+        lab_base[c] = &vi[0] if N else NULL
+    cdef Slot* sl = NULL
+    cdef Slot* me = NULL
+    if gb.n_grids:
+        sl = gb.slots(nt, GRID_WANT_BP)
+        try:
+            with nogil, parallel(num_threads=nt):
+                me = &sl[threadid()]
+                for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
+                    gb.at(me, s)
+                    t0 = gb.sp[s]
+                    for c in range(C):
+                        me.labels[c] = lab_base[c] + t0
+                    score[s] = grid_bp_max(&me.g, &me.w, schedule, tol, max_sweeps,
+                                           seed + <unsigned long long> s, me.labels, &sweeps[s], &conv[s])
+        finally:
+            free_slots(sl, nt)
+    return {"labels": labels_np, "score": score_np, "sweeps": sweeps_np, "converged": conv_np.astype(bool)}
+
+
+def comb_edges(int C, int T, int spine):
+    """The edges (edge_list numbering) of TRP's comb with chain ``spine`` as its spine."""
+    if not (1 <= C <= 8 and T >= 1 and 0 <= spine < C):
+        raise ValueError("1..8 chains, at least one token, a spine among the chains")
+    out = np.zeros(max(1, C * T), dtype=np.int32)
+    cdef int[::1] o = out
+    cdef Py_ssize_t k = grid_comb_edges(C, T, spine, &o[0])
+    return out[:k].copy()
+
+
+def message_counts(sizes, node, trans, pair, int schedule, int sweeps, bint maxp=False,
+                   unsigned long long seed=0):
+    """[E, 2]: how many messages one grid's BP sent across each edge, each way (way 0: forward
+    in time or down to chain c+1), in ``sweeps`` sweeps that are never counted as converged."""
+    _check_bp(schedule, 0.0, sweeps)
+    cdef GridBatch gb = GridBatch(sizes, np.array([0, len(node[0])]), node, trans, pair)
+    cdef Slot* sl = gb.slots(1, GRID_WANT_BP)
+    cdef int sw = 0, cv = 0
+    E = grid_edge_count(gb.C, gb.max_len)
+    counts = np.zeros(2 * E + 2, dtype=np.int32)
+    cdef int[::1] cnt = counts
+    cdef int* lab[8]
+    labels = [np.zeros(gb.max_len, dtype=np.int32) for _ in range(gb.C)]
+    cdef int[::1] vi
+    for c in range(gb.C):
+        vi = labels[c]
+        lab[c] = &vi[0]
+    try:
+        gb.at(&sl[0], 0)
+        sl[0].w.visits = &cnt[0]
+        sl[0].out.node = NULL
+        sl[0].out.edge = NULL
+        sl[0].out.pair = NULL
+        if maxp:
+            grid_bp_max(&sl[0].g, &sl[0].w, schedule, -1.0, sweeps, seed, lab, &sw, &cv)
+        else:
+            grid_bp(&sl[0].g, &sl[0].w, schedule, -1.0, sweeps, seed, &sl[0].out, &sw, &cv)
+    finally:
+        sl[0].w.visits = NULL
+        free_slots(sl, 1)
+    return counts[:2 * E].reshape(E, 2)

@@ -59,3 +59,39 @@ def exact(node, trans, pair):
     m, labels, score = exact_batch(_one(node), node, trans, pair)
     m.logz = float(m.logz[0])
     return m, labels, float(score[0])
+
+
+def _schedule(name):
+    try:
+        return SCHEDULES[name]
+    except KeyError:
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, not {name!r}") from None
+
+
+def bp_batch(sent_ptr, node, trans, pair, schedule="trp", tol=1e-3, max_sweeps=100, seed=0, n_threads=1):
+    """Loopy sum-product over every grid of a batch: Marginals of beliefs, with the Bethe log Z,
+    the sweeps run and whether each grid converged (no message changed by more than ``tol``)."""
+    r = _messages.bp(sizes_of(node), sent_ptr, node, trans, pair, _schedule(schedule), tol, max_sweeps,
+                     seed, n_threads)
+    return Marginals(r["logz"], r["node"], r["edge"], r["pair"], r["sweeps"], r["converged"])
+
+
+def bp(node, trans, pair, schedule="trp", tol=1e-3, max_sweeps=100, seed=0):
+    """Loopy sum-product over one grid (Marginals with a scalar Bethe logz, sweeps, converged)."""
+    m = bp_batch(_one(node), node, trans, pair, schedule, tol, max_sweeps, seed)
+    m.logz, m.sweeps, m.converged = float(m.logz[0]), int(m.sweeps[0]), bool(m.converged[0])
+    return m
+
+
+def bp_max_batch(sent_ptr, node, trans, pair, schedule="trp", tol=1e-3, max_sweeps=100, seed=0, n_threads=1):
+    """Loopy max-product decoding of every grid: (labels per chain [N], scores [S], sweeps [S],
+    converged [S])."""
+    r = _messages.bp_max(sizes_of(node), sent_ptr, node, trans, pair, _schedule(schedule), tol, max_sweeps,
+                         seed, n_threads)
+    return r["labels"], r["score"], r["sweeps"], r["converged"]
+
+
+def bp_max(node, trans, pair, schedule="trp", tol=1e-3, max_sweeps=100, seed=0):
+    """(labels per chain [T], score, sweeps, converged) of one grid by loopy max-product."""
+    labels, score, sweeps, conv = bp_max_batch(_one(node), node, trans, pair, schedule, tol, max_sweeps, seed)
+    return labels, float(score[0]), int(sweeps[0]), bool(conv[0])
