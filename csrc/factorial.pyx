@@ -32,9 +32,17 @@ from potentials cimport (Features, state_scores, has_edge_attributes, edge_score
                          scatter_edge, scatter_nodes)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
+from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_bp, grid_bp_max,
+                       GRID_TRP, GRID_RANDOM, GRID_WANT_BP)
 
 cdef enum:
     MAX_CHAINS = 8
+    EXACT = 0
+    TRP = 1
+    RANDOM_BP = 2
+
+#: the inference methods by name, as crftk train --inference spells them
+METHODS = {"exact": EXACT, "trp": TRP, "bp": RANDOM_BP}
 
 
 cdef struct Model:
@@ -47,6 +55,9 @@ cdef struct Model:
     Py_ssize_t pair_off[MAX_CHAINS]
     const int* sent_ptr
     Py_ssize_t N
+    int method                    # EXACT, TRP or RANDOM_BP
+    double tol                    # message passing: convergence tolerance
+    int max_sweeps
 
 
 cdef struct Work:
@@ -69,14 +80,27 @@ cdef struct Work:
     const double** E              # T*C
     const double** Tr             # T*C
     int* joint                    # T
+    GridWork gw                   # message passing (TRP, BP)
+    double* esum[MAX_CHAINS]      # n_c^2: chain-edge beliefs summed over the tokens
+    int* lab[MAX_CHAINS]          # T: max-product labels
+    Py_ssize_t sweeps             # sweeps run, over the sentences this thread did
+    Py_ssize_t converged          # sentences whose messages converged
 
 
 cdef int work_init(Work* b, const Model* m, int T) noexcept nogil:
     cdef int c, C = m.C, nn = 0
-    cdef Py_ssize_t S = m.sh.S
+    cdef Py_ssize_t S = m.sh.S if m.method == EXACT else 1
     memset(b, 0, sizeof(Work))
     if T < 1:
         T = 1
+    if m.method != EXACT:
+        if grid_work_init(&b.gw, T, C, m.n, GRID_WANT_BP) != 0:
+            return -1
+        for c in range(C):
+            b.esum[c] = <double*> malloc(m.n[c] * m.n[c] * sizeof(double))
+            b.lab[c] = <int*> malloc(T * sizeof(int))
+            if b.esum[c] == NULL or b.lab[c] == NULL:
+                return -1
     for c in range(C):
         b.node[c] = <double*> malloc(T * m.n[c] * sizeof(double))
         b.lmat[c] = <double*> malloc(T * m.n[c] * m.n[c] * sizeof(double))
@@ -113,7 +137,11 @@ cdef int work_init(Work* b, const Model* m, int T) noexcept nogil:
 
 cdef void work_free(Work* b) noexcept nogil:
     cdef int c
+    if b.gw.max_T:
+        grid_work_release(&b.gw)
     for c in range(MAX_CHAINS):
+        free(b.esum[c])
+        free(b.lab[c])
         free(b.node[c])
         free(b.pair[c])
         free(b.lmat[c])
@@ -297,6 +325,95 @@ cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T
     return total
 
 
+cdef inline void make_grid(const Model* m, const double* w, int T, Work* b, Grid* g, const double** node,
+                           const double** trans, const double** pair) noexcept nogil:
+    """The Grid (messages.pxd) of the tables grid_tables built; shared transition matrices only."""
+    cdef int c
+    for c in range(m.C):
+        node[c] = b.node[c]
+        trans[c] = w + m.chain_off[c] + m.chain[c].off_trans
+        pair[c] = b.pair[c]
+    g.C = m.C
+    g.T = T
+    g.n = m.n
+    g.node = node
+    g.trans = trans
+    g.pair = pair
+
+
+cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
+                        const int* gold, double* g) noexcept nogil:
+    """Loopy sum-product on one sentence (TRP or random schedule); returns the Bethe log Z, or
+    with gold, it minus score(gold), adding the beliefs' expected - observed counts to g; the
+    beliefs are left in b.nmarg, b.pmarg."""
+    cdef int C = m.C, c, t, i, nc, sweeps = 0, conv = 0
+    cdef double logz, total
+    cdef Grid grid
+    cdef GridOut out
+    cdef const double* node[MAX_CHAINS]
+    cdef const double* trans[MAX_CHAINS]
+    cdef const double* pair[MAX_CHAINS]
+    cdef const Features* d
+    grid_tables(m, w, t0, T, b, NULL, NULL, False)
+    make_grid(m, w, T, b, &grid, node, trans, pair)
+    for c in range(C):
+        memset(b.esum[c], 0, m.n[c] * m.n[c] * sizeof(double))
+    out.node = b.nmarg
+    out.edge = b.esum
+    out.pair = b.pmarg
+    logz = grid_bp(&grid, &b.gw, GRID_TRP if m.method == TRP else GRID_RANDOM, m.tol, m.max_sweeps,
+                   <unsigned long long> (s + 1), &out, &sweeps, &conv)
+    b.sweeps += sweeps
+    b.converged += conv
+    total = logz
+    if gold != NULL:
+        for c in range(C):
+            d = &m.chain[c]
+            nc = m.n[c]
+            total -= labeling_score(d, w + m.chain_off[c], b.node[c], t0, T, gold + c * m.N + t0, 1.0)
+            if c + 1 < C:
+                for t in range(T):
+                    total -= b.pair[c][(t * nc + gold[c * m.N + t0 + t]) * m.n[c + 1]
+                                       + gold[(c + 1) * m.N + t0 + t]]
+            for i in range(nc * nc):
+                g[m.chain_off[c] + d.off_trans + i] += b.esum[c][i]
+            for t in range(1, T):
+                g[m.chain_off[c] + d.off_trans + gold[c * m.N + t0 + t - 1] * nc + gold[c * m.N + t0 + t]] -= 1.0
+            scatter_nodes(d, t0, T, b.nmarg[c], gold + c * m.N + t0, g + m.chain_off[c], 1.0)
+            if c + 1 < C:
+                scatter_pairs(&m.pair[c], t0, T, b.pmarg[c], gold + c * m.N + t0, gold + (c + 1) * m.N + t0,
+                              m.n[c + 1], g + m.pair_off[c])
+    return total
+
+
+cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T,
+                            Work* b) noexcept nogil:
+    """Loopy max-product on one sentence; the labels into b.lab; returns their score."""
+    cdef int sweeps = 0, conv = 0
+    cdef double score
+    cdef Grid grid
+    cdef const double* node[MAX_CHAINS]
+    cdef const double* trans[MAX_CHAINS]
+    cdef const double* pair[MAX_CHAINS]
+    grid_tables(m, w, t0, T, b, NULL, NULL, False)
+    make_grid(m, w, T, b, &grid, node, trans, pair)
+    score = grid_bp_max(&grid, &b.gw, GRID_TRP if m.method == TRP else GRID_RANDOM, m.tol, m.max_sweeps,
+                        <unsigned long long> (s + 1), b.lab, &sweeps, &conv)
+    b.sweeps += sweeps
+    b.converged += conv
+    return score
+
+
+cdef inline double infer_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T,
+                                  Work* b, const double** E_shared, const double* shift_shared,
+                                  const int* gold, double* g) noexcept nogil:
+    if m.method == EXACT:
+        b.sweeps += 1
+        b.converged += 1
+        return exact_sentence(m, w, t0, T, b, E_shared, shift_shared, gold, g)
+    return bp_sentence(m, w, s, t0, T, b, gold, g)
+
+
 cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except *:
     """A Features struct over (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label) arrays."""
     cdef const int[::1] attr_ptr = arrays[0]
@@ -336,11 +453,16 @@ cdef class Grids:
     cdef readonly Py_ssize_t n_tokens, n_params
     cdef object keep
     cdef readonly object sizes
+    #: of the last pass: (sentences whose messages converged, mean sweeps per sentence)
+    cdef public object last_stats
 
-    def __init__(self, sent_ptr, chains, pairs, Py_ssize_t n_params):
+    def __init__(self, sent_ptr, chains, pairs, Py_ssize_t n_params, method="exact", double tolerance=1e-3,
+                 int max_sweeps=100):
         """chains[c]: (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, n_labels,
         n_edge_attrs, offset); pairs[c] (between chain c and c+1): (attr_ptr, attrs, feat_ptr,
-        feat_label, offset), its labels the pairs a * n_{c+1} + b. All int32, contiguous."""
+        feat_label, offset), its labels the pairs a * n_{c+1} + b. All int32, contiguous.
+        method: exact, trp or bp (message passing: tolerance, max_sweeps; shared transition
+        matrices only, no B lines with macros)."""
         cdef int C = len(chains), c
         cdef int n[MAX_CHAINS]
         if not 1 <= C <= MAX_CHAINS:
@@ -391,6 +513,16 @@ cdef class Grids:
             raise ValueError(f"the parts hold {total} parameters, not {n_params}")
         if shape_init(&self.m.sh, C, n) != 0:
             raise ValueError("bad label counts")
+        if method not in METHODS:
+            raise ValueError(f"unknown inference method {method!r}")
+        self.m.method = METHODS[method]
+        if self.m.method != EXACT:
+            if any(ch[7] for ch in chains):
+                raise ValueError("message passing needs shared transition matrices (no B lines with macros)")
+            if not (tolerance > 0 and max_sweeps >= 1):
+                raise ValueError("tolerance must be > 0 and max_sweeps >= 1")
+        self.m.tol = tolerance
+        self.m.max_sweeps = max_sweeps
         self.keep = keep
         self.sizes = tuple(sizes)
         self.n_chains = C
@@ -415,9 +547,13 @@ cdef class Grids:
 
     cdef void _free(self, Work* pool, int n_threads):
         cdef int i
+        cdef Py_ssize_t sweeps = 0, converged = 0
         for i in range(n_threads):
+            sweeps += pool[i].sweeps
+            converged += pool[i].converged
             work_free(&pool[i])
         free(pool)
+        self.last_stats = (converged, <double> sweeps / self.n_sentences if self.n_sentences else 0.0)
 
     def _shared(self, const double[::1] w):
         """Each chain's shared transition matrix exponentiated, and its shift."""
@@ -472,7 +608,7 @@ cdef class Grids:
                 for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
                     t0 = self.m.sent_ptr[s]
                     T = <int> (self.m.sent_ptr[s + 1] - t0)
-                    total += exact_sentence(&self.m, wp, t0, T, b, Esh, &shifts[0], gp, &gbuf[threadid(), 0])
+                    total += infer_sentence(&self.m, wp, s, t0, T, b, Esh, &shifts[0], gp, &gbuf[threadid(), 0])
         finally:
             self._free(pool, n_threads)
         grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
@@ -517,7 +653,7 @@ cdef class Grids:
                 for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
                     t0 = self.m.sent_ptr[s]
                     T = <int> (self.m.sent_ptr[s + 1] - t0)
-                    logz[s] = exact_sentence(&self.m, wp, t0, T, b, Esh, &shifts[0], NULL, NULL)
+                    logz[s] = infer_sentence(&self.m, wp, s, t0, T, b, Esh, &shifts[0], NULL, NULL)
                     for k in range(self.m.C):
                         nk = self.m.n[k]
                         for i in range(T * nk):
@@ -552,13 +688,21 @@ cdef class Grids:
                 for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
                     t0 = self.m.sent_ptr[s]
                     T = <int> (self.m.sent_ptr[s + 1] - t0)
-                    grid_tables(&self.m, wp, t0, T, b, NULL, NULL, False)
-                    joint_state(&self.m, T, b)
-                    product_viterbi(&self.m.sh, T, b.s, b.Tr, b.alpha, b.tmp, NULL, b.joint, &score[s])
-                    for t in range(T):
-                        y = b.joint[t]
+                    if self.m.method != EXACT:
+                        score[s] = bp_max_sentence(&self.m, wp, s, t0, T, b)
                         for c in range(self.m.C):
-                            out[c, t0 + t] = (y // self.m.sh.stride[c]) % self.m.n[c]
+                            for t in range(T):
+                                out[c, t0 + t] = b.lab[c][t]
+                    else:
+                        b.sweeps += 1
+                        b.converged += 1
+                        grid_tables(&self.m, wp, t0, T, b, NULL, NULL, False)
+                        joint_state(&self.m, T, b)
+                        product_viterbi(&self.m.sh, T, b.s, b.Tr, b.alpha, b.tmp, NULL, b.joint, &score[s])
+                        for t in range(T):
+                            y = b.joint[t]
+                            for c in range(self.m.C):
+                                out[c, t0 + t] = (y // self.m.sh.stride[c]) % self.m.n[c]
         finally:
             self._free(pool, n_threads)
         return out_np, score_np

@@ -256,7 +256,10 @@ class FactorialInference(Inference):
         if inference not in INFERENCE:
             raise CrftkError(f"unknown inference {shown(inference)}: choose {', '.join(INFERENCE)}")
         if inference != "exact":
-            raise CrftkError(f"--inference {inference} is not available in this build (exact only)")
+            edges = [c + 1 for c, s in enumerate(structure.chains) if s.n_edge_attrs]
+            if edges:
+                raise CrftkError(f"--inference {inference} passes messages over shared transition matrices: "
+                                 f"chain {edges[0]}'s template has B lines with macros (use --inference exact)")
         self.method = inference
         self.tolerance = tolerance
         self.max_sweeps = max_sweeps
@@ -270,9 +273,13 @@ class FactorialInference(Inference):
         C = st.n_chains
         for c, (p, enc) in enumerate(zip(st.pairs, corpus.pairs)):
             pairs.append((enc.attr_ptr, enc.attrs, p.feat_ptr, p.feat_label, int(off[C + c])))
-        self.grids = _factorial.Grids(corpus.sent_ptr, chains, pairs, st.n_params)
-        #: per call of loglik: (sentences converged, mean sweeps); exact inference: all, 1
-        self.last_stats = (corpus.n_sentences, 1.0)
+        self.grids = _factorial.Grids(corpus.sent_ptr, chains, pairs, st.n_params, inference, tolerance,
+                                      max_sweeps)
+
+    @property
+    def last_stats(self):
+        """Of the last pass: (sentences whose messages converged, mean sweeps); exact: all, 1."""
+        return self.grids.last_stats or (0, 0.0)
 
     def loglik(self, w, labels, curvature=None):
         if curvature is not None:

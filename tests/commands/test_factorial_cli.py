@@ -178,3 +178,30 @@ def test_factorial_estimator(files, tmp_path):
     assert again.predict(words) == pred
     with pytest.raises(crftk.CrftkError, match="two or more"):
         crftk.FactorialCRF(TEMPLATE).fit(words, [pos])
+
+
+@pytest.mark.parametrize("method", ["trp", "bp"])
+def test_train_and_tag_with_message_passing(files, method):
+    model, log = train_fcrf(files, "--inference", method, "--max-sweeps", 50)
+    assert "converged 60/60" in log and "sweeps" in log
+    m = Model.load(model)
+    assert m.info["factorial"]["inference"] == method
+    r = invoke(["tag", "-m", model, "--inference", "exact", files["dev"]])
+    exact = r.output
+    r = invoke(["tag", "-m", model, files["dev"]])           # the model's own: max-product
+    assert r.exit_code == 0
+    rows_exact = [ln.split() for ln in exact.splitlines() if len(ln.split()) == 5]      # no log lines
+    rows_bp = [ln.split() for ln in r.output.splitlines() if len(ln.split()) == 5]
+    assert len(rows_bp) == len(rows_exact) > 50 and "decoding with max-product" in r.output
+    agree = np.mean([a == b for a, b in zip(rows_exact, rows_bp)])
+    assert agree > 0.95
+
+
+def test_message_passing_refuses_b_lines_with_macros(files):
+    tmpl = files["dir"] / "edge.tmpl"
+    tmpl.write_text(TEMPLATE + "B01:%x[0,0]\n")
+    model = files["dir"] / "edge.model"
+    r = invoke(["train", "-t", tmpl, "-m", model, "--label-col", 1, "--label-col", 2, "--inference", "bp",
+                files["train"]])
+    assert r.exit_code == 1 and "B lines with macros" in r.output and r.output.count("\n") == 1
+    assert not model.exists()
