@@ -307,6 +307,9 @@ def report(args):
         if p.exists():
             everything[name] = json.loads(p.read_text())
             parts.append(f"## {name}\n\n```\n{json.dumps(everything[name], indent=1)}\n```\n")
+    notes = out / "notes.md"
+    if notes.exists():          # what the run's operator observed (interruptions, load), kept with the figures
+        parts.append("## Notes\n\n" + notes.read_text())
     text = "\n".join(parts)
     Path(args.results + ".md").write_text(text + "\n")
     Path(args.results + ".json").write_text(json.dumps(everything, indent=1) + "\n")
