@@ -623,7 +623,9 @@ class Pipeline:
     that model i's labels fill. X holds sentences of token rows in the last model's input
     columns, as ``read_conll(path, label_col=-1)`` gives them. ``decode``: "joint" (exact over
     the product of the label sets when every fed column is read at offset 0 only, else by
-    rescoring the ``nbest_upstream`` best upstream labelings: ``joint_mode``) or "cascade".
+    rescoring the ``nbest_upstream`` best upstream labelings: ``joint_mode``), "normalized" (the
+    ``nbest_upstream`` best upstream labelings rescored by the sum of the stages'
+    log-probabilities, log p(y1|x) + log p(y2|y1,x)) or "cascade".
     """
 
     def __init__(self, pipeline):

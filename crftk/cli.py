@@ -247,7 +247,7 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @max_sentence_option
 @threads_option
 @click.option("--decode", type=click.Choice(params.DECODE.choices + params.TAG_DECODE.choices[1:]),
-              default=None, help="Pipelines (crftk compose): cascade or joint (default joint). "
+              default=None, help="Pipelines (crftk compose): cascade, joint or normalized (default joint). "
               + params.DECODE.help.split(". ", 1)[1] + " Bags (crftk bag) combined by seq-mixture: "
               "viterbi or max-marginal (default: the bag's choice).")
 @_option(params.NBEST_UPSTREAM, metavar="K")
@@ -264,63 +264,16 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     at sentence boundaries; -o may then be a directory (one output per input file).
     """
     if scheduler is not None or workers:
-        from crftk.distributed.tagging import tag as run, tty_progress as cluster_progress
-        progress = cluster_progress()
-        run(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
-            marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
-            progress=progress, log=_log, max_sentence_tokens=max_sentence_tokens)
-        if progress:
-            click.echo("", err=True)
+        from crftk.distributed.tagging import run as tag_on_cluster
+        tag_on_cluster(model_path, inputs, output, scheduler=scheduler, workers=workers, threads=threads,
+                       marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
+                       max_sentence_tokens=max_sentence_tokens, log=_log)
         return
-    from crftk.io.conll import AtomicWriter, check_output
-    from crftk.commands.tag import tag_files
-    from crftk.model import Model
-    from crftk.progress import tty_progress
-    check_output(output)
-    model = Model.load(model_path)
-    progress = tty_progress()
-    factorial = model.structure_name == "factorial"
-    if not factorial and (inference, tolerance, max_sweeps) != (None, None, None):
-        raise UsageError(f"--inference, --tolerance and --max-sweeps are for factorial models; {model_path} "
-                         f"is a {model.structure_name} model")
-    if factorial:
-        if marginals or nbest or decode is not None or combine != params.TAG_COMBINE.default or weights_file:
-            raise UsageError("a factorial model tags with the best joint labeling only: drop -v, -n, --decode, "
-                             "--combine and --weights")
-        from crftk.commands.factorial import tag_factorial
-
-        def run(inputs, out, **kw):
-            return tag_factorial(model, inputs, out, threads=threads, inference=inference, tolerance=tolerance,
-                                 max_sweeps=max_sweeps, **kw)
-    elif model.structure_name == "composed":
-        if decode not in (None,) + params.DECODE.choices:
-            raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
-                             "is a pipeline (cascade or joint)")
-        run = _pipeline_tagger(model, model_path, marginals, nbest, threads, decode or params.DECODE.default,
-                               nbest_upstream)
-    elif decode in params.DECODE.choices:
-        raise UsageError(f"--decode applies to pipelines (crftk compose) with cascade or joint; {model_path} "
-                         "is not a pipeline")
-    else:
-        def run(inputs, out, **kw):
-            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
-                             combine=combine, decode=decode or "chosen", weights=weights_file, **kw)
-    with AtomicWriter(output) as out:
-        run(list(inputs) or ["-"], out, batch_tokens=batch_tokens, progress=progress, log=_log,
-            max_sentence_tokens=max_sentence_tokens)
-    if progress:
-        click.echo("", err=True)
-
-
-def _pipeline_tagger(model, model_path, marginals, nbest, threads, decode, nbest_upstream):
-    """tag's writer for a pipeline (crftk compose)."""
-    from crftk.commands.compose import Pipeline, tag_pipeline
-    pipeline = Pipeline.from_model(model, model_path, threads=threads)
-
-    def run(inputs, out, **kw):
-        return tag_pipeline(pipeline, inputs, out, decode=decode, nbest_upstream=nbest_upstream,
-                            marginals=marginals, nbest=nbest, **kw)
-    return run
+    from crftk.commands.tag import run
+    run(model_path, inputs, output, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, combine=combine,
+        weights=weights_file, decode=decode, nbest_upstream=nbest_upstream, threads=threads,
+        max_sentence_tokens=max_sentence_tokens, log=_log, inference=inference, tolerance=tolerance,
+        max_sweeps=max_sweeps)
 
 
 @main.command(context_settings=CONTEXT)

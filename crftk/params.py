@@ -36,6 +36,8 @@ MAX_COEFFICIENT = 1e6
 MAX_HISTORY = 100
 #: Labelings per sentence of ``tag -n``: the paths of a batch take K x tokens x 4 bytes.
 MAX_NBEST = 1000
+#: Most memory the n-best tables of one batch may take.
+NBEST_MEMORY = 2 * 2**30
 #: Jackknife folds of `crftk lexicon`: one per document is reached long before (CoNLL-2003
 #: train has 946 documents); each entry records the folds it was seen in.
 MAX_LEXICON_FOLDS = 10_000
@@ -336,11 +338,15 @@ DECODE = Param("decode", "joint", str,
                "How a pipeline (crftk compose) decodes. cascade: each stage's Viterbi labels feed the "
                "next; joint: the best labeling of all stages together under the sum of their scores "
                "(Sutton & McCallum 2005), exact when every fed column is read at offset 0 only, else by "
-               "rescoring the --nbest-upstream best labelings of each upstream stage. The log says "
-               "which ran.", ("cascade", "joint"))
+               "rescoring the --nbest-upstream best labelings of each upstream stage; normalized: the "
+               "--nbest-upstream best labelings of each upstream stage, each with the best labeling of "
+               "the next, rescored by the sum of the stages' log-probabilities, log p(y1|x) + "
+               "log p(y2|y1,x) (K=1 is the cascade). The log says which ran.",
+               ("cascade", "joint", "normalized"))
 NBEST_UPSTREAM = Param("nbest_upstream", 20, Integer(1, MAX_NBEST),
-                       "Joint decoding of a pipeline whose fed columns are read at other offsets than "
-                       "0: upstream labelings rescored per sentence and stage.")
+                       "Upstream labelings rescored per sentence and stage: by normalized decoding, and "
+                       "by joint decoding of a pipeline whose fed columns are read at other offsets "
+                       "than 0.")
 
 #: Worker processes of --workers (a local Dask cluster); more is beyond any one machine.
 MAX_WORKERS = 10_000

@@ -24,6 +24,7 @@ reparameterization.
 from libc.math cimport exp, log, INFINITY
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
+from cython.parallel cimport prange, parallel, threadid
 
 
 cdef struct ChainBuffers:
@@ -127,6 +128,31 @@ cdef inline void chain_pool_free(ChainBuffers* pool, int n_threads) noexcept nog
     for i in range(n_threads):
         chain_buffers_release(&pool[i])
     free(pool)
+
+
+# One sentence's work in a parallel kernel: job is the kernel's own struct of inputs and
+# outputs, s the sentence, b the thread's workspace, tid the thread (for per-thread sums).
+ctypedef void (*ChainTask)(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil
+
+
+cdef inline int run_chains(Py_ssize_t n, int n_threads, int chunk, int max_T, int states, int F,
+                           bint own_matrices, int K, ChainTask task, void* job) except -1:
+    """task(job, s, ...) for every s < n over n_threads threads (dynamic schedule, chunks of
+    chunk sentences), each thread with a workspace of chain_pool_new(max_T, states, F,
+    own_matrices, K): the one sentence loop of every parallel kernel."""
+    cdef Py_ssize_t s
+    cdef int tid
+    if n <= 0:
+        return 0
+    cdef ChainBuffers* pool = chain_pool_new(n_threads, max_T, states, F, own_matrices, K)
+    try:
+        with nogil, parallel(num_threads=n_threads):
+            tid = threadid()
+            for s in prange(n, schedule="dynamic", chunksize=chunk):
+                task(job, s, &pool[tid], tid)
+    finally:
+        chain_pool_free(pool, n_threads)
+    return 0
 
 
 cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:

@@ -11,12 +11,11 @@ potentials.pxd.
 
 import numpy as np
 cimport numpy as cnp
-from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport exp, log, INFINITY
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
 
-from chain cimport (ChainBuffers, chain_pool_new, chain_pool_free, exp_shifted,
+from chain cimport (ChainBuffers, ChainTask, run_chains, chain_pool_new, chain_pool_free, exp_shifted,
                     chain_forward_backward, chain_edge_marginals, chain_node_marginals, chain_viterbi,
                     chain_nbest, chain_max_scores)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
@@ -62,6 +61,76 @@ cdef inline void build_log_tables(const Features* d, const double* w, Py_ssize_t
     """The log tables of the sentence at t0 (for the max-product kernels): b.s and b.E."""
     state_scores(d, w, t0, T, b.s)
     log_transitions(d, w, t0, T, b.ebuf, b.E)
+
+
+cdef struct Pass:
+    # what one parallel kernel reads and writes, for its ChainTask
+    const Features* d
+    const int* sent_ptr
+    const double* w
+    const int* y                 # gold labels [N]
+    const double* E_shared       # exp(transitions - shift)
+    double shift
+    Py_ssize_t n_params
+    double* total                # per thread: [threads]
+    double* grad                 # [threads, n_params]
+    double* tacc                 # [threads, L*L]
+    double* curv                 # [threads, n_params], or NULL
+    int* labels                  # [N]
+    double* score                # [S] (n-best: [S, K])
+    double* marg                 # [N, L]
+    double* logz                 # [S]
+    int* paths                   # [K, N]
+    int* counts                  # [S]
+    int K
+    Py_ssize_t N
+
+
+cdef inline int sentence(const Pass* p, Py_ssize_t s, Py_ssize_t* t0) noexcept nogil:
+    """The first token of sentence s (into t0) and its length."""
+    t0[0] = p.sent_ptr[s]
+    return <int> (p.sent_ptr[s + 1] - t0[0])
+
+
+cdef void loglik_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Pass* p = <const Pass*> job
+    cdef Py_ssize_t t0
+    cdef int T = sentence(p, s, &t0)
+    cdef double logz = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b,
+                                        p.tacc + tid * p.d.L * p.d.L, 1.0)
+    p.total[tid] += logz - labeling_score(p.d, p.w, b.s, t0, T, p.y + t0, 1.0)
+    accumulate_gradient(p.d, t0, T, p.y + t0, b, p.grad + tid * p.n_params, 1.0)
+    if p.curv != NULL:
+        scatter_curvature(p.d, t0, T, b.alpha, p.curv + tid * p.n_params)
+
+
+cdef void viterbi_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Pass* p = <const Pass*> job
+    cdef Py_ssize_t t0
+    cdef int T = sentence(p, s, &t0)
+    build_log_tables(p.d, p.w, t0, T, b)
+    chain_viterbi(T, p.d.L, b.s, b.E, b.alpha, b.bp, p.labels + t0, p.score + s)
+
+
+cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Pass* p = <const Pass*> job
+    cdef Py_ssize_t t0
+    cdef int T = sentence(p, s, &t0), L = p.d.L, i
+    p.logz[s] = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b, NULL, 1.0)
+    for i in range(T * L):
+        p.marg[t0 * L + i] = b.alpha[i] * b.beta[i]
+
+
+cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Pass* p = <const Pass*> job
+    cdef Py_ssize_t t0
+    cdef int T = sentence(p, s, &t0)
+    build_log_tables(p.d, p.w, t0, T, b)
+    # a test gcc cannot drop (always true) keeps chain_nbest's list merge branch-free and
+    # in registers: without it n-best runs 1.1-1.25x slower
+    if tid >= 0:
+        p.counts[s] = chain_nbest(T, p.d.L, p.K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
+                                  p.paths + t0, p.N, p.score + s * p.K)
 
 
 cdef class Lattices:
@@ -165,6 +234,26 @@ cdef class Lattices:
         if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
             raise ValueError("sentence index out of range")
 
+    cdef Pass start(self, const double[::1] w, double[::1] E_shared=None) except *:
+        """A Pass over this corpus at weights w; with E_shared [L*L], which receives
+        exp(transitions - shift), for the sum-product kernels."""
+        self._check_w(w)
+        cdef Pass p
+        memset(&p, 0, sizeof(Pass))
+        p.d = &self.d
+        p.sent_ptr = &self.sent_ptr[0]
+        p.w = &w[0]
+        p.n_params = self.n_params
+        p.N = self.n_tokens
+        if E_shared is not None:
+            p.E_shared = &E_shared[0]
+            p.shift = exp_shifted(p.w + self.d.off_trans, &E_shared[0], self.n_labels * self.n_labels)
+        return p
+
+    cdef int run(self, Pass* p, ChainTask task, int n_threads, int chunk, int K) except -1:
+        return run_chains(self.n_sentences, n_threads, chunk, self.max_len, self.n_labels, 1,
+                          self.d.has_edges, K, task, p)
+
     def loglik(self, const double[::1] w, const int[::1] labels, int n_threads=1, curvature=None):
         """Negative log-likelihood of the gold labels and its gradient.
 
@@ -173,113 +262,54 @@ cdef class Lattices:
         pass, sum over tokens of p(1 - p) of each state feature, start and end weight
         (see scatter_curvature in potentials.pxd); its other entries are set to 0.
         """
-        self._check_w(w)
         self._check_labels(labels)
         n_threads = max(1, n_threads)
         cdef int L = self.n_labels
-        gbuf_np = np.zeros((n_threads, self.n_params), dtype=np.float64)
-        tacc_np = np.zeros((n_threads, L * L), dtype=np.float64)
-        cdef double[:, ::1] gbuf = gbuf_np
-        cdef double[:, ::1] tacc = tacc_np
         cdef bint want_h = curvature is not None
         if want_h and (not isinstance(curvature, np.ndarray) or curvature.dtype != np.float64
                        or curvature.shape != (self.n_params,) or not curvature.flags.c_contiguous):
             raise ValueError(f"curvature must be a contiguous float64 array of {self.n_params} elements")
-        hbuf_np = np.zeros((n_threads if want_h else 1, self.n_params if want_h else 1), dtype=np.float64)
-        cdef double[:, ::1] hbuf = hbuf_np
-        cdef double total = 0.0
-        cdef Py_ssize_t s, t0
-        cdef int T, tid
-        cdef ChainBuffers* b = NULL
-        cdef double logz
-        cdef const Features* d = &self.d
-        cdef const double* wp = &w[0]
-        cdef const int* yp = &labels[0] if labels.shape[0] else NULL
-        E_np = np.empty(L * L, dtype=np.float64)
-        cdef double[::1] E_shared = E_np
-        cdef double shift = exp_shifted(wp + d.off_trans, &E_shared[0], L * L)
-        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, 0)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                tid = threadid()
-                b = &pool[tid]
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=8):
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
-                    logz = forward_backward(d, wp, &E_shared[0], shift, t0, T, b, &tacc[tid, 0], 1.0)
-                    total += logz - labeling_score(d, wp, b.s, t0, T, yp + t0, 1.0)
-                    accumulate_gradient(d, t0, T, yp + t0, b, &gbuf[tid, 0], 1.0)
-                    if want_h:
-                        scatter_curvature(d, t0, T, b.alpha, &hbuf[tid, 0])
-        finally:
-            chain_pool_free(pool, n_threads)
+        E_np = np.empty(L * L)
+        cdef Pass p = self.start(w, E_np)
+        total_np = np.zeros(n_threads)
+        gbuf_np = np.zeros((n_threads, self.n_params))
+        tacc_np = np.zeros((n_threads, L * L))
+        hbuf_np = np.zeros((n_threads if want_h else 1, self.n_params if want_h else 1))
+        cdef double[::1] total = total_np
+        cdef double[:, ::1] gbuf = gbuf_np, tacc = tacc_np, hbuf = hbuf_np
+        p.y = &labels[0] if labels.shape[0] else NULL
+        p.total, p.grad, p.tacc = &total[0], &gbuf[0, 0], &tacc[0, 0]
+        p.curv = &hbuf[0, 0] if want_h else NULL
+        self.run(&p, loglik_task, n_threads, 8, 0)
         if want_h:
             np.sum(hbuf_np, axis=0, out=curvature)
         grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
         grad[self.d.off_trans:self.d.off_trans + L * L] += tacc_np.sum(axis=0) * E_np
-        return total, grad
+        return float(total_np.sum()), grad
 
     def viterbi(self, const double[::1] w, int n_threads=1):
         """Best labeling of every sentence: (labels[N], scores[S])."""
-        self._check_w(w)
-        n_threads = max(1, n_threads)
-        cdef int L = self.n_labels
+        cdef Pass p = self.start(w)
         out_np = np.zeros(self.n_tokens, dtype=np.int32)
         score_np = np.zeros(self.n_sentences, dtype=np.float64)
         cdef int[::1] out = out_np
         cdef double[::1] score = score_np
-        cdef Py_ssize_t s, t0
-        cdef int T
-        cdef ChainBuffers* b = NULL
-        cdef const Features* d = &self.d
-        cdef const double* wp = &w[0]
-        if self.n_sentences == 0:
-            return out_np, score_np
-        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, 0)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                b = &pool[threadid()]
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=16):
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
-                    build_log_tables(d, wp, t0, T, b)
-                    chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, &out[t0], &score[s])
-        finally:
-            chain_pool_free(pool, n_threads)
+        if self.n_sentences:
+            p.labels, p.score = &out[0], &score[0]
+            self.run(&p, viterbi_task, max(1, n_threads), 16, 0)
         return out_np, score_np
 
     def marginals(self, const double[::1] w, int n_threads=1):
         """Node marginals [N, L] and log Z of every sentence [S]."""
-        self._check_w(w)
-        n_threads = max(1, n_threads)
-        cdef int L = self.n_labels
-        marg_np = np.zeros((self.n_tokens, L), dtype=np.float64)
+        E_np = np.empty(self.n_labels * self.n_labels)    # outlives the Pass that points into it
+        cdef Pass p = self.start(w, E_np)
+        marg_np = np.zeros((self.n_tokens, self.n_labels), dtype=np.float64)
         logz_np = np.zeros(self.n_sentences, dtype=np.float64)
         cdef double[:, ::1] marg = marg_np
         cdef double[::1] logzs = logz_np
-        cdef Py_ssize_t s, t0
-        cdef int T, t, j
-        cdef ChainBuffers* b = NULL
-        cdef const Features* d = &self.d
-        cdef const double* wp = &w[0]
-        E_np = np.empty(L * L, dtype=np.float64)
-        cdef double[::1] E_shared = E_np
-        cdef double shift = exp_shifted(wp + d.off_trans, &E_shared[0], L * L)
-        if self.n_sentences == 0:
-            return marg_np, logz_np
-        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, 0)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                b = &pool[threadid()]
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=8):
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
-                    logzs[s] = forward_backward(d, wp, &E_shared[0], shift, t0, T, b, NULL, 1.0)
-                    for t in range(T):
-                        for j in range(L):
-                            marg[t0 + t, j] = b.alpha[t * L + j] * b.beta[t * L + j]
-        finally:
-            chain_pool_free(pool, n_threads)
+        if self.n_sentences:
+            p.marg, p.logz = &marg[0, 0], &logzs[0]
+            self.run(&p, marginals_task, max(1, n_threads), 8, 0)
         return marg_np, logz_np
 
     def nbest(self, const double[::1] w, int k, int n_threads=1):
@@ -288,40 +318,18 @@ cdef class Lattices:
         Returns (paths[k, N], scores[S, k], counts[S]); a sentence with fewer
         than k labelings has counts[s] < k and the remaining rows unset (-1).
         """
-        self._check_w(w)
         if k < 1:
             raise ValueError("k must be at least 1")
-        n_threads = max(1, n_threads)
-        cdef int L = self.n_labels
-        cdef int K = k
+        cdef Pass p = self.start(w)
         paths_np = np.full((k, self.n_tokens), -1, dtype=np.int32)
         scores_np = np.full((self.n_sentences, k), -np.inf, dtype=np.float64)
         counts_np = np.zeros(self.n_sentences, dtype=np.int32)
         cdef int[:, ::1] paths = paths_np
         cdef double[:, ::1] scores = scores_np
         cdef int[::1] counts = counts_np
-        cdef Py_ssize_t s, t0
-        cdef int T
-        cdef ChainBuffers* b = NULL
-        cdef const Features* d = &self.d
-        cdef const double* wp = &w[0]
-        if self.n_sentences == 0:
-            return paths_np, scores_np, counts_np
-        cdef ChainBuffers* pool = chain_pool_new(n_threads, self.max_len, L, 1, d.has_edges, K)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                b = &pool[threadid()]
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                    # a test gcc cannot drop (always true) keeps its list merge branch-free
-                    # and out of the stack: without it n-best runs 1.25x slower
-                    if threadid() >= 0:
-                        t0 = self.sent_ptr[s]
-                        T = <int> (self.sent_ptr[s + 1] - t0)
-                        build_log_tables(d, wp, t0, T, b)
-                        counts[s] = chain_nbest(T, L, K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
-                                                &paths[0, t0], self.n_tokens, &scores[s, 0])
-        finally:
-            chain_pool_free(pool, n_threads)
+        if self.n_sentences:
+            p.paths, p.score, p.counts, p.K = &paths[0, 0], &scores[0, 0], &counts[0], k
+            self.run(&p, nbest_task, max(1, n_threads), 4, k)
         return paths_np, scores_np, counts_np
 
     def perceptron_epoch(self, double[::1] w, double[::1] u, const int[::1] labels,
@@ -334,7 +342,7 @@ cdef class Lattices:
         weights are w - u / c. Updates w and u in place; returns
         (sentences with a mistake, tokens with a mistake, c after the pass).
         """
-        self._check_w(w)
+        cdef Pass p = self.start(w)
         if u.shape[0] != w.shape[0]:
             raise ValueError("u must match w")
         self._check_labels(labels)
@@ -342,16 +350,14 @@ cdef class Lattices:
         cdef int L = self.n_labels
         cdef int[::1] pred = np.empty(max(1, self.max_len), dtype=np.int32)
         cdef double score
-        cdef Py_ssize_t k, s, t0
+        cdef Py_ssize_t k, t0
         cdef int T, t, wrong
         cdef long n_sent = 0, n_tok = 0
         cdef ChainBuffers* b = chain_pool_new(1, self.max_len, L, 1, self.d.has_edges, 0)
         try:
             with nogil:
                 for k in range(order.shape[0]):
-                    s = order[k]
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
+                    T = sentence(&p, order[k], &t0)
                     build_log_tables(&self.d, &w[0], t0, T, b)
                     chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, &pred[0], &score)
                     wrong = 0
@@ -379,7 +385,7 @@ cdef class Lattices:
         Updates v in place; returns (a, t after the pass, sum of the sentences'
         negative log-likelihoods, each at the weights before its step).
         """
-        self._check_w(v)
+        cdef Pass p = self.start(v)
         self._check_labels(labels)
         self._check_order(order)
         if not lam > 0 or not a > 0:
@@ -387,7 +393,7 @@ cdef class Lattices:
         cdef int L = self.n_labels
         cdef const Features* d = &self.d
         cdef double[::1] E = np.empty(L * L), M = np.empty(L * L), tacc = np.empty(L * L)
-        cdef Py_ssize_t k, s, t0, i, n
+        cdef Py_ssize_t k, t0, i, n
         cdef int T
         cdef double eta, shift, logz, factor, total = 0.0
         n = v.shape[0]
@@ -395,9 +401,7 @@ cdef class Lattices:
         try:
             with nogil:
                 for k in range(order.shape[0]):
-                    s = order[k]
-                    t0 = self.sent_ptr[s]
-                    T = <int> (self.sent_ptr[s + 1] - t0)
+                    T = sentence(&p, order[k], &t0)
                     for i in range(L * L):
                         M[i] = a * v[d.off_trans + i]
                         tacc[i] = 0.0

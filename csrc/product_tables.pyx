@@ -14,10 +14,8 @@ The kernels run over the product chains in parallel.
 """
 
 import numpy as np
-from libc.stdlib cimport malloc, free
-from cython.parallel cimport prange, parallel, threadid
 
-from chain cimport ChainBuffers, chain_pool_new, chain_pool_free
+from chain cimport ChainBuffers, ChainTask, run_chains
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi, product_nbest)
 
@@ -60,6 +58,31 @@ cdef inline void factors_at(const Factors* f, int C, Py_ssize_t t0, int T, const
                 shift[t * C + c] = f.shifts[c][row]
 
 
+cdef struct Batch:
+    # a checked batch of product chains as C pointers, and what each kernel writes
+    Shape shape
+    const long* sp
+    const double* st             # [N, S]
+    Factors factors              # the transition matrices (log, or exp with their shifts)
+    bint exp_factors             # factors hold exponentiated matrices and shifts
+    double* logz                 # [n_chains]
+    double* node                 # [N, S]
+    double* edge[8]              # chain c's edge marginals [N, n_c * n_c], or NULL for none
+    int* labels                  # [N]
+    double* score                # [n_chains] (n-best: [n_chains, K])
+    int K
+    int* paths                   # [K, N]
+    int* counts                  # [n_chains]
+    Py_ssize_t N
+    # n-best lists, per thread (product_nbest): [threads, cells] and [threads, K * max_len]
+    double* nb_score
+    int* nb_back
+    int* nb_rank
+    int* nb_out
+    int* nb_heads
+    Py_ssize_t cells, out_len, heads_len
+
+
 cdef class ProductTables:
     """A batch of product chains, checked and made contiguous."""
 
@@ -69,6 +92,7 @@ cdef class ProductTables:
     cdef Shape shape
     cdef const long[::1] sp
     cdef const double[:, ::1] st
+    cdef Batch batch
 
     def __init__(self, sizes, sent_ptr, state, trans):
         self.sizes = np.ascontiguousarray(sizes, dtype=np.int32)
@@ -102,6 +126,64 @@ cdef class ProductTables:
         shape_init(&self.shape, C, &n_labels[0])
         self.sp = self.sent_ptr
         self.st = self.state
+        self.batch.shape = self.shape
+        self.batch.sp = &self.sp[0]
+        self.batch.st = &self.st[0, 0] if N else NULL
+        self.batch.N = N
+
+    cdef int run(self, ChainTask task, int n_threads, int chunk) except -1:
+        return run_chains(self.n_chains, max(1, n_threads), chunk, self.max_len, self.shape.S, self.shape.C,
+                          False, 0, task, &self.batch)
+
+
+cdef inline int span(const Batch* j, Py_ssize_t s, Py_ssize_t* t0) noexcept nogil:
+    """The first position of product chain s (into t0) and its length."""
+    t0[0] = j.sp[s]
+    return <int> (j.sp[s + 1] - t0[0])
+
+
+cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Batch* j = <const Batch*> job
+    cdef const Shape* sh = &j.shape
+    cdef int S = sh.S, C = sh.C, t, c, L
+    cdef Py_ssize_t t0, k
+    cdef int T = span(j, s, &t0)
+    factors_at(&j.factors, C, t0, T, b.E, b.shift)
+    j.logz[s] = product_forward_backward(sh, T, j.st + t0 * S, b.E, b.shift, b.q, b.alpha, b.beta,
+                                         b.scale, b.tmp)
+    for t in range(1, T if j.edge[0] != NULL else 1):
+        for c in range(C):
+            L = sh.n[c]
+            product_edge_marginals(sh, c, b.alpha + (t - 1) * S, b.E + t * C, b.q + t * S,
+                                   b.tmp, j.edge[c] + (t0 + t) * L * L)
+    product_node_marginals(T, S, b.alpha, b.beta)
+    for k in range(<Py_ssize_t> T * S):
+        j.node[t0 * S + k] = b.alpha[k]
+
+
+cdef void viterbi_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Batch* j = <const Batch*> job
+    cdef Py_ssize_t t0
+    cdef int T = span(j, s, &t0)
+    factors_at(&j.factors, j.shape.C, t0, T, b.E, NULL)
+    product_viterbi(&j.shape, T, j.st + t0 * j.shape.S, b.E, b.alpha, b.tmp, b.bp, j.labels + t0, j.score + s)
+
+
+cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Batch* j = <const Batch*> job
+    cdef const Shape* sh = &j.shape
+    cdef Py_ssize_t t0, N = j.N
+    cdef int T = span(j, s, &t0), o, t, count = 0
+    cdef int* out = j.nb_out + tid * j.out_len
+    cdef int* paths = j.paths
+    factors_at(&j.factors, sh.C, t0, T, b.E, NULL)
+    product_nbest(sh, T, j.K, j.st + t0 * sh.S, b.E, j.nb_score + tid * j.cells,
+                  j.nb_back + tid * j.cells, j.nb_rank + tid * j.cells, out, j.score + s * j.K,
+                  j.nb_heads + tid * j.heads_len, &count)
+    j.counts[s] = count
+    for o in range(count):
+        for t in range(T):
+            paths[o * N + t0 + t] = out[o * T + t]
 
 
 def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=True):
@@ -109,8 +191,7 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=
     [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0), or None for them
     when ``edges`` is false (they cost more than the rest)."""
     cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
-    cdef const Shape* sh = &tab.shape
-    cdef int S = sh.S, C = sh.C, nt = max(1, n_threads)
+    cdef int S = tab.shape.S, C = tab.shape.C
     # exponentiated transitions: shared matrices once, per-position ones here too
     exp_tables = []
     shifts = []
@@ -118,73 +199,33 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=
         mx = m.max(axis=1)
         exp_tables.append(np.ascontiguousarray(np.exp(m - mx[:, None])))
         shifts.append(np.ascontiguousarray(mx))
-    cdef Factors factors
-    factors_init(&factors, exp_tables, shifts)
+    factors_init(&tab.batch.factors, exp_tables, shifts)
     logz_np = np.zeros(tab.n_chains)
     node_np = np.zeros((tab.n_tokens, S))
     edges_np = [np.zeros((tab.n_tokens if edges else 0, n, n)) for n in tab.sizes.tolist()]
     cdef double[::1] logz = logz_np
     cdef double[:, ::1] node = node_np
-    cdef double* edge_out[8]
     cdef double[:, :, ::1] edv
-    for c_ in range(C):
-        edv = edges_np[c_]
-        edge_out[c_] = &edv[0, 0, 0] if tab.n_tokens and edges else NULL
-    cdef ChainBuffers* b = NULL
-    cdef Py_ssize_t s, t0
-    cdef int T, t, c, k, L
-    if tab.n_chains == 0:
-        return logz_np, node_np, edges_np if edges else None
-    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
-    try:
-        with nogil, parallel(num_threads=nt):
-            b = &pool[threadid()]
-            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-                t0 = tab.sp[s]
-                T = <int> (tab.sp[s + 1] - t0)
-                factors_at(&factors, C, t0, T, b.E, b.shift)
-                logz[s] = product_forward_backward(sh, T, &tab.st[t0, 0], b.E, b.shift, b.q, b.alpha, b.beta,
-                                                   b.scale, b.tmp)
-                for t in range(1, T if edges else 1):
-                    for c in range(C):
-                        L = sh.n[c]
-                        product_edge_marginals(sh, c, b.alpha + (t - 1) * S, b.E + t * C, b.q + t * S,
-                                               b.tmp, edge_out[c] + (t0 + t) * L * L)
-                product_node_marginals(T, S, b.alpha, b.beta)
-                for k in range(T * S):
-                    node[t0 + k // S, k % S] = b.alpha[k]
-    finally:
-        chain_pool_free(pool, nt)
+    if tab.n_chains:
+        tab.batch.logz, tab.batch.node = &logz[0], &node[0, 0]
+        for c in range(C):
+            edv = edges_np[c]
+            tab.batch.edge[c] = &edv[0, 0, 0] if edges else NULL
+        tab.run(marginals_task, n_threads, 4)
     return logz_np, node_np, edges_np if edges else None
 
 
 def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
     """(best joint labels [N], their scores [S]); np.unravel_index(labels, sizes) splits them."""
     cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
-    cdef const Shape* sh = &tab.shape
-    cdef int S = sh.S, C = sh.C, nt = max(1, n_threads)
-    cdef Factors factors
-    factors_init(&factors, tab.trans, None)
+    factors_init(&tab.batch.factors, tab.trans, None)
     out_np = np.zeros(tab.n_tokens, dtype=np.int32)
     score_np = np.zeros(tab.n_chains)
     cdef int[::1] out = out_np
     cdef double[::1] score = score_np
-    cdef ChainBuffers* b = NULL
-    cdef Py_ssize_t s, t0
-    cdef int T
-    if tab.n_chains == 0:
-        return out_np, score_np
-    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
-    try:
-        with nogil, parallel(num_threads=nt):
-            b = &pool[threadid()]
-            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-                t0 = tab.sp[s]
-                T = <int> (tab.sp[s + 1] - t0)
-                factors_at(&factors, C, t0, T, b.E, NULL)
-                product_viterbi(sh, T, &tab.st[t0, 0], b.E, b.alpha, b.tmp, b.bp, &out[t0], &score[s])
-    finally:
-        chain_pool_free(pool, nt)
+    if tab.n_chains:
+        tab.batch.labels, tab.batch.score = &out[0], &score[0]
+        tab.run(viterbi_task, n_threads, 4)
     return out_np, score_np
 
 
@@ -212,57 +253,31 @@ def nbest(sizes, sent_ptr, state, trans, int k, int n_threads=1):
     """The k best joint labelings of each product chain: (paths [k, N] of joint labels, their
     scores [S, k], counts [S]: how many each chain has, at most k)."""
     cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
-    cdef const Shape* sh = &tab.shape
-    cdef int S = sh.S, C = sh.C, nt = max(1, n_threads), K = k
-    if K < 1:
+    cdef int S = tab.shape.S, C = tab.shape.C, nt = max(1, n_threads)
+    if k < 1:
         raise ValueError("k must be at least 1")
-    cdef Factors factors
-    factors_init(&factors, tab.trans, None)
-    paths_np = np.zeros((K, tab.n_tokens), dtype=np.int32)
-    scores_np = np.full((tab.n_chains, K), -np.inf)
+    factors_init(&tab.batch.factors, tab.trans, None)
+    paths_np = np.zeros((k, tab.n_tokens), dtype=np.int32)
+    scores_np = np.full((tab.n_chains, k), -np.inf)
     counts_np = np.zeros(tab.n_chains, dtype=np.int32)
+    if tab.n_chains == 0:
+        return paths_np, scores_np, counts_np
     cdef int[:, ::1] paths = paths_np
     cdef double[:, ::1] scores = scores_np
     cdef int[::1] counts = counts_np
-    if tab.n_chains == 0:
-        return paths_np, scores_np, counts_np
-    cdef Py_ssize_t cells = <Py_ssize_t> max(1, tab.max_len) * C * S * K
-    cdef Py_ssize_t s, t0
-    cdef int T, o, t
-    cdef ChainBuffers* b = NULL
-    cdef double* score = NULL
-    cdef int* back = NULL
-    cdef int* rank = NULL
-    cdef int* out = NULL
-    cdef int* heads = NULL
-    cdef ChainBuffers* pool = chain_pool_new(nt, tab.max_len, S, C, False, 0)
-    try:
-        with nogil, parallel(num_threads=nt):
-            b = &pool[threadid()]
-            score = <double*> malloc(cells * sizeof(double))
-            back = <int*> malloc(cells * sizeof(int))
-            rank = <int*> malloc(cells * sizeof(int))
-            out = <int*> malloc(<Py_ssize_t> K * max(1, tab.max_len) * sizeof(int))
-            heads = <int*> malloc(max(S, 8) * sizeof(int))
-            for s in prange(tab.n_chains, schedule="dynamic", chunksize=4):
-                if score == NULL or back == NULL or rank == NULL or out == NULL or heads == NULL:
-                    counts[s] = -1
-                    continue
-                t0 = tab.sp[s]
-                T = <int> (tab.sp[s + 1] - t0)
-                factors_at(&factors, C, t0, T, b.E, NULL)
-                product_nbest(sh, T, K, &tab.st[t0, 0], b.E, score, back, rank, out, &scores[s, 0],
-                              heads, &counts[s])
-                for o in range(counts[s]):
-                    for t in range(T):
-                        paths[o, t0 + t] = out[o * T + t]
-            free(score)
-            free(back)
-            free(rank)
-            free(out)
-            free(heads)
-    finally:
-        chain_pool_free(pool, nt)
-    if (counts_np < 0).any():
-        raise MemoryError()
+    cdef Py_ssize_t cells = <Py_ssize_t> max(1, tab.max_len) * C * S * k
+    # each thread's lists (product_nbest); numpy raises MemoryError before any thread starts
+    nb_score_np = np.empty(nt * cells)
+    nb_int_np = np.empty((2, nt * cells), dtype=np.int32)
+    nb_out_np = np.empty(nt * k * max(1, tab.max_len), dtype=np.int32)
+    nb_heads_np = np.empty(nt * max(S, 8), dtype=np.int32)
+    cdef double[::1] nb_score = nb_score_np
+    cdef int[:, ::1] nb_int = nb_int_np
+    cdef int[::1] nb_out = nb_out_np, nb_heads = nb_heads_np
+    cdef Batch* j = &tab.batch
+    j.paths, j.score, j.counts, j.K = &paths[0, 0], &scores[0, 0], &counts[0], k
+    j.nb_score, j.nb_back, j.nb_rank = &nb_score[0], &nb_int[0, 0], &nb_int[1, 0]
+    j.nb_out, j.nb_heads = &nb_out[0], &nb_heads[0]
+    j.cells, j.out_len, j.heads_len = cells, k * max(1, tab.max_len), max(S, 8)
+    tab.run(nbest_task, nt, 4)
     return paths_np, scores_np, counts_np

@@ -214,11 +214,9 @@ cdef class Reader:
             nf = split_fields(p + line_start, line_end - line_start, starts, ends, 2)
             if nf == 0:
                 if rows:
-                    self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs,
-                                 tokens, sent_line)
+                    sentences += self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs,
+                                              tokens, sent_line)
                     rows = 0
-                    sentences += 1
-                    self.doc_used = True
                 elif self.after_kept:
                     items.push(-1 - pt_start.n)
                     pt_start.push(line_start)
@@ -228,11 +226,9 @@ cdef class Reader:
             keep = False
             if ends[0] - starts[0] >= 10 and memcmp(p + line_start + starts[0], b"-DOCSTART-", 10) == 0:
                 if rows:
-                    self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs,
-                                 tokens, sent_line)
+                    sentences += self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs,
+                                              tokens, sent_line)
                     rows = 0
-                    sentences += 1
-                    self.doc_used = True
                 if self.doc_used:
                     self.doc += 1
                     self.doc_used = False
@@ -282,7 +278,6 @@ cdef class Reader:
         if rows:
             if eof and pos >= n:
                 self._finish(held, items, pt_start, pt_end, sent_ptr, sent_lines, sent_docs, tokens, sent_line)
-                self.doc_used = True
             else:                        # the sentence goes on past the block: read it again
                 if rollback_line == 0:
                     self.started = False
@@ -298,6 +293,8 @@ cdef class Reader:
 
     cdef int _finish(self, Grow held, Grow items, Grow pt_start, Grow pt_end, Grow sent_ptr,
                      Grow sent_lines, Grow sent_docs, Py_ssize_t tokens, Py_ssize_t line) except -1:
+        """Ends the sentence being read (its pass-through lines, then its entry); returns 1, the
+        sentences it ended."""
         cdef Py_ssize_t k
         for k in range(0, held.n, 2):
             items.push(-1 - pt_start.n)
@@ -308,7 +305,8 @@ cdef class Reader:
         sent_ptr.push(tokens)
         sent_lines.push(line)
         sent_docs.push(self.doc)
-        return 0
+        self.doc_used = True
+        return 1
 
 
 # ------------------------------------------------------------------ hash tables

@@ -109,7 +109,7 @@ def forged(draw, data):
             elif how == "shorter" and a.size:
                 a = a[:draw(st.integers(0, a.size - 1))]
             elif how == "longer":
-                a = np.concatenate([a, a[-1:] if a.size else np.zeros(1, a.dtype)])
+                a = np.concatenate([a, a[-1:] if len(a) else np.zeros((1,) + a.shape[1:], a.dtype)])   # 2-D too
             elif how == "empty":
                 a = a[:0]
             elif how == "2d" and a.size % 2 == 0:

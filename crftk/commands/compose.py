@@ -15,15 +15,23 @@ Decoding (:class:`Pipeline`):
   column at offset 0 only; otherwise the K best labelings of each upstream stage,
   each with the best labeling of the next stages, rescored by the summed score
   (``nbest_upstream``; with K = all labelings this is exact too).
+- ``normalized``: the same K-best rescoring by the sum of the stages' conditional
+  log-probabilities, log p(y1|x) + log p(y2|y1,x) + ...: each stage's score minus its
+  log Z given the labels fed to it. Eq. 7 leaves out the downstream log Z(y1): upstream
+  labels under which the downstream stage scores every labeling higher (NN rather than
+  JJ before a noun, for a chunker) win, though they make no downstream labeling more
+  probable; with log Z(y1) subtracted the downstream stage counts only by how much
+  it prefers its labeling given y1. Exact maximization is intractable (log Z(y1) does
+  not factorize over positions); K = 1 is the cascade.
 """
 
 import math
 
 import numpy as np
 
-from crftk import params
+from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
-from crftk.io.conll import Sentence
+from crftk.io.conll import Sentence, input_batches
 from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
 from crftk.structures import STRUCTURES, joint
@@ -70,7 +78,7 @@ class Stage:
 
 
 class Pipeline:
-    """Stages that feed each other; decodes sentences in cascade or jointly."""
+    """Stages that feed each other; decodes sentences in cascade, jointly or normalized."""
 
     def __init__(self, stages, info=None, *, threads=0, path=None):
         self.stages = stages
@@ -216,8 +224,10 @@ class Pipeline:
         joint_mode = self.joint_mode()
         if joint_mode is None:
             kinds = ", ".join(sorted({s.model.structure_name for s in self.stages} - {"chain"}))
-            raise CrftkError(f"joint decoding needs first-order CRF stages (this pipeline has {kinds}); "
+            raise CrftkError(f"{mode} decoding needs first-order CRF stages (this pipeline has {kinds}); "
                              f"use --decode cascade")
+        if mode == "normalized":
+            return self._joint_nbest(sentences, _nbest_check(nbest_upstream), normalized=True)
         if joint_mode == "exact":
             return self._joint_exact(sentences)
         return self._joint_nbest(sentences, _nbest_check(nbest_upstream))
@@ -262,6 +272,12 @@ class Pipeline:
         sizes = np.array([len(s.labels) for s in self.stages], dtype=np.int32)
         return sizes, corpus.sent_ptr.astype(np.int64), state0, links, trans
 
+    def _groups(self, sentences, sent_ptr, n_states):
+        """joint.sentence_groups of a batch, cut between documents only when a stage reads first
+        mentions."""
+        anchored = any(s.space.template.anchored for s in self.stages)
+        return joint.sentence_groups(sent_ptr, n_states, [s.doc for s in sentences] if anchored else None)
+
     def _joint_exact(self, sentences, marginals=False):
         """Label ids per stage and sentence; with ``marginals`` also the best joint score per
         sentence, the joint marginals per stage and sentence [tokens, labels] and log Z."""
@@ -272,7 +288,7 @@ class Pipeline:
         out = [[None] * len(sentences) for _ in range(C)]
         marg = [[None] * len(sentences) for _ in range(C)]
         scores, logz = np.zeros(len(sentences)), np.zeros(len(sentences))
-        for a, b in joint.sentence_groups(sent_ptr, n_states):
+        for a, b in self._groups(sentences, sent_ptr, n_states):
             sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
             state = joint.product_state(state0, links)
             labels, scores[a:b] = joint.product_viterbi(sizes, sp, state, trans, self.n_threads)
@@ -315,18 +331,17 @@ class Pipeline:
         if not sentences:
             return []
         self.input_columns(len(sentences[0].rows[0]))
-        from crftk.commands.tag import NBEST_MEMORY
         C = len(self.stages)
         n_states = math.prod(len(s.labels) for s in self.stages)
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         need = int(lengths.max()) * C * n_states * k * 16 * self.n_threads
-        if need > NBEST_MEMORY:
+        if need > params.NBEST_MEMORY:
             raise CrftkError(f"{k}-best lists of a sentence of {int(lengths.max())} tokens over {n_states:,} joint "
                              f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
         names = [np.asarray(s.labels, dtype=object) for s in self.stages]
         out = []
-        for a, b in joint.sentence_groups(sent_ptr, n_states):
+        for a, b in self._groups(sentences, sent_ptr, n_states):
             sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
             state = joint.product_state(state0, links)
             labels, scores, counts = joint.product_nbest(sizes, sp, state, trans, k, self.n_threads)
@@ -342,49 +357,112 @@ class Pipeline:
             raise CrftkError(f"{what} need exact joint decoding: every fed column read at offset 0 only, "
                              f"by first-order CRF stages")
 
-    def _joint_nbest(self, sentences, K):
+    def _joint_nbest(self, sentences, K, normalized=False):
         """Beam over the stages: each sentence keeps its K best partial labelings (stages 0..i) by
         summed score; each is extended by the K best labelings of stage i+1 given it (the last
-        stage: its best one)."""
+        stage: its best one). The score of a stage's labeling is its Viterbi score (the paper's
+        eq. 7) or, with ``normalized``, its log-probability given the labels fed to it, the
+        stage's log Z subtracted: the beam then maximizes sum_i log p_i(y_i | y_{i-1}, x)."""
         n = len(sentences)
         # hypotheses per sentence: (score, [label id arrays of the stages so far])
         beams = [[(0.0, [])] for _ in range(n)]
         for i, stage in enumerate(self.stages):
             last = i == len(self.stages) - 1
             names_prev = None if i == 0 else np.asarray(self.stages[i - 1].labels, dtype=object)
-            owners, rows = [], []
-            for s, (sent, beam) in enumerate(zip(sentences, beams)):
-                for h, (_, labs) in enumerate(beam):
-                    fed = None if i == 0 else names_prev[labs[-1]].tolist()
-                    rows.append(stage.rows(sent, fed))
-                    owners.append((s, h))
-            model = stage.model
-            inf = model.structure.bind(model.space.encode(rows), self.n_threads)
-            slices = inf.corpus.sentence_slices()
-            if last:
-                pred, score = inf.best(model.weights)
-                options = [[(float(score[r]), pred[slices[r]])] for r in range(len(rows))]
-            else:
-                paths, scores, counts = _nbest(inf, model, K, self.n_threads)
-                options = [[(float(scores[r, k]), paths[k, slices[r]]) for k in range(counts[r])]
-                           for r in range(len(rows))]
             grown = [[] for _ in range(n)]
-            for r, (s, h) in enumerate(owners):
-                base, labs = beams[s][h]
-                for sc, path in options[r]:
-                    grown[s].append((base + sc, labs + [path]))
+            k = 1 if last else K
+            if i and self.links()[i - 1] is None:
+                options_of = self._table_options(i, sentences, beams, k, normalized)
+            else:
+                options_of = self._stage_options(stage, sentences, beams, names_prev, k, normalized)
+            for h, owners, options in options_of:
+                for s, opts in zip(owners, options):
+                    base, labs = beams[s][h]
+                    for sc, path in opts:
+                        grown[s].append((base + sc, labs + [path]))
             beams = [sorted(g, key=lambda x: -x[0])[:K] for g in grown]
         best = [beam[0][1] for beam in beams]
         return [[best[s][c] for s in range(n)] for c in range(len(self.stages))]
 
+    def _stage_options(self, stage, sentences, beams, names_prev, k, normalized):
+        """Yield (rank h, sentences, per sentence the (score, label ids) of the k best labelings of
+        ``stage`` fed with its hypothesis h). One batch per rank h, so a batch holds each sentence
+        once and in order: first-mention tests (anchored templates) then find the same earlier
+        tokens as in the input. Anchored templates get every sentence in every batch (a sentence
+        with fewer hypotheses repeats its last one; those results are dropped)."""
+        model = stage.model
+        anchored = model.space.template.anchored
+        # a first stage's log Z is the same for every hypothesis of a sentence: not computed
+        normalized = normalized and names_prev is not None
+        for h in range(max(len(b) for b in beams)):
+            owners = [s for s, b in enumerate(beams) if h < len(b)]
+            rows_of = range(len(sentences)) if anchored else owners
+            rows = []
+            for s in rows_of:
+                labs = beams[s][min(h, len(beams[s]) - 1)][1]
+                rows.append(stage.rows(sentences[s], None if names_prev is None else names_prev[labs[-1]].tolist()))
+            inf = model.structure.bind(model.space.encode(rows), self.n_threads)
+            slices = inf.corpus.sentence_slices()
+            if k == 1:
+                pred, score = inf.best(model.weights)
+                options = [[(float(score[r]), pred[slices[r]])] for r in range(len(rows))]
+            else:
+                paths, scores, counts = _nbest(inf, model, k, self.n_threads)
+                options = [[(float(scores[r, j]), paths[j, slices[r]]) for j in range(counts[r])]
+                           for r in range(len(rows))]
+            if normalized:
+                _, logz = inf.marginals(model.weights)
+                options = [[(sc - float(logz[r]), path) for sc, path in opts] for r, opts in enumerate(options)]
+            if anchored:
+                options = [options[s] for s in owners]
+            yield h, owners, options
+
+    def _table_options(self, i, sentences, beams, k, normalized):
+        """What _stage_options yields, for a stage that reads its fed column at offset 0 only: its
+        state potentials for every fed label (joint.FedLink, the sentences encoded once), of which
+        each hypothesis picks its rows; Viterbi, k-best and log Z by the product kernels over this
+        one chain. Sentences go in runs (joint.sentence_groups) that bound the tables' size."""
+        stage, prev = self.stages[i], self.stages[i - 1]
+        sizes = np.array([len(stage.labels)], dtype=np.int32)
+        link = joint.FedLink(stage.model, stage.feed, prev.labels)
+        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+        sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
+        nt = self.n_threads
+        if k > 1:
+            _nbest_memory(int(lengths.max()), len(stage.labels), k, nt)
+        for a, b in self._groups(sentences, sent_ptr, len(prev.labels) * len(stage.labels)):
+            table, corpus = link.tables([stage.rows(s) for s in sentences[a:b]])
+            trans = joint.transitions(stage.model, corpus)
+            for h in range(max(len(beams[s]) for s in range(a, b))):
+                owners = [s for s in range(a, b) if h < len(beams[s])]
+                tok = np.concatenate([np.arange(sent_ptr[s], sent_ptr[s + 1]) for s in owners]) - sent_ptr[a]
+                fed = np.concatenate([beams[s][h][1][-1] for s in owners])
+                state = table[tok, fed]
+                tr = [trans if trans.ndim == 2 else trans[tok]]
+                sp = np.concatenate([[0], np.cumsum(lengths[owners])])
+                if k == 1:
+                    pred, score = _product.viterbi(sizes, sp, state, tr, nt)
+                    options = [[(float(score[r]), pred[sp[r]:sp[r + 1]])] for r in range(len(owners))]
+                else:
+                    paths, scores, counts = _product.nbest(sizes, sp, state, tr, k, nt)
+                    options = [[(float(scores[r, j]), paths[j, sp[r]:sp[r + 1]]) for j in range(counts[r])]
+                               for r in range(len(owners))]
+                if normalized:
+                    logz, _, _ = _product.forward_backward(sizes, sp, state, tr, nt, edges=False)
+                    options = [[(sc - float(logz[r]), path) for sc, path in opts] for r, opts in enumerate(options)]
+                yield h, owners, options
+
+
+def _nbest_memory(max_len, n_labels, k, n_threads):
+    need = max_len * n_labels * k * 16 * n_threads
+    if need > params.NBEST_MEMORY:
+        raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and {n_labels} labels "
+                         f"would take {need / 2**30:.1f} GiB; ask for fewer (--nbest-upstream)")
+
 
 def _nbest(inf, model, k, n_threads):
-    from crftk.commands.tag import NBEST_MEMORY
     max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
-    need = max_len * model.space.n_labels * k * 16 * n_threads
-    if need > NBEST_MEMORY:
-        raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and {model.space.n_labels} labels "
-                         f"would take {need / 2**30:.1f} GiB; ask for fewer (--nbest-upstream)")
+    _nbest_memory(max_len, model.space.n_labels, k, n_threads)
     return inf.nbest(model.weights, k)
 
 
@@ -478,7 +556,6 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     only): each stage's label is followed by its joint marginal, and each sentence by a line
     ``# prob P``, the probability of the joint labeling. ``nbest`` K (exact joint decoding
     only): the K best joint labelings of each sentence, each after a line ``# nbest k P``."""
-    from crftk.commands.tag import input_batches
     from crftk.io.conll import MAX_SENTENCE_TOKENS
     if max_sentence_tokens is None:
         max_sentence_tokens = MAX_SENTENCE_TOKENS
@@ -498,6 +575,12 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
             nbest_upstream = _nbest_check(nbest_upstream)
         if log is not None and pipeline.joint_mode() is not None:
             log(f"joint decoding: {pipeline.describe_joint(nbest_upstream)}")
+    elif decode == "normalized":
+        nbest_upstream = _nbest_check(nbest_upstream)
+        if log is not None:
+            log(f"normalized decoding: the {nbest_upstream} best labelings of each upstream stage, each "
+                f"with the best labeling of the next, rescored by the sum of the stages' log-probabilities "
+                f"(log p(y1|x) + log p(y2|y1,x) + ...)")
     elif decode == "cascade":
         if log is not None:
             log("cascade decoding: each stage's Viterbi labels feed the next")

@@ -2,18 +2,18 @@
 
 import math
 import os
+import sys
 
 import numpy as np
 
-from crftk.io.conll import MAX_SENTENCE_TOKENS, Layout, chunked, read_sentences
-from crftk.errors import CrftkError
+from crftk import params
+from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, input_batches
+from crftk.errors import CrftkError, UsageError
+from crftk.model import Model
+from crftk.progress import tty_progress
 from crftk.commands.train import resolve_threads
 from crftk.ensemble.bag import Bag, BagInference, is_bag
 from crftk.ensemble.weights import read_weight_file
-
-
-#: Most memory the n-best tables of one batch may take.
-NBEST_MEMORY = 2 * 2**30
 
 
 class Tagger:
@@ -60,7 +60,7 @@ class Tagger:
         # list Viterbi keeps k entries per label and token of the longest sentence, per thread
         max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
         need = max_len * self.space.n_labels * k * 16 * self.n_threads
-        if need > NBEST_MEMORY:
+        if need > params.NBEST_MEMORY:
             raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and "
                              f"{self.space.n_labels} labels would take {need / 2**30:.1f} GiB; ask for fewer")
         return inf.nbest(self.weights, k)
@@ -143,6 +143,60 @@ class BagTagger(Tagger):
                             self.n_threads)
 
 
+def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000, combine=None, weights=None,
+        decode=None, nbest_upstream=None, threads=0, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
+        inference=None, tolerance=None, max_sweeps=None):
+    """crftk tag (here; crftk.distributed.tagging.run on a cluster): the model's kind (one CRF,
+    a bag, a pipeline, a factorial CRF) chooses the tagger; ``output`` ("-": stdout) is written
+    whole or not at all. Progress goes to stderr when it is a terminal. ``inference``,
+    ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own)."""
+    inputs = list(inputs) or ["-"]
+    check_output(output)
+    model = Model.load(model_path)
+    progress = tty_progress()
+    factorial = model.structure_name == "factorial"
+    if not factorial and (inference, tolerance, max_sweeps) != (None, None, None):
+        raise UsageError(f"--inference, --tolerance and --max-sweeps are for factorial models; {model_path} "
+                         f"is a {model.structure_name} model")
+    if factorial:
+        from crftk.commands.factorial import tag_factorial      # here: only factorial models need it
+        if marginals or nbest or decode is not None or combine not in (None, "chosen") or weights:
+            raise UsageError("a factorial model tags with the best joint labeling only: drop -v, -n, --decode, "
+                             "--combine and --weights")
+
+        def tag_into(out, **kw):
+            return tag_factorial(model, inputs, out, threads=threads, inference=inference, tolerance=tolerance,
+                                 max_sweeps=max_sweeps, **kw)
+    elif model.structure_name == "composed":
+        from crftk.commands.compose import Pipeline, tag_pipeline    # here: only pipelines need it
+        if decode not in (None,) + params.DECODE.choices:
+            raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
+                             "is a pipeline (cascade, joint or normalized)")
+        pipeline = Pipeline.from_model(model, model_path, threads=threads)
+
+        def tag_into(out, **kw):
+            return tag_pipeline(pipeline, inputs, out, decode=decode or params.DECODE.default,
+                                nbest_upstream=(params.NBEST_UPSTREAM.default if nbest_upstream is None
+                                                else nbest_upstream),
+                                marginals=marginals, nbest=nbest, **kw)
+    elif decode in params.DECODE.choices:
+        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
+                         "is not a pipeline")
+    else:
+        def tag_into(out, **kw):
+            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
+                             combine=combine, decode=decode or "chosen", weights=weights, **kw)
+    with AtomicWriter(output) as out:
+        tag_into(out, batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+    end_progress_line(progress)
+
+
+def end_progress_line(progress):
+    """Ends the progress line that a tty progress reporter drew."""
+    if progress:
+        sys.stderr.write("\n")
+
+
 def tagger_for(model, *, combine="chosen", decode="chosen", weights=None, threads=0):
     """The tagger of a model: a BagTagger for a bag, else a Tagger (which takes no combination)."""
     if is_bag(model):
@@ -180,31 +234,6 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
                                     counts=counts):
         tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
     return tuple(counts)
-
-
-def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sentence_tokens=MAX_SENTENCE_TOKENS,
-                  progress=None, log=None, counts=None):
-    """(batch, column separator) of the CoNLL files in turn, pass-through lines in place.
-
-    ``allowed``: the column counts accepted; ``counts`` (a list [sentences, tokens]) is kept
-    up to date and reported to ``progress`` after each batch; ``log`` receives a warning for
-    an input without sentences.
-    """
-    counts = [0, 0] if counts is None else counts
-    for path in inputs:
-        layout = Layout()
-        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
-                                max_sentence_tokens=max_sentence_tokens)
-        before = counts[0]
-        for batch in chunked(stream, batch_tokens, by_document=by_document):
-            yield batch, layout.separator or "\t"
-            sents = [s for s in batch if not isinstance(s, str)]
-            counts[0] += len(sents)
-            counts[1] += sum(len(s) for s in sents)
-            if progress:
-                progress(*counts)
-        if counts[0] == before and log is not None:
-            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
 
 
 # The compiled path: reading, encoding and writing in crftk._textio, batches decoded by a pool

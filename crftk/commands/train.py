@@ -21,7 +21,7 @@ from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize.online import averaged_perceptron, sgd
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.params import available_cores, resolve_threads  # noqa: F401 (re-exported)
-from crftk.structures.pairs import pair_sentences
+from crftk.structures.pairs import current_tags, pair_sentences
 from crftk.progress import plural, status
 from crftk.features.templates import read_template
 from crftk.commands.factorial import refuse_factorial_options
@@ -473,8 +473,10 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
 
     frozen = structure.fixed(template)
     w0 = np.zeros(structure.n_params)
-    if opt["constraints"] != "none" and not order2:
-        check_gold(space, corpus, opt["constraints"], origins.locate)
+    if opt["constraints"] != "none":
+        # a second-order model's labels are tag pairs: the constraints are on their current tags
+        tags, y = current_tags(space.labels, corpus.labels) if order2 else (space.labels, corpus.labels)
+        check_gold(tags, y, corpus.sent_ptr, opt["constraints"], origins.locate)
     pinned = structure.pinned(opt["constraints"])
     if pinned is not None:
         mask, value = pinned

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from crftk.commands.tag import Tagger, tag_files as tag_text
+from crftk.commands.tag import Tagger, end_progress_line, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
@@ -324,3 +324,13 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
             return tag_files(cluster, model, inputs, out_dir=out_dir, **kw)
         with AtomicWriter(output) as out:
             return tag_files(cluster, model, inputs, out, **kw)
+
+
+def run(model_path, inputs, output, *, scheduler=None, workers=0, threads=0, marginals=0, nbest=0,
+        batch_tokens=50_000, piece_bytes=PIECE_BYTES, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
+    """``crftk tag --scheduler/--workers``: :func:`tag`, with a progress line on a terminal."""
+    progress = tty_progress()
+    tag(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
+        marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes, progress=progress,
+        log=log, max_sentence_tokens=max_sentence_tokens)
+    end_progress_line(progress)

@@ -928,3 +928,28 @@ def format_sentence(rows: Sequence[Sequence[str]], extra_columns: Optional[Seque
             lines.append(line)
     lines.append("\n")
     return "\n".join(lines)
+
+
+def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sentence_tokens=MAX_SENTENCE_TOKENS,
+                  progress=None, log=None, counts=None):
+    """(batch, column separator) of the CoNLL files in turn, pass-through lines in place.
+
+    ``allowed``: the column counts accepted; ``counts`` (a list [sentences, tokens]) is kept
+    up to date and reported to ``progress`` after each batch; ``log`` receives a warning for
+    an input without sentences.
+    """
+    counts = [0, 0] if counts is None else counts
+    for path in inputs:
+        layout = Layout()
+        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
+                                max_sentence_tokens=max_sentence_tokens)
+        before = counts[0]
+        for batch in chunked(stream, batch_tokens, by_document=by_document):
+            yield batch, layout.separator or "\t"
+            sents = [s for s in batch if not isinstance(s, str)]
+            counts[0] += len(sents)
+            counts[1] += sum(len(s) for s in sents)
+            if progress:
+                progress(*counts)
+        if counts[0] == before and log is not None:
+            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")

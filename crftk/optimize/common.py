@@ -168,7 +168,8 @@ class StoppingRules:
     requested by the callback (not converged).
     """
 
-    def __init__(self, *, max_iter, epsilon, period, gtol, f0):
+    def __init__(self, *, max_iter, epsilon, period, gtol, f0, shape=None):
+        self.shape = shape          # x0's: results are reshaped to it
         self.max_iter = max_iter
         self.epsilon = epsilon
         self.period = period
@@ -195,12 +196,25 @@ class StoppingRules:
             return False, "reached the iteration limit (0) before converging"
         return None
 
-    def end_of_iteration(self, callback, *, iteration, x, shape, f, gnorm, step, n_evals, f_rule=None):
-        """Report the iteration to the callback, then apply the rules (to f_rule, default f)."""
+    def result(self, x, f, n_iter, n_evals, converged, reason):
+        """The minimiser's result at x."""
+        return OptimizeResult.at(x, self.shape, f, n_iter, n_evals, (converged, reason))
+
+    def result_at_start(self, g, x, f, n_evals):
+        """The result when the minimiser should not start from x (see at_start), else None."""
+        outcome = self.at_start(g, x)
+        return None if outcome is None else self.result(x, f, 0, n_evals, *outcome)
+
+    def end_of_iteration(self, callback, *, iteration, x, f, gnorm, step, n_evals, best=None):
+        """Report the iteration to the callback, then apply the rules (to the best point's f):
+        the result at ``best`` (x, f), default the current point, when the minimiser stops,
+        else None."""
         xnorm = float(np.linalg.norm(x))
-        stop = report(callback, iteration=iteration, x=x, shape=shape, f=f, gnorm=gnorm, xnorm=xnorm,
+        stop = report(callback, iteration=iteration, x=x, shape=self.shape, f=f, gnorm=gnorm, xnorm=xnorm,
                       step=step, n_evals=n_evals)
-        return self.after_iteration(iteration, f if f_rule is None else f_rule, gnorm, xnorm, stop)
+        best_x, best_f = (x, f) if best is None else best
+        outcome = self.after_iteration(iteration, best_f, gnorm, xnorm, stop)
+        return None if outcome is None else self.result(best_x, best_f, iteration, n_evals, *outcome)
 
     def after_iteration(self, n_iter, f, gnorm, xnorm, stop_requested):
         """``(converged, reason)`` if the minimiser should stop, else None."""

@@ -137,14 +137,11 @@ def cg(
     restart = int(restart)
 
     obj, f, g = evaluate_start(fun, shape, x)
-    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=f)
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=f, shape=shape)
     n_iter = 0
 
-    def finish(*outcome):
-        return OptimizeResult.at(x, shape, f, n_iter, obj.n_evals, outcome)
-
-    if (outcome := rules.at_start(g, x)) is not None:
-        return finish(*outcome)
+    if (result := rules.result_at_start(g, x, f, obj.n_evals)) is not None:
+        return result
 
     preconditioned = precondition is not None and mixed_after != 0
     p = None  # previous direction; None forces steepest descent
@@ -173,7 +170,7 @@ def cg(
             slope = -gz
             since_restart = 0
             if not slope < 0.0:
-                return finish(False, not_descent(slope))
+                return rules.result(x, f, n_iter, obj.n_evals, False, not_descent(slope))
 
         if prev_step is None:
             step = 1.0 if preconditioned else 1.0 / float(np.linalg.norm(d))
@@ -188,7 +185,7 @@ def cg(
                 obj, x, f, d, slope, step, max_linesearch, curvature
             )
         except LineSearchFailed as exc:
-            return finish(False, str(exc))
+            return rules.result(x, f, n_iter, obj.n_evals, False, str(exc))
 
         x, f, g = t.x, t.f, t.g
         p, z_prev, gz_prev = d, z, gz
@@ -197,9 +194,8 @@ def cg(
         since_restart += 1
 
         gnorm = float(np.linalg.norm(g))
-        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=f, gnorm=gnorm,
-                                         step=t.step, n_evals=obj.n_evals)
-        if outcome is not None:
-            return finish(*outcome)
+        if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=f, gnorm=gnorm, step=t.step,
+                                             n_evals=obj.n_evals)) is not None:
+            return result
 
 

@@ -68,15 +68,12 @@ def quickprop(
         raise ValueError(f"gpd_iter must be an integer >= 0, got {gpd_iter}")
     shape, x = start_point(x0)
     obj, f, g = evaluate_start(fun, shape, x)
-    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=f)
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=f, shape=shape)
     best_x, best_f = x, f
     n_iter = 0
 
-    def finish(*outcome):
-        return OptimizeResult.at(best_x, shape, best_f, n_iter, obj.n_evals, outcome)
-
-    if (outcome := rules.at_start(g, x)) is not None:
-        return finish(*outcome)
+    if (result := rules.result_at_start(g, x, f, obj.n_evals)) is not None:
+        return result
     rate = first_step / float(np.max(np.abs(g)))
     prev_dx = prev_slope = None
     while True:
@@ -89,14 +86,15 @@ def quickprop(
         x = x + dx
         f, g = obj(x)
         if not is_finite(f, g):
-            return finish(False, f"the objective is not finite after iteration {n_iter + 1}")
+            return rules.result(best_x, best_f, n_iter, obj.n_evals, False,
+                                f"the objective is not finite after iteration {n_iter + 1}")
         prev_dx, prev_slope = dx, slope
         n_iter += 1
         if f < best_f:
             best_x, best_f = x, f
         gnorm = float(np.linalg.norm(g))
-        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=f, gnorm=gnorm,
-                                         step=float(np.linalg.norm(dx)), n_evals=obj.n_evals, f_rule=best_f)
-        if outcome is not None:
-            return finish(*outcome)
+        if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=f, gnorm=gnorm,
+                                             step=float(np.linalg.norm(dx)), n_evals=obj.n_evals,
+                                             best=(best_x, best_f))) is not None:
+            return result
 

@@ -230,26 +230,23 @@ def gis(
     if state is None:
         raise ValueError("expected(x0) or objective(x0) is not finite")
     E, F, gnorm = state
-    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F)
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F, shape=shape)
     n_iter = 0
 
-    def finish(*outcome):
-        return OptimizeResult.at(x, shape, F, n_iter, n_evals, outcome)
-
-    if (outcome := rules.at_start(np.array([gnorm]), x)) is not None:      # gnorm: of the free weights
-        return finish(*outcome)
+    if (result := rules.result_at_start(np.array([gnorm]), x, F, n_evals)) is not None:   # gnorm: of the free weights
+        return result
 
     while True:
         delta = _gis_step(emp, E, x, C, c2)
         if frozen is not None:
             delta[frozen] = 0.0
         if not delta.any():
-            return finish(True, "converged: the GIS update is zero (a fixed point)")
+            return rules.result(x, F, n_iter, n_evals, True, "converged: the GIS update is zero (a fixed point)")
         x_new = x + delta
         state = evaluate(x_new)
         if state is None:
-            return finish(
-                False,
+            return rules.result(
+                x, F, n_iter, n_evals, False,
                 f"stopped: expected(x) or objective(x) was not finite after the "
                 f"update of iteration {n_iter + 1}; returning the previous point",
             )
@@ -257,9 +254,8 @@ def gis(
         E, F, gnorm = state
         n_iter += 1
 
-        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=F, gnorm=gnorm,
-                                         step=float(np.linalg.norm(delta)), n_evals=n_evals)
-        if outcome is not None:
-            return finish(*outcome)
+        if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=F, gnorm=gnorm,
+                                             step=float(np.linalg.norm(delta)), n_evals=n_evals)) is not None:
+            return result
 
 

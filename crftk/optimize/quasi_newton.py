@@ -163,14 +163,11 @@ def lbfgs(
     F = total(x, f)
     pg = steepest(x, g)
     history = _History(m)
-    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F)
+    rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F, shape=shape)
     n_iter = 0
 
-    def finish(*outcome):
-        return OptimizeResult.at(x, shape, F, n_iter, obj.n_evals, outcome)
-
-    if (outcome := rules.at_start(pg, x)) is not None:
-        return finish(*outcome)
+    if (result := rules.result_at_start(pg, x, F, obj.n_evals)) is not None:
+        return result
 
     while True:
         # Search direction; one restart from steepest descent if it is not
@@ -189,7 +186,7 @@ def lbfgs(
             if slope < 0.0:
                 break
             if len(history) == 0:
-                return finish(False, not_descent(slope))
+                return rules.result(x, F, n_iter, obj.n_evals, False, not_descent(slope))
             history.clear()
 
         try:
@@ -201,7 +198,7 @@ def lbfgs(
                 t = strong_wolfe_search(obj, x, f, d, slope, step, max_linesearch)
                 F_new = t.f
         except LineSearchFailed as exc:
-            return finish(False, str(exc))
+            return rules.result(x, F, n_iter, obj.n_evals, False, str(exc))
 
         history.push(t.x - x, t.g - g)
         x, f, g, F = t.x, t.f, t.g, F_new
@@ -209,9 +206,8 @@ def lbfgs(
         n_iter += 1
 
         gnorm = float(np.linalg.norm(pg))
-        outcome = rules.end_of_iteration(callback, iteration=n_iter, x=x, shape=shape, f=F, gnorm=gnorm,
-                                         step=t.step, n_evals=obj.n_evals)
-        if outcome is not None:
-            return finish(*outcome)
+        if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=F, gnorm=gnorm, step=t.step,
+                                             n_evals=obj.n_evals)) is not None:
+            return result
 
 

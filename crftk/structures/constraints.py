@@ -66,21 +66,23 @@ def pinned_mask(space, trans, starts, ends):
     return mask
 
 
-def check_gold(space, corpus, scheme, locate=None):
+def check_gold(labels, y, sent_ptr, scheme, locate=None):
     """Raise if a gold labeling breaks the constraints (it would have zero probability).
 
-    ``locate(sentence, token)`` gives the (file, line) of a token for the message.
+    ``labels``: the tag names; ``y``: each token's tag id; ``sent_ptr``: the sentences'
+    first tokens (and the end). ``locate(sentence, token)`` gives the (file, line) of a token
+    for the message.
     """
     scheme = canonical(scheme, SCHEMES, "constraint scheme")
-    parts = [_split_or_none(lab, scheme) for lab in space.labels]
+    corpus = _Tokens(sent_ptr)
+    parts = [_split_or_none(lab, scheme) for lab in labels]
     bad_labels = [i for i, p in enumerate(parts) if p is None]
     if bad_labels:
-        tok = int(np.flatnonzero(np.isin(corpus.labels, bad_labels))[0])
-        _raise_at(corpus, tok, locate, f"label {shown(space.labels[corpus.labels[tok]])} is not an "
+        tok = int(np.flatnonzero(np.isin(y, bad_labels))[0])
+        _raise_at(corpus, tok, locate, f"label {shown(labels[y[tok]])} is not an "
                   f"{scheme.upper()} tag ({'/'.join(PREFIXES[scheme])}-TYPE or O); choose another "
                   f"--constraints scheme or none")
-    trans, starts, ends = allowed(space.labels, scheme)
-    y = corpus.labels
+    trans, starts, ends = allowed(labels, scheme)
     first, last = corpus.sent_ptr[:-1], corpus.sent_ptr[1:] - 1
     inner = np.ones(y.size, dtype=bool)
     inner[first] = False
@@ -88,18 +90,23 @@ def check_gold(space, corpus, scheme, locate=None):
     bad = t[~trans[y[t - 1], y[t]]]
     problems = []
     if bad.size:
-        problems.append((int(bad[0]), f"{shown(space.labels[y[bad[0] - 1]])} followed by "
-                                      f"{shown(space.labels[y[bad[0]]])}"))
+        problems.append((int(bad[0]), f"{shown(labels[y[bad[0] - 1]])} followed by "
+                                      f"{shown(labels[y[bad[0]]])}"))
     bad = first[~starts[y[first]]]
     if bad.size:
-        problems.append((int(bad[0]), f"a sentence starts with {shown(space.labels[y[bad[0]]])}"))
+        problems.append((int(bad[0]), f"a sentence starts with {shown(labels[y[bad[0]]])}"))
     bad = last[~ends[y[last]]]
     if bad.size:
-        problems.append((int(bad[0]), f"a sentence ends with {shown(space.labels[y[bad[0]]])}"))
+        problems.append((int(bad[0]), f"a sentence ends with {shown(labels[y[bad[0]]])}"))
     if problems:
         tok, what = min(problems)
         _raise_at(corpus, tok, locate, f"the gold labels break the {scheme} constraints ({what}); "
                                        f"choose another --constraints scheme or none")
+
+
+class _Tokens:
+    def __init__(self, sent_ptr):
+        self.sent_ptr = np.asarray(sent_ptr)
 
 
 def _split_or_none(label, scheme):

@@ -251,17 +251,25 @@ def product_state(first, links):
     return np.ascontiguousarray(state)
 
 
-def sentence_groups(sent_ptr, n_states):
+def sentence_groups(sent_ptr, n_states, docs=None):
     """Runs of whole sentences holding at most MAX_JOINT_CELLS joint-state entries (a longer
-    sentence alone): the joint tables are built and decoded one run at a time."""
+    sentence alone): the joint tables are built and decoded one run at a time. With ``docs``
+    (the document of each sentence) runs start only where a document does, a document longer
+    than the limit making a run of its own: first-mention tests read earlier sentences of the
+    document, which must be encoded in the same run."""
     limit = max(1, MAX_JOINT_CELLS // max(1, n_states))
-    groups, start = [], 0
     lengths = np.diff(sent_ptr)
-    tokens = 0
-    for s, n in enumerate(lengths.tolist()):
-        if s > start and tokens + n > limit:
-            groups.append((start, s))
-            start, tokens = s, 0
+    if docs is None:
+        units = [(s, s + 1, n) for s, n in enumerate(lengths.tolist())]
+    else:
+        starts = [0] + [s for s in range(1, lengths.size) if docs[s] != docs[s - 1]]
+        ends = starts[1:] + [lengths.size]
+        units = [(a, b, int(sent_ptr[b] - sent_ptr[a])) for a, b in zip(starts, ends)] if lengths.size else []
+    groups, start, tokens = [], 0, 0
+    for a, b, n in units:
+        if a > start and tokens + n > limit:
+            groups.append((start, a))
+            start, tokens = a, 0
         tokens += n
     if lengths.size:
         groups.append((start, lengths.size))

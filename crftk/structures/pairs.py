@@ -47,6 +47,14 @@ def pair_sentences(sentences, label_col):
         yield Sentence(rows, s.doc, s.line, s.source)
 
 
+def current_tags(pair_labels, y):
+    """(tag names, each token's tag id) of the current tags of pair labels ``prev SEP cur``."""
+    cur = [p.split(SEP, 1)[1] for p in pair_labels]
+    tags = sorted(set(cur))
+    ix = {t: i for i, t in enumerate(tags)}
+    return tags, np.array([ix[c] for c in cur], dtype=np.int64)[np.asarray(y)]
+
+
 def pinned(space, scheme="none"):
     """Mask of the pair-model weights pinned at FORBIDDEN: transitions that disagree on the
     shared tag, pairs starting with <s> anywhere but first, and the tag constraints."""

@@ -97,6 +97,22 @@ def test_joint_output_and_log_say_which_mode_ran(files):
     assert [r[2:] for r in columns(out3)] == [r[3:] for r in columns(out)]
 
 
+def test_normalized_decoding_from_the_command_line_and_python(files):
+    _, _, test, m = files
+    kbest = compose_file(files, "window", "kbest.pipeline")
+    code, out, err = cli("tag", "-m", kbest, "--decode", "normalized", "--nbest-upstream", 5, test)
+    assert code == 0 and "normalized decoding: the 5 best labelings" in err and "all stages together" in err
+    rows = columns(out)
+    sents = read_corpus(test)
+    pipe = Pipeline.load(kbest)
+    tags = pipe.tag(sents, "normalized", 5)
+    assert [r[3:] for r in rows] == [[p, c] for t in tags for p, c in zip(*t)]
+    assert tags != pipe.tag(sents, "joint", 5)          # not eq. 7's answer
+    X, _ = crftk.read_conll(test, label_col=-1)
+    api = crftk.Pipeline.compose([m["pos"], m["window"]], [1])
+    assert api.predict(X, decode="normalized", nbest_upstream=5) == [t[-1] for t in tags]
+
+
 def test_joint_can_overrule_the_upstream_stage(files):
     _, _, test, _ = files
     pipe = Pipeline.load(compose_file(files))
@@ -188,7 +204,10 @@ def test_tag_errors_write_nothing(files):
                           (["-m", pipe, "-v", "--decode", "cascade"], "-v and --decode joint only"),
                           (["-m", pipe, "-vv"], "-v and --decode joint only"),
                           (["-m", kbest, "-v"], "need exact joint decoding"),
-                          (["-m", m["pos"], "--decode", "joint"], "--decode applies to pipelines"),
+                          (["-m", m["pos"], "--decode", "joint"], "--decode joint applies to pipelines"),
+                          (["-m", pipe, "-v", "--decode", "normalized"], "-v and --decode joint only"),
+                          (["-m", pipe, "-n", 2, "--decode", "normalized"], "n-best lists with --decode joint"),
+                          (["-m", m["pos"], "--decode", "normalized"], "--decode normalized applies to pipelines"),
                           (["-m", pipe, "--nbest-upstream", 0], "--nbest-upstream")):
         code, _, err = cli("tag", *args, "-o", out, test)
         assert code in (1, 2) and message in err and err.count("\n") == 1, err
@@ -284,6 +303,8 @@ def test_other_structures_decode_in_cascade_only(files, tmp_path):
     assert len(pipe.tag(sents, "cascade")) == 5
     with pytest.raises(CrftkError, match="first-order CRF stages.*memm.*--decode cascade"):
         pipe.decode(sents, "joint")
+    with pytest.raises(CrftkError, match="normalized decoding needs first-order CRF stages"):
+        pipe.decode(sents, "normalized")
 
 
 def test_n_prints_the_k_best_joint_labelings(files):

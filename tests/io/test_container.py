@@ -1217,13 +1217,11 @@ def test_unpack_strings_rejects_wrong_dtypes():
         unpack_strings(np.array([0.0, 1.0]), np.frombuffer(b"a", dtype=np.uint8))
 
 
-def test_million_strings_are_fast():
+def test_million_strings_round_trip():
+    # the size of a large model's dictionary; speed is benchmarked, not timed here
     ascii_strings = [f"w[0]={i}" for i in range(1_000_000)]
     mixed = [f"w[0]=é{i}" if i % 7 == 0 else f"w{i}" for i in range(1_000_000)]
     for strings in (ascii_strings, mixed):
-        t0 = time.perf_counter()
         offsets, blob = pack_strings(strings)
-        back = unpack_strings(offsets, blob)
-        elapsed = time.perf_counter() - t0
-        assert back == strings
-        assert elapsed < 5.0, f"pack+unpack of 1M strings took {elapsed:.2f}s"
+        assert len(offsets) == len(strings) + 1
+        assert unpack_strings(offsets, blob) == strings

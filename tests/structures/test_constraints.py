@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -52,19 +55,34 @@ def test_gold_that_breaks_the_constraints_is_refused():
     rows = [[["a", "B-NP"], ["b", "I-NP"]], [["c", "O"], ["d", "I-NP"]]]
     space, corpus = FeatureSpace.fit(sentences(rows), parse_template("U:%x[0,0]\nB\n"))
     with pytest.raises(CrftkError, match=r"'O' followed by 'I-NP'\); .* \(sentence 2\)"):
-        check_gold(space, corpus, "iob2")
+        check_gold(space.labels, corpus.labels, corpus.sent_ptr, "iob2")
     with pytest.raises(CrftkError, match=r"starts with 'B-NP'\); .* \(sentence 1\)"):
-        check_gold(space, corpus, "iob1")
+        check_gold(space.labels, corpus.labels, corpus.sent_ptr, "iob1")
     # with the tokens' origins the message names the file and line instead
     with pytest.raises(CrftkError) as e:
-        check_gold(space, corpus, "iob2", locate=lambda s, t: ("train.txt", 10 * s + t + 1))
+        check_gold(space.labels, corpus.labels, corpus.sent_ptr, "iob2", locate=lambda s, t: ("train.txt", 10 * s + t + 1))
     assert str(e.value).startswith("train.txt:12: the gold labels break the iob2 constraints")
     with pytest.raises(CrftkError, match=r"label 'X' is not an IOB2 tag"):
         odd, c2 = FeatureSpace.fit(sentences([[["a", "O"], ["b", "X"]]]), parse_template("U:%x[0,0]\nB\n"))
-        check_gold(odd, c2, "iob2")
+        check_gold(odd.labels, c2.labels, c2.sent_ptr, "iob2")
     iob1 = [[["a", "I-NP"], ["b", "B-NP"]], [["c", "O"], ["d", "I-NP"]]]
     space, corpus = FeatureSpace.fit(sentences(iob1), parse_template("U:%x[0,0]\nB\n"))
-    check_gold(space, corpus, "iob1")
+    check_gold(space.labels, corpus.labels, corpus.sent_ptr, "iob1")
+
+
+@pytest.mark.parametrize("order", ["1", "2"])
+def test_training_on_gold_that_breaks_the_constraints_ends_in_one_line(tmp_path, order):
+    # second order: the labels are tag pairs, checked on their current tags (a fuzz find: the
+    # check was skipped and L-BFGS started from an infinite objective, with a traceback)
+    (tmp_path / "t.txt").write_text("a B-NP\nb E-NP\n\nc I-NP\nd O\n\n")
+    (tmp_path / "t.tmpl").write_text("U0:%x[0,0]\nB\n")
+    proc = subprocess.run([sys.executable, "-m", "crftk.cli", "train", "-q", "-t", "t.tmpl", "-m", "m",
+                           "--constraints", "bioes", "--order", order, "t.txt"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr == ("crftk: error: t.txt:4: the gold labels break the iobes constraints (a sentence "
+                           "starts with 'I-NP'); choose another --constraints scheme or none\n")
+    assert not (tmp_path / "m").exists()
 
 
 def test_pinned_weights_make_decoding_obey_the_constraints():

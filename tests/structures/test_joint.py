@@ -3,6 +3,7 @@ the cross product of the stages' labelings, scored stage by stage from re-encode
 and against the plain chain kernel on the explicit cross-product lattice."""
 
 import itertools
+import math
 import random
 
 import numpy as np
@@ -133,9 +134,11 @@ def test_factorized_recursion_equals_the_explicit_cross_product_lattice():
     np.testing.assert_allclose(marg[1], full.sum(axis=1), atol=1e-12)
 
 
-@pytest.mark.parametrize("n_stages", [2, 3])
-def test_kbest_upstream_with_every_labeling_equals_exact(n_stages):
+@pytest.mark.parametrize("n_stages, path", [(2, "tables"), (3, "tables"), (2, "encode"), (3, "encode")])
+def test_kbest_upstream_with_every_labeling_equals_exact(n_stages, path):
     pipe = pipeline(n_stages, seed=21)
+    if path == "encode":
+        reencoding(pipe)
     test = corpus(15, seed=9, max_len=3 if n_stages == 2 else 2)
     exact = pipe._joint_exact(test)
     K = max(len(s.labels) for s in pipe.stages[:-1]) ** max(len(s) for s in test)
@@ -153,13 +156,14 @@ def test_kbest_upstream_with_every_labeling_equals_exact(n_stages):
 def test_joint_groups_split_batches_without_changing_the_answer(monkeypatch):
     pipe = pipeline(2, seed=4)
     test = corpus(30, seed=2, max_len=5)
-    whole = pipe.decode(test, "joint")
+    whole = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
     monkeypatch.setattr(joint, "MAX_JOINT_CELLS", 20)      # a few sentences per group
     assert len(joint.sentence_groups(np.concatenate([[0], np.cumsum([len(s) for s in test])]), 9)) > 5
-    split = pipe.decode(test, "joint")
-    for c in range(2):
-        for a, b in zip(whole[c], split[c]):
-            np.testing.assert_array_equal(a, b)
+    split = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
+    for m in range(2):
+        for c in range(2):
+            for a, b in zip(whole[m][c], split[m][c]):
+                np.testing.assert_array_equal(a, b)
 
 
 def test_exact_link_says_why_not():
@@ -224,3 +228,107 @@ def test_product_nbest_equals_the_best_of_the_enumeration(sizes, shared):
     best, score = _product.viterbi(sizes, sp, state, trans)
     np.testing.assert_array_equal(paths[0], best)
     np.testing.assert_allclose(scores[:, 0], score, rtol=1e-12)
+
+
+def enumerate_normalized(pipe, sent):
+    """{(labeling of each stage): sum over stages of log p_i(y_i | y_{i-1}, x)}, every stage's
+    log Z given its fed labels summed over all of its labelings by enumeration."""
+    table = enumerate_joint(pipe, sent)
+    stages = pipe.stages
+    T = len(sent)
+    logz = {}
+    for i, stage in enumerate(stages):
+        for ys, _ in table.items():
+            fed = None if i == 0 else ys[i - 1]
+            if (i, fed) in logz:
+                continue
+            names = stage.labels
+            rows = stage.rows(sent, None if fed is None else [stages[i - 1].labels[v] for v in fed]).rows
+            logz[i, fed] = logsumexp(score(stage.model, rows, [names[v] for v in y])
+                                     for y in itertools.product(range(len(names)), repeat=T))
+    out = {}
+    for ys, total in table.items():
+        out[ys] = total - sum(logz[i, None if i == 0 else ys[i - 1]] for i in range(len(stages)))
+    return table, out
+
+
+def reencoding(pipe):
+    """The pipeline with every link taken as not exact: K-best rescoring then encodes each stage's
+    sentences once per upstream hypothesis instead of reading the fed-label tables."""
+    pipe._links = ["taken as not exact by the test"] * (len(pipe.stages) - 1)
+    return pipe
+
+
+@pytest.mark.parametrize("n_stages, path", [(2, "tables"), (3, "tables"), (2, "encode"), (3, "encode")])
+def test_normalized_with_every_labeling_maximizes_the_sum_of_log_probabilities(n_stages, path):
+    pipe = pipeline(n_stages, seed=13)
+    if path == "encode":
+        reencoding(pipe)
+    test = corpus(12, seed=17, max_len=3 if n_stages == 2 else 2)
+    T = max(len(s) for s in test)
+    K = math.prod(len(s.labels) ** T for s in pipe.stages[:-1])     # every upstream partial labeling
+    got = pipe.decode(test, "normalized", K)
+    differs = False
+    for k, sent in enumerate(test):
+        eq7, table = enumerate_normalized(pipe, sent)
+        top = max(table, key=table.get)
+        assert [tuple(got[c][k].tolist()) for c in range(n_stages)] == list(top)
+        differs |= top != max(eq7, key=eq7.get)
+    assert differs          # the objective is not eq. 7's: the enumeration tells them apart
+    # with one upstream labeling it is the cascade
+    cascade = pipe.decode(test, "cascade")
+    one = pipe.decode(test, "normalized", 1)
+    assert all((a == b).all() for c in range(n_stages) for a, b in zip(cascade[c], one[c]))
+
+
+# a downstream stage with first-mention tests of the words (capitalized words repeat across the
+# sentences of one document), reading the fed column at offset 0 only: joint decoding is exact
+ANCHORED = "U0:%x[0,0]\nU1:%x[0,1]\nU2:%^x[-1,0]\nU3:%^x[1,0]/%x[0,1]\nU4:%^X[0,0]\nB\n"
+
+
+def anchored_pipeline(n_sentences=40, docs_of=lambda i: 0):
+    """(a pipeline whose downstream template is ANCHORED, its training sentences: capitalized words
+    repeat across the sentences of a document, sentence i in document docs_of(i))."""
+    rng = random.Random(4)
+    rows = [[[rng.choice(["Aa", "Bb", "Cc", "dd"]), rng.choice("ABC"), rng.choice(["B-X", "I-X", "O"])]
+             for _ in range(rng.randint(1, 3))] for _ in range(n_sentences)]
+    train = sentences(rows)
+    for i, sent in enumerate(train):
+        sent.doc = docs_of(i)
+    up = random_model(train, 0, 31)
+    space, _ = FeatureSpace.fit(train, parse_template(ANCHORED), label_col=2, feature_set="complete")
+    down = Model(space, np.random.default_rng(32).normal(size=space.n_params), {"order": 1, "model_type": "crf"})
+    pipe = Pipeline.from_models([up, down], [1])
+    assert pipe.joint_mode() == "exact" and space.template.anchored
+    return pipe, train
+
+
+@pytest.mark.parametrize("path", ["tables", "encode"])
+def test_kbest_rescoring_keeps_first_mentions_of_an_anchored_template(path):
+    pipe, train = anchored_pipeline()
+    if path == "encode":
+        reencoding(pipe)
+    test = train[:10]
+    up = pipe.stages[0].model
+    exact = pipe._joint_exact(test)
+    K = len(up.output_labels) ** max(len(s) for s in test)
+    kbest = pipe._joint_nbest(test, K)
+    for c in range(2):
+        for a, b in zip(exact[c], kbest[c]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_joint_groups_of_an_anchored_pipeline_cut_between_documents_only(monkeypatch):
+    pipe, test = anchored_pipeline(60, docs_of=lambda i: i // 20)
+    sent_ptr = np.concatenate([[0], np.cumsum([len(s) for s in test])])
+    whole = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
+    monkeypatch.setattr(joint, "MAX_JOINT_CELLS", 30)      # a few sentences per group
+    n_states = 3 * 3
+    assert len(joint.sentence_groups(sent_ptr, n_states)) > 10
+    groups = joint.sentence_groups(sent_ptr, n_states, docs=[s.doc for s in test])
+    assert [a for a, _ in groups] == [0, 20, 40]             # a document is never split
+    split = [pipe.decode(test, mode, 4) for mode in ("joint", "normalized")]
+    for m in range(2):
+        for c in range(2):
+            for a, b in zip(whole[m][c], split[m][c]):
+                np.testing.assert_array_equal(a, b)
