@@ -35,6 +35,10 @@ help:
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint decoding on dev.txt, speed"
 	@echo "make compose-ner  CoNLL-2000 chunker -> CoNLL-2003 NER: no chunks, cascade, joint on eng.testa"
+	@echo "make fcrf-table1  factorial CRF vs CRF+CRF vs NP CRF on corpus POS, CoNLL-2000 dev.txt (FCRF_SIZES=...)"
+	@echo "make fcrf-table3  exact vs TRP vs random BP, to convergence and cut at 3 sweeps, 5% subsets"
+	@echo "make fcrf-ner     three chains (POS, chunk, NER) vs the NER CRF on eng.testa (CONLL2003=...)"
+	@echo "make fcrf-speed   seconds per iteration and to convergence per inference method, full CoNLL-2000"
 
 # Rebuilt only when the build inputs change.
 $(OUT)/.installed: setup.py pyproject.toml $(wildcard csrc/*.pyx csrc/*.pxd)
@@ -182,3 +186,29 @@ fuzz-model:
 
 clean:
 	rm -rf build $(OUT) crftk/*.so csrc/*.c
+
+# Factorial CRFs (issue 16, Sutton et al. 2004): benchmarks/fcrf.py; every step is skipped when its
+# output exists. Results in benchmarks/results/fcrf.md (+ .json). Runs this checkout's code in place
+# (build the kernels first: python setup.py build_ext --inplace).
+.PHONY: fcrf-table1 fcrf-table3 fcrf-ner fcrf-speed fcrf-report
+FCRF_SIZES ?= 8936
+FCRF_ITER ?= 200
+FCRF_THREADS ?= 2
+FCRF_ARGS = --out $(OUT)/fcrf --max-iter $(FCRF_ITER) --threads $(FCRF_THREADS)
+fcrf-table1:
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	$(PYTHON) benchmarks/fcrf.py table1 --data $(CONLL2000) $(FCRF_ARGS) --sizes $(FCRF_SIZES)
+	$(PYTHON) benchmarks/fcrf.py report --out $(OUT)/fcrf --results benchmarks/results/fcrf
+
+fcrf-table3:
+	$(PYTHON) benchmarks/fcrf.py table3 --data $(CONLL2000) $(FCRF_ARGS)
+	$(PYTHON) benchmarks/fcrf.py report --out $(OUT)/fcrf --results benchmarks/results/fcrf
+
+fcrf-ner:
+	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }
+	$(PYTHON) benchmarks/fcrf.py ner --data $(CONLL2003) $(FCRF_ARGS)
+	$(PYTHON) benchmarks/fcrf.py report --out $(OUT)/fcrf --results benchmarks/results/fcrf
+
+fcrf-speed:
+	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) $(FCRF_ARGS)
+	$(PYTHON) benchmarks/fcrf.py report --out $(OUT)/fcrf --results benchmarks/results/fcrf

@@ -48,7 +48,9 @@ extensions = [
     kernel("crftk._induce", "csrc/induce.pyx"),
     kernel("crftk._chain", "csrc/chain_tables.pyx"),
     kernel("crftk._product", "csrc/product_tables.pyx"),
+    kernel("crftk._messages", "csrc/messages.pyx"),
     kernel("crftk._combine", "csrc/combine.pyx"),
+    kernel("crftk._factorial", "csrc/factorial.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]

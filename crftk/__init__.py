@@ -6,7 +6,7 @@
     X_test, y_test = read_conll("data/demo.test", label_col=-1)
     print(evaluate(y_test, crf.predict(X_test)).overall.f1)
 
-``CRF``, ``Pipeline``, ``read_conll``, ``evaluate``, ``NotFittedError`` (crftk/api.py) and ``Model``
+``CRF``, ``FactorialCRF``, ``Pipeline``, ``read_conll``, ``evaluate``, ``NotFittedError`` (crftk/api.py) and ``Model``
 (crftk/model.py) are imported on first use, so that ``import crftk`` (and the command
 line, which imports it) does not load numpy and the training code.
 """
@@ -26,7 +26,7 @@ from crftk.errors import CrftkError  # noqa: E402
 __version__ = "0.1.0"
 __all__ = ["Bag", "CRF", "CrftkError", "Model", "NotFittedError", "Pipeline", "evaluate", "read_conll", "__version__"]
 
-_LAZY = {"Bag": "crftk.api", "CRF": "crftk.api", "NotFittedError": "crftk.api", "Pipeline": "crftk.api", "read_conll": "crftk.api",
+_LAZY = {"Bag": "crftk.api", "CRF": "crftk.api", "FactorialCRF": "crftk.api", "NotFittedError": "crftk.api", "Pipeline": "crftk.api", "read_conll": "crftk.api",
          "evaluate": "crftk.api", "Model": "crftk.model"}
 
 

@@ -33,7 +33,7 @@ from crftk.params import CHECKPOINT_EVERY, TRAIN, WORKERS, Param
 from crftk.commands.train import check_options
 from crftk.commands.train import fit as _fit
 
-__all__ = ["CRF", "Bag", "NotFittedError", "read_conll", "evaluate"]
+__all__ = ["CRF", "Bag", "FactorialCRF", "NotFittedError", "read_conll", "evaluate"]
 
 #: Tokens decoded at once by predict and its relatives (as ``crftk tag --batch-tokens``).
 BATCH_TOKENS = 50_000
@@ -757,3 +757,105 @@ def evaluate(gold, pred=None, *, scheme="auto", gold_col=None, pred_col=-1, nbes
     pred = _label_lists(pred, "pred")
     return _evaluate(gold, pred, scheme=scheme)
 
+
+
+class FactorialCRF:
+    """A factorial CRF estimator (Sutton et al. 2004): one label chain per label sequence
+    list, adjacent chains coupled at every token (``crftk train`` with several --label-col).
+
+    ``X`` as for :class:`CRF` (rows of input columns); ``Y`` a list with one entry per chain,
+    each a list of label sequences (one per sentence of X). The template numbers the columns
+    of a row of X from 0; chain c's labels are column ``width + c`` (which it must not read);
+    its ``P`` lines condition the pair factors on observations. ``inference``,
+    ``tolerance``, ``max_sweeps``: as crftk train's; other keyword arguments are training
+    options of :class:`CRF` (c2, max_iter, threads, ...).
+    """
+
+    def __init__(self, template=None, *, inference="exact", tolerance=1e-3, max_sweeps=100, verbose=False,
+                 **params):
+        for name in params:
+            if name not in _TRAIN_NAMES or name == "label_col":
+                raise TypeError(f"FactorialCRF.__init__() got an unexpected keyword argument {name!r}")
+        self.template = template
+        self.inference, self.tolerance, self.max_sweeps = inference, tolerance, max_sweeps
+        self.verbose = verbose
+        self.params = dict(params)
+
+    @staticmethod
+    def _rows(X, Y, name, width=None):
+        _, sentences = _sentences(X, name, width, -1, None, None, None, None)
+        if Y is not None:
+            Y = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
+            nonempty = [i for i, s in enumerate(X) if len(s)]
+            for k, i in enumerate(nonempty):
+                for t, row in enumerate(sentences[k].rows):
+                    row.extend(y[i][t] for y in Y)
+        return sentences
+
+    def fit(self, X, Y, X_dev=None, Y_dev=None):
+        """Train on sentences X with one list of label sequences per chain in Y; returns self."""
+        from crftk.commands.factorial import fit_factorial
+        if Y is None or len(Y) < 2:
+            raise CrftkError("a factorial CRF needs two or more label sequence lists (one per chain) in Y")
+        if self.template is None:
+            raise CrftkError("FactorialCRF needs a template")
+        opt = check_options(dict(self.params), log=lambda message: None)
+        train = self._rows(X, Y, "X")
+        if not train:
+            raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
+        width = len(train[0].rows[0]) - len(Y)
+        dev = None
+        if X_dev is not None:
+            dev = self._rows(X_dev, Y_dev, "X_dev", width)
+        model = fit_factorial(train, _template(self.template), [width + c for c in range(len(Y))], opt,
+                              dev=dev or None, log=_Log(self.verbose), keep_on_interrupt=True,
+                              inference=self.inference, tolerance=self.tolerance, max_sweeps=self.max_sweeps)
+        self.model_ = model
+        self.classes_ = [list(x) for x in model.structure.output_labels]
+        return self
+
+    def _model(self):
+        model = getattr(self, "model_", None)
+        if model is None:
+            raise NotFittedError("this FactorialCRF is not fitted yet: call fit(X, Y) first, or load(path)")
+        return model
+
+    def predict(self, X):
+        """Per chain, per sentence of X, the labels of the best joint labeling."""
+        from crftk.commands.factorial import FactorialDecoder
+        model = self._model()
+        st = model.structure
+        width = st.space.n_columns - st.n_chains
+        n = _count(X, "X")
+        out = [[[] for _ in range(n)] for _ in range(st.n_chains)]
+        index, sentences = _sentences(X, "X", width, -1, None, None, None, None)
+        decoder = FactorialDecoder(model, threads=self.params.get("threads", 0), inference=self.inference,
+                                   tolerance=self.tolerance, max_sweeps=self.max_sweeps)
+        start = 0
+        for batch in chunked(sentences, BATCH_TOKENS):
+            labels, _ = decoder.decode(batch)
+            for i, lab in zip(index[start:start + len(batch)], labels):
+                for c in range(st.n_chains):
+                    out[c][i] = lab[c]
+            start += len(batch)
+        return out
+
+    def score(self, X, Y):
+        """Joint token accuracy in percent (every chain right) of the predictions on X against Y."""
+        from crftk.commands.factorial import score_chains
+        pred = self.predict(X)
+        gold = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
+        return 100 * score_chains(gold, pred).joint_accuracy
+
+    def save(self, path):
+        self._model().save(path)
+
+    @classmethod
+    def load(cls, path, **kw):
+        model = Model.load(path)
+        if model.structure_name != "factorial":
+            raise CrftkError(f"{path} is a {model.structure_name} model, not a factorial CRF", path)
+        est = cls(model.space.template.text, **kw)
+        est.model_ = model
+        est.classes_ = [list(x) for x in model.structure.output_labels]
+        return est

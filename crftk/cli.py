@@ -126,16 +126,35 @@ def max_sentence_option(f):
     return _option(params.MAX_SENTENCE_TOKENS)(f)
 
 
-def _param_options(declarations):
-    """Click options generated from Param declarations (one declaration of each parameter)."""
+def _param_options(declarations, multiple=()):
+    """Click options generated from Param declarations (one declaration of each parameter);
+    the options named in ``multiple`` may be repeated (their value is then a tuple)."""
     def decorate(f):
         for p in reversed(declarations):
-            f = threads_option(f) if p.name == "threads" else _option(p)(f)
+            if p.name == "threads":
+                f = threads_option(f)
+            elif p.name in multiple:
+                f = click.option(p.option, p.name, type=p.type, multiple=True, help=p.help
+                                 + f" [default: {p.default}]")(f)
+            else:
+                f = _option(p)(f)
+        return f
+    return decorate
+
+
+def _factorial_options(declarations):
+    """Options of factorial CRFs: default None, so that a linear chain can refuse them when given."""
+    def decorate(f):
+        for p in reversed(declarations):
+            kind = click.Choice(p.choices) if p.choices else p.type
+            f = click.option(p.option, p.name, type=kind, default=None,
+                             help=p.help + f" [default: {p.default}]")(f)
         return f
     return decorate
 
 
 _train_options = _param_options(params.TRAIN)
+_train_command_options = _param_options(params.TRAIN, multiple=("label_col",))
 _induce_options = _param_options(params.INDUCE)
 
 
@@ -162,14 +181,21 @@ _induce_options = _param_options(params.INDUCE)
 @max_sentence_option
 @_option(params.SCHEDULER, metavar="ADDRESS")
 @_option(params.WORKERS, metavar="N")
-@_train_options
+@_factorial_options(params.FACTORIAL)
+@_train_command_options
 def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, cross_predict,
           cross_output, quiet, max_sentence_tokens, scheduler, workers, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column).
 
     With --scheduler or --workers the objective and gradient are computed data-parallel
     on a Dask cluster (the training data in shards on the workers); the optimizer runs here.
+
+    With two or more --label-col, a factorial CRF (Sutton et al. 2004): one chain per label
+    column, adjacent chains coupled at every token by a factor on their label pair (the
+    template's P lines condition it on observations); see --inference.
     """
+    cols = options.get("label_col") or (-1,)
+    options["label_col"] = cols[0] if len(cols) == 1 else list(cols)
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
@@ -228,8 +254,9 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @_option(params.SCHEDULER, metavar="ADDRESS")
 @_option(params.WORKERS, metavar="N")
 @_option(params.PIECE_BYTES, metavar="N")
+@_factorial_options(params.FACTORIAL)
 def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, weights_file, max_sentence_tokens,
-        threads, decode, nbest_upstream, scheduler, workers, piece_bytes):
+        threads, decode, nbest_upstream, scheduler, workers, piece_bytes, inference, tolerance, max_sweeps):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
     of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
 
@@ -245,7 +272,8 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     from crftk.commands.tag import run
     run(model_path, inputs, output, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, combine=combine,
         weights=weights_file, decode=decode, nbest_upstream=nbest_upstream, threads=threads,
-        max_sentence_tokens=max_sentence_tokens, log=_log)
+        max_sentence_tokens=max_sentence_tokens, log=_log, inference=inference, tolerance=tolerance,
+        max_sweeps=max_sweeps)
 
 
 @main.command(context_settings=CONTEXT)
@@ -293,12 +321,14 @@ def bag(train_files, templates, model_path, dev_file, weights_file, export_path,
 
 @main.command("eval", context_settings=CONTEXT)
 @click.argument("files", nargs=-1, required=True, metavar="FILE [PRED_FILE]")
-@click.option("--gold-col", type=column_index(), default=None,
-              help="Gold label column (default: second to last with one file, last with two).")
-@click.option("--pred-col", type=column_index(), default=-1, show_default=True,
-              help="Predicted label column. Output of 'crftk tag -v' (and of -n with -v) ends with "
-                   "gold, predicted, probability: pass --gold-col -3 --pred-col -2; eval says what "
-                   "to pass for -vv.")
+@click.option("--gold-col", type=column_index(), multiple=True,
+              help="Gold label column (default: second to last with one file, last with two). "
+                   "Repeat it with --pred-col to score several pairs of one file (the chains of a "
+                   "factorial CRF) and their joint accuracy.")
+@click.option("--pred-col", type=column_index(), multiple=True,
+              help="Predicted label column [default: -1]. Output of 'crftk tag -v' (and of -n with -v) "
+                   "ends with gold, predicted, probability: pass --gold-col -3 --pred-col -2; eval says "
+                   "what to pass for -vv.")
 @click.option("--nbest-rank", type=Integer(0, MAX_NBEST - 1), default=0, show_default=True,
               help="Of 'crftk tag -n K' output, score the labelings of this rank (0: the best one "
                    "of each sentence).")
@@ -319,9 +349,21 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     from FILE and the predictions from PRED_FILE. Columns that cannot be labels
     (probabilities, a file of gold labels only) are an error that says what to pass.
     """
-    from crftk.evaluation.conlleval import evaluate, mcnemar, read_labels
+    from crftk.evaluation.conlleval import evaluate, evaluate_columns, mcnemar, read_labels
     if len(files) > 2:
         raise UsageError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
+    if len(gold_col) > 1 or len(pred_col) > 1:
+        if len(files) != 1 or other or nbest_rank:
+            raise UsageError("several --gold-col/--pred-col pairs score one file, without --mcnemar and "
+                             "--nbest-rank")
+        if len(gold_col) != len(pred_col):
+            raise UsageError(f"give as many --gold-col as --pred-col (one pair per chain), not {len(gold_col)} "
+                             f"and {len(pred_col)}")
+        result = evaluate_columns(files[0], list(gold_col), list(pred_col), scheme=scheme)
+        click.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.format())
+        return
+    gold_col = gold_col[0] if gold_col else None
+    pred_col = pred_col[0] if pred_col else -1
     labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
     if labels.nbest:
         _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "

@@ -75,7 +75,10 @@ class Model:
     def structure(self):
         """The kind of model (crftk.structures) over this feature space."""
         if self._structure is None:
-            self._structure = make_structure(self.structure_name, self.space)
+            kind = STRUCTURES[self.structure_name]
+            # a structure over several parts (factorial) builds itself from all of them
+            self._structure = (kind.from_parts(self.parts) if hasattr(kind, "from_parts")
+                               else make_structure(self.structure_name, self.space))
         return self._structure
 
     @property
@@ -129,7 +132,8 @@ class Model:
             if flat:       # crftk writes every array of a part flat; code that reads them relies on it
                 raise CrftkError(f"model file is inconsistent: its array {shown(flat[0])} is not one-dimensional",
                                  path)
-            space = FeatureSpace.from_arrays(space_meta, space_arrays, path)
+            space_type = getattr(STRUCTURES.get(structure), "part_space", lambda name: FeatureSpace)(name)
+            space = space_type.from_arrays(space_meta, space_arrays, path)
             if "weights" not in space_arrays:
                 raise CrftkError(f"model file has no weights for its part {shown(name)}", path)
             loaded.append(Part(space, space_arrays["weights"], name))
@@ -145,11 +149,19 @@ class Model:
                 # train refuses these; a file that has one was not written by crftk
                 raise CrftkError("model file is inconsistent: an MEMM whose template has a B line with macros",
                                  path)
+        if model.structure_name == "factorial":
+            try:            # the parts must make one factorial structure
+                model.structure
+            except CrftkError as e:
+                raise CrftkError(f"model file is inconsistent: {e.message}", path) from None
         model.source = path
         return model
 
     # summaries ------------------------------------------------------------
     def summary(self):
+        if self.structure_name == "factorial":
+            from crftk.structures.factorial import summary
+            return summary(self)
         s, w = self.space, self.weights
         lay = s.layout()
         return {
@@ -174,6 +186,10 @@ class Model:
 
     def dump(self, out, *, min_abs=0.0):
         """Write the weights as text: transitions, then one line per state feature."""
+        if self.structure_name == "factorial":
+            from crftk.structures.factorial import dump
+            return dump(self, out, min_abs=min_abs,
+                        dump_chain=lambda space, weights: Model(space, weights).dump(out, min_abs=min_abs))
         s, w = self.space, self.weights
         lay = s.layout()
         labels = s.labels

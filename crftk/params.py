@@ -263,7 +263,8 @@ TRAIN = (
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),
     Param("label_col", -1, column_index(),
-          "Column of the gold label (0-based; negative counts from the end)."),
+          "Column of the gold label (0-based; negative counts from the end). crftk train: repeat it "
+          "(--label-col 1 --label-col 2) to train a factorial CRF, one chain per label column."),
     Param("objective", "map", str,
           "map: penalized log-likelihood; mce: minimum classification error (Suzuki et al.: "
           "the smoothed sentence error count, psi = infinity; lbfgs or quickprop; the paper's "
@@ -306,6 +307,23 @@ CHECKPOINT_EVERY = Param("checkpoint_every", 0, Integer(0, MAX_ITER),
 MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")
+
+#: Message-passing sweeps per sentence (each sweep passes every message of the grid once or twice).
+MAX_SWEEPS = 100_000
+
+#: Options of ``crftk train`` for factorial CRFs (two or more --label-col); --inference also of tag.
+INFERENCE = Param("inference", "exact", str,
+                  "Factorial CRFs: exact (forward-backward and Viterbi over the product of the chains' "
+                  "labels, factorized recursion), trp (tree-based reparameterization: a sweep runs exact "
+                  "passes on spanning trees that together cover the grid) or bp (loopy belief propagation "
+                  "with a random asynchronous schedule). trp and bp decode with max-product.",
+                  ("exact", "trp", "bp"))
+TOLERANCE = Param("tolerance", 1e-3, Real(0, 1, min_open=True),
+                  "Factorial CRFs, --inference trp/bp: a sentence has converged when no message changes by "
+                  "more than this.")
+MAX_SWEEPS_PARAM = Param("max_sweeps", 100, Integer(1, MAX_SWEEPS),
+                         "Factorial CRFs, --inference trp/bp: most sweeps per sentence and pass.")
+FACTORIAL = (INFERENCE, TOLERANCE, MAX_SWEEPS_PARAM)
 
 #: Folds of ``train --cross-predict``: each trains a model on the other folds.
 MAX_CROSS_FOLDS = 100

@@ -144,15 +144,30 @@ class BagTagger(Tagger):
 
 
 def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000, combine=None, weights=None,
-        decode=None, nbest_upstream=None, threads=0, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
+        decode=None, nbest_upstream=None, threads=0, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
+        inference=None, tolerance=None, max_sweeps=None):
     """crftk tag (here; crftk.distributed.tagging.run on a cluster): the model's kind (one CRF,
-    a bag, a pipeline) chooses the tagger; ``output`` ("-": stdout) is written whole or not
-    at all. Progress goes to stderr when it is a terminal."""
+    a bag, a pipeline, a factorial CRF) chooses the tagger; ``output`` ("-": stdout) is written
+    whole or not at all. Progress goes to stderr when it is a terminal. ``inference``,
+    ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own)."""
     inputs = list(inputs) or ["-"]
     check_output(output)
     model = Model.load(model_path)
     progress = tty_progress()
-    if model.structure_name == "composed":
+    factorial = model.structure_name == "factorial"
+    if not factorial and (inference, tolerance, max_sweeps) != (None, None, None):
+        raise UsageError(f"--inference, --tolerance and --max-sweeps are for factorial models; {model_path} "
+                         f"is a {model.structure_name} model")
+    if factorial:
+        from crftk.commands.factorial import tag_factorial      # here: only factorial models need it
+        if marginals or nbest or decode is not None or combine not in (None, "chosen") or weights:
+            raise UsageError("a factorial model tags with the best joint labeling only: drop -v, -n, --decode, "
+                             "--combine and --weights")
+
+        def tag_into(out, **kw):
+            return tag_factorial(model, inputs, out, threads=threads, inference=inference, tolerance=tolerance,
+                                 max_sweeps=max_sweeps, **kw)
+    elif model.structure_name == "composed":
         from crftk.commands.compose import Pipeline, tag_pipeline    # here: only pipelines need it
         if decode not in (None,) + params.DECODE.choices:
             raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "

@@ -24,6 +24,7 @@ from crftk.params import available_cores, resolve_threads  # noqa: F401 (re-expo
 from crftk.structures.pairs import current_tags, pair_sentences
 from crftk.progress import plural, status
 from crftk.features.templates import read_template
+from crftk.commands.factorial import refuse_factorial_options
 
 
 TRAIN_PARAMS = params.TRAIN
@@ -134,9 +135,49 @@ def _run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
                  **common)
 
 
+def _label_columns(options):
+    """The label columns of a factorial CRF (a list of two or more), or None for a linear chain;
+    options["label_col"] is left a single column (or removed for a factorial CRF)."""
+    cols = options.get("label_col", -1)
+    if not isinstance(cols, (list, tuple)):
+        return None
+    if len(cols) <= 1:
+        options["label_col"] = cols[0] if cols else -1
+        return None
+    label_col = next(p for p in TRAIN_PARAMS if p.name == "label_col")
+    for col in cols:
+        label_col.check(col)
+    del options["label_col"]
+    return list(cols)
+
+
+def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_file, log, trace_file,
+                     init_model, max_sentence_tokens, checkpoint_every, cross_predict, cross_output, scheduler,
+                     workers, inference, tolerance, max_sweeps, options):
+    """train() for several label columns: a factorial CRF (crftk.commands.factorial)."""
+    from crftk.commands.factorial import train_factorial
+    opt = check_options(options, log)
+    given = [name for name, v in (("--init", init_model), ("--trace", trace_file),
+                                  ("--checkpoint-every", checkpoint_every), ("--cross-predict", cross_predict),
+                                  ("--cross-output", cross_output), ("--scheduler", scheduler),
+                                  ("--workers", workers)) if v]
+    if given:
+        raise UsageError(f"{', '.join(given)}: not available for factorial CRFs (several --label-col)")
+    if template_path is None:
+        raise UsageError("train needs --template")
+    if max_sentence_tokens is not None:
+        max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
+    check_output(model_path, "model")
+    return train_factorial(training_files(train_files), read_template(template_path), model_path, opt,
+                           label_cols=label_cols, dev_file=dev_file, log=log,
+                           max_sentence_tokens=max_sentence_tokens, inference=inference, tolerance=tolerance,
+                           max_sweeps=max_sweeps)
+
+
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
-          cross_predict=0, cross_output=None, scheduler=None, workers=0, **options):
+          cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
+          max_sweeps=None, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -150,7 +191,19 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ``cross_predict``: K >= 2 also writes ``cross_output``, the training files with their
     label column replaced by out-of-fold predictions (see :func:`cross_predictions`).
     ``scheduler``/``workers``: train data-parallel on a Dask cluster (see :func:`fit`).
+    ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
+    (crftk.commands.factorial), with ``inference``, ``tolerance`` and ``max_sweeps``.
     """
+    options = dict(options)
+    label_cols = _label_columns(options)
+    if label_cols is not None:
+        return _train_factorial(train_files, template_path, model_path, label_cols, dev_file=dev_file, log=log,
+                                trace_file=trace_file, init_model=init_model,
+                                max_sentence_tokens=max_sentence_tokens, checkpoint_every=checkpoint_every,
+                                cross_predict=cross_predict, cross_output=cross_output, scheduler=scheduler,
+                                workers=workers, inference=inference, tolerance=tolerance,
+                                max_sweeps=max_sweeps, options=options)
+    refuse_factorial_options(inference, tolerance, max_sweeps)
     opt = check_options(options, log)
     _check_cluster(scheduler, workers, opt)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
@@ -321,7 +374,8 @@ def _check_cluster(scheduler, workers, opt):
 
 
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
-        dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, **options):
+        dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
+        tolerance=None, max_sweeps=None, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -335,7 +389,19 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     N iterations. ``scheduler`` (a Dask scheduler's address) or ``workers`` (N: a local
     cluster of N processes): the objective is evaluated data-parallel there
     (crftk.distributed.training); the optimizer and dev scoring run here.
+    ``label_col`` a list of two or more columns: a factorial CRF (see :func:`train`).
     """
+    options = dict(options)
+    label_cols = _label_columns(options)
+    if label_cols is not None:
+        from crftk.commands.factorial import fit_factorial
+        opt = check_options(options, log)
+        if init is not None or trace is not None or checkpoint is not None or scheduler is not None or workers:
+            raise UsageError("init, trace, checkpoint and a cluster are not available for factorial CRFs")
+        return fit_factorial(sentences, template, label_cols, opt, dev=dev, log=log, source=source,
+                             dev_source=dev_source, keep_on_interrupt=keep_on_interrupt, inference=inference,
+                             tolerance=tolerance, max_sweeps=max_sweeps)
+    refuse_factorial_options(inference, tolerance, max_sweeps)
     opt = check_options(options, log)
     _check_cluster(scheduler, workers, opt)
     n_threads = resolve_threads(opt["threads"])
@@ -344,6 +410,10 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         if init.order != 1 or init.model_type != "crf":
             raise CrftkError("--init takes a first-order CRF model")
         template = init.space.template
+    elif template.pairs or template.pair_plain:
+        line = template.pairs[0].lineno if template.pairs else template.pair_plain
+        raise CrftkError("a P line is a pair factor of a factorial CRF and needs a second chain: give two "
+                         "or more --label-col (one per chain)", template.path, line)
     elif not template.unigrams:
         log("crftk: warning: the template has no U lines: the model has no state features and learns "
             + ("transitions only" if template.bigrams or template.label_bigram else "start and end weights only"))

@@ -710,3 +710,46 @@ def _mismatch(g, gl, p, pl, detail):
         g.name,
         gl,
     )
+
+
+@dataclass
+class ColumnsEvaluation:
+    """Several (gold, predicted) column pairs of one file scored at once: each pair's
+    :class:`Evaluation`, and the joint accuracy (tokens where every pair agrees), as for the
+    chains of a factorial CRF (``crftk tag`` appends one column per chain)."""
+
+    columns: list            # (gold column, predicted column) per pair
+    results: list            # Evaluation per pair
+    joint_correct: int
+    n_tokens: int
+
+    @property
+    def joint_accuracy(self):
+        return self.joint_correct / self.n_tokens if self.n_tokens else 0.0
+
+    def to_dict(self):
+        return {"columns": [{"gold_col": g, "pred_col": p, **r.to_dict()}
+                            for (g, p), r in zip(self.columns, self.results)],
+                "joint_accuracy": 100 * self.joint_accuracy, "tokens": self.n_tokens}
+
+    def format(self):
+        parts = []
+        for (g, p), r in zip(self.columns, self.results):
+            parts.append(f"# gold column {g}, predicted column {p}\n{r.format()}")
+        parts.append(f"joint accuracy (every pair right): {100 * self.joint_accuracy:.2f}% "
+                     f"({self.joint_correct} of {self.n_tokens} tokens)")
+        return "\n\n".join(parts)
+
+
+def evaluate_columns(path, gold_cols, pred_cols, scheme="auto"):
+    """Score each (gold_cols[i], pred_cols[i]) pair of one file and their joint accuracy."""
+    if len(gold_cols) != len(pred_cols):
+        raise CrftkError(f"give as many --gold-col as --pred-col (one pair per chain), not {len(gold_cols)} "
+                         f"and {len(pred_cols)}")
+    results, ok = [], None
+    for g, p in zip(gold_cols, pred_cols):
+        labels = read_labels(path, gold_col=g, pred_col=p)
+        results.append(evaluate(labels.gold, labels.pred, scheme=scheme, locate=labels.locate))
+        right = [x == y for gs, ps in zip(labels.gold, labels.pred) for x, y in zip(gs, ps)]
+        ok = right if ok is None else [a and b for a, b in zip(ok, right)]
+    return ColumnsEvaluation(list(zip(gold_cols, pred_cols)), results, sum(ok), len(ok))

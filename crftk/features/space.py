@@ -28,7 +28,7 @@ from crftk.features.lexicon import Lexicon
 from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
 from crftk.io.conll import _split_columns
 from crftk.io.container import pack_strings, unpack_strings
-from crftk.structures.layout import ChainLayout
+from crftk.structures.layout import ChainLayout, PairLayout
 
 FEATURE_SETS = ("supported", "complete")
 
@@ -693,6 +693,15 @@ class FeatureSpace:
                        arrays["feat_ptr"], arrays["feat_label"], meta["feature_set"])
         except (KeyError, ValueError, TypeError) as e:
             raise CrftkError(f"model file is incomplete or inconsistent ({e})", path) from None
+
+
+class PairSpace(FeatureSpace):
+    """The features of a factorial CRF's pair factor between chains c and c+1
+    (crftk.structures.factorial): its labels are the label pairs ``a|b``, numbered
+    a * n_{c+1} + b, and its parameters are its feature weights alone."""
+
+    def layout(self):
+        return PairLayout(self.n_features)
 
 
 #: the type of each field a model file's feature space records

@@ -25,6 +25,12 @@ Extensions (a CRF++ file never uses them, so it reads unchanged):
 ``@lexicon NAME FILE [icase]``        declares a lexicon (path relative to the template)
 ====================================  ===============================================
 
+A line starting with ``P`` is a pair template of a factorial CRF (``crftk train`` with
+several ``--label-col``): its attributes condition the factor on the label pair of two
+adjacent chains at one token (``P01:%x[0,0]``: the word with each (POS, chunk) pair). The
+plain pair factor is always there; a ``P`` line without macros says so and adds nothing.
+A linear chain (one label column) refuses ``P`` lines.
+
 Multi-valued tests (shape, ngram) give one attribute per value; a line with
 several macros makes every combination, so conjunctions across offsets are
 written as several macros on one line.
@@ -119,6 +125,8 @@ class Template:
     bigrams: list = field(default_factory=list)    # TemplateLine, kind B, with macros
     label_bigram: bool = False                     # a B line without macros
     lexicons: dict = field(default_factory=dict)   # name -> (path, ignore_case)
+    pairs: list = field(default_factory=list)      # TemplateLine, kind P: factorial pair factors
+    pair_plain: int = 0                            # line number of a P line without macros (0: none)
 
     @property
     def lines(self):
@@ -184,11 +192,19 @@ def parse_template(text, path="<template>"):
             _directive(tmpl, line, path, lineno)
             continue
         kind = line[0]
-        if kind not in "UB*":
+        if kind not in "UBP*":
             raise CrftkError(
-                f"template line must start with U (state), B (transition) or * (both), "
-                f"found {line[:20]!r}", path, lineno)
+                f"template line must start with U (state), B (transition), * (both) or P (pair "
+                f"factor of a factorial CRF), found {line[:20]!r}", path, lineno)
         parts = _parse_parts(line, path, lineno)
+        if kind == "P":
+            tl = TemplateLine(kind="P", text=line, parts=parts, lineno=lineno)
+            if not tl.macros:
+                tmpl.pair_plain = tmpl.pair_plain or lineno
+            elif line not in seen:
+                seen[line] = lineno
+                tmpl.pairs.append(tl)
+            continue
         kinds = "UB" if kind == "*" else kind
         for k in kinds:
             text_k = k + line[1:] if kind == "*" else line
@@ -200,7 +216,7 @@ def parse_template(text, path="<template>"):
                 continue
             seen[text_k] = lineno
             (tmpl.unigrams if k == "U" else tmpl.bigrams).append(tl)
-    for line in tmpl.lines:
+    for line in tmpl.lines + tmpl.pairs:
         for m in line.macros:
             if m.kind == "lex" and m.args[0] not in tmpl.lexicons:
                 raise CrftkError(f"lexicon {m.args[0]!r} is not declared (add: @lexicon {m.args[0]} FILE)",

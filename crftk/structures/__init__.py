@@ -2,16 +2,19 @@
 
 chain: the first-order linear-chain CRF; pairs: a second-order chain through
 label pairs; memm: a maximum-entropy Markov model on the chain's features;
-composed: a pipeline of such models (crftk compose), one part per stage.
+composed: a pipeline of such models (crftk compose), one part per stage; factorial:
+several label chains coupled at every token (Sutton et al. 2004), one part per chain
+and per pair factor.
 A new structure subclasses base.Structure and is added to ``STRUCTURES``.
 """
 
 from crftk.structures.chain import Chain
 from crftk.structures.composed import Composed
+from crftk.structures.factorial import Factorial
 from crftk.structures.memm import MEMM
 from crftk.structures.pairs import Pairs
 
-STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM, Composed)}
+STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM, Composed, Factorial)}
 
 
 def structure_name(order=1, model_type="crf"):

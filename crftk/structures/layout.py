@@ -66,3 +66,24 @@ class ChainLayout:
         """The E x L x L blocks of observation-conditioned transitions in w (a view)."""
         L = self.n_labels
         return np.asarray(w)[self.edge].reshape(self.n_edge_attrs, L, L)
+
+
+@dataclass(frozen=True)
+class PairLayout:
+    """The parameters of a factorial CRF's pair factor (structures.factorial.PairSpace):
+    the weights of its (attribute, label pair) features, nothing else."""
+
+    n_features: int
+
+    @property
+    def n_params(self):
+        return self.n_features
+
+    @property
+    def state(self):
+        return slice(0, self.n_features)
+
+    def __getitem__(self, part):
+        if part != "state":
+            raise KeyError(part)
+        return self.state

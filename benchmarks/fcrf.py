@@ -1,0 +1,345 @@
+"""Factorial CRFs (Sutton, Rohanimanesh & McCallum 2004): their Tables 1 and 3, three chains on
+CoNLL-2003, and training speed by inference method.
+
+Every experiment is a chain of `crftk` commands; a step is skipped when its output exists, so an
+interrupted run resumes. The chunk column is reduced to B-NP/I-NP/O (as in the paper) in
+OUT/data; the corpora themselves are only read.
+
+- ``table1``: CoNLL-2000, train on train.txt (or random subsets of it), score dev.txt:
+  the FCRF (templates/fcrf-np.tmpl, chains POS and NP) against CRF+CRF (a POS CRF from the
+  words, templates/fcrf-pos.tmpl, feeding an NP CRF, templates/fcrf-np-cascade.tmpl, through
+  `crftk compose` and cascade decoding) and against the NP CRF on the corpus POS column. POS
+  accuracy, NP F1, joint accuracy (POS and NP both right).
+- ``table3``: exact vs TRP vs random-schedule BP, run to convergence and cut at 3 sweeps, on
+  random 5% subsets: training time, L-BFGS iterations, NP F1.
+- ``ner``: CoNLL-2003 eng.train, three chains (POS, chunk, NER) against the NER CRF alone, on
+  eng.testa.
+- ``speed``: seconds per training iteration and to convergence on the full CoNLL-2000 training
+  set for each inference method.
+
+    python benchmarks/fcrf.py table1 --data ../shared/data/conll2000 --out out/fcrf --sizes 8936
+    python benchmarks/fcrf.py report --out out/fcrf --results benchmarks/results/fcrf
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CRFTK = [sys.executable, "-m", "crftk.cli"]
+FULL = 8936
+TEMPLATES = {"fcrf": "templates/fcrf-np.tmpl", "pos": "templates/fcrf-pos.tmpl",
+             "np": "templates/fcrf-np-cascade.tmpl"}
+
+
+def run(args, log=None):
+    """Run a crftk command from the repository; stderr appended to ``log``; returns stdout."""
+    args = [str(a) for a in args]
+    print("+ crftk " + " ".join(args), flush=True)
+    with open(log, "a") if log else open(os.devnull, "w") as err:
+        p = subprocess.run(CRFTK + args, stderr=err, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    if p.returncode != 0:
+        sys.exit(f"crftk {' '.join(args)} failed (exit {p.returncode}); see {log}")
+    return p.stdout
+
+
+def step(output, args, log):
+    if Path(output).exists():
+        print(f"= {output} exists, skipped", flush=True)
+        return
+    run(args, log)
+
+
+def load():
+    return os.getloadavg()
+
+
+def np_reduce(src, dst):
+    """The CoNLL-2000 file with its chunk column reduced to B-NP/I-NP/O."""
+    if Path(dst).exists():
+        return dst
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    with open(src) as fin, open(str(dst) + ".tmp", "w") as fout:
+        for line in fin:
+            cols = line.split()
+            if len(cols) == 3:
+                tag = cols[2] if cols[2] in ("B-NP", "I-NP") else "O"
+                line = f"{cols[0]} {cols[1]} {tag}\n"
+            fout.write(line)
+    os.replace(str(dst) + ".tmp", dst)
+    return dst
+
+
+def sentences_of(path):
+    blocks, cur = [], []
+    for line in open(path):
+        if line.strip():
+            cur.append(line)
+        elif cur:
+            blocks.append("".join(cur))
+            cur = []
+    if cur:
+        blocks.append("".join(cur))
+    return blocks
+
+
+def subset(train, size, rep, out):
+    """A random subset of ``size`` training sentences (seed = size * 100 + rep)."""
+    dst = out / "data" / f"train.{size}.{rep}.txt"
+    if size == FULL or dst.exists():
+        return train if size == FULL else dst
+    blocks = sentences_of(train)
+    rng = random.Random(size * 100 + rep)
+    chosen = sorted(rng.sample(range(len(blocks)), size))
+    with open(dst, "w") as fh:
+        fh.write("\n".join(blocks[i] for i in chosen) + "\n")
+    return dst
+
+
+def model_info(path):
+    return json.loads(run(["info", "--json", path]))["training"]
+
+
+def chains_eval(tagged, gold_cols, pred_cols):
+    args = ["eval", "--json", tagged]
+    for g, p in zip(gold_cols, pred_cols):
+        args += ["--gold-col", g, "--pred-col", p]
+    d = json.loads(run(args))
+    if "columns" not in d:          # one pair: eval's plain report
+        d = {"columns": [d], "joint_accuracy": d["token_accuracy"]}
+    return d
+
+
+def table1_run(train, dev, out, c2, max_iter, threads, record):
+    """One training set: the three systems, each trained and scored on dev."""
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "log.txt"
+    common = ["--c2", c2, "--max-iter", max_iter, "-p", threads]
+    rows = {}
+    # FCRF
+    fcrf = out / "fcrf.model"
+    t = time.time()
+    step(fcrf, ["train", "-t", TEMPLATES["fcrf"], "-m", fcrf, "--label-col", 1, "--label-col", 2, *common, train],
+         out / "fcrf.train.log")
+    tagged = out / "fcrf.tagged"
+    step(tagged, ["tag", "-m", fcrf, "-p", threads, "-o", tagged, dev], log)
+    d = chains_eval(tagged, [1, 2], [-2, -1])
+    info = model_info(fcrf)
+    rows["FCRF"] = {"pos_accuracy": d["columns"][0]["token_accuracy"], "np_f1": d["columns"][1]["overall"]["f1"],
+                    "np_accuracy": d["columns"][1]["token_accuracy"], "joint_accuracy": d["joint_accuracy"],
+                    "train_seconds": info["seconds"], "iterations": info["iterations"],
+                    "converged": info["converged"]}
+    # CRF+CRF: POS CRF from the words, NP CRF on the corpus POS, composed and decoded in cascade
+    pos = out / "pos.model"
+    step(pos, ["train", "-t", TEMPLATES["pos"], "-m", pos, "--label-col", 1, *common, train], out / "pos.train.log")
+    npm = out / "np.model"
+    step(npm, ["train", "-t", TEMPLATES["np"], "-m", npm, "--label-col", 2, *common, train], out / "np.train.log")
+    pipe = out / "cascade.pipeline"
+    step(pipe, ["compose", "-m", pos, "-m", npm, "--feed", 1, "-o", pipe], log)
+    tagged = out / "cascade.tagged"
+    step(tagged, ["tag", "-m", pipe, "--decode", "cascade", "-p", threads, "-o", tagged, dev], log)
+    d = chains_eval(tagged, [1, 2], [-2, -1])
+    ip, inp = model_info(pos), model_info(npm)
+    rows["CRF+CRF"] = {"pos_accuracy": d["columns"][0]["token_accuracy"], "np_f1": d["columns"][1]["overall"]["f1"],
+                       "np_accuracy": d["columns"][1]["token_accuracy"], "joint_accuracy": d["joint_accuracy"],
+                       "train_seconds": ip["seconds"] + inp["seconds"],
+                       "iterations": [ip["iterations"], inp["iterations"]]}
+    # the NP CRF given the corpus POS column (the paper's Brill+CRF: the POS column here is
+    # the corpus's own, from the Brill tagger)
+    tagged = out / "np-corpus-pos.tagged"
+    step(tagged, ["tag", "-m", npm, "-p", threads, "-o", tagged, dev], log)
+    d = chains_eval(tagged, [2], [-1])
+    rows["NP CRF on corpus POS"] = {"np_f1": d["columns"][0]["overall"]["f1"],
+                                    "np_accuracy": d["columns"][0]["token_accuracy"]}
+    record.update(rows=rows, load_after=load())
+    return record
+
+
+def table1(args):
+    out = Path(args.out)
+    train = np_reduce(Path(args.data) / "train.txt", out / "data" / "train.np.txt")
+    dev = np_reduce(Path(args.data) / "dev.txt", out / "data" / "dev.np.txt")
+    results = out / "table1.json"
+    done = json.loads(results.read_text()) if results.exists() else []
+    for size in args.sizes:
+        for rep in range(1 if size == FULL else args.reps):
+            if any(r["size"] == size and r["rep"] == rep for r in done):
+                continue
+            data = subset(train, size, rep, out)
+            record = {"size": size, "rep": rep, "c2": args.c2, "max_iter": args.max_iter, "threads": args.threads,
+                      "load_before": load()}
+            table1_run(data, dev, out / f"{size}.{rep}" if size != FULL else out / str(size), args.c2,
+                       args.max_iter, args.threads, record)
+            done.append(record)
+            results.write_text(json.dumps(done, indent=1))
+            print(json.dumps(record["rows"], indent=1), flush=True)
+
+
+def methods_run(train, dev, out, method, sweeps, c2, max_iter, threads):
+    """Train one FCRF with an inference method (sweeps: the --max-sweeps cut), score dev."""
+    out.mkdir(parents=True, exist_ok=True)
+    name = f"{method}-{sweeps}"
+    model = out / f"{name}.model"
+    args = ["train", "-t", TEMPLATES["fcrf"], "-m", model, "--label-col", 1, "--label-col", 2, "--c2", c2,
+            "--max-iter", max_iter, "-p", threads, "--inference", method]
+    if method != "exact":
+        args += ["--max-sweeps", sweeps]
+    step(model, args + [train], out / f"{name}.train.log")
+    tagged = out / f"{name}.tagged"
+    step(tagged, ["tag", "-m", model, "-p", threads, "-o", tagged, dev], out / "log.txt")
+    d = chains_eval(tagged, [1, 2], [-2, -1])
+    info = model_info(model)
+    return {"method": method, "max_sweeps": sweeps, "np_f1": d["columns"][1]["overall"]["f1"],
+            "pos_accuracy": d["columns"][0]["token_accuracy"], "joint_accuracy": d["joint_accuracy"],
+            "train_seconds": info["seconds"], "iterations": info["iterations"],
+            "seconds_per_iteration": info["seconds"] / max(1, info["iterations"]), "load": load()}
+
+
+def table3(args):
+    out = Path(args.out)
+    train = np_reduce(Path(args.data) / "train.txt", out / "data" / "train.np.txt")
+    dev = np_reduce(Path(args.data) / "dev.txt", out / "data" / "dev.np.txt")
+    size = int(round(FULL * 0.05))
+    rows = []
+    for rep in range(args.reps):
+        data = subset(train, size, rep, out)
+        for method, sweeps in (("exact", 0), ("trp", 3), ("trp", args.max_sweeps), ("bp", 3), ("bp", args.max_sweeps)):
+            rows.append({"rep": rep, **methods_run(data, dev, out / f"table3.{rep}", method, sweeps, args.c2,
+                                                   args.max_iter, args.threads)})
+            (out / "table3.json").write_text(json.dumps(rows, indent=1))
+
+
+def speed(args):
+    out = Path(args.out)
+    train = np_reduce(Path(args.data) / "train.txt", out / "data" / "train.np.txt")
+    dev = np_reduce(Path(args.data) / "dev.txt", out / "data" / "dev.np.txt")
+    rows = []
+    for method in args.methods:
+        rows.append(methods_run(train, dev, out / "speed", method, args.max_sweeps, args.c2, args.max_iter,
+                                args.threads))
+        (out / "speed.json").write_text(json.dumps(rows, indent=1))
+
+
+def ner(args):
+    """Three chains on CoNLL-2003 (POS, chunk, NER) against the NER CRF alone."""
+    out = Path(args.out) / "ner"
+    out.mkdir(parents=True, exist_ok=True)
+    train, testa = Path(args.data) / "eng.train", Path(args.data) / "eng.testa"
+    common = ["--c2", args.c2, "--max-iter", args.max_iter, "-p", args.threads]
+    rows = {}
+    crf = out / "ner.model"
+    step(crf, ["train", "-t", TEMPLATES["pos"], "-m", crf, "--label-col", 3, *common, train], out / "ner.train.log")
+    tagged = out / "ner.tagged"
+    step(tagged, ["tag", "-m", crf, "-p", args.threads, "-o", tagged, testa], out / "log.txt")
+    d = chains_eval(tagged, [3], [-1])
+    rows["NER CRF"] = {"ner_f1": d["columns"][0]["overall"]["f1"], "train_seconds": model_info(crf)["seconds"]}
+    fcrf = out / f"fcrf3-{args.inference}.model"
+    step(fcrf, ["train", "-t", TEMPLATES["fcrf"], "-m", fcrf, "--label-col", 1, "--label-col", 2, "--label-col", 3,
+                "--inference", args.inference, *common, train], out / "fcrf3.train.log")
+    tagged = out / f"fcrf3-{args.inference}.tagged"
+    step(tagged, ["tag", "-m", fcrf, "-p", args.threads, "-o", tagged, testa], out / "log.txt")
+    d = chains_eval(tagged, [1, 2, 3], [-3, -2, -1])
+    rows[f"FCRF POS+chunk+NER ({args.inference})"] = {
+        "pos_accuracy": d["columns"][0]["token_accuracy"], "chunk_f1": d["columns"][1]["overall"]["f1"],
+        "ner_f1": d["columns"][2]["overall"]["f1"], "joint_accuracy": d["joint_accuracy"],
+        "train_seconds": model_info(fcrf)["seconds"]}
+    (Path(args.out) / "ner.json").write_text(json.dumps(rows, indent=1))
+
+
+def _mean(xs):
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def report(args):
+    out = Path(args.out)
+    parts = ["# Factorial CRFs (Sutton et al. 2004): results\n",
+             "Produced by `benchmarks/fcrf.py` (make fcrf-table1, fcrf-table3, fcrf-ner, fcrf-speed). The machine "
+             "has 2 cores shared with other jobs: one training at a time, the 1-minute load average is given; "
+             "times are wall-clock and depend on that load.\n"]
+    everything = {}
+    t1 = out / "table1.json"
+    if t1.exists():
+        recs = json.loads(t1.read_text())
+        everything["table1"] = recs
+        parts.append("## Table 1: POS + NP chunking, CoNLL-2000 dev.txt (chunks reduced to B-NP/I-NP/O)\n")
+        parts.append("| training sentences | system | POS acc | NP F1 | joint acc | training s | iterations (cap) | "
+                     "load |")
+        parts.append("|---|---|---|---|---|---|---|---|")
+        for size in sorted({r["size"] for r in recs}):
+            rs = [r for r in recs if r["size"] == size]
+            for system in ("FCRF", "CRF+CRF", "NP CRF on corpus POS"):
+                vals = [r["rows"][system] for r in rs if system in r["rows"]]
+                if not vals:
+                    continue
+
+                def col(key, fmt="{:.2f}"):
+                    xs = [v[key] for v in vals if key in v]
+                    return fmt.format(_mean(xs)) if xs else "-"
+                its = [v.get("iterations") for v in vals]
+                parts.append(f"| {size}{' (' + str(len(rs)) + ' reps)' if len(rs) > 1 else ''} | {system} | "
+                             f"{col('pos_accuracy')} | {col('np_f1')} | {col('joint_accuracy')} | "
+                             f"{col('train_seconds', '{:.0f}')} | {its[0] if len(its) == 1 else its} "
+                             f"({rs[0]['max_iter']}) | "
+                             f"{rs[0]['load_before'][0]:.1f} |")
+        parts.append("")
+    t3 = out / "table3.json"
+    if t3.exists():
+        rows = json.loads(t3.read_text())
+        everything["table3"] = rows
+        parts.append(f"## Table 3: inference methods, {round(FULL * 0.05)}-sentence subsets of train.txt, "
+                     f"dev.txt\n")
+        parts.append("| method | sweeps cap | NP F1 | POS acc | joint acc | training s | iterations | s/iteration | "
+                     "load |")
+        parts.append("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            cap = "-" if r["method"] == "exact" else r["max_sweeps"]
+            parts.append(f"| {r['method']} | {cap} | {r['np_f1']:.2f} | {r['pos_accuracy']:.2f} | "
+                         f"{r['joint_accuracy']:.2f} | {r['train_seconds']:.0f} | {r['iterations']} | "
+                         f"{r['seconds_per_iteration']:.2f} | {r['load'][0]:.1f} |")
+        parts.append("")
+    for name in ("speed", "ner"):
+        p = out / f"{name}.json"
+        if p.exists():
+            everything[name] = json.loads(p.read_text())
+            parts.append(f"## {name}\n\n```\n{json.dumps(everything[name], indent=1)}\n```\n")
+    notes = out / "notes.md"
+    if notes.exists():          # what the run's operator observed (interruptions, load), kept with the figures
+        parts.append("## Notes\n\n" + notes.read_text())
+    text = "\n".join(parts)
+    Path(args.results + ".md").write_text(text + "\n")
+    Path(args.results + ".json").write_text(json.dumps(everything, indent=1) + "\n")
+    print(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("table1", "table3", "speed", "ner"):
+        p = sub.add_parser(name)
+        p.add_argument("--data", required=True)
+        p.add_argument("--out", default="out/fcrf")
+        p.add_argument("--c2", type=float, default=0.05, help="L2 coefficient (the paper's prior variance 10)")
+        p.add_argument("--max-iter", type=int, default=200)
+        p.add_argument("--threads", type=int, default=2)
+        p.add_argument("--reps", type=int, default=3 if name == "table1" else 5)
+        p.add_argument("--max-sweeps", type=int, default=100)
+        if name == "table1":
+            p.add_argument("--sizes", type=int, nargs="+", default=[FULL])
+        if name == "speed":
+            p.add_argument("--methods", nargs="+", default=["exact", "trp", "bp"])
+        if name == "ner":
+            p.add_argument("--inference", default="trp")
+    p = sub.add_parser("report")
+    p.add_argument("--out", default="out/fcrf")
+    p.add_argument("--results", default="benchmarks/results/fcrf")
+    args = ap.parse_args()
+    {"table1": table1, "table3": table3, "speed": speed, "ner": ner, "report": report}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

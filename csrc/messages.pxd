@@ -1,0 +1,841 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Inference on factorial grids: C label chains over the same T tokens, coupled at every token.
+
+Chain c has n[c] labels; variable (c, t) is chain c's label at token t. A grid is given
+by log potentials (a Grid):
+
+- ``node[c][t*n[c] + i]``: label i of chain c at token t;
+- ``trans[c][i*n[c] + j]``: chain c has i at t-1 and j at t (the same at every t);
+- ``pair[c][(t*n[c] + a)*n[c+1] + b]`` (c < C-1): chain c has a and chain c+1 has b at t.
+
+Edges of the unrolled grid are numbered (grid_edge_count): the chain edges first,
+``c*(T-1) + t-1`` for (c, t-1)-(c, t), then the cotemporal ones, ``C*(T-1) + c*T + t``
+for (c, t)-(c+1, t).
+
+- grid_exact / grid_exact_viterbi: exact inference through the product kernels
+  (product.pxd: one chain over the joint labels, with the factorized recursion);
+  the cost grows with prod n[c].
+- grid_bp / grid_bp_max: loopy sum- and max-product with messages in log space,
+  with a tree schedule (TRP over "combs", each pass run by the chain kernels of
+  chain.pxd) or a random asynchronous one (GRID_TRP, GRID_RANDOM).
+
+Everything is nogil and allocation-free; a GridWork (grid_work_init) is one thread's
+workspace for grids of one shape (C, n) up to max_T tokens.
+"""
+
+from libc.math cimport exp, log, fabs, INFINITY
+from libc.stdlib cimport malloc, calloc, free
+from libc.string cimport memset
+
+from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
+                    chain_forward_backward, chain_max_scores)
+from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
+                      product_edge_marginals, product_viterbi)
+
+
+cdef enum:
+    GRID_MAX_CHAINS = 8
+    GRID_TRP = 0              # tree-based reparameterization over combs
+    GRID_RANDOM = 1           # random asynchronous schedule
+    GRID_WANT_EXACT = 1       # grid_work_init: buffers for grid_exact(_viterbi)
+    GRID_WANT_BP = 2          # ... for grid_bp(_max)
+
+
+cdef struct Grid:
+    int C, T
+    const int* n             # labels per chain
+    const double** node      # node[c]: T*n[c]
+    const double** trans     # trans[c]: n[c]*n[c]
+    const double** pair      # pair[c], c < C-1: T*n[c]*n[c+1]
+
+
+cdef struct GridOut:
+    # marginals (or beliefs) to fill; a NULL array is not computed
+    double** node            # node[c]: T*n[c], p(chain c has i at t)
+    double** edge            # edge[c]: n[c]*n[c], sum over t of p(i at t-1, j at t); ADDED to
+    double** pair            # pair[c]: T*n[c]*n[c+1], p(chain c has a, chain c+1 has b, at t)
+
+
+cdef struct GridWork:
+    int max_T, C, want
+    int n[8]
+    int max_n
+    Py_ssize_t S             # joint labels (prod n), 0 unless GRID_WANT_EXACT
+    ChainBuffers cb          # exact: max_T x S x C factors; BP only: the spine, max_T x max_n x 1
+    double* etrans           # exp(trans[c] - tshift[c]) at toff[c]
+    Py_ssize_t toff[8]
+    double tshift[8]
+    double* edge_tmp         # max_n^2
+    int* joint               # max_T joint labels (exact Viterbi)
+    # BP: messages into each variable, four slots (fwd from t-1, bwd from t+1, above from
+    # chain c-1, below from chain c+1), each N = max_T * sum n doubles, variable (c, t) at
+    # vbase[c] + t*n[c]; absent neighbours keep a message of 0 (log 1)
+    double* msg
+    Py_ssize_t N
+    Py_ssize_t vbase[8]
+    double* epair            # exp(pair - pshift), chain c's at pbase[c] + t*n[c]*n[c+1]
+    double* pshift           # [c*max_T + t]
+    Py_ssize_t pbase[8]
+    double* scratch          # 8 * max_n
+    int* perm                # the edges of a max_T grid (random schedule)
+    int* visits              # NULL, or 2 counters per edge: messages sent each way (tests)
+
+
+cdef inline Py_ssize_t grid_joint_labels(int C, const int* n) noexcept nogil:
+    """prod n[c], or -1 when C is outside 1..8, a chain has no label or the product passes 2^31."""
+    cdef Py_ssize_t S = 1
+    cdef int c
+    if C < 1 or C > GRID_MAX_CHAINS:
+        return -1
+    for c in range(C):
+        if n[c] < 1:
+            return -1
+        S *= n[c]
+        if S > 2147483647:
+            return -1
+    return S
+
+
+cdef inline Py_ssize_t grid_edge_count(int C, int T) noexcept nogil:
+    """Edges of the unrolled grid: C*(T-1) chain edges and (C-1)*T cotemporal ones."""
+    return <Py_ssize_t> C * (T - 1) + <Py_ssize_t> (C - 1) * T
+
+
+cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int want) noexcept nogil:
+    """Doubles a workspace holds (grid_work_init), for callers that budget memory: exact
+    inference ~ max_T * prod n * 4, BP ~ max_T * (5 * sum n + 2 * sum n[c] n[c+1])."""
+    cdef Py_ssize_t S = grid_joint_labels(C, n), sn = 0, sp = 0, sq = 0, tot = 0
+    cdef int c, mx = 1
+    if S < 0:
+        return -1
+    for c in range(C):
+        sn += n[c]
+        sq += <Py_ssize_t> n[c] * n[c]
+        mx = n[c] if n[c] > mx else mx
+        if c < C - 1:
+            sp += <Py_ssize_t> n[c] * n[c + 1]
+    if want & GRID_WANT_EXACT:
+        tot += <Py_ssize_t> max_T * S * 4 + <Py_ssize_t> max_T * C + 2 * S
+    else:
+        tot += <Py_ssize_t> max_T * mx * 4 + <Py_ssize_t> max_T * 2 + 2 * mx
+    tot += sq + <Py_ssize_t> mx * mx
+    if want & GRID_WANT_BP:
+        tot += <Py_ssize_t> 4 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 8 * mx
+    return tot
+
+
+cdef inline void grid_work_release(GridWork* w) noexcept nogil:
+    """Frees the arrays of a workspace (not the struct)."""
+    chain_buffers_release(&w.cb)
+    free(w.etrans)
+    free(w.edge_tmp)
+    free(w.joint)
+    free(w.msg)
+    free(w.epair)
+    free(w.pshift)
+    free(w.scratch)
+    free(w.perm)
+    free(w.visits)
+    memset(w, 0, sizeof(GridWork))
+
+
+cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int want) noexcept nogil:
+    """A zeroed workspace's arrays for grids of chains n[0..C-1] and up to max_T tokens, for
+    what ``want`` says (GRID_WANT_EXACT | GRID_WANT_BP); 0, or -1 (nothing left allocated)
+    when out of memory or the shape is not allowed (grid_joint_labels)."""
+    cdef Py_ssize_t S = grid_joint_labels(C, n), sq = 0, sn = 0, sp = 0, E
+    cdef int c
+    cdef bint failed
+    memset(w, 0, sizeof(GridWork))
+    if S < 0:
+        return -1
+    if max_T < 1:
+        max_T = 1
+    w.max_T = max_T
+    w.C = C
+    w.want = want
+    w.max_n = 1
+    for c in range(C):
+        w.n[c] = n[c]
+        w.toff[c] = sq
+        w.vbase[c] = sn * max_T
+        w.pbase[c] = sp * max_T
+        sq += <Py_ssize_t> n[c] * n[c]
+        sn += n[c]
+        if c < C - 1:
+            sp += <Py_ssize_t> n[c] * n[c + 1]
+        w.max_n = n[c] if n[c] > w.max_n else w.max_n
+    if want & GRID_WANT_EXACT:
+        w.S = S
+        failed = chain_buffers_init(&w.cb, max_T, <int> S, C, False, 0) < 0
+    else:
+        failed = chain_buffers_init(&w.cb, max_T, w.max_n, 1, False, 0) < 0
+    w.etrans = <double*> malloc(sq * sizeof(double))
+    w.edge_tmp = <double*> malloc(<Py_ssize_t> w.max_n * w.max_n * sizeof(double))
+    w.joint = <int*> malloc(max_T * sizeof(int))
+    failed = failed or w.etrans == NULL or w.edge_tmp == NULL or w.joint == NULL
+    if want & GRID_WANT_BP:
+        w.N = sn * max_T
+        E = grid_edge_count(C, max_T)
+        w.msg = <double*> malloc(4 * w.N * sizeof(double))
+        w.epair = <double*> malloc((sp * max_T + 1) * sizeof(double))
+        w.pshift = <double*> malloc(<Py_ssize_t> max_T * C * sizeof(double))
+        w.scratch = <double*> malloc(8 * w.max_n * sizeof(double))
+        w.perm = <int*> malloc((E + 1) * sizeof(int))
+        failed = failed or w.msg == NULL or w.epair == NULL or w.pshift == NULL or w.scratch == NULL \
+            or w.perm == NULL
+    if failed:
+        grid_work_release(w)
+        return -1
+    return 0
+
+
+cdef inline void grid_exp_trans(const Grid* g, GridWork* w) noexcept nogil:
+    """w.etrans = exp(trans - max), chain by chain (shared by every token)."""
+    cdef int c
+    for c in range(g.C):
+        w.tshift[c] = exp_shifted(g.trans[c], w.etrans + w.toff[c], g.n[c] * g.n[c])
+
+
+# ---------------------------------------------------------------------------------------------
+# exact inference over the joint labels
+
+cdef inline void grid_joint_states(const Grid* g, Py_ssize_t S, double* s) noexcept nogil:
+    """s[t*S + y] = sum_c node[c](t, y_c) + sum_c pair[c](t, y_c, y_c+1) for every joint label
+    y (chain 0 outermost), built chain by chain in place: the table over chains 0..c extends
+    to chain c+1 from its last entry down, so no entry is overwritten before it is read."""
+    cdef int t, c, a, b, nc, npv
+    cdef Py_ssize_t P, p
+    cdef double v
+    cdef double* st
+    cdef const double* nd
+    cdef const double* pr
+    for t in range(g.T):
+        st = s + t * S
+        nc = g.n[0]
+        nd = g.node[0] + t * nc
+        for a in range(nc):
+            st[a] = nd[a]
+        P = nc
+        for c in range(1, g.C):
+            npv = g.n[c - 1]
+            nc = g.n[c]
+            nd = g.node[c] + t * nc
+            pr = g.pair[c - 1] + <Py_ssize_t> t * npv * nc
+            p = P - 1
+            while p >= 0:
+                v = st[p]
+                a = <int> (p % npv)
+                for b in range(nc - 1, -1, -1):
+                    st[p * nc + b] = v + nd[b] + pr[a * nc + b]
+                p -= 1
+            P *= nc
+
+
+cdef inline double grid_exact(const Grid* g, GridWork* w, const GridOut* out) noexcept nogil:
+    """Exact log Z; the marginals out asks for (node, edge sums, pairs). w: GRID_WANT_EXACT."""
+    cdef Shape sh
+    cdef ChainBuffers* b = &w.cb
+    cdef int T = g.T, C = g.C, t, c, i, nc
+    cdef Py_ssize_t S, y, k
+    cdef double logz, p
+    cdef int lab[8]
+    if shape_init(&sh, C, g.n) < 0:
+        return INFINITY
+    S = sh.S
+    grid_joint_states(g, S, b.s)
+    grid_exp_trans(g, w)
+    for t in range(1, T):
+        for c in range(C):
+            b.E[t * C + c] = w.etrans + w.toff[c]
+            b.shift[t * C + c] = w.tshift[c]
+    logz = product_forward_backward(&sh, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, b.tmp)
+    if out.edge != NULL:
+        for t in range(1, T):
+            for c in range(C):
+                nc = g.n[c]
+                product_edge_marginals(&sh, c, b.alpha + (t - 1) * S, b.E + t * C, b.q + t * S, b.tmp,
+                                       w.edge_tmp)
+                for i in range(nc * nc):
+                    out.edge[c][i] += w.edge_tmp[i]
+    if out.node == NULL and out.pair == NULL:
+        return logz
+    product_node_marginals(T, S, b.alpha, b.beta)
+    for c in range(C):
+        if out.node != NULL:
+            memset(out.node[c], 0, <Py_ssize_t> T * g.n[c] * sizeof(double))
+        if out.pair != NULL and c < C - 1:
+            memset(out.pair[c], 0, <Py_ssize_t> T * g.n[c] * g.n[c + 1] * sizeof(double))
+    for t in range(T):
+        for y in range(S):
+            p = b.alpha[t * S + y]
+            for c in range(C):
+                lab[c] = <int> ((y // sh.stride[c]) % sh.n[c])
+            if out.node != NULL:
+                for c in range(C):
+                    out.node[c][t * g.n[c] + lab[c]] += p
+            if out.pair != NULL:
+                for c in range(C - 1):
+                    k = (<Py_ssize_t> t * g.n[c] + lab[c]) * g.n[c + 1] + lab[c + 1]
+                    out.pair[c][k] += p
+    return logz
+
+
+cdef inline double grid_exact_viterbi(const Grid* g, GridWork* w, int** labels) noexcept nogil:
+    """The best labeling, labels[c][t], and its score (product_viterbi's ties: the lowest label
+    of each chain, the last chain decided first). w: GRID_WANT_EXACT."""
+    cdef Shape sh
+    cdef ChainBuffers* b = &w.cb
+    cdef int T = g.T, C = g.C, t, c
+    cdef double score
+    if shape_init(&sh, C, g.n) < 0:
+        return INFINITY
+    grid_joint_states(g, sh.S, b.s)
+    for t in range(1, T):
+        for c in range(C):
+            b.E[t * C + c] = g.trans[c]
+    product_viterbi(&sh, T, b.s, b.E, b.alpha, b.tmp, b.bp, w.joint, &score)
+    for t in range(T):
+        for c in range(C):
+            labels[c][t] = (w.joint[t] // sh.stride[c]) % sh.n[c]
+    return score
+
+
+cdef inline double grid_labeling_score(const Grid* g, int** labels) noexcept nogil:
+    """The log potential of the labeling labels[c][t]."""
+    cdef int c, t, nc
+    cdef double s = 0.0
+    for c in range(g.C):
+        nc = g.n[c]
+        for t in range(g.T):
+            s += g.node[c][t * nc + labels[c][t]]
+            if t > 0:
+                s += g.trans[c][labels[c][t - 1] * nc + labels[c][t]]
+            if c < g.C - 1:
+                s += g.pair[c][(<Py_ssize_t> t * nc + labels[c][t]) * g.n[c + 1] + labels[c + 1][t]]
+    return s
+
+
+# ---------------------------------------------------------------------------------------------
+# loopy belief propagation
+
+cdef enum:
+    SLOT_FWD = 0             # message from (c, t-1)
+    SLOT_BWD = 1             # from (c, t+1)
+    SLOT_ABOVE = 2           # from (c-1, t)
+    SLOT_BELOW = 3           # from (c+1, t)
+    SKIP_FWD = 1             # grid_cavity: leave out that slot's message
+    SKIP_BWD = 2
+    SKIP_ABOVE = 4
+    SKIP_BELOW = 8
+
+
+cdef inline Py_ssize_t grid_comb_edges(int C, int T, int spine, int* out) noexcept nogil:
+    """The edges of the comb whose spine is chain ``spine`` (its chain edges, and the
+    cotemporal edges that hang every other chain's variables from it: C*T - 1 edges, a spanning
+    tree of the grid) into out; returns how many. The combs of every spine cover every edge."""
+    cdef Py_ssize_t k = 0, base = <Py_ssize_t> C * (T - 1)
+    cdef int t, c
+    for t in range(1, T):
+        out[k] = spine * (T - 1) + t - 1
+        k += 1
+    for c in range(C - 1):
+        for t in range(T):
+            out[k] = <int> (base + <Py_ssize_t> c * T + t)
+            k += 1
+    return k
+
+
+cdef inline unsigned long long grid_rng_next(unsigned long long* state) noexcept nogil:
+    """splitmix64: the next 64 random bits of a seeded stream."""
+    cdef unsigned long long z
+    state[0] += 0x9E3779B97F4A7C15ULL
+    z = state[0]
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+cdef inline double* grid_msg(GridWork* w, int slot, int c, int t) noexcept nogil:
+    """The message in ``slot`` into variable (c, t)."""
+    return w.msg + slot * w.N + w.vbase[c] + <Py_ssize_t> t * w.n[c]
+
+
+cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
+                             double* out) noexcept nogil:
+    """out = node potential of (c, t) plus its incoming messages except those whose slot bit is
+    set in ``skip`` (SKIP_FWD | ...; 0: all of them, the belief up to a constant)."""
+    cdef int n = g.n[c], i, k
+    cdef const double* nd = g.node[c] + <Py_ssize_t> t * n
+    cdef const double* m
+    for i in range(n):
+        out[i] = nd[i]
+    for k in range(4):
+        if not (skip >> k) & 1:
+            m = grid_msg(w, k, c, t)
+            for i in range(n):
+                out[i] += m[i]
+
+
+cdef inline double set_message(double* msg, double* p, int n, bint maxp) noexcept nogil:
+    """msg = log(p / sum p) (maxp: log(p / max p)) for p >= 0; a uniform message when p is all
+    zero (the evidence contradicts itself). Returns the largest change of exp(msg). p is scaled
+    in place."""
+    cdef int i
+    cdef double z = 0.0, d, change = 0.0, inv, e
+    for i in range(n):
+        if maxp:
+            z = p[i] if p[i] > z else z
+        else:
+            z += p[i]
+    if not (z > 0.0) or z == INFINITY:
+        for i in range(n):
+            p[i] = 1.0 if maxp else 1.0 / n
+    else:
+        inv = 1.0 / z
+        for i in range(n):
+            p[i] *= inv
+    for i in range(n):
+        # exp(log p) rather than p: at a fixed point, the same bits as the old message's
+        e = log(p[i])
+        d = fabs(exp(e) - exp(msg[i]))
+        change = d if d > change else change
+        msg[i] = e
+    return change
+
+
+cdef inline double set_log_message(double* msg, double* v, int n, bint maxp) noexcept nogil:
+    """msg = v normalized in log space (maxp: max 0, else logsumexp 0); uniform when v is all
+    -inf. Returns the largest change of exp(msg)."""
+    cdef int i
+    cdef double m = -INFINITY, z = 0.0, d, change = 0.0, e
+    for i in range(n):
+        m = v[i] if v[i] > m else m
+    if m == -INFINITY:
+        for i in range(n):
+            v[i] = 0.0 if maxp else -log(<double> n)
+    elif maxp:
+        for i in range(n):
+            v[i] -= m
+    else:
+        for i in range(n):
+            z += exp(v[i] - m)
+        m += log(z)
+        for i in range(n):
+            v[i] -= m
+    for i in range(n):
+        e = exp(v[i])
+        d = fabs(e - exp(msg[i]))
+        change = d if d > change else change
+        msg[i] = v[i]
+    return change
+
+
+cdef inline double send_message(const double* cav, const double* M, const double* logM, int na, int nb,
+                                bint col_sender, bint maxp, double* msg, double* tmp) noexcept nogil:
+    """A message across a factor over (a, b) with log potential logM[a*nb + b] (and, for sum-product,
+    M = exp(logM - shift)): from the a side, msg[b] = sum_a exp(cav[a]) psi(a, b) (col_sender:
+    from the b side, msg[a] = sum_b psi(a, b) exp(cav[b])); max instead of sum with maxp.
+    Normalized; returns the largest change of exp(msg). tmp: 2 * max(na, nb)."""
+    cdef int nu = nb if col_sender else na, nv = na if col_sender else nb
+    cdef int a, b
+    cdef double m = -INFINITY, x, acc, best
+    cdef double* wgt = tmp
+    cdef double* out = tmp + (na if na > nb else nb)
+    cdef const double* row
+    if maxp or M == NULL:
+        # in log space: max-product, or the sums whose exponentiated terms underflow
+        for a in range(nv):
+            best = -INFINITY
+            for b in range(nu):
+                x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
+                best = x if x > best else best
+            out[a] = best
+            if not maxp and best > -INFINITY:
+                acc = 0.0
+                for b in range(nu):
+                    x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
+                    acc += exp(x - best)
+                out[a] = best + log(acc)
+        return set_log_message(msg, out, nv, maxp)
+    for a in range(nu):
+        m = cav[a] if cav[a] > m else m
+    if m == -INFINITY:
+        for a in range(nv):
+            out[a] = 0.0
+        return set_message(msg, out, nv, False)
+    for a in range(nu):
+        wgt[a] = exp(cav[a] - m)
+    if not col_sender:
+        for b in range(nb):
+            out[b] = 0.0
+        for a in range(na):
+            x = wgt[a]
+            if x != 0.0:
+                row = M + a * nb
+                for b in range(nb):
+                    out[b] += x * row[b]
+    else:
+        for a in range(na):
+            row = M + a * nb
+            acc = 0.0
+            for b in range(nb):
+                acc += row[b] * wgt[b]
+            out[a] = acc
+    acc = 0.0
+    for a in range(nv):
+        acc += out[a]
+    if not (acc > 0.0):
+        return send_message(cav, NULL, logM, na, nb, col_sender, False, msg, tmp)
+    return set_message(msg, out, nv, False)
+
+
+cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, bint maxp) noexcept nogil:
+    """Sends the message across edge e (numbered as in messages.pxd's docstring) one way:
+    way 0 forward in time or down to chain c+1, way 1 back. Returns its largest change."""
+    cdef int T = g.T, C = g.C, c, t, n, na, nb
+    cdef Py_ssize_t nchain = <Py_ssize_t> C * (T - 1), k
+    cdef double* cav = w.scratch
+    cdef double* tmp = w.scratch + 2 * w.max_n
+    cdef double ch
+    cdef const double* M = NULL
+    if w.visits != NULL:
+        w.visits[2 * e + way] += 1
+    if e < nchain:
+        c = <int> (e // (T - 1))
+        t = <int> (e % (T - 1)) + 1
+        n = g.n[c]
+        if not maxp:
+            M = w.etrans + w.toff[c]
+        if way == 0:
+            grid_cavity(g, w, c, t - 1, SKIP_BWD, cav)
+            return send_message(cav, M, g.trans[c], n, n, False, maxp, grid_msg(w, SLOT_FWD, c, t), tmp)
+        grid_cavity(g, w, c, t, SKIP_FWD, cav)
+        return send_message(cav, M, g.trans[c], n, n, True, maxp, grid_msg(w, SLOT_BWD, c, t - 1), tmp)
+    k = e - nchain
+    c = <int> (k // T)
+    t = <int> (k % T)
+    na = g.n[c]
+    nb = g.n[c + 1]
+    if not maxp:
+        M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
+    if way == 0:
+        grid_cavity(g, w, c, t, SKIP_BELOW, cav)
+        return send_message(cav, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, False, maxp,
+                            grid_msg(w, SLOT_ABOVE, c + 1, t), tmp)
+    grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cav)
+    return send_message(cav, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, True, maxp,
+                        grid_msg(w, SLOT_BELOW, c, t), tmp)
+
+
+cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noexcept nogil:
+    """Exact two-way pass along chain c with the chain kernels, its variables' potentials
+    including the messages from the other chains: sets chain c's forward and backward
+    messages; returns their largest change."""
+    cdef ChainBuffers* b = &w.cb
+    cdef int T = g.T, n = g.n[c], t, i, j
+    cdef double change = 0.0, ch, v, best
+    cdef const double* nd = g.node[c]
+    cdef const double* up
+    cdef const double* dn
+    cdef const double* Et
+    cdef const double* ap
+    cdef double* acc = w.scratch
+    for t in range(T):
+        up = grid_msg(w, SLOT_ABOVE, c, t)
+        dn = grid_msg(w, SLOT_BELOW, c, t)
+        for i in range(n):
+            b.s[t * n + i] = nd[t * n + i] + up[i] + dn[i]
+    if maxp:
+        Et = g.trans[c]
+        for t in range(1, T):
+            b.E[t] = Et
+        chain_max_scores(T, n, b.s, b.E, b.alpha, b.beta)
+        for t in range(T):
+            if t < T - 1:
+                for i in range(n):
+                    acc[i] = b.beta[t * n + i]
+                ch = set_log_message(grid_msg(w, SLOT_BWD, c, t), acc, n, True)
+                change = ch if ch > change else change
+            if t > 0:
+                ap = b.alpha + (t - 1) * n
+                for j in range(n):
+                    best = -INFINITY
+                    for i in range(n):
+                        v = ap[i] + Et[i * n + j]
+                        best = v if v > best else best
+                    acc[j] = best
+                ch = set_log_message(grid_msg(w, SLOT_FWD, c, t), acc, n, True)
+                change = ch if ch > change else change
+    else:
+        Et = w.etrans + w.toff[c]
+        for t in range(1, T):
+            b.E[t] = Et
+            b.shift[t] = w.tshift[c]
+        chain_forward_backward(T, n, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, NULL, NULL)
+        for t in range(T):
+            if t < T - 1:
+                # the backward pass leaves beta[t] = the message from t+1, up to a scale
+                for i in range(n):
+                    acc[i] = b.beta[t * n + i]
+                ch = set_message(grid_msg(w, SLOT_BWD, c, t), acc, n, False)
+                change = ch if ch > change else change
+            if t > 0:
+                ap = b.alpha + (t - 1) * n
+                for j in range(n):
+                    acc[j] = 0.0
+                for i in range(n):
+                    v = ap[i]
+                    for j in range(n):
+                        acc[j] += v * Et[i * n + j]
+                ch = set_message(grid_msg(w, SLOT_FWD, c, t), acc, n, False)
+                change = ch if ch > change else change
+    if w.visits != NULL:
+        for t in range(1, T):
+            w.visits[2 * (c * (T - 1) + t - 1)] += 1
+            w.visits[2 * (c * (T - 1) + t - 1) + 1] += 1
+    return change
+
+
+cdef inline double grid_comb(const Grid* g, GridWork* w, int c, bint maxp) noexcept nogil:
+    """One TRP step: exact two-way passes on the comb with spine c (grid_comb_edges). The teeth
+    (the cotemporal paths) send their messages in to the spine, the spine runs the chain
+    kernel, and the teeth get the messages back out. Returns the largest change."""
+    cdef int T = g.T, C = g.C, t, d
+    cdef Py_ssize_t base = <Py_ssize_t> C * (T - 1)
+    cdef double change = 0.0, ch
+    for t in range(T):
+        for d in range(c):
+            ch = grid_send(g, w, base + <Py_ssize_t> d * T + t, 0, maxp)
+            change = ch if ch > change else change
+        for d in range(C - 1, c, -1):
+            ch = grid_send(g, w, base + <Py_ssize_t> (d - 1) * T + t, 1, maxp)
+            change = ch if ch > change else change
+    ch = grid_spine(g, w, c, maxp)
+    change = ch if ch > change else change
+    for t in range(T):
+        for d in range(c, 0, -1):
+            ch = grid_send(g, w, base + <Py_ssize_t> (d - 1) * T + t, 1, maxp)
+            change = ch if ch > change else change
+        for d in range(c, C - 1):
+            ch = grid_send(g, w, base + <Py_ssize_t> d * T + t, 0, maxp)
+            change = ch if ch > change else change
+    return change
+
+
+cdef inline double grid_random_sweep(const Grid* g, GridWork* w, unsigned long long* rng,
+                                     bint maxp) noexcept nogil:
+    """Every edge in a fresh random order, all messages one way (forward, down) before any the
+    other way. Returns the largest change."""
+    cdef Py_ssize_t E = grid_edge_count(g.C, g.T), i, j
+    cdef int way, tmp
+    cdef double change = 0.0, ch
+    for i in range(E):
+        w.perm[i] = <int> i
+    i = E - 1
+    while i > 0:
+        j = <Py_ssize_t> (grid_rng_next(rng) % <unsigned long long> (i + 1))
+        tmp = w.perm[i]
+        w.perm[i] = w.perm[j]
+        w.perm[j] = tmp
+        i -= 1
+    for way in range(2):
+        for i in range(E):
+            ch = grid_send(g, w, w.perm[i], way, maxp)
+            change = ch if ch > change else change
+    return change
+
+
+cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol, int max_sweeps,
+                            unsigned long long seed, bint maxp, int* converged) noexcept nogil:
+    """Message passing from uniform messages until no message changes by more than tol (in
+    probability, the messages normalized) or max_sweeps sweeps; returns the sweeps run. A TRP
+    sweep runs the comb of every chain in turn, so every edge is updated each sweep; on a grid
+    that is a tree (one chain, or one token) its one comb is exact and one sweep is enough."""
+    cdef int C = g.C, T = g.T, c, t, sweeps = 0, combs
+    cdef Py_ssize_t k
+    cdef double change
+    cdef unsigned long long rng = seed
+    cdef bint tree = C == 1 or T == 1
+    memset(w.msg, 0, 4 * w.N * sizeof(double))
+    if not maxp:
+        grid_exp_trans(g, w)
+        for c in range(C - 1):
+            k = <Py_ssize_t> g.n[c] * g.n[c + 1]
+            for t in range(T):
+                w.pshift[c * w.max_T + t] = exp_shifted(g.pair[c] + t * k, w.epair + w.pbase[c] + t * k,
+                                                        <int> k)
+    converged[0] = 0
+    combs = 1 if tree else C
+    while sweeps < max_sweeps:
+        change = 0.0
+        if schedule == GRID_TRP:
+            for c in range(combs):
+                change = max(change, grid_comb(g, w, c, maxp))
+        else:
+            change = grid_random_sweep(g, w, &rng, maxp)
+        sweeps += 1
+        if change <= tol or (tree and schedule == GRID_TRP):
+            converged[0] = 1
+            break
+    return sweeps
+
+
+cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) noexcept nogil:
+    """Beliefs from the current (sum-product) messages into out, and the Bethe approximation
+    of log Z, which is exact on a tree:
+    sum over edges of E_b[log psi - log b] + sum over variables of E_b[log phi] + (degree - 1) E_b[log b]."""
+    cdef int C = g.C, T = g.T, c, t, i, j, na, nb, deg
+    cdef double total = 0.0, mu, mv, z, wi, x, su, sv, lz
+    cdef double* cu = w.scratch
+    cdef double* cv = w.scratch + w.max_n
+    cdef double* bu = w.scratch + 2 * w.max_n
+    cdef double* bv = w.scratch + 3 * w.max_n
+    cdef double* be = w.edge_tmp
+    cdef double* dst
+    cdef const double* M
+    cdef const double* nd
+    cdef double shift
+    # variables
+    for c in range(C):
+        na = g.n[c]
+        for t in range(T):
+            grid_cavity(g, w, c, t, 0, cu)
+            mu = -INFINITY
+            for i in range(na):
+                mu = cu[i] if cu[i] > mu else mu
+            z = 0.0
+            for i in range(na):
+                bu[i] = exp(cu[i] - mu)
+                z += bu[i]
+            lz = mu + log(z)
+            deg = (t > 0) + (t < T - 1) + (c > 0) + (c < C - 1)
+            nd = g.node[c] + <Py_ssize_t> t * na
+            dst = out.node[c] + <Py_ssize_t> t * na if out.node != NULL else NULL
+            for i in range(na):
+                wi = bu[i] / z
+                if dst != NULL:
+                    dst[i] = wi
+                if wi > 0.0:
+                    total += wi * (nd[i] + (deg - 1) * (cu[i] - lz))
+    # edges: b(a, b) = exp(cu[a]) psi(a, b) exp(cv[b]) / Z_e, and
+    # E_b[log psi - log b] = log Z_e + shift - E_bu[cu - mu] - E_bv[cv - mv]
+    for c in range(C):
+        for t in range(T):
+            for i in range(2):
+                if i == 0:
+                    if t == 0:
+                        continue
+                    na = nb = g.n[c]
+                    grid_cavity(g, w, c, t - 1, SKIP_BWD, cu)
+                    grid_cavity(g, w, c, t, SKIP_FWD, cv)
+                    M = w.etrans + w.toff[c]
+                    shift = w.tshift[c]
+                    dst = out.edge[c] if out.edge != NULL else NULL
+                else:
+                    if c == C - 1:
+                        continue
+                    na = g.n[c]
+                    nb = g.n[c + 1]
+                    grid_cavity(g, w, c, t, SKIP_BELOW, cu)
+                    grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cv)
+                    M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
+                    shift = w.pshift[c * w.max_T + t]
+                    dst = out.pair[c] + <Py_ssize_t> t * na * nb if out.pair != NULL else NULL
+                total += edge_belief(cu, cv, M, shift, na, nb, bu, bv, be, dst, i == 1)
+    return total
+
+
+cdef inline double edge_belief(double* cu, double* cv, const double* M, double shift, int na, int nb,
+                               double* bu, double* bv, double* be, double* dst,
+                               bint overwrite) noexcept nogil:
+    """The belief of one edge into dst (overwrite, or add to it), its term of the Bethe log Z
+    returned; cu, cv: the cavities of its ends (rescaled in place)."""
+    cdef int a, b
+    cdef double mu = -INFINITY, mv = -INFINITY, z = 0.0, x, term, inv
+    for a in range(na):
+        mu = cu[a] if cu[a] > mu else mu
+    for b in range(nb):
+        mv = cv[b] if cv[b] > mv else mv
+    for a in range(na):
+        cu[a] -= mu
+        bu[a] = 0.0
+    for b in range(nb):
+        cv[b] -= mv
+        bv[b] = 0.0
+    for a in range(na):
+        x = exp(cu[a])
+        for b in range(nb):
+            be[a * nb + b] = x * M[a * nb + b]
+    for b in range(nb):
+        x = exp(cv[b])
+        for a in range(na):
+            be[a * nb + b] *= x
+    for a in range(na * nb):
+        z += be[a]
+    inv = 1.0 / z
+    for a in range(na):
+        for b in range(nb):
+            x = be[a * nb + b] * inv
+            bu[a] += x
+            bv[b] += x
+            if dst != NULL:
+                if overwrite:
+                    dst[a * nb + b] = x
+                else:
+                    dst[a * nb + b] += x
+    term = log(z) + shift
+    for a in range(na):
+        if bu[a] > 0.0:
+            term -= bu[a] * cu[a]
+    for b in range(nb):
+        if bv[b] > 0.0:
+            term -= bv[b] * cv[b]
+    return term
+
+
+cdef inline double grid_bp(const Grid* g, GridWork* w, int schedule, double tol, int max_sweeps,
+                           unsigned long long seed, const GridOut* out, int* sweeps,
+                           int* converged) noexcept nogil:
+    """Loopy sum-product (schedule GRID_TRP or GRID_RANDOM, the random order drawn from seed):
+    beliefs into out as grid_exact's marginals, the sweeps run and whether it converged;
+    returns the Bethe approximation of log Z. w: GRID_WANT_BP."""
+    sweeps[0] = grid_bp_run(g, w, schedule, tol, max_sweeps, seed, False, converged)
+    return grid_beliefs(g, w, out)
+
+
+cdef inline double grid_bp_max(const Grid* g, GridWork* w, int schedule, double tol, int max_sweeps,
+                               unsigned long long seed, int** labels, int* sweeps,
+                               int* converged) noexcept nogil:
+    """Loopy max-product with grid_bp's schedules, then decoding: token by token from the last,
+    chain by chain from the first, each variable takes the first label maximizing its
+    max-marginal belief with the messages of its already decoded neighbours (the next token,
+    the chain above) replaced by their potentials at the decoded labels. On a tree (one chain,
+    one token) that is an exact best labeling: on a chain, the one Viterbi (chain.pxd) finds.
+    Returns the labeling's score."""
+    cdef int C = g.C, T = g.T, c, t, i, n, best_i
+    cdef double best, v
+    cdef double* cav = w.scratch
+    cdef const double* tr
+    cdef const double* pr
+    sweeps[0] = grid_bp_run(g, w, schedule, tol, max_sweeps, seed, True, converged)
+    for t in range(T - 1, -1, -1):
+        for c in range(C):
+            n = g.n[c]
+            grid_cavity(g, w, c, t, (SKIP_BWD if t < T - 1 else 0) | (SKIP_ABOVE if c > 0 else 0), cav)
+            if c > 0:
+                pr = g.pair[c - 1] + (<Py_ssize_t> t * g.n[c - 1] + labels[c - 1][t]) * n
+                for i in range(n):
+                    cav[i] += pr[i]
+            if t < T - 1:
+                tr = g.trans[c]
+                for i in range(n):
+                    cav[i] += tr[i * n + labels[c][t + 1]]
+            best_i = 0
+            best = cav[0]
+            for i in range(1, n):
+                if cav[i] > best:
+                    best = cav[i]
+                    best_i = i
+            labels[c][t] = best_i
+    return grid_labeling_score(g, labels)

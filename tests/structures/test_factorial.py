@@ -1,0 +1,224 @@
+"""Factorial CRFs: exact inference through the potentials path against brute-force enumeration,
+the gradient against finite differences, templates with P lines."""
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from corpora import sentences
+from crftk.errors import CrftkError, UsageError
+from crftk.features.templates import parse_template
+from crftk.structures.chain import Chain
+from crftk.structures.factorial import Factorial, fit_spaces
+
+TEMPLATE = """
+U00:%x[-1,0]
+U01:%x[0,0]
+U02:%x[0,0]/%x[1,0]
+B
+P00:%x[0,0]
+"""
+
+EDGE_TEMPLATE = TEMPLATE + "B01:%x[0,0]\n"
+
+
+def tiny_corpus(n_chains, n_sentences=5, seed=0, max_len=4):
+    """Sentences of a word column and n_chains label columns that depend on the word."""
+    rng = random.Random(seed)
+    label_sets = [("A", "B"), ("x", "y", "z"), ("P", "Q")][:n_chains]
+    rows_list = []
+    for _ in range(n_sentences):
+        rows = []
+        for _ in range(rng.randint(1, max_len)):
+            w = rng.randrange(4)
+            labs = [labels[(w + rng.randrange(2)) % len(labels)] for labels in label_sets]
+            rows.append([f"w{w}"] + labs)
+        rows_list.append(rows)
+    return sentences(rows_list)
+
+
+def build(n_chains, template=TEMPLATE, seed=0, **kw):
+    sents = tiny_corpus(n_chains, seed=seed, **kw)
+    tmpl = parse_template(template)
+    chains, pairs, corpus = fit_spaces(sents, tmpl, list(range(1, n_chains + 1)))
+    st = Factorial(chains, pairs)
+    rng = np.random.default_rng(seed)
+    w = rng.normal(scale=0.7, size=st.n_params)
+    return sents, st, corpus, w
+
+
+def brute_force(st, corpus, w, sentence):
+    """(log Z, node marginals per chain, pair marginals per adjacent pair, best labeling) of one
+    sentence, enumerating every joint labeling; potentials from the chain kernel's state tables,
+    the chain inference's transition scores and the pair features read in Python."""
+    C = st.n_chains
+    parts = st.split(w)
+    sl = corpus.sentence_slices()[sentence]
+    toks = np.arange(sl.start, sl.stop)
+    T = toks.size
+    node, trans = [], []
+    for c in range(C):
+        inf = Chain(st.chains[c]).bind(corpus.chains[c])
+        node.append(inf.state_matrix(parts[c])[sl])
+        L = st.chains[c].n_labels
+
+        def tr(t, i, j, inf=inf, wc=parts[c]):
+            return float(inf.transition_scores(wc, np.array([t]), np.array([i]), np.array([j]))[0])
+        trans.append({(t, i, j): tr(toks[t], i, j) for t in range(1, T) for i in range(L) for j in range(L)})
+    pair = []
+    for c in range(C - 1):
+        p, enc, wp = st.pairs[c], corpus.pairs[c], parts[C + c]
+        table = np.zeros((T, p.n_labels))
+        for t, tok in enumerate(toks):
+            for a in enc.attrs[enc.attr_ptr[tok]:enc.attr_ptr[tok + 1]]:
+                for f in range(p.feat_ptr[a], p.feat_ptr[a + 1]):
+                    table[t, p.feat_label[f]] += wp[f]
+        pair.append(table.reshape(T, st.chains[c].n_labels, st.chains[c + 1].n_labels))
+    sizes = [s.n_labels for s in st.chains]
+    scores = {}
+    for ys in itertools.product(*[itertools.product(range(n), repeat=T) for n in sizes]):
+        s = 0.0
+        for c in range(C):
+            s += sum(node[c][t, ys[c][t]] for t in range(T))
+            s += sum(trans[c][(t, ys[c][t - 1], ys[c][t])] for t in range(1, T))
+        for c in range(C - 1):
+            s += sum(pair[c][t, ys[c][t], ys[c + 1][t]] for t in range(T))
+        scores[ys] = s
+    vals = np.array(list(scores.values()))
+    logz = np.logaddexp.reduce(vals)
+    nodes = [np.zeros((T, n)) for n in sizes]
+    pairs = [np.zeros((T, sizes[c], sizes[c + 1])) for c in range(C - 1)]
+    for ys, s in scores.items():
+        p = np.exp(s - logz)
+        for c in range(C):
+            nodes[c][np.arange(T), list(ys[c])] += p
+        for c in range(C - 1):
+            pairs[c][np.arange(T), list(ys[c]), list(ys[c + 1])] += p
+    best = max(scores, key=scores.get)
+    return logz, nodes, pairs, best, scores
+
+
+@pytest.mark.parametrize("n_chains,template", [(2, TEMPLATE), (3, TEMPLATE), (2, EDGE_TEMPLATE)])
+def test_exact_inference_equals_brute_force(n_chains, template):
+    sents, st, corpus, w = build(n_chains, template)
+    inf = st.bind(corpus)
+    nodes, pairs, logz = inf.marginals(w)
+    labels, vscore = inf.best(w)
+    gold = corpus.labels
+    loss, _ = inf.loglik(w, gold)
+    total_gold = 0.0
+    for s, sl in enumerate(corpus.sentence_slices()):
+        bz, bn, bp, bbest, scores = brute_force(st, corpus, w, s)
+        assert logz[s] == pytest.approx(bz, abs=1e-9)
+        for c in range(n_chains):
+            np.testing.assert_allclose(nodes[c][sl], bn[c], atol=1e-9)
+            assert labels[c, sl].tolist() == list(bbest[c])
+        for c in range(n_chains - 1):
+            np.testing.assert_allclose(pairs[c][sl], bp[c], atol=1e-9)
+        assert vscore[s] == pytest.approx(scores[bbest], abs=1e-9)
+        total_gold += bz - scores[tuple(tuple(gold[c, sl].tolist()) for c in range(n_chains))]
+    assert loss == pytest.approx(total_gold, abs=1e-8)
+
+
+@pytest.mark.parametrize("n_chains,template", [(2, TEMPLATE), (3, TEMPLATE), (2, EDGE_TEMPLATE)])
+def test_gradient_matches_finite_differences(n_chains, template):
+    sents, st, corpus, w = build(n_chains, template, seed=3)
+    inf = st.bind(corpus, n_threads=2)
+    gold = corpus.labels
+    f0, g = inf.loglik(w, gold)
+    rng = np.random.default_rng(1)
+    idx = np.concatenate([rng.choice(st.n_params, size=40, replace=False),
+                          [st.offsets[-2], st.offsets[-1] - 1]])        # pair weights too
+    h = 1e-6
+    for i in idx:
+        wp, wm = w.copy(), w.copy()
+        wp[i] += h
+        wm[i] -= h
+        fd = (inf.loglik(wp, gold)[0] - inf.loglik(wm, gold)[0]) / (2 * h)
+        assert g[i] == pytest.approx(fd, abs=1e-5), i
+
+
+def test_threads_give_the_same_result():
+    sents, st, corpus, w = build(2, n_sentences=40, max_len=6)
+    one = st.bind(corpus, n_threads=1).loglik(w, corpus.labels)
+    two = st.bind(corpus, n_threads=2).loglik(w, corpus.labels)
+    assert one[0] == pytest.approx(two[0], rel=1e-12)
+    np.testing.assert_allclose(one[1], two[1], atol=1e-10)
+
+
+def test_pair_space_has_the_plain_factor_and_seen_pairs():
+    sents, st, corpus, w = build(2, n_sentences=30)
+    p = st.pairs[0]
+    assert st.chains[0].labels == ["A", "B"] and st.chains[1].labels == ["x", "y", "z"]
+    assert p.n_labels == 2 * 3
+    assert p.labels[:4] == ["A|x", "A|y", "A|z", "B|x"]
+    # attribute 0 (the plain pair factor) has every label pair
+    assert p.feat_label[p.feat_ptr[0]:p.feat_ptr[1]].tolist() == list(range(6))
+    # a P00 attribute (one per word) has the pairs seen with its word only
+    assert p.n_attrs == 1 + 4
+    seen = {(r[0], r[1] + "|" + r[2]) for s in sents for r in s.rows}
+    assert p.n_features == 6 + len(seen)
+
+
+def test_template_p_lines():
+    t = parse_template("U00:%x[0,0]\nB\nP\nP01:%x[0,0]\nP01:%x[0,0]\n")
+    assert t.pair_plain and len(t.pairs) == 1 and t.pairs[0].kind == "P"
+    assert [ln.text for ln in t.lines] == ["U00:%x[0,0]"]
+
+
+def test_template_reading_a_label_column_names_the_line():
+    sents = tiny_corpus(2)
+    with pytest.raises(CrftkError) as e:
+        fit_spaces(sents, parse_template("U00:%x[0,0]\nP01:%x[0,2]\n", "t.tmpl"), [1, 2])
+    assert e.value.line == 2 and "label column of chain 2" in e.value.message
+    with pytest.raises(CrftkError, match="does not exist"):
+        fit_spaces(sents, parse_template("U00:%x[0,0]\n"), [1, 5])
+    with pytest.raises(UsageError, match="twice"):
+        fit_spaces(sents, parse_template("U00:%x[0,0]\n"), [1, -2])
+
+
+@pytest.mark.parametrize("method", ["trp", "bp"])
+def test_message_passing_is_exact_on_one_token_sentences(method):
+    """Sentences of one token: the grid is a tree (the chains joined by pair edges), so loopy
+    BP's beliefs, Bethe log Z, gradient and max-product labels are exact."""
+    sents, st, corpus, w = build(3, n_sentences=8, max_len=1)
+    exact = st.bind(corpus)
+    bp = st.bind(corpus, inference=method)
+    en, ep, ez = exact.marginals(w)
+    bn, bpair, bz = bp.marginals(w)
+    np.testing.assert_allclose(bz, ez, atol=1e-9)
+    for a, b in zip(en + ep, bn + bpair):
+        np.testing.assert_allclose(a, b, atol=1e-9)
+    fe, ge = exact.loglik(w, corpus.labels)
+    fb, gb = bp.loglik(w, corpus.labels)
+    assert fb == pytest.approx(fe, abs=1e-8)
+    np.testing.assert_allclose(gb, ge, atol=1e-8)
+    assert bp.last_stats[0] == corpus.n_sentences
+    np.testing.assert_array_equal(bp.best(w)[0], exact.best(w)[0])
+
+
+@pytest.mark.parametrize("method", ["trp", "bp"])
+def test_loopy_beliefs_and_gradient_are_close_to_exact(method):
+    """Loopy grids (two chains over several tokens), random weights: beliefs within 0.02 of the
+    exact marginals (measured on seeds 4-6: at most 0.0064, mean 0.0008) and the Bethe objective
+    within 0.1% (measured: at most 2e-4), yet not equal (1e-9: BP really ran)."""
+    sents, st, corpus, w = build(2, n_sentences=20, max_len=6, seed=4)
+    w = w * 0.5
+    exact, bp = st.bind(corpus), st.bind(corpus, inference=method, tolerance=1e-8, max_sweeps=500)
+    en, ep, ez = exact.marginals(w)
+    bn, bpair, bz = bp.marginals(w)
+    dist = max(np.abs(a - b).max() for a, b in zip(en + ep, bn + bpair))
+    assert 1e-9 < dist < 0.02
+    assert bp.last_stats[0] == corpus.n_sentences
+    fe, ge = exact.loglik(w, corpus.labels)
+    fb, gb = bp.loglik(w, corpus.labels)
+    assert fb == pytest.approx(fe, rel=1e-3)
+    assert np.corrcoef(ge, gb)[0, 1] > 0.99
+
+
+def test_message_passing_refuses_transition_templates_with_macros():
+    sents, st, corpus, w = build(2, EDGE_TEMPLATE)
+    with pytest.raises(CrftkError, match="B lines with macros"):
+        st.bind(corpus, inference="trp")
