@@ -15,7 +15,7 @@ import numpy as np
 from crftk import params
 from crftk.errors import CrftkError, UsageError
 from crftk.evaluation.conlleval import evaluate
-from crftk.io.conll import MAX_SENTENCE_TOKENS, Layout, check_output, chunked, read_corpus, read_sentences
+from crftk.io.conll import MAX_SENTENCE_TOKENS, check_output, input_batches, read_corpus
 from crftk.model import Model, Part
 from crftk.objectives.penalty import Penalty
 from crftk.optimize import OptimizeResult, lbfgs
@@ -301,8 +301,10 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
         log(f"decoding with max-product, --inference {decoder.options['inference']}")
     counts = [0, 0]
     gold, pred = [[] for _ in cols], [[] for _ in cols]
-    for batch, sep in _batches(inputs, allowed, batch_tokens, max_sentence_tokens, progress, log, counts,
-                               any(s.template.anchored for s in st.chains)):
+    anchored = any(s.template.anchored for s in st.chains)
+    for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=anchored,
+                                    max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
+                                    counts=counts):
         sents = [it for it in batch if not isinstance(it, str)]
         tags = iter(decoder.decode(sents)[0] if sents else ())
         for it in batch:
@@ -322,23 +324,3 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
         if log is not None:
             log(f"against the input's label columns {cols}: {scores.line()}")
     return counts[0], counts[1], scores
-
-
-def _batches(inputs, allowed, batch_tokens, max_sentence_tokens, progress, log, counts, by_document):
-    """(batch, column separator) of the CoNLL files in turn, pass-through lines in place (as
-    crftk.commands.tag.input_batches, which this module cannot import: tag imports train, which
-    trains factorial models through this module)."""
-    for path in inputs:
-        layout = Layout()
-        stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
-                                max_sentence_tokens=max_sentence_tokens)
-        before = counts[0]
-        for batch in chunked(stream, batch_tokens, by_document=by_document):
-            yield batch, layout.separator or "\t"
-            sents = [s for s in batch if not isinstance(s, str)]
-            counts[0] += len(sents)
-            counts[1] += sum(len(s) for s in sents)
-            if progress:
-                progress(*counts)
-        if counts[0] == before and log is not None:
-            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")

@@ -123,11 +123,11 @@ class FactorialCorpus:
 
     @property
     def n_sentences(self):
-        return self.sent_ptr.size - 1
+        return self.chains[0].n_sentences
 
     @property
     def n_tokens(self):
-        return int(self.sent_ptr[-1])
+        return self.chains[0].n_tokens
 
     def sentence_slices(self):
         return self.chains[0].sentence_slices()
