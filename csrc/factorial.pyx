@@ -282,6 +282,31 @@ cdef void split_marginals(const Model* m, int T, Work* b) noexcept nogil:
                     yc = yn
 
 
+cdef double gold_score(const Model* m, const double* w, Py_ssize_t t0, int T, Work* b,
+                       const int* gold) noexcept nogil:
+    """score(gold) of one sentence, from the tables grid_tables built."""
+    cdef int c, t, nc
+    cdef double score = 0.0
+    for c in range(m.C):
+        nc = m.n[c]
+        score += labeling_score(&m.chain[c], w + m.chain_off[c], b.node[c], t0, T, gold + c * m.N + t0, 1.0)
+        if c + 1 < m.C:
+            for t in range(T):
+                score += b.pair[c][(t * nc + gold[c * m.N + t0 + t]) * m.n[c + 1] + gold[(c + 1) * m.N + t0 + t]]
+    return score
+
+
+cdef void scatter_beliefs(const Model* m, Py_ssize_t t0, int T, Work* b, const int* gold,
+                          double* g) noexcept nogil:
+    """g += expected - observed counts of the state and pair features, from b.nmarg, b.pmarg."""
+    cdef int c
+    for c in range(m.C):
+        scatter_nodes(&m.chain[c], t0, T, b.nmarg[c], gold + c * m.N + t0, g + m.chain_off[c], 1.0)
+        if c + 1 < m.C:
+            scatter_pairs(&m.pair[c], t0, T, b.pmarg[c], gold + c * m.N + t0, gold + (c + 1) * m.N + t0,
+                          m.n[c + 1], g + m.pair_off[c])
+
+
 cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T, Work* b,
                            const double** E_shared, const double* shift_shared, const int* gold,
                            double* g) noexcept nogil:
@@ -295,14 +320,10 @@ cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T
     logz = product_forward_backward(&m.sh, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, b.tmp)
     total = logz
     if gold != NULL:
+        total -= gold_score(m, w, t0, T, b, gold)
         for c in range(C):
             d = &m.chain[c]
             nc = m.n[c]
-            total -= labeling_score(d, w + m.chain_off[c], b.node[c], t0, T, gold + c * m.N + t0, 1.0)
-            if c + 1 < C:
-                for t in range(T):
-                    total -= b.pair[c][(t * nc + gold[c * m.N + t0 + t]) * m.n[c + 1]
-                                       + gold[(c + 1) * m.N + t0 + t]]
             for t in range(1, T):
                 product_edge_marginals(&m.sh, c, b.alpha + <Py_ssize_t> (t - 1) * S, b.E + t * C,
                                        b.q + <Py_ssize_t> t * S, b.tmp, b.emarg)
@@ -317,11 +338,7 @@ cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T
     product_node_marginals(T, S, b.alpha, b.beta)
     split_marginals(m, T, b)
     if gold != NULL:
-        for c in range(C):
-            scatter_nodes(&m.chain[c], t0, T, b.nmarg[c], gold + c * m.N + t0, g + m.chain_off[c], 1.0)
-            if c + 1 < C:
-                scatter_pairs(&m.pair[c], t0, T, b.pmarg[c], gold + c * m.N + t0, gold + (c + 1) * m.N + t0,
-                              m.n[c + 1], g + m.pair_off[c])
+        scatter_beliefs(m, t0, T, b, gold, g)
     return total
 
 
@@ -367,22 +384,15 @@ cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_
     b.converged += conv
     total = logz
     if gold != NULL:
+        total -= gold_score(m, w, t0, T, b, gold)
         for c in range(C):
             d = &m.chain[c]
             nc = m.n[c]
-            total -= labeling_score(d, w + m.chain_off[c], b.node[c], t0, T, gold + c * m.N + t0, 1.0)
-            if c + 1 < C:
-                for t in range(T):
-                    total -= b.pair[c][(t * nc + gold[c * m.N + t0 + t]) * m.n[c + 1]
-                                       + gold[(c + 1) * m.N + t0 + t]]
             for i in range(nc * nc):
                 g[m.chain_off[c] + d.off_trans + i] += b.esum[c][i]
             for t in range(1, T):
                 g[m.chain_off[c] + d.off_trans + gold[c * m.N + t0 + t - 1] * nc + gold[c * m.N + t0 + t]] -= 1.0
-            scatter_nodes(d, t0, T, b.nmarg[c], gold + c * m.N + t0, g + m.chain_off[c], 1.0)
-            if c + 1 < C:
-                scatter_pairs(&m.pair[c], t0, T, b.pmarg[c], gold + c * m.N + t0, gold + (c + 1) * m.N + t0,
-                              m.n[c + 1], g + m.pair_off[c])
+        scatter_beliefs(m, t0, T, b, gold, g)
     return total
 
 
