@@ -973,9 +973,17 @@ def test_click_usage_errors_take_crftks_form():
 # interrupts
 
 
+def _default_sigint():
+    # a test run started in the background inherits an ignored SIGINT, which Python then keeps
+    # ignoring; the child must take Ctrl-C as a user's terminal would deliver it
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(*args, **kw):
     return subprocess.Popen([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]],
-                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV, **kw)
+                            stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_default_sigint, **kw)
 
 
 def _wait_for(stream, prefix):
