@@ -327,7 +327,8 @@ def _check_line(cl, radices, bad):
         keys = np.asarray(keys)
         if keys.ndim != 1:
             raise bad("a key table is not one-dimensional")
-        if keys.size and (keys[0] < 0 or keys[-1] >= bound or np.any(np.diff(keys) <= 0)):
+        # compared, not subtracted: np.diff of a forged key near -2**63 wraps around
+        if keys.size and (keys.min() < 0 or keys.max() >= bound or np.any(keys[1:] <= keys[:-1])):
             raise bad("its keys are not distinct, sorted and within its dictionaries")
         below = keys.size
 

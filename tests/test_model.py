@@ -377,3 +377,14 @@ def test_an_array_that_is_not_flat_is_refused_at_load(name):
         a = arrays[name]
         arrays[name] = np.ascontiguousarray((a if a.size % 2 == 0 else a[:-1]).reshape(2, -1))
     assert "is not one-dimensional" in load_error(crafted(edit))
+
+
+@pytest.mark.parametrize("key", [np.iinfo(np.int64).min, -1, 10**12])
+def test_a_line_key_out_of_range_is_refused_at_load(key):
+    # found by the fuzz suite (fifth 100,000-case run): a forged last key -2**63 passed the
+    # sortedness check (np.diff wrapped around), then tagging failed with an IndexError traceback
+    def edit(meta, arrays):
+        keys = arrays["u0.keys"].copy()
+        keys[-1] = key
+        arrays["u0.keys"] = keys
+    assert "state template line 1: its keys are not distinct, sorted" in load_error(crafted(edit))
