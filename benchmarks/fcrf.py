@@ -25,34 +25,17 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from compose import run, step     # benchmarks/compose.py: a crftk command, logged, skipped when done
 
 REPO = Path(__file__).resolve().parents[1]
 CRFTK = [sys.executable, "-m", "crftk.cli"]
 FULL = 8936
 TEMPLATES = {"fcrf": "templates/fcrf-np.tmpl", "pos": "templates/fcrf-pos.tmpl",
              "np": "templates/fcrf-np-cascade.tmpl"}
-
-
-def run(args, log=None):
-    """Run a crftk command from the repository; stderr appended to ``log``; returns stdout."""
-    args = [str(a) for a in args]
-    print("+ crftk " + " ".join(args), flush=True)
-    with open(log, "a") if log else open(os.devnull, "w") as err:
-        p = subprocess.run(CRFTK + args, stderr=err, stdout=subprocess.PIPE, text=True, cwd=REPO)
-    if p.returncode != 0:
-        sys.exit(f"crftk {' '.join(args)} failed (exit {p.returncode}); see {log}")
-    return p.stdout
-
-
-def step(output, args, log):
-    if Path(output).exists():
-        print(f"= {output} exists, skipped", flush=True)
-        return
-    run(args, log)
 
 
 def load():
