@@ -47,6 +47,14 @@ cdef class GridBatch:
     cdef const double* trans_p[8]
     cdef const double* pair_p[8]
     cdef const long[::1] sp
+    # the outputs (see outputs()); NULL where not asked for
+    cdef readonly object node_out, pair_out, edge_acc, labels_out
+    cdef double* node_base[8]
+    cdef double* pair_base[8]
+    cdef int* lab_base[8]
+    cdef double* edge_base
+    cdef Py_ssize_t eoff[8]
+    cdef Py_ssize_t edge_width
 
     def __init__(self, sizes, sent_ptr, node, trans, pair):
         self.sizes = np.ascontiguousarray(sizes, dtype=np.int32)
@@ -91,6 +99,44 @@ cdef class GridBatch:
         self.max_len = int(np.diff(sp).max()) if sp.size > 1 else 0
         self.sp = self.sent_ptr
 
+    cdef int outputs(self, int n_threads, bint marginals, bint labels) except -1:
+        """The batch's output arrays: with marginals, node [N, n_c] and pair [N, n_c, n_c+1] per
+        chain and each thread's chain-edge sums; with labels, [N] int32 per chain. Call before
+        slots(), which points the slots at them."""
+        cdef Py_ssize_t N = self.n_tokens, k = 0
+        cdef int c
+        cdef double[:, ::1] v2
+        cdef double[:, :, ::1] v3
+        cdef int[::1] vi
+        sizes_l = self.sizes.tolist()
+        for c in range(self.C):
+            self.eoff[c] = k
+            k += sizes_l[c] * sizes_l[c]
+        self.edge_width = k
+        self.node_out = [np.zeros((N, n)) for n in sizes_l] if marginals else None
+        self.pair_out = [np.zeros((N, sizes_l[c], sizes_l[c + 1])) for c in range(self.C - 1)] if marginals else None
+        self.edge_acc = np.zeros((n_threads, k)) if marginals else None
+        self.labels_out = [np.zeros(N, dtype=np.int32) for _ in range(self.C)] if labels else None
+        if marginals:
+            v2 = self.edge_acc
+            self.edge_base = &v2[0, 0]
+        for c in range(self.C):
+            if marginals and N:
+                v2 = self.node_out[c]
+                self.node_base[c] = &v2[0, 0]
+                if c < self.C - 1:
+                    v3 = self.pair_out[c]
+                    self.pair_base[c] = &v3[0, 0, 0]
+            if labels and N:
+                vi = self.labels_out[c]
+                self.lab_base[c] = &vi[0]
+        return 0
+
+    def edges(self):
+        """Per chain [n_c, n_c]: the chain-edge marginals summed over the tokens and threads."""
+        total = self.edge_acc.sum(axis=0)
+        return [total[self.eoff[c]:self.eoff[c] + n * n].reshape(n, n) for c, n in enumerate(self.sizes.tolist())]
+
     cdef Slot* slots(self, int n_threads, int want) except NULL:
         """One slot per thread, its workspace made for this batch; free with free_slots."""
         cdef Slot* sl = <Slot*> calloc(n_threads, sizeof(Slot))
@@ -106,6 +152,12 @@ cdef class GridBatch:
             sl[i].g.node = sl[i].node
             sl[i].g.trans = self.trans_p
             sl[i].g.pair = sl[i].pair
+            if self.edge_base != NULL:      # marginals asked for
+                for c in range(self.C):
+                    sl[i].edge_out[c] = self.edge_base + i * self.edge_width + self.eoff[c]
+                sl[i].out.node = sl[i].node_out
+                sl[i].out.edge = sl[i].edge_out
+                sl[i].out.pair = sl[i].pair_out if self.C > 1 else NULL
         return sl
 
     cdef void at(self, Slot* sl, Py_ssize_t s) noexcept nogil:
@@ -115,8 +167,14 @@ cdef class GridBatch:
         sl.g.T = <int> (self.sp[s + 1] - t0)
         for c in range(self.C):
             sl.node[c] = self.node_p[c] + t0 * self.n[c]
+            if self.node_base[c] != NULL:
+                sl.node_out[c] = self.node_base[c] + t0 * self.n[c]
+            if self.lab_base[c] != NULL:
+                sl.labels[c] = self.lab_base[c] + t0
             if c < self.C - 1:
                 sl.pair[c] = self.pair_p[c] + t0 * self.n[c] * self.n[c + 1]
+                if self.pair_base[c] != NULL:
+                    sl.pair_out[c] = self.pair_base[c] + t0 * self.n[c] * self.n[c + 1]
 
 
 cdef void free_slots(Slot* sl, int n) noexcept nogil:
@@ -145,72 +203,32 @@ def exact(sizes, sent_ptr, node, trans, pair, int n_threads=1, bint marginals=Tr
     """
     cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
     check_exact_size(gb.sizes, gb.max_len)
-    cdef int C = gb.C, nt = max(1, n_threads), c, i, th
-    cdef Py_ssize_t N = gb.n_tokens, s, t0, k
-    sizes_l = gb.sizes.tolist()
-    res = {}
+    cdef int nt = max(1, n_threads)
+    cdef Py_ssize_t s
     logz_np = np.zeros(gb.n_grids)
     score_np = np.zeros(gb.n_grids)
-    node_np = [np.zeros((N, n)) for n in sizes_l]
-    pair_np = [np.zeros((N, sizes_l[c], sizes_l[c + 1])) for c in range(C - 1)]
-    edge_np = np.zeros((nt, sum(n * n for n in sizes_l)))
-    labels_np = [np.zeros(N, dtype=np.int32) for _ in range(C)]
     cdef double[::1] logz = logz_np, score = score_np
-    cdef double[:, ::1] edge_acc = edge_np
-    cdef double* node_base[8]
-    cdef double* pair_base[8]
-    cdef int* lab_base[8]
-    cdef double[:, ::1] v2
-    cdef double[:, :, ::1] v3
-    cdef int[::1] vi
-    cdef Py_ssize_t eoff[8]
-    k = 0
-    for c in range(C):
-        eoff[c] = k
-        k += sizes_l[c] * sizes_l[c]
-        v2 = node_np[c]
-        node_base[c] = &v2[0, 0] if N else NULL
-        vi = labels_np[c]
-        lab_base[c] = &vi[0] if N else NULL
-        if c < C - 1:
-            v3 = pair_np[c]
-            pair_base[c] = &v3[0, 0, 0] if N else NULL
+    gb.outputs(nt, marginals, viterbi)
     cdef Slot* sl = NULL
     cdef Slot* me = NULL
     if gb.n_grids:
         sl = gb.slots(nt, GRID_WANT_EXACT)
-        for th in range(nt):
-            for c in range(C):
-                sl[th].edge_out[c] = &edge_acc[th, eoff[c]]
-            sl[th].out.node = sl[th].node_out if marginals else NULL
-            sl[th].out.edge = sl[th].edge_out if marginals else NULL
-            sl[th].out.pair = sl[th].pair_out if marginals and C > 1 else NULL
         try:
             with nogil, parallel(num_threads=nt):
                 me = &sl[threadid()]
                 for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
                     gb.at(me, s)
-                    t0 = gb.sp[s]
-                    for c in range(C):
-                        me.node_out[c] = node_base[c] + t0 * gb.n[c]
-                        me.labels[c] = lab_base[c] + t0
-                        if c < C - 1:
-                            me.pair_out[c] = pair_base[c] + t0 * gb.n[c] * gb.n[c + 1]
                     if marginals:
                         logz[s] = grid_exact(&me.g, &me.w, &me.out)
                     if viterbi:
                         score[s] = grid_exact_viterbi(&me.g, &me.w, me.labels)
         finally:
             free_slots(sl, nt)
-    edge_sum = edge_np.sum(axis=0)
+    res = {}
     if marginals:
-        res["logz"] = logz_np
-        res["node"] = node_np
-        res["edge"] = [edge_sum[eoff[c]:eoff[c] + sizes_l[c] ** 2].reshape(sizes_l[c], sizes_l[c]) for c in range(C)]
-        res["pair"] = pair_np
+        res.update(logz=logz_np, node=gb.node_out, edge=gb.edges(), pair=gb.pair_out)
     if viterbi:
-        res["labels"] = labels_np
-        res["score"] = score_np
+        res.update(labels=gb.labels_out, score=score_np)
     return res
 
 
@@ -244,59 +262,28 @@ def bp(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol=1e-
     ``converged`` [S] bool."""
     _check_bp(schedule, tol, max_sweeps)
     cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
-    cdef int C = gb.C, nt = max(1, n_threads), c, th
-    cdef Py_ssize_t N = gb.n_tokens, s, t0, k
-    sizes_l = gb.sizes.tolist()
+    cdef int nt = max(1, n_threads)
+    cdef Py_ssize_t s
     logz_np = np.zeros(gb.n_grids)
     sweeps_np = np.zeros(gb.n_grids, dtype=np.int32)
     conv_np = np.zeros(gb.n_grids, dtype=np.int32)
-    node_np = [np.zeros((N, n)) for n in sizes_l]
-    pair_np = [np.zeros((N, sizes_l[c], sizes_l[c + 1])) for c in range(C - 1)]
-    edge_np = np.zeros((nt, sum(n * n for n in sizes_l)))
     cdef double[::1] logz = logz_np
     cdef int[::1] sweeps = sweeps_np, conv = conv_np
-    cdef double[:, ::1] edge_acc = edge_np
-    cdef double* node_base[8]
-    cdef double* pair_base[8]
-    cdef double[:, ::1] v2
-    cdef double[:, :, ::1] v3
-    cdef Py_ssize_t eoff[8]
-    k = 0
-    for c in range(C):
-        eoff[c] = k
-        k += sizes_l[c] * sizes_l[c]
-        v2 = node_np[c]
-        node_base[c] = &v2[0, 0] if N else NULL
-        if c < C - 1:
-            v3 = pair_np[c]
-            pair_base[c] = &v3[0, 0, 0] if N else NULL
+    gb.outputs(nt, True, False)
     cdef Slot* sl = NULL
     cdef Slot* me = NULL
     if gb.n_grids:
         sl = gb.slots(nt, GRID_WANT_BP)
-        for th in range(nt):
-            for c in range(C):
-                sl[th].edge_out[c] = &edge_acc[th, eoff[c]]
-            sl[th].out.node = sl[th].node_out
-            sl[th].out.edge = sl[th].edge_out
-            sl[th].out.pair = sl[th].pair_out if C > 1 else NULL
         try:
             with nogil, parallel(num_threads=nt):
                 me = &sl[threadid()]
                 for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
                     gb.at(me, s)
-                    t0 = gb.sp[s]
-                    for c in range(C):
-                        me.node_out[c] = node_base[c] + t0 * gb.n[c]
-                        if c < C - 1:
-                            me.pair_out[c] = pair_base[c] + t0 * gb.n[c] * gb.n[c + 1]
                     logz[s] = grid_bp(&me.g, &me.w, schedule, tol, max_sweeps, seed + <unsigned long long> s,
                                       &me.out, &sweeps[s], &conv[s])
         finally:
             free_slots(sl, nt)
-    edge_sum = edge_np.sum(axis=0)
-    return {"logz": logz_np, "node": node_np, "pair": pair_np,
-            "edge": [edge_sum[eoff[c]:eoff[c] + sizes_l[c] ** 2].reshape(sizes_l[c], sizes_l[c]) for c in range(C)],
+    return {"logz": logz_np, "node": gb.node_out, "pair": gb.pair_out, "edge": gb.edges(),
             "sweeps": sweeps_np, "converged": conv_np.astype(bool)}
 
 
@@ -306,19 +293,14 @@ def bp_max(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol
     ``score`` [S] (their log potential), ``sweeps`` [S] int32, ``converged`` [S] bool."""
     _check_bp(schedule, tol, max_sweeps)
     cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
-    cdef int C = gb.C, nt = max(1, n_threads), c
-    cdef Py_ssize_t N = gb.n_tokens, s, t0
+    cdef int nt = max(1, n_threads)
+    cdef Py_ssize_t s
     score_np = np.zeros(gb.n_grids)
     sweeps_np = np.zeros(gb.n_grids, dtype=np.int32)
     conv_np = np.zeros(gb.n_grids, dtype=np.int32)
-    labels_np = [np.zeros(N, dtype=np.int32) for _ in range(C)]
     cdef double[::1] score = score_np
     cdef int[::1] sweeps = sweeps_np, conv = conv_np
-    cdef int* lab_base[8]
-    cdef int[::1] vi
-    for c in range(C):
-        vi = labels_np[c]
-        lab_base[c] = &vi[0] if N else NULL
+    gb.outputs(nt, False, True)
     cdef Slot* sl = NULL
     cdef Slot* me = NULL
     if gb.n_grids:
@@ -328,14 +310,11 @@ def bp_max(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol
                 me = &sl[threadid()]
                 for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
                     gb.at(me, s)
-                    t0 = gb.sp[s]
-                    for c in range(C):
-                        me.labels[c] = lab_base[c] + t0
                     score[s] = grid_bp_max(&me.g, &me.w, schedule, tol, max_sweeps,
                                            seed + <unsigned long long> s, me.labels, &sweeps[s], &conv[s])
         finally:
             free_slots(sl, nt)
-    return {"labels": labels_np, "score": score_np, "sweeps": sweeps_np, "converged": conv_np.astype(bool)}
+    return {"labels": gb.labels_out, "score": score_np, "sweeps": sweeps_np, "converged": conv_np.astype(bool)}
 
 
 def comb_edges(int C, int T, int spine):
