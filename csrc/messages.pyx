@@ -203,32 +203,12 @@ def exact(sizes, sent_ptr, node, trans, pair, int n_threads=1, bint marginals=Tr
     """
     cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
     check_exact_size(gb.sizes, gb.max_len)
-    cdef int nt = max(1, n_threads)
-    cdef Py_ssize_t s
-    logz_np = np.zeros(gb.n_grids)
-    score_np = np.zeros(gb.n_grids)
-    cdef double[::1] logz = logz_np, score = score_np
-    gb.outputs(nt, marginals, viterbi)
-    cdef Slot* sl = NULL
-    cdef Slot* me = NULL
-    if gb.n_grids:
-        sl = gb.slots(nt, GRID_WANT_EXACT)
-        try:
-            with nogil, parallel(num_threads=nt):
-                me = &sl[threadid()]
-                for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
-                    gb.at(me, s)
-                    if marginals:
-                        logz[s] = grid_exact(&me.g, &me.w, &me.out)
-                    if viterbi:
-                        score[s] = grid_exact_viterbi(&me.g, &me.w, me.labels)
-        finally:
-            free_slots(sl, nt)
+    logz, score, _, _ = _run(gb, n_threads, marginals, viterbi, False, 0, 0.0, 0, 0)
     res = {}
     if marginals:
-        res.update(logz=logz_np, node=gb.node_out, edge=gb.edges(), pair=gb.pair_out)
+        res.update(logz=logz, node=gb.node_out, edge=gb.edges(), pair=gb.pair_out)
     if viterbi:
-        res.update(labels=gb.labels_out, score=score_np)
+        res.update(labels=gb.labels_out, score=score)
     return res
 
 
@@ -262,29 +242,9 @@ def bp(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol=1e-
     ``converged`` [S] bool."""
     _check_bp(schedule, tol, max_sweeps)
     cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
-    cdef int nt = max(1, n_threads)
-    cdef Py_ssize_t s
-    logz_np = np.zeros(gb.n_grids)
-    sweeps_np = np.zeros(gb.n_grids, dtype=np.int32)
-    conv_np = np.zeros(gb.n_grids, dtype=np.int32)
-    cdef double[::1] logz = logz_np
-    cdef int[::1] sweeps = sweeps_np, conv = conv_np
-    gb.outputs(nt, True, False)
-    cdef Slot* sl = NULL
-    cdef Slot* me = NULL
-    if gb.n_grids:
-        sl = gb.slots(nt, GRID_WANT_BP)
-        try:
-            with nogil, parallel(num_threads=nt):
-                me = &sl[threadid()]
-                for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
-                    gb.at(me, s)
-                    logz[s] = grid_bp(&me.g, &me.w, schedule, tol, max_sweeps, seed + <unsigned long long> s,
-                                      &me.out, &sweeps[s], &conv[s])
-        finally:
-            free_slots(sl, nt)
-    return {"logz": logz_np, "node": gb.node_out, "pair": gb.pair_out, "edge": gb.edges(),
-            "sweeps": sweeps_np, "converged": conv_np.astype(bool)}
+    logz, _, sweeps, conv = _run(gb, n_threads, True, False, True, schedule, tol, max_sweeps, seed)
+    return {"logz": logz, "node": gb.node_out, "pair": gb.pair_out, "edge": gb.edges(),
+            "sweeps": sweeps, "converged": conv}
 
 
 def bp_max(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol=1e-3, int max_sweeps=100,
@@ -293,28 +253,46 @@ def bp_max(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol
     ``score`` [S] (their log potential), ``sweeps`` [S] int32, ``converged`` [S] bool."""
     _check_bp(schedule, tol, max_sweeps)
     cdef GridBatch gb = GridBatch(sizes, sent_ptr, node, trans, pair)
+    _, score, sweeps, conv = _run(gb, n_threads, False, True, True, schedule, tol, max_sweeps, seed)
+    return {"labels": gb.labels_out, "score": score, "sweeps": sweeps, "converged": conv}
+
+
+def _run(GridBatch gb, int n_threads, bint marginals, bint labels, bint loopy, int schedule, double tol,
+         int max_sweeps, unsigned long long seed):
+    """Inference on every grid into gb's outputs: marginals (exact, or sum-product) and labels
+    (exact Viterbi, or max-product); loopy grid s is seeded with seed + s. Returns (log Z
+    (Bethe when loopy) [S], labeling score [S], sweeps [S], converged [S])."""
     cdef int nt = max(1, n_threads)
     cdef Py_ssize_t s
+    logz_np = np.zeros(gb.n_grids)
     score_np = np.zeros(gb.n_grids)
     sweeps_np = np.zeros(gb.n_grids, dtype=np.int32)
     conv_np = np.zeros(gb.n_grids, dtype=np.int32)
-    cdef double[::1] score = score_np
+    cdef double[::1] logz = logz_np, score = score_np
     cdef int[::1] sweeps = sweeps_np, conv = conv_np
-    gb.outputs(nt, False, True)
+    gb.outputs(nt, marginals, labels)
     cdef Slot* sl = NULL
     cdef Slot* me = NULL
     if gb.n_grids:
-        sl = gb.slots(nt, GRID_WANT_BP)
+        sl = gb.slots(nt, GRID_WANT_BP if loopy else GRID_WANT_EXACT)
         try:
             with nogil, parallel(num_threads=nt):
                 me = &sl[threadid()]
                 for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
                     gb.at(me, s)
-                    score[s] = grid_bp_max(&me.g, &me.w, schedule, tol, max_sweeps,
-                                           seed + <unsigned long long> s, me.labels, &sweeps[s], &conv[s])
+                    if marginals and loopy:
+                        logz[s] = grid_bp(&me.g, &me.w, schedule, tol, max_sweeps, seed + <unsigned long long> s,
+                                          &me.out, &sweeps[s], &conv[s])
+                    elif marginals:
+                        logz[s] = grid_exact(&me.g, &me.w, &me.out)
+                    if labels and loopy:
+                        score[s] = grid_bp_max(&me.g, &me.w, schedule, tol, max_sweeps,
+                                               seed + <unsigned long long> s, me.labels, &sweeps[s], &conv[s])
+                    elif labels:
+                        score[s] = grid_exact_viterbi(&me.g, &me.w, me.labels)
         finally:
             free_slots(sl, nt)
-    return {"labels": gb.labels_out, "score": score_np, "sweeps": sweeps_np, "converged": conv_np.astype(bool)}
+    return logz_np, score_np, sweeps_np, conv_np.astype(bool)
 
 
 def comb_edges(int C, int T, int spine):
