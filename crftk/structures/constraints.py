@@ -74,16 +74,16 @@ def check_gold(labels, y, sent_ptr, scheme, locate=None):
     for the message.
     """
     scheme = canonical(scheme, SCHEMES, "constraint scheme")
-    corpus = _Tokens(sent_ptr)
+    sent_ptr = np.asarray(sent_ptr)
     parts = [_split_or_none(lab, scheme) for lab in labels]
     bad_labels = [i for i, p in enumerate(parts) if p is None]
     if bad_labels:
         tok = int(np.flatnonzero(np.isin(y, bad_labels))[0])
-        _raise_at(corpus, tok, locate, f"label {shown(labels[y[tok]])} is not an "
+        _raise_at(sent_ptr, tok, locate, f"label {shown(labels[y[tok]])} is not an "
                   f"{scheme.upper()} tag ({'/'.join(PREFIXES[scheme])}-TYPE or O); choose another "
                   f"--constraints scheme or none")
     trans, starts, ends = allowed(labels, scheme)
-    first, last = corpus.sent_ptr[:-1], corpus.sent_ptr[1:] - 1
+    first, last = sent_ptr[:-1], sent_ptr[1:] - 1
     inner = np.ones(y.size, dtype=bool)
     inner[first] = False
     t = np.flatnonzero(inner)
@@ -100,13 +100,8 @@ def check_gold(labels, y, sent_ptr, scheme, locate=None):
         problems.append((int(bad[0]), f"a sentence ends with {shown(labels[y[bad[0]]])}"))
     if problems:
         tok, what = min(problems)
-        _raise_at(corpus, tok, locate, f"the gold labels break the {scheme} constraints ({what}); "
+        _raise_at(sent_ptr, tok, locate, f"the gold labels break the {scheme} constraints ({what}); "
                                        f"choose another --constraints scheme or none")
-
-
-class _Tokens:
-    def __init__(self, sent_ptr):
-        self.sent_ptr = np.asarray(sent_ptr)
 
 
 def _split_or_none(label, scheme):
@@ -116,11 +111,11 @@ def _split_or_none(label, scheme):
         return None
 
 
-def _raise_at(corpus, tok, locate, message):
-    sentence = int(np.searchsorted(corpus.sent_ptr, tok, side="right")) - 1
+def _raise_at(sent_ptr, tok, locate, message):
+    sentence = int(np.searchsorted(sent_ptr, tok, side="right")) - 1
     path, line = (None, None)
     if locate is not None:
-        path, line = locate(sentence, tok - int(corpus.sent_ptr[sentence]))
+        path, line = locate(sentence, tok - int(sent_ptr[sentence]))
     if path is None and line is None:
         message += f" (sentence {sentence + 1})"
     raise CrftkError(message, path, line)
