@@ -155,6 +155,41 @@ cdef inline int run_chains(Py_ssize_t n, int n_threads, int chunk, int max_T, in
     return 0
 
 
+cdef inline void vec_mat(const double* x, const double* M, int n, double* y) noexcept nogil:
+    """y[j] = sum_i x[i] M[i*n + j]: a forward step through an n x n matrix."""
+    cdef int i, j
+    cdef double xi
+    for j in range(n):
+        y[j] = 0.0
+    for i in range(n):
+        xi = x[i]
+        for j in range(n):
+            y[j] += xi * M[i * n + j]
+
+
+cdef inline void mat_vec(const double* M, const double* x, int n, double* y) noexcept nogil:
+    """y[i] = sum_j M[i*n + j] x[j]: a backward step through an n x n matrix."""
+    cdef int i, j
+    cdef double acc
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += M[i * n + j] * x[j]
+        y[i] = acc
+
+
+cdef inline int argmax(const double* x, int n, double* best) noexcept nogil:
+    """The first index of the largest of x[0:n]; that value into best[0]."""
+    cdef int i, k = 0
+    cdef double m = x[0]
+    for i in range(1, n):
+        if x[i] > m:
+            m = x[i]
+            k = i
+    best[0] = m
+    return k
+
+
 cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:
     """dst = exp(src - max(src)); returns the max."""
     cdef int i
@@ -243,12 +278,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
         logz += m
         at = alpha + t * L
         ap = alpha + (t - 1) * L
-        Et = E[t]
-        memset(at, 0, L * sizeof(double))
-        for i in range(L):
-            a = ap[i]
-            for j in range(L):
-                at[j] += a * Et[i * L + j]
+        vec_mat(ap, E[t], L, at)
         logz += scaled_step(at, q + t * L, at, scale + t, L)
 
     # backward
@@ -269,11 +299,7 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
                     row[j] += a * qt[j]
                 bt[i] = acc
         else:
-            for i in range(L):
-                acc = 0.0
-                for j in range(L):
-                    acc += Et[i * L + j] * qt[j]
-                bt[i] = acc
+            mat_vec(Et, qt, L, bt)
     return logz
 
 
@@ -306,7 +332,7 @@ cdef inline void chain_viterbi(int T, int L, const double* s, const double** Tr,
     and mispredicted branches in the inner loop it runs about twice as fast as a scan
     that updates delta for every (i, j).
     """
-    cdef int t, i, j, best_j, bi
+    cdef int t, i, j, bi
     cdef double v, best
     cdef bint better
     cdef const double* Tt
@@ -331,14 +357,7 @@ cdef inline void chain_viterbi(int T, int L, const double* s, const double** Tr,
             cur[j] = best + s[t * L + j]
             bp[t * L + j] = bi
         prev = cur
-    best_j = 0
-    best = prev[0]
-    for j in range(1, L):
-        if prev[j] > best:
-            best = prev[j]
-            best_j = j
-    score[0] = best
-    out[T - 1] = best_j
+    out[T - 1] = argmax(prev, L, score)
     for t in range(T - 1, 0, -1):
         out[t - 1] = bp[t * L + out[t]]
 

@@ -28,7 +28,7 @@ from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
-                    chain_forward_backward, chain_max_scores)
+                    chain_forward_backward, chain_max_scores, vec_mat, argmax)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -541,6 +541,7 @@ cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noex
     cdef const double* Et
     cdef const double* ap
     cdef double* acc = w.scratch
+    cdef double* msg
     for t in range(T):
         up = grid_msg(w, SLOT_ABOVE, c, t)
         dn = grid_msg(w, SLOT_BELOW, c, t)
@@ -551,45 +552,34 @@ cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noex
         for t in range(1, T):
             b.E[t] = Et
         chain_max_scores(T, n, b.s, b.E, b.alpha, b.beta)
-        for t in range(T):
-            if t < T - 1:
-                for i in range(n):
-                    acc[i] = b.beta[t * n + i]
-                ch = set_log_message(grid_msg(w, SLOT_BWD, c, t), acc, n, True)
-                change = ch if ch > change else change
-            if t > 0:
-                ap = b.alpha + (t - 1) * n
-                for j in range(n):
-                    best = -INFINITY
-                    for i in range(n):
-                        v = ap[i] + Et[i * n + j]
-                        best = v if v > best else best
-                    acc[j] = best
-                ch = set_log_message(grid_msg(w, SLOT_FWD, c, t), acc, n, True)
-                change = ch if ch > change else change
     else:
         Et = w.etrans + w.toff[c]
         for t in range(1, T):
             b.E[t] = Et
             b.shift[t] = w.tshift[c]
         chain_forward_backward(T, n, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, NULL, NULL)
-        for t in range(T):
-            if t < T - 1:
-                # the backward pass leaves beta[t] = the message from t+1, up to a scale
-                for i in range(n):
-                    acc[i] = b.beta[t * n + i]
-                ch = set_message(grid_msg(w, SLOT_BWD, c, t), acc, n, False)
-                change = ch if ch > change else change
-            if t > 0:
-                ap = b.alpha + (t - 1) * n
+    for t in range(T):
+        if t < T - 1:
+            # the backward pass leaves beta[t] = the message from t+1, up to a scale (max: a shift)
+            for i in range(n):
+                acc[i] = b.beta[t * n + i]
+            msg = grid_msg(w, SLOT_BWD, c, t)
+            ch = set_log_message(msg, acc, n, True) if maxp else set_message(msg, acc, n, False)
+            change = ch if ch > change else change
+        if t > 0:
+            ap = b.alpha + (t - 1) * n
+            if maxp:
                 for j in range(n):
-                    acc[j] = 0.0
-                for i in range(n):
-                    v = ap[i]
-                    for j in range(n):
-                        acc[j] += v * Et[i * n + j]
-                ch = set_message(grid_msg(w, SLOT_FWD, c, t), acc, n, False)
-                change = ch if ch > change else change
+                    best = -INFINITY
+                    for i in range(n):
+                        v = ap[i] + Et[i * n + j]
+                        best = v if v > best else best
+                    acc[j] = best
+            else:
+                vec_mat(ap, Et, n, acc)
+            msg = grid_msg(w, SLOT_FWD, c, t)
+            ch = set_log_message(msg, acc, n, True) if maxp else set_message(msg, acc, n, False)
+            change = ch if ch > change else change
     if w.visits != NULL:
         for t in range(1, T):
             w.visits[2 * (c * (T - 1) + t - 1)] += 1
@@ -813,7 +803,7 @@ cdef inline double grid_bp_max(const Grid* g, GridWork* w, int schedule, double 
     the chain above) replaced by their potentials at the decoded labels. On a tree (one chain,
     one token) that is an exact best labeling: on a chain, the one Viterbi (chain.pxd) finds.
     Returns the labeling's score."""
-    cdef int C = g.C, T = g.T, c, t, i, n, best_i
+    cdef int C = g.C, T = g.T, c, t, i, n
     cdef double best, v
     cdef double* cav = w.scratch
     cdef const double* tr
@@ -831,11 +821,5 @@ cdef inline double grid_bp_max(const Grid* g, GridWork* w, int schedule, double 
                 tr = g.trans[c]
                 for i in range(n):
                     cav[i] += tr[i * n + labels[c][t + 1]]
-            best_i = 0
-            best = cav[0]
-            for i in range(1, n):
-                if cav[i] > best:
-                    best = cav[i]
-                    best_i = i
-            labels[c][t] = best_i
+            labels[c][t] = argmax(cav, n, &best)
     return grid_labeling_score(g, labels)

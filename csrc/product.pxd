@@ -22,7 +22,8 @@ back-pointer table per chain and position. Callers own the buffers.
 from libc.math cimport INFINITY
 from libc.string cimport memset
 
-from chain cimport exp_shifted, scaled_start, scaled_step, scaled_backward_start, backward_weights
+from chain cimport exp_shifted, scaled_start, scaled_step, scaled_backward_start, backward_weights, vec_mat, \
+    mat_vec, argmax
 
 
 cdef struct Shape:
@@ -61,25 +62,15 @@ cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double*
     if transpose:
         from_step = 1
         to_step = nc
-    cdef double acc
     if post == 1:
         # the last chain: loops over contiguous rows (the same sums in the same order as below)
         for p in range(pre):
             xb = x + p * nc
             yb = y + p * nc
             if transpose:
-                for j in range(nc):
-                    acc = 0.0
-                    for i in range(nc):
-                        acc += xb[i] * M[j * nc + i]
-                    yb[j] = acc
+                mat_vec(M, xb, nc, yb)
             else:
-                for j in range(nc):
-                    yb[j] = 0.0
-                for i in range(nc):
-                    mij = xb[i]
-                    for j in range(nc):
-                        yb[j] += mij * M[i * nc + j]
+                vec_mat(xb, M, nc, yb)
         return
     memset(y, 0, sh.S * sizeof(double))
     for p in range(pre):
@@ -238,7 +229,7 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
     again, chain by chain, from delta: O(S) per position instead of T*C*S stored pointers).
     """
     cdef int S = sh.S, C = sh.C
-    cdef int t, k, c, best_k, nc, post, j, i, best_i
+    cdef int t, k, c, nc, post, j, i, best_i
     cdef Py_ssize_t idx, base
     cdef double best, v
     cdef const double* x
@@ -256,14 +247,7 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
             y = tmp + S if y == tmp else tmp
         for k in range(S):
             delta[t * S + k] += s[t * S + k]
-    best_k = 0
-    best = delta[(T - 1) * S]
-    for k in range(1, S):
-        if delta[(T - 1) * S + k] > best:
-            best = delta[(T - 1) * S + k]
-            best_k = k
-    score[0] = best
-    out[T - 1] = best_k
+    out[T - 1] = argmax(delta + (T - 1) * S, S, score)
     for t in range(T - 1, 0, -1):
         idx = out[t]
         for c in range(C - 1, -1, -1):
