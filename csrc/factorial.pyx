@@ -25,9 +25,9 @@ pair spaces' feature weights; ``chain_offset[c]`` and ``pair_offset[c]`` say whe
 import numpy as np
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdlib cimport malloc, calloc, free
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
-from chain cimport exp_shifted
+from chain cimport ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted
 from potentials cimport (Features, state_scores, has_edge_attributes, edge_scores, labeling_score,
                          scatter_edge, scatter_nodes)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
@@ -68,16 +68,9 @@ cdef struct Work:
     double* emat[MAX_CHAINS]      # T*n_c^2 their exponentials
     double* nmarg[MAX_CHAINS]     # T*n_c node marginals
     double* pmarg[MAX_CHAINS]     # T*n_c*n_{c+1} pair marginals
-    double* s                     # T*S joint log potentials
-    double* q                     # T*S
-    double* alpha                 # T*S
-    double* beta                  # T*S
-    double* scale                 # T
-    double* shift                 # T*C
-    double* tmp                   # 2*S
+    ChainBuffers cb               # the product chain (joint labels; C matrices into each token)
     double* build                 # S
     double* emarg                 # max n_c^2
-    const double** E              # T*C
     const double** Tr             # T*C
     int* joint                    # T
     GridWork gw                   # message passing (TRP, BP)
@@ -111,21 +104,13 @@ cdef int work_init(Work* b, const Model* m, int T) noexcept nogil:
             b.pmarg[c] = <double*> malloc(T * m.n[c] * m.n[c + 1] * sizeof(double))
         if m.n[c] * m.n[c] > nn:
             nn = m.n[c] * m.n[c]
-    b.s = <double*> malloc(T * S * sizeof(double))
-    b.q = <double*> malloc(T * S * sizeof(double))
-    b.alpha = <double*> malloc(T * S * sizeof(double))
-    b.beta = <double*> malloc(T * S * sizeof(double))
-    b.scale = <double*> malloc(T * sizeof(double))
-    b.shift = <double*> calloc(T * C, sizeof(double))
-    b.tmp = <double*> malloc(2 * S * sizeof(double))
+    if chain_buffers_init(&b.cb, T, <int> S, C, False, 0) != 0:
+        return -1
     b.build = <double*> malloc(S * sizeof(double))
     b.emarg = <double*> malloc(nn * sizeof(double))
-    b.E = <const double**> calloc(T * C, sizeof(double*))
     b.Tr = <const double**> calloc(T * C, sizeof(double*))
     b.joint = <int*> malloc(T * sizeof(int))
-    if (b.s == NULL or b.q == NULL or b.alpha == NULL or b.beta == NULL or b.scale == NULL
-            or b.shift == NULL or b.tmp == NULL or b.build == NULL or b.emarg == NULL or b.E == NULL
-            or b.Tr == NULL or b.joint == NULL):
+    if b.build == NULL or b.emarg == NULL or b.Tr == NULL or b.joint == NULL:
         return -1
     for c in range(C):
         if b.node[c] == NULL or b.lmat[c] == NULL or b.emat[c] == NULL or b.nmarg[c] == NULL:
@@ -148,16 +133,9 @@ cdef void work_free(Work* b) noexcept nogil:
         free(b.emat[c])
         free(b.nmarg[c])
         free(b.pmarg[c])
-    free(b.s)
-    free(b.q)
-    free(b.alpha)
-    free(b.beta)
-    free(b.scale)
-    free(b.shift)
-    free(b.tmp)
+    chain_buffers_release(&b.cb)
     free(b.build)
     free(b.emarg)
-    free(b.E)
     free(b.Tr)
     free(b.joint)
 
@@ -199,7 +177,7 @@ cdef inline void scatter_pairs(const Features* d, Py_ssize_t t0, int T, const do
 cdef void grid_tables(const Model* m, const double* w, Py_ssize_t t0, int T, Work* b,
                       const double** E_shared, const double* shift_shared, bint want_exp) noexcept nogil:
     """The sentence's node and pair tables, and each chain's matrices into every token: log
-    (b.Tr) and, with want_exp, exponentiated with their shifts (b.E, b.shift)."""
+    (b.Tr) and, with want_exp, exponentiated with their shifts (b.cb.E, b.cb.shift)."""
     cdef int C = m.C, c, t, nn
     cdef const Features* d
     for c in range(C):
@@ -212,17 +190,17 @@ cdef void grid_tables(const Model* m, const double* w, Py_ssize_t t0, int T, Wor
             if edge_scores(d, w + m.chain_off[c], t0 + t, b.lmat[c] + t * nn):
                 b.Tr[t * C + c] = b.lmat[c] + t * nn
                 if want_exp:
-                    b.shift[t * C + c] = exp_shifted(b.lmat[c] + t * nn, b.emat[c] + t * nn, nn)
-                    b.E[t * C + c] = b.emat[c] + t * nn
+                    b.cb.shift[t * C + c] = exp_shifted(b.lmat[c] + t * nn, b.emat[c] + t * nn, nn)
+                    b.cb.E[t * C + c] = b.emat[c] + t * nn
             else:
                 b.Tr[t * C + c] = w + m.chain_off[c] + d.off_trans
                 if want_exp:
-                    b.E[t * C + c] = E_shared[c]
-                    b.shift[t * C + c] = shift_shared[c]
+                    b.cb.E[t * C + c] = E_shared[c]
+                    b.cb.shift[t * C + c] = shift_shared[c]
 
 
 cdef void joint_state(const Model* m, int T, Work* b) noexcept nogil:
-    """b.s[t*S + y] = sum_c node[c][t, y_c] + sum_c pair[c][t, y_c, y_{c+1}] (chain 0 outermost)."""
+    """b.cb.s[t*S + y] = sum_c node[c][t, y_c] + sum_c pair[c][t, y_c, y_{c+1}] (chain 0 outermost)."""
     cdef int C = m.C, S = m.sh.S, t, c, a, j, na, nb
     cdef Py_ssize_t o, outer
     cdef double* cur
@@ -231,7 +209,7 @@ cdef void joint_state(const Model* m, int T, Work* b) noexcept nogil:
     cdef const double* P
     cdef const double* nd
     for t in range(T):
-        dst = b.s + <Py_ssize_t> t * S
+        dst = b.cb.s + <Py_ssize_t> t * S
         cur = dst if C == 1 else b.build
         nd = b.node[0] + t * m.n[0]
         for j in range(m.n[0]):
@@ -240,7 +218,7 @@ cdef void joint_state(const Model* m, int T, Work* b) noexcept nogil:
         for c in range(1, C):
             na = m.n[c - 1]
             nb = m.n[c]
-            nxt = dst if c == C - 1 else (b.tmp if cur == b.build else b.build)
+            nxt = dst if c == C - 1 else (b.cb.tmp if cur == b.build else b.build)
             P = b.pair[c - 1] + t * na * nb
             nd = b.node[c] + t * nb
             # cur is indexed [o] with o % na the label of chain c-1; the new axis is chain c
@@ -261,7 +239,7 @@ cdef inline int joint_label(const Model* m, const int* gold, Py_ssize_t tok) noe
 
 cdef void split_marginals(const Model* m, int T, Work* b) noexcept nogil:
     """Per chain node marginals and per adjacent pair the pair marginals, from the joint node
-    marginals in b.alpha."""
+    marginals in b.cb.alpha."""
     cdef int C = m.C, S = m.sh.S, t, c, y, yc, yn
     cdef double p
     cdef const double* mu
@@ -270,7 +248,7 @@ cdef void split_marginals(const Model* m, int T, Work* b) noexcept nogil:
         if c + 1 < C:
             memset(b.pmarg[c], 0, T * m.n[c] * m.n[c + 1] * sizeof(double))
     for t in range(T):
-        mu = b.alpha + <Py_ssize_t> t * S
+        mu = b.cb.alpha + <Py_ssize_t> t * S
         for y in range(S):
             p = mu[y]
             yc = (y // m.sh.stride[0]) % m.n[0]
@@ -307,26 +285,33 @@ cdef void scatter_beliefs(const Model* m, Py_ssize_t t0, int T, Work* b, const i
                           m.n[c + 1], g + m.pair_off[c])
 
 
+cdef double gold_terms(const Model* m, const double* w, Py_ssize_t t0, int T, Work* b, const int* gold,
+                       double* g) noexcept nogil:
+    """score(gold) of one sentence; adds its state and pair features' expected (the beliefs in
+    b.nmarg, b.pmarg) minus observed counts to g (each inference adds the transitions' own)."""
+    scatter_beliefs(m, t0, T, b, gold, g)
+    return gold_score(m, w, t0, T, b, gold)
+
+
 cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T, Work* b,
                            const double** E_shared, const double* shift_shared, const int* gold,
                            double* g) noexcept nogil:
     """Exact inference on one sentence; returns log Z. With gold, returns log Z - score(gold)
     and adds expected - observed counts to g; the marginals are left in b.nmarg, b.pmarg."""
     cdef int C = m.C, S = m.sh.S, c, t, i, nc, prev, cur
-    cdef double logz, total
+    cdef double logz
     cdef const Features* d
     grid_tables(m, w, t0, T, b, E_shared, shift_shared, True)
     joint_state(m, T, b)
-    logz = product_forward_backward(&m.sh, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, b.tmp)
-    total = logz
+    logz = product_forward_backward(&m.sh, T, b.cb.s, b.cb.E, b.cb.shift, b.cb.q, b.cb.alpha, b.cb.beta,
+                                    b.cb.scale, b.cb.tmp)
     if gold != NULL:
-        total -= gold_score(m, w, t0, T, b, gold)
         for c in range(C):
             d = &m.chain[c]
             nc = m.n[c]
             for t in range(1, T):
-                product_edge_marginals(&m.sh, c, b.alpha + <Py_ssize_t> (t - 1) * S, b.E + t * C,
-                                       b.q + <Py_ssize_t> t * S, b.tmp, b.emarg)
+                product_edge_marginals(&m.sh, c, b.cb.alpha + <Py_ssize_t> (t - 1) * S, b.cb.E + t * C,
+                                       b.cb.q + <Py_ssize_t> t * S, b.cb.tmp, b.emarg)
                 prev = gold[c * m.N + t0 + t - 1]
                 cur = gold[c * m.N + t0 + t]
                 if has_edge_attributes(d, t0 + t):
@@ -335,11 +320,11 @@ cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T
                     for i in range(nc * nc):
                         g[m.chain_off[c] + d.off_trans + i] += b.emarg[i]
                 g[m.chain_off[c] + d.off_trans + prev * nc + cur] -= 1.0
-    product_node_marginals(T, S, b.alpha, b.beta)
+    product_node_marginals(T, S, b.cb.alpha, b.cb.beta)
     split_marginals(m, T, b)
     if gold != NULL:
-        scatter_beliefs(m, t0, T, b, gold, g)
-    return total
+        logz -= gold_terms(m, w, t0, T, b, gold, g)
+    return logz
 
 
 cdef inline void make_grid(const Model* m, const double* w, int T, Work* b, Grid* g, const double** node,
@@ -364,7 +349,7 @@ cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_
     with gold, it minus score(gold), adding the beliefs' expected - observed counts to g; the
     beliefs are left in b.nmarg, b.pmarg."""
     cdef int C = m.C, c, t, i, nc, sweeps = 0, conv = 0
-    cdef double logz, total
+    cdef double logz
     cdef Grid grid
     cdef GridOut out
     cdef const double* node[MAX_CHAINS]
@@ -382,9 +367,7 @@ cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_
                    <unsigned long long> (s + 1), &out, &sweeps, &conv)
     b.sweeps += sweeps
     b.converged += conv
-    total = logz
     if gold != NULL:
-        total -= gold_score(m, w, t0, T, b, gold)
         for c in range(C):
             d = &m.chain[c]
             nc = m.n[c]
@@ -392,8 +375,8 @@ cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_
                 g[m.chain_off[c] + d.off_trans + i] += b.esum[c][i]
             for t in range(1, T):
                 g[m.chain_off[c] + d.off_trans + gold[c * m.N + t0 + t - 1] * nc + gold[c * m.N + t0 + t]] -= 1.0
-        scatter_beliefs(m, t0, T, b, gold, g)
-    return total
+        logz -= gold_terms(m, w, t0, T, b, gold, g)
+    return logz
 
 
 cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T,
@@ -422,6 +405,62 @@ cdef inline double infer_sentence(const Model* m, const double* w, Py_ssize_t s,
         b.converged += 1
         return exact_sentence(m, w, t0, T, b, E_shared, shift_shared, gold, g)
     return bp_sentence(m, w, s, t0, T, b, gold, g)
+
+
+cdef struct Job:
+    # a Grids kernel's inputs and outputs, shared by its threads
+    const double* w
+    const double* E[MAX_CHAINS]   # each chain's shared transition matrix, exponentiated
+    const double* shift           # and its shift, per chain
+    const int* gold               # loglik: gold labels [C, N]
+    double* grad                  # loglik: one gradient of n_params per thread
+    Py_ssize_t n_params
+    double* out                   # loglik: a sum per thread; marginals: log Z, viterbi: score per sentence
+    double* nodes[MAX_CHAINS]     # marginals: [N, n_c] per chain
+    double* pairs[MAX_CHAINS]     # marginals: [N, n_c*n_{c+1}] per adjacent pair
+    int* labels                   # viterbi: [C, N]
+
+
+# One sentence (s, its first token t0, its length T) of a Grids kernel, on thread tid's Work.
+ctypedef void (*SentenceTask)(Job* job, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
+                              int tid) noexcept nogil
+
+
+cdef void loglik_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
+                      int tid) noexcept nogil:
+    j.out[tid] += infer_sentence(m, j.w, s, t0, T, b, j.E, j.shift, j.gold, j.grad + tid * j.n_params)
+
+
+cdef void marginals_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
+                         int tid) noexcept nogil:
+    cdef int c, nk
+    cdef Py_ssize_t i
+    j.out[s] = infer_sentence(m, j.w, s, t0, T, b, j.E, j.shift, NULL, NULL)
+    for c in range(m.C):
+        nk = m.n[c]
+        memcpy(j.nodes[c] + t0 * nk, b.nmarg[c], T * nk * sizeof(double))
+        if c + 1 < m.C:
+            nk = m.n[c] * m.n[c + 1]
+            memcpy(j.pairs[c] + t0 * nk, b.pmarg[c], T * nk * sizeof(double))
+
+
+cdef void viterbi_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
+                       int tid) noexcept nogil:
+    cdef int c, t, y
+    if m.method != EXACT:
+        j.out[s] = bp_max_sentence(m, j.w, s, t0, T, b)
+        for c in range(m.C):
+            memcpy(j.labels + c * m.N + t0, b.lab[c], T * sizeof(int))
+        return
+    b.sweeps += 1
+    b.converged += 1
+    grid_tables(m, j.w, t0, T, b, NULL, NULL, False)
+    joint_state(m, T, b)
+    product_viterbi(&m.sh, T, b.cb.s, b.Tr, b.cb.alpha, b.cb.tmp, NULL, b.joint, &j.out[s])
+    for t in range(T):
+        y = b.joint[t]
+        for c in range(m.C):
+            j.labels[c * m.N + t0 + t] = (y // m.sh.stride[c]) % m.n[c]
 
 
 cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except *:
@@ -587,93 +626,81 @@ cdef class Grids:
                 if lab[c].size and (lab[c].min() < 0 or lab[c].max() >= self.m.n[c]):
                     raise ValueError("label out of range")
 
+    cdef int _run(self, int n_threads, SentenceTask task, Job* job) except -1:
+        """task(job, ...) for every sentence over n_threads threads, each with its own Work."""
+        cdef Py_ssize_t s, t0
+        cdef int tid
+        if self.n_sentences == 0:
+            self.last_stats = (0, 0.0)
+            return 0
+        cdef Work* pool = self._pool(n_threads)
+        try:
+            with nogil, parallel(num_threads=n_threads):
+                tid = threadid()
+                for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
+                    t0 = self.m.sent_ptr[s]
+                    task(job, &self.m, s, t0, <int> (self.m.sent_ptr[s + 1] - t0), &pool[tid], tid)
+        finally:
+            self._free(pool, n_threads)
+        return 0
+
+    cdef object _job(self, const double[::1] w, Job* job):
+        """Points job at the weights and each chain's shared transition matrix, exponentiated;
+        returns what must stay alive while the job runs."""
+        mats, shifts = self._shared(w)
+        cdef double[::1] v
+        memset(job, 0, sizeof(Job))
+        job.w = &w[0]
+        for c in range(self.n_chains):
+            v = mats[c]
+            job.E[c] = &v[0]
+        v = shifts
+        job.shift = &v[0]
+        return mats, shifts
+
     def loglik(self, const double[::1] w, labels, int n_threads=1):
         """(sum over sentences of log Z - score(gold), its gradient) with exact inference.
         labels: int32 [chains, tokens]."""
         self._check(w, labels)
+        n_threads = max(1, n_threads)
+        cdef Job job
+        keep = self._job(w, &job)
         gold_np = np.ascontiguousarray(labels, dtype=np.int32)
         cdef const int[:, ::1] gold = gold_np
-        n_threads = max(1, n_threads)
         gbuf_np = np.zeros((n_threads, self.n_params), dtype=np.float64)
         cdef double[:, ::1] gbuf = gbuf_np
-        mats, shifts_np = self._shared(w)
-        cdef const double* Esh[MAX_CHAINS]
-        cdef double[::1] shifts = shifts_np
-        cdef double[::1] mv
-        for c in range(self.n_chains):
-            mv = mats[c]
-            Esh[c] = &mv[0]
-        cdef double total = 0.0
-        cdef Py_ssize_t s, t0
-        cdef int T
-        cdef Work* b = NULL
-        cdef const double* wp = &w[0]
-        cdef const int* gp = &gold[0, 0] if self.n_tokens else NULL
-        if self.n_sentences == 0:
-            return 0.0, gbuf_np[0]
-        cdef Work* pool = self._pool(n_threads)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                b = &pool[threadid()]
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                    t0 = self.m.sent_ptr[s]
-                    T = <int> (self.m.sent_ptr[s + 1] - t0)
-                    total += infer_sentence(&self.m, wp, s, t0, T, b, Esh, &shifts[0], gp, &gbuf[threadid(), 0])
-        finally:
-            self._free(pool, n_threads)
+        totals_np = np.zeros(n_threads)
+        cdef double[::1] totals = totals_np
+        job.gold = &gold[0, 0] if self.n_tokens else NULL
+        job.grad = &gbuf[0, 0]
+        job.n_params = self.n_params
+        job.out = &totals[0]
+        self._run(n_threads, loglik_task, &job)
         grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
-        return total, grad
+        return float(totals_np.sum()), grad
 
     def marginals(self, const double[::1] w, int n_threads=1):
         """Exact marginals: ([node marginals [N, n_c] per chain], [pair marginals [N, n_c, n_{c+1}]
         per adjacent pair], log Z per sentence)."""
         self._check(w)
         n_threads = max(1, n_threads)
+        cdef Job job
+        keep = self._job(w, &job)
         C = self.n_chains
         nodes = [np.zeros((self.n_tokens, self.m.n[c])) for c in range(C)]
         pairs = [np.zeros((self.n_tokens, self.m.n[c] * self.m.n[c + 1])) for c in range(C - 1)]
         logz_np = np.zeros(self.n_sentences)
         cdef double[::1] logz = logz_np
-        cdef double* nptr[MAX_CHAINS]
-        cdef double* pptr[MAX_CHAINS]
         cdef double[:, ::1] mv
-        for c in range(C):
-            mv = nodes[c]
-            nptr[c] = &mv[0, 0] if self.n_tokens else NULL
-        for c in range(C - 1):
-            mv = pairs[c]
-            pptr[c] = &mv[0, 0] if self.n_tokens else NULL
-        mats, shifts_np = self._shared(w)
-        cdef const double* Esh[MAX_CHAINS]
-        cdef double[::1] shifts = shifts_np
-        cdef double[::1] ev
-        for c in range(C):
-            ev = mats[c]
-            Esh[c] = &ev[0]
-        cdef Py_ssize_t s, t0, i
-        cdef int T, k, nk
-        cdef Work* b = NULL
-        cdef const double* wp = &w[0]
-        if self.n_sentences == 0:
-            return nodes, pairs, logz_np
-        cdef Work* pool = self._pool(n_threads)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                b = &pool[threadid()]
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                    t0 = self.m.sent_ptr[s]
-                    T = <int> (self.m.sent_ptr[s + 1] - t0)
-                    logz[s] = infer_sentence(&self.m, wp, s, t0, T, b, Esh, &shifts[0], NULL, NULL)
-                    for k in range(self.m.C):
-                        nk = self.m.n[k]
-                        for i in range(T * nk):
-                            nptr[k][t0 * nk + i] = b.nmarg[k][i]
-                        if k + 1 < self.m.C:
-                            nk = self.m.n[k] * self.m.n[k + 1]
-                            for i in range(T * nk):
-                                pptr[k][t0 * nk + i] = b.pmarg[k][i]
-        finally:
-            self._free(pool, n_threads)
+        if self.n_tokens:
+            for c in range(C):
+                mv = nodes[c]
+                job.nodes[c] = &mv[0, 0]
+                if c + 1 < C:
+                    mv = pairs[c]
+                    job.pairs[c] = &mv[0, 0]
+            job.out = &logz[0]
+        self._run(n_threads, marginals_task, &job)
         pairs = [p.reshape(self.n_tokens, self.m.n[c], self.m.n[c + 1]) for c, p in enumerate(pairs)]
         return nodes, pairs, logz_np
 
@@ -681,40 +708,16 @@ cdef class Grids:
         """The best joint labeling: (labels int32 [chains, tokens], score per sentence)."""
         self._check(w)
         n_threads = max(1, n_threads)
+        cdef Job job
+        keep = self._job(w, &job)
         out_np = np.zeros((self.n_chains, self.n_tokens), dtype=np.int32)
         score_np = np.zeros(self.n_sentences)
         cdef int[:, ::1] out = out_np
         cdef double[::1] score = score_np
-        cdef Py_ssize_t s, t0
-        cdef int T, t, c, y
-        cdef Work* b = NULL
-        cdef const double* wp = &w[0]
-        if self.n_sentences == 0:
-            return out_np, score_np
-        cdef Work* pool = self._pool(n_threads)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                b = &pool[threadid()]
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                    t0 = self.m.sent_ptr[s]
-                    T = <int> (self.m.sent_ptr[s + 1] - t0)
-                    if self.m.method != EXACT:
-                        score[s] = bp_max_sentence(&self.m, wp, s, t0, T, b)
-                        for c in range(self.m.C):
-                            for t in range(T):
-                                out[c, t0 + t] = b.lab[c][t]
-                    else:
-                        b.sweeps += 1
-                        b.converged += 1
-                        grid_tables(&self.m, wp, t0, T, b, NULL, NULL, False)
-                        joint_state(&self.m, T, b)
-                        product_viterbi(&self.m.sh, T, b.s, b.Tr, b.alpha, b.tmp, NULL, b.joint, &score[s])
-                        for t in range(T):
-                            y = b.joint[t]
-                            for c in range(self.m.C):
-                                out[c, t0 + t] = (y // self.m.sh.stride[c]) % self.m.n[c]
-        finally:
-            self._free(pool, n_threads)
+        if self.n_tokens:
+            job.labels = &out[0, 0]
+            job.out = &score[0]
+        self._run(n_threads, viterbi_task, &job)
         return out_np, score_np
 
     def tables(self, const double[::1] w, Py_ssize_t sentence):
