@@ -120,14 +120,8 @@ class FactorialCorpus:
         self.pairs = pairs
         self.labels = labels
         self.sent_ptr = chains[0].sent_ptr
-
-    @property
-    def n_sentences(self):
-        return self.chains[0].n_sentences
-
-    @property
-    def n_tokens(self):
-        return self.chains[0].n_tokens
+        self.n_sentences = chains[0].n_sentences
+        self.n_tokens = chains[0].n_tokens
 
     def sentence_slices(self):
         return self.chains[0].sentence_slices()
