@@ -12,11 +12,17 @@ each property ran and the failing ones are printed (counted as they run, by
 """
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 import fuzz_strategies as fz
+
+# Tests that run `python -m crftk.cli` in a subprocess must get this checkout's crftk, not
+# whatever an editable install elsewhere on the machine points at.
+REPO = Path(__file__).resolve().parents[1]
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture,
            HealthCheck.filter_too_much]
