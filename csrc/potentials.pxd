@@ -191,7 +191,12 @@ cdef inline void scatter_edge(const Features* d, Py_ssize_t tok, const double* m
 cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const double* marg,
                                const int* y, double* g, double factor) noexcept nogil:
     """g += factor * (expected - observed counts) of the state features and the start and
-    end weights, from node marginals marg[t*L + j] and the observed labeling y."""
+    end weights, from node marginals marg[t*L + j] and the observed labeling y.
+
+    The token/attribute/feature walk is state_scores' run backwards (scatter, not gather).
+    It is written twice on purpose: one walker with a gather/scatter flag made the Viterbi
+    pass about 10% slower (measured), and this loop nest is the hottest in crftk.
+    """
     cdef int L = d.L
     cdef int t, j, k, a, f, k_end = d.attr_ptr[t0 + T]
     cdef const double* pt
