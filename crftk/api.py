@@ -18,6 +18,7 @@ import inspect
 import os
 import re
 import warnings
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from crftk.evaluation.conlleval import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.templates import parse_template, read_template
-from crftk.params import CHECKPOINT_EVERY, TRAIN, WORKERS, Param
+from crftk.params import CHECKPOINT_EVERY, SCHEDULER, TRAIN, WORKERS, Param
 from crftk.commands.train import check_options
 from crftk.commands.train import fit as _fit
 
@@ -58,16 +59,14 @@ API_PARAMS = (
           "evaluation (crftk train --trace)."),
     Param("checkpoint", None, object,
           "With checkpoint_every: the path where the current weights are saved as a model."),
-    Param("checkpoint_every", 0, CHECKPOINT_EVERY.type,
-          "Save the current weights to checkpoint every this many iterations (0: never); fitting "
-          "with init=checkpoint and the same data resumes from there."),
-    Param("scheduler", None, object,
-          "Train data-parallel on the Dask cluster of this scheduler (tcp://HOST:PORT): the "
-          "sentences in shards on its workers, the optimizer here (crftk train --scheduler; "
-          "pip install crftk[dask])."),
-    Param("workers", 0, WORKERS.type,
-          "Train data-parallel on a local Dask cluster of this many worker processes, started for "
-          "the fit (0: no cluster; crftk train --workers)."),
+    # the same declarations as crftk train's options (type, default, range), told for Python
+    replace(CHECKPOINT_EVERY, help="Save the current weights to checkpoint every this many iterations "
+            "(0: never); fitting with init=checkpoint and the same data resumes from there."),
+    replace(SCHEDULER, help="Train data-parallel on the Dask cluster of this scheduler (tcp://HOST:PORT): "
+            "the sentences in shards on its workers, the optimizer here (crftk train --scheduler; pip "
+            "install crftk[dask])."),
+    replace(WORKERS, help="Train data-parallel on a local Dask cluster of this many worker processes, "
+            "started for the fit (0: no cluster; crftk train --workers)."),
     Param("verbose", False, bool,
           "Log training (one line per iteration) to stderr, as crftk train does. Otherwise training "
           "is silent, and its warnings are Python warnings (UserWarning)."),

@@ -18,7 +18,7 @@ that a typo or a fuzzer cannot reach an overflow, a hang or gigabytes of memory.
 import math
 import numbers
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import click
 
@@ -367,6 +367,8 @@ MAX_GAIN_FOLDS = 100
 #: Newton iterations for one candidate's weight: it converges in a handful.
 MAX_NEWTON = 1000
 
+_TRAINING = {p.name: p for p in TRAIN}
+
 INDUCE = (
     Param("start", "empty", str, "empty: the model starts with no state features (McCallum & Li); "
                                  "atomic: it starts with every atomic test, with each label the test "
@@ -404,14 +406,12 @@ INDUCE = (
                                    "occurs with in training (the aggregate feature expanded, as the "
                                    "paper); none: only the label it was selected with.",
           ("labels", "none")),
-    Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
-          "L2 coefficient c2 of training and of the gain's prior on the new "
-          "weight (c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
-    Param("min_freq", 1, Integer(1, MAX_COUNT),
-          "Drop atomic tests seen fewer than this many times in training."),
-    Param("label_col", -1, column_index(),
-          "Column of the gold label (0-based; negative counts from the end)."),
-    Param("threads", 0, Threads(), "Worker threads; 0 uses all cores."),
+    # training's own options (type, default, range from TRAIN), told for induction
+    replace(_TRAINING["c2"], help="L2 coefficient c2 of training and of the gain's prior on the new weight "
+            "(c2 = 1/(2 sigma^2); McCallum & Li's variance 0.5 is c2=1)."),
+    replace(_TRAINING["min_freq"], help="Drop atomic tests seen fewer than this many times in training."),
+    replace(_TRAINING["label_col"], help="Column of the gold label (0-based; negative counts from the end)."),
+    replace(_TRAINING["threads"], help="Worker threads; 0 uses all cores."),
 )
 
 
