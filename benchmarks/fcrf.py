@@ -88,6 +88,17 @@ def model_info(path):
     return json.loads(run(["info", "--json", path]))["training"]
 
 
+def last_sweeps(train_log):
+    """(sentences converged, sentences, mean sweeps) of the last iteration a train log reports."""
+    last = None
+    for line in open(train_log):
+        words = line.split()
+        if words[:1] == ["iter"] and "converged" in words:
+            done, total = words[words.index("converged") + 1].split("/")
+            last = (int(done), int(total), float(words[words.index("sweeps") + 1]))
+    return last
+
+
 def chains_eval(tagged, gold_cols, pred_cols):
     args = ["eval", "--json", tagged]
     for g, p in zip(gold_cols, pred_cols):
@@ -177,7 +188,9 @@ def methods_run(train, dev, out, method, sweeps, c2, max_iter, threads):
     step(tagged, ["tag", "-m", model, "-p", threads, "-o", tagged, dev], out / "log.txt")
     d = chains_eval(tagged, [1, 2], [-2, -1])
     info = model_info(model)
-    return {"method": method, "max_sweeps": sweeps, "np_f1": d["columns"][1]["overall"]["f1"],
+    converged, sentences, mean_sweeps = last_sweeps(out / f"{name}.train.log")
+    return {"method": method, "max_sweeps": sweeps, "converged": converged, "sentences": sentences,
+            "mean_sweeps": mean_sweeps, "np_f1": d["columns"][1]["overall"]["f1"],
             "pos_accuracy": d["columns"][0]["token_accuracy"], "joint_accuracy": d["joint_accuracy"],
             "train_seconds": info["seconds"], "iterations": info["iterations"],
             "seconds_per_iteration": info["seconds"] / max(1, info["iterations"]), "load": load()}
@@ -274,16 +287,24 @@ def report(args):
     if t3.exists():
         rows = json.loads(t3.read_text())
         everything["table3"] = rows
+        reps = len({r["rep"] for r in rows})
         parts.append(f"## Table 3: inference methods, {round(FULL * 0.05)}-sentence subsets of train.txt, "
-                     f"dev.txt\n")
+                     f"dev.txt (mean of {reps} repetition{'s' if reps > 1 else ''})\n")
         parts.append("| method | sweeps cap | NP F1 | POS acc | joint acc | training s | iterations | s/iteration | "
-                     "load |")
-        parts.append("|---|---|---|---|---|---|---|---|---|")
-        for r in rows:
-            cap = "-" if r["method"] == "exact" else r["max_sweeps"]
-            parts.append(f"| {r['method']} | {cap} | {r['np_f1']:.2f} | {r['pos_accuracy']:.2f} | "
-                         f"{r['joint_accuracy']:.2f} | {r['train_seconds']:.0f} | {r['iterations']} | "
-                         f"{r['seconds_per_iteration']:.2f} | {r['load'][0]:.1f} |")
+                     "mean sweeps (last iteration) | sentences converged | load |")
+        parts.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for key in dict.fromkeys((r["method"], r["max_sweeps"]) for r in rows):
+            rs = [r for r in rows if (r["method"], r["max_sweeps"]) == key]
+
+            def mean(field, fmt="{:.2f}"):
+                xs = [r[field] for r in rs if r.get(field) is not None]
+                return fmt.format(_mean(xs)) if xs else "-"
+            conv = (f"{_mean([r['converged'] / r['sentences'] for r in rs]) * 100:.1f}%"
+                    if all(r.get("sentences") for r in rs) else "-")
+            parts.append(f"| {key[0]} | {'-' if key[0] == 'exact' else key[1]} | {mean('np_f1')} | "
+                         f"{mean('pos_accuracy')} | {mean('joint_accuracy')} | {mean('train_seconds', '{:.0f}')} | "
+                         f"{mean('iterations', '{:.0f}')} | {mean('seconds_per_iteration')} | "
+                         f"{mean('mean_sweeps')} | {conv} | {_mean([r['load'][0] for r in rs]):.1f} |")
         parts.append("")
     for name in ("speed", "ner"):
         p = out / f"{name}.json"
