@@ -192,7 +192,7 @@ clean:
 # (build the kernels first: python setup.py build_ext --inplace).
 .PHONY: fcrf-table1 fcrf-table3 fcrf-ner fcrf-speed fcrf-report
 FCRF_SIZES ?= 8936
-FCRF_ITER ?= 200
+FCRF_ITER ?= 1000
 FCRF_THREADS ?= 2
 FCRF_ARGS = --out $(OUT)/fcrf --max-iter $(FCRF_ITER) --threads $(FCRF_THREADS)
 fcrf-table1:
