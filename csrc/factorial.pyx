@@ -644,13 +644,16 @@ cdef class Grids:
             self._free(pool, n_threads)
         return 0
 
-    cdef object _job(self, const double[::1] w, Job* job):
-        """Points job at the weights and each chain's shared transition matrix, exponentiated;
-        returns what must stay alive while the job runs."""
-        mats, shifts = self._shared(w)
+    cdef object _job(self, const double[::1] w, Job* job, bint want_exp=True):
+        """Points job at the weights and, with want_exp, each chain's shared transition matrix,
+        exponentiated (Viterbi reads the log matrices only); returns what must stay alive while
+        the job runs."""
         cdef double[::1] v
         memset(job, 0, sizeof(Job))
         job.w = &w[0]
+        if not want_exp:
+            return None
+        mats, shifts = self._shared(w)
         for c in range(self.n_chains):
             v = mats[c]
             job.E[c] = &v[0]
@@ -709,7 +712,7 @@ cdef class Grids:
         self._check(w)
         n_threads = max(1, n_threads)
         cdef Job job
-        keep = self._job(w, &job)
+        self._job(w, &job, False)
         out_np = np.zeros((self.n_chains, self.n_tokens), dtype=np.int32)
         score_np = np.zeros(self.n_sentences)
         cdef int[:, ::1] out = out_np
