@@ -159,22 +159,27 @@ cdef inline void vec_mat(const double* x, const double* M, int n, double* y) noe
     """y[j] = sum_i x[i] M[i*n + j]: a forward step through an n x n matrix."""
     cdef int i, j
     cdef double xi
+    cdef const double* row
     for j in range(n):
         y[j] = 0.0
     for i in range(n):
         xi = x[i]
+        # through a row pointer: GCC does not vectorize M[i * n + j] (int index arithmetic)
+        row = M + <Py_ssize_t> i * n
         for j in range(n):
-            y[j] += xi * M[i * n + j]
+            y[j] += xi * row[j]
 
 
 cdef inline void mat_vec(const double* M, const double* x, int n, double* y) noexcept nogil:
     """y[i] = sum_j M[i*n + j] x[j]: a backward step through an n x n matrix."""
     cdef int i, j
     cdef double acc
+    cdef const double* row
     for i in range(n):
         acc = 0.0
+        row = M + <Py_ssize_t> i * n
         for j in range(n):
-            acc += M[i * n + j] * x[j]
+            acc += row[j] * x[j]
         y[i] = acc
 
 
