@@ -69,7 +69,9 @@ cdef struct GridWork:
     int* joint               # max_T joint labels (exact Viterbi)
     # BP: messages into each variable, four slots (fwd from t-1, bwd from t+1, above from
     # chain c-1, below from chain c+1), each N = max_T * sum n doubles, variable (c, t) at
-    # vbase[c] + t*n[c]; absent neighbours keep a message of 0 (log 1)
+    # vbase[c] + t*n[c]; absent neighbours keep a message of 0 (log 1). Then the same four
+    # slots again in probability (4*N on): the change of a message is measured there without
+    # exponentiating the old one
     double* msg
     Py_ssize_t N
     Py_ssize_t vbase[8]
@@ -120,7 +122,7 @@ cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int wan
         tot += <Py_ssize_t> max_T * mx * 4 + <Py_ssize_t> max_T * 2 + 2 * mx
     tot += sq + <Py_ssize_t> mx * mx
     if want & GRID_WANT_BP:
-        tot += <Py_ssize_t> 4 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 8 * mx
+        tot += <Py_ssize_t> 8 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 8 * mx
     return tot
 
 
@@ -177,7 +179,7 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
     if want & GRID_WANT_BP:
         w.N = sn * max_T
         E = grid_edge_count(C, max_T)
-        w.msg = <double*> malloc(4 * w.N * sizeof(double))
+        w.msg = <double*> malloc(8 * w.N * sizeof(double))
         w.epair = <double*> malloc((sp * max_T + 1) * sizeof(double))
         w.pshift = <double*> malloc(<Py_ssize_t> max_T * C * sizeof(double))
         w.scratch = <double*> malloc(8 * w.max_n * sizeof(double))
@@ -361,6 +363,11 @@ cdef inline double* grid_msg(GridWork* w, int slot, int c, int t) noexcept nogil
     return w.msg + slot * w.N + w.vbase[c] + <Py_ssize_t> t * w.n[c]
 
 
+cdef inline double* grid_prob(GridWork* w, int slot, int c, int t) noexcept nogil:
+    """The same message in probability (exp of grid_msg's)."""
+    return w.msg + (slot + 4) * w.N + w.vbase[c] + <Py_ssize_t> t * w.n[c]
+
+
 cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
                              double* out) noexcept nogil:
     """out = node potential of (c, t) plus its incoming messages except those whose slot bit is
@@ -377,12 +384,12 @@ cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
                 out[i] += m[i]
 
 
-cdef inline double set_message(double* msg, double* p, int n, bint maxp) noexcept nogil:
-    """msg = log(p / sum p) (maxp: log(p / max p)) for p >= 0; a uniform message when p is all
-    zero (the evidence contradicts itself). Returns the largest change of exp(msg). p is scaled
-    in place."""
+cdef inline double set_message(double* msg, double* prob, double* p, int n, bint maxp) noexcept nogil:
+    """msg = log(p / sum p) (maxp: log(p / max p)) for p >= 0, prob = p / sum p (its exp); a
+    uniform message when p is all zero (the evidence contradicts itself). Returns the largest
+    change of prob. p is scaled in place."""
     cdef int i
-    cdef double z = 0.0, d, change = 0.0, inv, e
+    cdef double z = 0.0, d, change = 0.0, inv
     for i in range(n):
         if maxp:
             z = p[i] if p[i] > z else z
@@ -396,47 +403,60 @@ cdef inline double set_message(double* msg, double* p, int n, bint maxp) noexcep
         for i in range(n):
             p[i] *= inv
     for i in range(n):
-        # exp(log p) rather than p: at a fixed point, the same bits as the old message's
-        e = log(p[i])
-        d = fabs(exp(e) - exp(msg[i]))
+        d = fabs(p[i] - prob[i])
         change = d if d > change else change
-        msg[i] = e
+        prob[i] = p[i]
+        msg[i] = log(p[i])
     return change
 
 
-cdef inline double set_log_message(double* msg, double* v, int n, bint maxp) noexcept nogil:
-    """msg = v normalized in log space (maxp: max 0, else logsumexp 0); uniform when v is all
-    -inf. Returns the largest change of exp(msg)."""
+cdef inline double set_log_message(double* msg, double* prob, double* v, int n, bint maxp) noexcept nogil:
+    """msg = v normalized in log space (maxp: max 0, else logsumexp 0), prob = exp(msg);
+    uniform when v is all -inf. Returns the largest change of prob."""
     cdef int i
-    cdef double m = -INFINITY, z = 0.0, d, change = 0.0, e
+    cdef double m = -INFINITY, z = 0.0, d, change = 0.0, e, inv
     for i in range(n):
         m = v[i] if v[i] > m else m
     if m == -INFINITY:
         for i in range(n):
             v[i] = 0.0 if maxp else -log(<double> n)
-    elif maxp:
+            d = fabs(exp(v[i]) - prob[i])
+            change = d if d > change else change
+            prob[i] = exp(v[i])
+            msg[i] = v[i]
+        return change
+    for i in range(n):
+        v[i] -= m
+    if maxp:
         for i in range(n):
-            v[i] -= m
-    else:
-        for i in range(n):
-            z += exp(v[i] - m)
-        m += log(z)
-        for i in range(n):
-            v[i] -= m
+            e = exp(v[i])
+            d = fabs(e - prob[i])
+            change = d if d > change else change
+            prob[i] = e
+            msg[i] = v[i]
+        return change
+    # the exponentials are kept in prob's place first: their sum normalizes both
     for i in range(n):
         e = exp(v[i])
-        d = fabs(e - exp(msg[i]))
+        z += e
+        msg[i] = e
+    inv = 1.0 / z
+    m = log(z)
+    for i in range(n):
+        e = msg[i] * inv
+        d = fabs(e - prob[i])
         change = d if d > change else change
-        msg[i] = v[i]
+        prob[i] = e
+        msg[i] = v[i] - m
     return change
 
 
 cdef inline double send_message(const double* cav, const double* M, const double* logM, int na, int nb,
-                                bint col_sender, bint maxp, double* msg, double* tmp) noexcept nogil:
+                                bint col_sender, bint maxp, double* msg, double* prob, double* tmp) noexcept nogil:
     """A message across a factor over (a, b) with log potential logM[a*nb + b] (and, for sum-product,
     M = exp(logM - shift)): from the a side, msg[b] = sum_a exp(cav[a]) psi(a, b) (col_sender:
     from the b side, msg[a] = sum_b psi(a, b) exp(cav[b])); max instead of sum with maxp.
-    Normalized; returns the largest change of exp(msg). tmp: 2 * max(na, nb)."""
+    Normalized, its exp into prob; returns the largest change of prob. tmp: 2 * max(na, nb)."""
     cdef int nu = nb if col_sender else na, nv = na if col_sender else nb
     cdef int a, b
     cdef double m = -INFINITY, x, acc, best
@@ -457,13 +477,13 @@ cdef inline double send_message(const double* cav, const double* M, const double
                     x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
                     acc += exp(x - best)
                 out[a] = best + log(acc)
-        return set_log_message(msg, out, nv, maxp)
+        return set_log_message(msg, prob, out, nv, maxp)
     for a in range(nu):
         m = cav[a] if cav[a] > m else m
     if m == -INFINITY:
         for a in range(nv):
             out[a] = 0.0
-        return set_message(msg, out, nv, False)
+        return set_message(msg, prob, out, nv, False)
     for a in range(nu):
         wgt[a] = exp(cav[a] - m)
     if not col_sender:
@@ -486,8 +506,8 @@ cdef inline double send_message(const double* cav, const double* M, const double
     for a in range(nv):
         acc += out[a]
     if not (acc > 0.0):
-        return send_message(cav, NULL, logM, na, nb, col_sender, False, msg, tmp)
-    return set_message(msg, out, nv, False)
+        return send_message(cav, NULL, logM, na, nb, col_sender, False, msg, prob, tmp)
+    return set_message(msg, prob, out, nv, False)
 
 
 cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, bint maxp) noexcept nogil:
@@ -509,9 +529,11 @@ cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, 
             M = w.etrans + w.toff[c]
         if way == 0:
             grid_cavity(g, w, c, t - 1, SKIP_BWD, cav)
-            return send_message(cav, M, g.trans[c], n, n, False, maxp, grid_msg(w, SLOT_FWD, c, t), tmp)
+            return send_message(cav, M, g.trans[c], n, n, False, maxp, grid_msg(w, SLOT_FWD, c, t),
+                                grid_prob(w, SLOT_FWD, c, t), tmp)
         grid_cavity(g, w, c, t, SKIP_FWD, cav)
-        return send_message(cav, M, g.trans[c], n, n, True, maxp, grid_msg(w, SLOT_BWD, c, t - 1), tmp)
+        return send_message(cav, M, g.trans[c], n, n, True, maxp, grid_msg(w, SLOT_BWD, c, t - 1),
+                            grid_prob(w, SLOT_BWD, c, t - 1), tmp)
     k = e - nchain
     c = <int> (k // T)
     t = <int> (k % T)
@@ -522,10 +544,10 @@ cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, 
     if way == 0:
         grid_cavity(g, w, c, t, SKIP_BELOW, cav)
         return send_message(cav, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, False, maxp,
-                            grid_msg(w, SLOT_ABOVE, c + 1, t), tmp)
+                            grid_msg(w, SLOT_ABOVE, c + 1, t), grid_prob(w, SLOT_ABOVE, c + 1, t), tmp)
     grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cav)
     return send_message(cav, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, True, maxp,
-                        grid_msg(w, SLOT_BELOW, c, t), tmp)
+                        grid_msg(w, SLOT_BELOW, c, t), grid_prob(w, SLOT_BELOW, c, t), tmp)
 
 
 cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noexcept nogil:
@@ -542,6 +564,7 @@ cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noex
     cdef const double* ap
     cdef double* acc = w.scratch
     cdef double* msg
+    cdef double* prob
     for t in range(T):
         up = grid_msg(w, SLOT_ABOVE, c, t)
         dn = grid_msg(w, SLOT_BELOW, c, t)
@@ -564,7 +587,8 @@ cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noex
             for i in range(n):
                 acc[i] = b.beta[t * n + i]
             msg = grid_msg(w, SLOT_BWD, c, t)
-            ch = set_log_message(msg, acc, n, True) if maxp else set_message(msg, acc, n, False)
+            prob = grid_prob(w, SLOT_BWD, c, t)
+            ch = set_log_message(msg, prob, acc, n, True) if maxp else set_message(msg, prob, acc, n, False)
             change = ch if ch > change else change
         if t > 0:
             ap = b.alpha + (t - 1) * n
@@ -578,7 +602,8 @@ cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noex
             else:
                 vec_mat(ap, Et, n, acc)
             msg = grid_msg(w, SLOT_FWD, c, t)
-            ch = set_log_message(msg, acc, n, True) if maxp else set_message(msg, acc, n, False)
+            prob = grid_prob(w, SLOT_FWD, c, t)
+            ch = set_log_message(msg, prob, acc, n, True) if maxp else set_message(msg, prob, acc, n, False)
             change = ch if ch > change else change
     if w.visits != NULL:
         for t in range(1, T):
@@ -648,6 +673,8 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
     cdef unsigned long long rng = seed
     cdef bint tree = C == 1 or T == 1
     memset(w.msg, 0, 4 * w.N * sizeof(double))
+    for k in range(4 * w.N, 8 * w.N):
+        w.msg[k] = 1.0
     if not maxp:
         grid_exp_trans(g, w)
         for c in range(C - 1):
@@ -675,17 +702,16 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
     """Beliefs from the current (sum-product) messages into out, and the Bethe approximation
     of log Z, which is exact on a tree:
     sum over edges of E_b[log psi - log b] + sum over variables of E_b[log phi] + (degree - 1) E_b[log b]."""
-    cdef int C = g.C, T = g.T, c, t, i, j, na, nb, deg
-    cdef double total = 0.0, mu, mv, z, wi, x, su, sv, lz
+    cdef int C = g.C, T = g.T, c, t, i, na, nb, deg
+    cdef double total = 0.0, mu, z, wi, lz
     cdef double* cu = w.scratch
     cdef double* cv = w.scratch + w.max_n
     cdef double* bu = w.scratch + 2 * w.max_n
-    cdef double* bv = w.scratch + 3 * w.max_n
-    cdef double* be = w.edge_tmp
+    cdef double* tmp = w.scratch + 4 * w.max_n
+    cdef double* esum = w.edge_tmp
     cdef double* dst
     cdef const double* M
     cdef const double* nd
-    cdef double shift
     # variables
     for c in range(C):
         na = g.n[c]
@@ -708,79 +734,87 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
                     dst[i] = wi
                 if wi > 0.0:
                     total += wi * (nd[i] + (deg - 1) * (cu[i] - lz))
-    # edges: b(a, b) = exp(cu[a]) psi(a, b) exp(cv[b]) / Z_e, and
-    # E_b[log psi - log b] = log Z_e + shift - E_bu[cu - mu] - E_bv[cv - mv]
+    # chain edges: their beliefs summed over the tokens, M * (sum over t of the outer products
+    # of the scaled cavities), multiplied by M once per chain
     for c in range(C):
+        na = g.n[c]
+        M = w.etrans + w.toff[c]
+        memset(esum, 0, <Py_ssize_t> na * na * sizeof(double))
+        for t in range(1, T):
+            grid_cavity(g, w, c, t - 1, SKIP_BWD, cu)
+            grid_cavity(g, w, c, t, SKIP_FWD, cv)
+            total += edge_belief(cu, cv, M, w.tshift[c], na, na, tmp, esum if out.edge != NULL else NULL, NULL)
+        if out.edge != NULL and T > 1:
+            dst = out.edge[c]
+            for i in range(na * na):
+                dst[i] += M[i] * esum[i]
+    # cotemporal edges: a belief per token
+    for c in range(C - 1):
+        na = g.n[c]
+        nb = g.n[c + 1]
         for t in range(T):
-            for i in range(2):
-                if i == 0:
-                    if t == 0:
-                        continue
-                    na = nb = g.n[c]
-                    grid_cavity(g, w, c, t - 1, SKIP_BWD, cu)
-                    grid_cavity(g, w, c, t, SKIP_FWD, cv)
-                    M = w.etrans + w.toff[c]
-                    shift = w.tshift[c]
-                    dst = out.edge[c] if out.edge != NULL else NULL
-                else:
-                    if c == C - 1:
-                        continue
-                    na = g.n[c]
-                    nb = g.n[c + 1]
-                    grid_cavity(g, w, c, t, SKIP_BELOW, cu)
-                    grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cv)
-                    M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
-                    shift = w.pshift[c * w.max_T + t]
-                    dst = out.pair[c] + <Py_ssize_t> t * na * nb if out.pair != NULL else NULL
-                total += edge_belief(cu, cv, M, shift, na, nb, bu, bv, be, dst, i == 1)
+            grid_cavity(g, w, c, t, SKIP_BELOW, cu)
+            grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cv)
+            M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
+            dst = out.pair[c] + <Py_ssize_t> t * na * nb if out.pair != NULL else NULL
+            total += edge_belief(cu, cv, M, w.pshift[c * w.max_T + t], na, nb, tmp, NULL, dst)
     return total
 
 
 cdef inline double edge_belief(double* cu, double* cv, const double* M, double shift, int na, int nb,
-                               double* bu, double* bv, double* be, double* dst,
-                               bint overwrite) noexcept nogil:
-    """The belief of one edge into dst (overwrite, or add to it), its term of the Bethe log Z
-    returned; cu, cv: the cavities of its ends (rescaled in place)."""
+                               double* tmp, double* outer, double* dst) noexcept nogil:
+    """One edge's belief b(a, b) = xu[a] M[a, b] xv[b] / z, xu = exp(cu - max cu), xv likewise:
+    its term of the Bethe log Z, E_b[log psi - log b] = log z + shift - E_b[cu - max] - E_b[cv - max],
+    returned; with outer, xu[a] xv[b] / z added to outer[a*nb + b] (the belief but for M); with
+    dst, the belief written there. cu, cv: the cavities of its ends (overwritten);
+    tmp: 3 * nb doubles."""
     cdef int a, b
-    cdef double mu = -INFINITY, mv = -INFINITY, z = 0.0, x, term, inv
+    cdef double mu = -INFINITY, mv = -INFINITY, z = 0.0, x, term, inv, eu = 0.0, ev = 0.0
+    cdef double* xv = tmp
+    cdef double* s = tmp + nb             # xu^T M
+    cdef double* su = tmp + 2 * nb        # (xu * cu)^T M, over the labels xu does not zero
+    cdef const double* row
     for a in range(na):
         mu = cu[a] if cu[a] > mu else mu
     for b in range(nb):
         mv = cv[b] if cv[b] > mv else mv
-    for a in range(na):
-        cu[a] -= mu
-        bu[a] = 0.0
     for b in range(nb):
         cv[b] -= mv
-        bv[b] = 0.0
+        xv[b] = exp(cv[b])
+        s[b] = 0.0
+        su[b] = 0.0
     for a in range(na):
+        cu[a] -= mu
         x = exp(cu[a])
-        for b in range(nb):
-            be[a * nb + b] = x * M[a * nb + b]
+        if x > 0.0:
+            row = M + a * nb
+            for b in range(nb):
+                s[b] += x * row[b]
+            x *= cu[a]
+            for b in range(nb):
+                su[b] += x * row[b]
+        cu[a] = exp(cu[a])
     for b in range(nb):
-        x = exp(cv[b])
-        for a in range(na):
-            be[a * nb + b] *= x
-    for a in range(na * nb):
-        z += be[a]
+        z += s[b] * xv[b]
+        eu += su[b] * xv[b]
     inv = 1.0 / z
-    for a in range(na):
-        for b in range(nb):
-            x = be[a * nb + b] * inv
-            bu[a] += x
-            bv[b] += x
-            if dst != NULL:
-                if overwrite:
-                    dst[a * nb + b] = x
-                else:
-                    dst[a * nb + b] += x
-    term = log(z) + shift
-    for a in range(na):
-        if bu[a] > 0.0:
-            term -= bu[a] * cu[a]
+    # E_b[cu - max] = sum_ab xu cu M xv / z; E_b[cv - max] = sum_b (xu^T M)[b] xv[b] cv[b] / z
     for b in range(nb):
-        if bv[b] > 0.0:
-            term -= bv[b] * cv[b]
+        x = s[b] * xv[b]
+        if x > 0.0:
+            ev += x * cv[b]
+    term = log(z) + shift - (eu + ev) * inv
+    if outer != NULL:
+        for a in range(na):
+            x = cu[a] * inv
+            if x != 0.0:
+                for b in range(nb):
+                    outer[a * nb + b] += x * xv[b]
+    if dst != NULL:
+        for a in range(na):
+            x = cu[a] * inv
+            for b in range(nb):
+                dst[a * nb + b] = x * M[a * nb + b] * xv[b]
     return term
 
 
