@@ -174,12 +174,10 @@ cdef inline void mat_vec(const double* M, const double* x, int n, double* y) noe
     """y[i] = sum_j M[i*n + j] x[j]: a backward step through an n x n matrix."""
     cdef int i, j
     cdef double acc
-    cdef const double* row
     for i in range(n):
         acc = 0.0
-        row = M + <Py_ssize_t> i * n
         for j in range(n):
-            acc += row[j] * x[j]
+            acc += M[i * n + j] * x[j]
         y[i] = acc
 
 
