@@ -15,8 +15,8 @@ for (c, t)-(c+1, t).
 - grid_exact / grid_exact_viterbi: exact inference through the product kernels
   (product.pxd: one chain over the joint labels, with the factorized recursion);
   the cost grows with prod n[c].
-- grid_bp / grid_bp_max: loopy sum- and max-product with messages in log space,
-  with a tree schedule (TRP over "combs", each pass run by the chain kernels of
+- grid_bp / grid_bp_max: loopy sum-product (messages normalized, in probability) and
+  max-product (in log space), with a tree schedule (TRP over "combs", each pass run by the chain kernels of
   chain.pxd) or a random asynchronous one (GRID_TRP, GRID_RANDOM).
 
 Everything is nogil and allocation-free; a GridWork (grid_work_init) is one thread's
@@ -28,7 +28,7 @@ from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
-                    chain_forward_backward, chain_max_scores, vec_mat, argmax)
+                    chain_forward_backward, chain_max_scores, vec_mat, mat_vec, argmax)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -70,12 +70,13 @@ cdef struct GridWork:
     # BP: messages into each variable, four slots (fwd from t-1, bwd from t+1, above from
     # chain c-1, below from chain c+1), each N = max_T * sum n doubles, variable (c, t) at
     # vbase[c] + t*n[c]; absent neighbours keep a message of 0 (log 1). Then the same four
-    # slots again in probability (4*N on): the change of a message is measured there without
-    # exponentiating the old one
+    # slots again in probability (4*N on), where sum-product sweeps work and every change of a
+    # message is measured; sum-product fills the log slots once, after its sweeps
     double* msg
     Py_ssize_t N
     Py_ssize_t vbase[8]
     double* epair            # exp(pair - pshift), chain c's at pbase[c] + t*n[c]*n[c+1]
+    double* enode            # sum-product: exp(node - its max per variable), laid out as a message slot
     double* pshift           # [c*max_T + t]
     Py_ssize_t pbase[8]
     double* scratch          # 8 * max_n
@@ -122,7 +123,7 @@ cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int wan
         tot += <Py_ssize_t> max_T * mx * 4 + <Py_ssize_t> max_T * 2 + 2 * mx
     tot += sq + <Py_ssize_t> mx * mx
     if want & GRID_WANT_BP:
-        tot += <Py_ssize_t> 8 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 8 * mx
+        tot += <Py_ssize_t> 9 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 8 * mx
     return tot
 
 
@@ -134,6 +135,7 @@ cdef inline void grid_work_release(GridWork* w) noexcept nogil:
     free(w.joint)
     free(w.msg)
     free(w.epair)
+    free(w.enode)
     free(w.pshift)
     free(w.scratch)
     free(w.perm)
@@ -181,11 +183,12 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
         E = grid_edge_count(C, max_T)
         w.msg = <double*> malloc(8 * w.N * sizeof(double))
         w.epair = <double*> malloc((sp * max_T + 1) * sizeof(double))
+        w.enode = <double*> malloc(w.N * sizeof(double))
         w.pshift = <double*> malloc(<Py_ssize_t> max_T * C * sizeof(double))
         w.scratch = <double*> malloc(8 * w.max_n * sizeof(double))
         w.perm = <int*> malloc((E + 1) * sizeof(int))
         failed = failed or w.msg == NULL or w.epair == NULL or w.pshift == NULL or w.scratch == NULL \
-            or w.perm == NULL
+            or w.perm == NULL or w.enode == NULL
     if failed:
         grid_work_release(w)
         return -1
@@ -510,6 +513,227 @@ cdef inline double send_message(const double* cav, const double* M, const double
     return set_message(msg, prob, out, nv, False)
 
 
+# Sum-product sweeps run in probability: a cavity is the product of the variable's
+# exponentiated potential and its incoming messages (no exp per label), a message is stored
+# normalized (no log per label); the logs are taken once, after the sweeps, for the beliefs
+# (grid_log_messages). Max-product stays in log space (grid_send, grid_spine with maxp).
+
+cdef inline double set_prob_message(double* prob, double* p, int n) noexcept nogil:
+    """prob = p / sum p for p >= 0, uniform when p is all zero (the evidence contradicts
+    itself) or not finite. Returns the largest change of prob. p is scaled in place."""
+    cdef int i
+    cdef double z = 0.0, d, change = 0.0, inv
+    for i in range(n):
+        z += p[i]
+    if not (z > 0.0) or z == INFINITY:
+        for i in range(n):
+            p[i] = 1.0 / n
+    else:
+        inv = 1.0 / z
+        for i in range(n):
+            p[i] *= inv
+    for i in range(n):
+        d = fabs(p[i] - prob[i])
+        change = d if d > change else change
+        prob[i] = p[i]
+    return change
+
+
+cdef inline void grid_log_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
+                                 double* out) noexcept nogil:
+    """grid_cavity from the messages in probability (the sum-product sweeps keep no logs)."""
+    cdef int n = g.n[c], i, k
+    cdef const double* nd = g.node[c] + <Py_ssize_t> t * n
+    cdef const double* p
+    for i in range(n):
+        out[i] = nd[i]
+    for k in range(4):
+        if not (skip >> k) & 1:
+            p = grid_prob(w, k, c, t)
+            for i in range(n):
+                out[i] += log(p[i])
+
+
+cdef inline bint grid_prob_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
+                                  double* out) noexcept nogil:
+    """out = exp(cavity - max cavity) (grid_cavity's, same skip), a product of probabilities;
+    False when the cavity is zero everywhere (out is then all 0). A product too small to
+    scale (factors that disagree by more than ~640 nats) is redone in log space."""
+    cdef int n = g.n[c], i, k
+    cdef const double* e = w.enode + w.vbase[c] + <Py_ssize_t> t * n
+    cdef const double* p
+    cdef double m = 0.0, inv
+    for i in range(n):
+        out[i] = e[i]
+    for k in range(4):
+        if not (skip >> k) & 1:
+            p = grid_prob(w, k, c, t)
+            for i in range(n):
+                out[i] *= p[i]
+    for i in range(n):
+        m = out[i] if out[i] > m else m
+    if m > 1e-280:
+        inv = 1.0 / m
+        for i in range(n):
+            out[i] *= inv
+        return True
+    grid_log_cavity(g, w, c, t, skip, out)
+    m = -INFINITY
+    for i in range(n):
+        m = out[i] if out[i] > m else m
+    if m == -INFINITY:
+        for i in range(n):
+            out[i] = 0.0
+        return False
+    for i in range(n):
+        out[i] = exp(out[i] - m)
+    return True
+
+
+cdef inline double send_prob(const Grid* g, GridWork* w, int c, int t, int skip, const double* M,
+                             const double* logM, int na, int nb, bint col_sender, int to_slot, int to_c,
+                             int to_t) noexcept nogil:
+    """Sum-product message from variable (c, t) (its cavity: skip) across a factor over (a, b)
+    (M = exp(logM - shift)) to (to_c, to_t)'s slot, as send_message but in probability.
+    Returns the largest change."""
+    cdef int nu = nb if col_sender else na, nv = na if col_sender else nb
+    cdef int a, b
+    cdef double x, acc
+    cdef double* wgt = w.scratch
+    cdef double* out = w.scratch + w.max_n
+    cdef double* cav = w.scratch + 2 * w.max_n
+    cdef double* tmp = w.scratch + 3 * w.max_n
+    cdef double* prob = grid_prob(w, to_slot, to_c, to_t)
+    cdef const double* row
+    if not grid_prob_cavity(g, w, c, t, skip, wgt):
+        for a in range(nv):
+            out[a] = 0.0
+        return set_prob_message(prob, out, nv)
+    if not col_sender:
+        for b in range(nb):
+            out[b] = 0.0
+        for a in range(na):
+            x = wgt[a]
+            if x != 0.0:
+                row = M + a * nb
+                for b in range(nb):
+                    out[b] += x * row[b]
+    else:
+        for a in range(na):
+            row = M + a * nb
+            acc = 0.0
+            for b in range(nb):
+                acc += row[b] * wgt[b]
+            out[a] = acc
+    acc = 0.0
+    for a in range(nv):
+        acc += out[a]
+    if not (acc > 0.0):
+        # the exponentiated terms underflow: the sums in log space
+        grid_log_cavity(g, w, c, t, skip, cav)
+        return send_message(cav, NULL, logM, na, nb, col_sender, False, grid_msg(w, to_slot, to_c, to_t),
+                            prob, tmp)
+    return set_prob_message(prob, out, nv)
+
+
+cdef inline double grid_send_sum(const Grid* g, GridWork* w, Py_ssize_t e, int way) noexcept nogil:
+    """grid_send for sum-product, in probability."""
+    cdef int T = g.T, C = g.C, c, t, n, na, nb
+    cdef Py_ssize_t nchain = <Py_ssize_t> C * (T - 1), k
+    cdef const double* M
+    if e < nchain:
+        c = <int> (e // (T - 1))
+        t = <int> (e % (T - 1)) + 1
+        n = g.n[c]
+        M = w.etrans + w.toff[c]
+        if way == 0:
+            return send_prob(g, w, c, t - 1, SKIP_BWD, M, g.trans[c], n, n, False, SLOT_FWD, c, t)
+        return send_prob(g, w, c, t, SKIP_FWD, M, g.trans[c], n, n, True, SLOT_BWD, c, t - 1)
+    k = e - nchain
+    c = <int> (k // T)
+    t = <int> (k % T)
+    na = g.n[c]
+    nb = g.n[c + 1]
+    M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
+    if way == 0:
+        return send_prob(g, w, c, t, SKIP_BELOW, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, False,
+                         SLOT_ABOVE, c + 1, t)
+    return send_prob(g, w, c + 1, t, SKIP_ABOVE, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, True,
+                     SLOT_BELOW, c, t)
+
+
+cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept nogil:
+    """grid_spine for sum-product, in probability: a scaled forward pass whose step before the
+    token's own potential is the forward message, and a backward pass whose normalized beta is
+    the backward message."""
+    cdef ChainBuffers* b = &w.cb
+    cdef int T = g.T, n = g.n[c], t, i
+    cdef double change = 0.0, ch, z
+    cdef const double* E = w.etrans + w.toff[c]
+    cdef double* qt
+    cdef double* at
+    cdef double* bt
+    cdef double* r = w.scratch
+    for t in range(T):
+        qt = b.q + t * n
+        if not grid_prob_cavity(g, w, c, t, SKIP_FWD | SKIP_BWD, qt):
+            for i in range(n):
+                qt[i] = 1.0
+    # forward: alpha[t] = normalized(fwd message into t * q[t])
+    at = b.alpha
+    for i in range(n):
+        at[i] = b.q[i]
+    for t in range(T):
+        at = b.alpha + t * n
+        if t > 0:
+            vec_mat(b.alpha + (t - 1) * n, E, n, at)
+            ch = set_prob_message(grid_prob(w, SLOT_FWD, c, t), at, n)
+            change = ch if ch > change else change
+            qt = b.q + t * n
+            for i in range(n):
+                at[i] *= qt[i]
+        z = 0.0
+        for i in range(n):
+            z += at[i]
+        if not (z > 0.0) or z == INFINITY:
+            for i in range(n):
+                at[i] = 1.0 / n
+        else:
+            z = 1.0 / z
+            for i in range(n):
+                at[i] *= z
+    # backward: beta[t-1] = normalized(E (q[t] * beta[t])), the backward message into t-1
+    bt = b.beta + (T - 1) * n
+    for i in range(n):
+        bt[i] = 1.0
+    for t in range(T - 1, 0, -1):
+        qt = b.q + t * n
+        bt = b.beta + t * n
+        for i in range(n):
+            r[i] = qt[i] * bt[i]
+        bt = b.beta + (t - 1) * n
+        mat_vec(E, r, n, bt)
+        ch = set_prob_message(grid_prob(w, SLOT_BWD, c, t - 1), bt, n)
+        change = ch if ch > change else change
+    if w.visits != NULL:
+        for t in range(1, T):
+            w.visits[2 * (c * (T - 1) + t - 1)] += 1
+            w.visits[2 * (c * (T - 1) + t - 1) + 1] += 1
+    return change
+
+
+cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
+    """The log messages of the sentence's variables from those in probability (after sum-product)."""
+    cdef int k, c, i
+    cdef Py_ssize_t o, m
+    for k in range(4):
+        for c in range(g.C):
+            o = k * w.N + w.vbase[c]
+            m = <Py_ssize_t> g.T * g.n[c]
+            for i in range(m):
+                w.msg[o + i] = log(w.msg[4 * w.N + o + i])
+
+
 cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, bint maxp) noexcept nogil:
     """Sends the message across edge e (numbered as in messages.pxd's docstring) one way:
     way 0 forward in time or down to chain c+1, way 1 back. Returns its largest change."""
@@ -521,6 +745,8 @@ cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, 
     cdef const double* M = NULL
     if w.visits != NULL:
         w.visits[2 * e + way] += 1
+    if not maxp:
+        return grid_send_sum(g, w, e, way)
     if e < nchain:
         c = <int> (e // (T - 1))
         t = <int> (e % (T - 1)) + 1
@@ -565,6 +791,8 @@ cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noex
     cdef double* acc = w.scratch
     cdef double* msg
     cdef double* prob
+    if not maxp:
+        return grid_spine_sum(g, w, c)
     for t in range(T):
         up = grid_msg(w, SLOT_ABOVE, c, t)
         dn = grid_msg(w, SLOT_BELOW, c, t)
@@ -677,6 +905,10 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
         w.msg[k] = 1.0
     if not maxp:
         grid_exp_trans(g, w)
+        for c in range(C):
+            for t in range(T):
+                exp_shifted(g.node[c] + <Py_ssize_t> t * g.n[c], w.enode + w.vbase[c] + <Py_ssize_t> t * g.n[c],
+                            g.n[c])
         for c in range(C - 1):
             k = <Py_ssize_t> g.n[c] * g.n[c + 1]
             for t in range(T):
@@ -695,6 +927,8 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
         if change <= tol or (tree and schedule == GRID_TRP):
             converged[0] = 1
             break
+    if not maxp:
+        grid_log_messages(g, w)
     return sweeps
 
 
