@@ -558,7 +558,8 @@ cdef inline bint grid_prob_cavity(const Grid* g, GridWork* w, int c, int t, int 
                                   double* out) noexcept nogil:
     """out = exp(cavity - max cavity) (grid_cavity's, same skip), a product of probabilities;
     False when the cavity is zero everywhere (out is then all 0). A product too small to
-    scale (factors that disagree by more than ~640 nats) is redone in log space."""
+    scale (factors that disagree by more than ~640 nats) is redone in log space; within one
+    message, entries ~700 nats below its largest are 0, as in the chain kernels."""
     cdef int n = g.n[c], i, k
     cdef const double* e = w.enode + w.vbase[c] + <Py_ssize_t> t * n
     cdef const double* p
@@ -977,7 +978,9 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
         for t in range(1, T):
             grid_cavity(g, w, c, t - 1, SKIP_BWD, cu)
             grid_cavity(g, w, c, t, SKIP_FWD, cv)
-            total += edge_belief(cu, cv, M, w.tshift[c], na, na, tmp, esum if out.edge != NULL else NULL, NULL)
+            total += edge_belief(cu, cv, M, g.trans[c], w.tshift[c], na, na, tmp,
+                                 esum if out.edge != NULL else NULL,
+                                 out.edge[c] if out.edge != NULL else NULL, True)
         if out.edge != NULL and T > 1:
             dst = out.edge[c]
             for i in range(na * na):
@@ -991,22 +994,26 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
             grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cv)
             M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
             dst = out.pair[c] + <Py_ssize_t> t * na * nb if out.pair != NULL else NULL
-            total += edge_belief(cu, cv, M, w.pshift[c * w.max_T + t], na, nb, tmp, NULL, dst)
+            total += edge_belief(cu, cv, M, g.pair[c] + <Py_ssize_t> t * na * nb, w.pshift[c * w.max_T + t],
+                                 na, nb, tmp, NULL, dst, False)
     return total
 
 
-cdef inline double edge_belief(double* cu, double* cv, const double* M, double shift, int na, int nb,
-                               double* tmp, double* outer, double* dst) noexcept nogil:
-    """One edge's belief b(a, b) = xu[a] M[a, b] xv[b] / z, xu = exp(cu - max cu), xv likewise:
-    its term of the Bethe log Z, E_b[log psi - log b] = log z + shift - E_b[cu - max] - E_b[cv - max],
-    returned; with outer, xu[a] xv[b] / z added to outer[a*nb + b] (the belief but for M); with
-    dst, the belief written there. cu, cv: the cavities of its ends (overwritten);
-    tmp: 3 * nb doubles."""
+cdef inline double edge_belief(double* cu, double* cv, const double* M, const double* logM, double shift,
+                               int na, int nb, double* tmp, double* outer, double* dst,
+                               bint add) noexcept nogil:
+    """One edge's belief b(a, b) = xu[a] M[a, b] xv[b] / z, xu = exp(cu - max cu), xv likewise
+    (M = exp(logM - shift)): its term of the Bethe log Z, E_b[log psi - log b] =
+    log z + shift - E_b[cu - max] - E_b[cv - max], returned; with outer, xu[a] xv[b] / z added
+    to outer[a*nb + b] (the belief but for M), else with dst, the belief written there (add: added
+    to it). When z underflows, the edge is redone in log space (edge_belief_log) and its belief
+    goes to dst. cu, cv: the cavities of its ends (shifted to max 0); tmp: na + 3 * nb doubles."""
     cdef int a, b
     cdef double mu = -INFINITY, mv = -INFINITY, z = 0.0, x, term, inv, eu = 0.0, ev = 0.0
     cdef double* xv = tmp
     cdef double* s = tmp + nb             # xu^T M
     cdef double* su = tmp + 2 * nb        # (xu * cu)^T M, over the labels xu does not zero
+    cdef double* xu = tmp + 3 * nb
     cdef const double* row
     for a in range(na):
         mu = cu[a] if cu[a] > mu else mu
@@ -1020,6 +1027,7 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, double s
     for a in range(na):
         cu[a] -= mu
         x = exp(cu[a])
+        xu[a] = x
         if x > 0.0:
             row = M + a * nb
             for b in range(nb):
@@ -1027,10 +1035,11 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, double s
             x *= cu[a]
             for b in range(nb):
                 su[b] += x * row[b]
-        cu[a] = exp(cu[a])
     for b in range(nb):
         z += s[b] * xv[b]
         eu += su[b] * xv[b]
+    if not (z > 1e-280):
+        return edge_belief_log(cu, cv, logM, na, nb, tmp, dst, add)
     inv = 1.0 / z
     # E_b[cu - max] = sum_ab xu cu M xv / z; E_b[cv - max] = sum_b (xu^T M)[b] xv[b] cv[b] / z
     for b in range(nb):
@@ -1040,15 +1049,61 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, double s
     term = log(z) + shift - (eu + ev) * inv
     if outer != NULL:
         for a in range(na):
-            x = cu[a] * inv
+            x = xu[a] * inv
             if x != 0.0:
                 for b in range(nb):
                     outer[a * nb + b] += x * xv[b]
-    if dst != NULL:
+    elif dst != NULL:
         for a in range(na):
-            x = cu[a] * inv
+            x = xu[a] * inv
             for b in range(nb):
-                dst[a * nb + b] = x * M[a * nb + b] * xv[b]
+                if add:
+                    dst[a * nb + b] += x * M[a * nb + b] * xv[b]
+                else:
+                    dst[a * nb + b] = x * M[a * nb + b] * xv[b]
+    return term
+
+
+cdef inline double edge_belief_log(const double* cu, const double* cv, const double* logM, int na, int nb,
+                                   double* tmp, double* dst, bint add) noexcept nogil:
+    """edge_belief in log space, for an edge whose terms exp(cu + log M + cv) underflow: with
+    cu, cv shifted to max 0, its Bethe term is m + log sum exp(cu + logM + cv - m), m the max.
+    tmp: na + nb doubles."""
+    cdef int a, b
+    cdef double m = -INFINITY, z = 0.0, x, inv, term
+    cdef double* bu = tmp
+    cdef double* bv = tmp + na
+    for a in range(na):
+        for b in range(nb):
+            x = cu[a] + logM[a * nb + b] + cv[b]
+            m = x if x > m else m
+    if m == -INFINITY:
+        return -INFINITY
+    for a in range(na):
+        for b in range(nb):
+            z += exp(cu[a] + logM[a * nb + b] + cv[b] - m)
+    inv = 1.0 / z
+    for a in range(na):
+        bu[a] = 0.0
+    for b in range(nb):
+        bv[b] = 0.0
+    for a in range(na):
+        for b in range(nb):
+            x = exp(cu[a] + logM[a * nb + b] + cv[b] - m) * inv
+            bu[a] += x
+            bv[b] += x
+            if dst != NULL:
+                if add:
+                    dst[a * nb + b] += x
+                else:
+                    dst[a * nb + b] = x
+    term = m + log(z)
+    for a in range(na):
+        if bu[a] > 0.0:
+            term -= bu[a] * cu[a]
+    for b in range(nb):
+        if bv[b] > 0.0:
+            term -= bv[b] * cv[b]
     return term
 
 

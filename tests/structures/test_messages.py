@@ -166,6 +166,25 @@ def test_bp_on_one_chain_equals_forward_backward(schedule, seed, n, T):
 
 
 @pytest.mark.parametrize("schedule", ["trp", "random"])
+def test_sum_product_survives_products_that_underflow(schedule):
+    # one token, three chains (a path, so BP is exact): the middle variable's potential wants
+    # label 0 and the message from above wants 1, each against the other by 660 nats. Their
+    # product (the cavity) and the edge belief's sum fall below 1e-280, where the kernels stop
+    # scaling in probability and redo them in log space; the distribution itself is plain (both
+    # labels of the middle chain score -660). (Within one factor, entries more than ~700 nats
+    # below its largest underflow to 0 in every kernel, exact ones included.)
+    node = [np.zeros((1, 2)), np.array([[0.0, -660.0]]), np.array([[0.3, -0.2]])]
+    trans = [np.zeros((2, 2))] * 3
+    pair = [np.array([[[-660.0, 0.0], [-660.0, 0.0]]]), np.array([[[0.5, 0.0], [0.0, 0.5]]])]
+    ex = grid.exact(node, trans, pair)[0]
+    m = grid.bp(node, trans, pair, schedule=schedule, tol=0.0, max_sweeps=10, seed=3)
+    assert m.converged
+    assert m.logz == pytest.approx(ex.logz, abs=1e-9)
+    assert max_diff(m.node, ex.node) < 1e-12 and max_diff(m.pair, ex.pair) < 1e-12
+    assert 0.1 < ex.node[1][0, 0] < 0.9          # both labels of the middle chain stay likely
+
+
+@pytest.mark.parametrize("schedule", ["trp", "random"])
 def test_max_product_breaks_ties_as_viterbi(schedule):
     # weights of -1/0/1: many labelings tie, and both decoders must take the same one
     rng = np.random.default_rng(3)
