@@ -28,7 +28,7 @@ from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
-                    chain_forward_backward, chain_max_scores, vec_mat, mat_vec, argmax)
+                    chain_max_scores, vec_mat, mat_vec, argmax)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -387,32 +387,6 @@ cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
                 out[i] += m[i]
 
 
-cdef inline double set_message(double* msg, double* prob, double* p, int n, bint maxp) noexcept nogil:
-    """msg = log(p / sum p) (maxp: log(p / max p)) for p >= 0, prob = p / sum p (its exp); a
-    uniform message when p is all zero (the evidence contradicts itself). Returns the largest
-    change of prob. p is scaled in place."""
-    cdef int i
-    cdef double z = 0.0, d, change = 0.0, inv
-    for i in range(n):
-        if maxp:
-            z = p[i] if p[i] > z else z
-        else:
-            z += p[i]
-    if not (z > 0.0) or z == INFINITY:
-        for i in range(n):
-            p[i] = 1.0 if maxp else 1.0 / n
-    else:
-        inv = 1.0 / z
-        for i in range(n):
-            p[i] *= inv
-    for i in range(n):
-        d = fabs(p[i] - prob[i])
-        change = d if d > change else change
-        prob[i] = p[i]
-        msg[i] = log(p[i])
-    return change
-
-
 cdef inline double set_log_message(double* msg, double* prob, double* v, int n, bint maxp) noexcept nogil:
     """msg = v normalized in log space (maxp: max 0, else logsumexp 0), prob = exp(msg);
     uniform when v is all -inf. Returns the largest change of prob."""
@@ -454,63 +428,39 @@ cdef inline double set_log_message(double* msg, double* prob, double* v, int n, 
     return change
 
 
-cdef inline double send_message(const double* cav, const double* M, const double* logM, int na, int nb,
-                                bint col_sender, bint maxp, double* msg, double* prob, double* tmp) noexcept nogil:
-    """A message across a factor over (a, b) with log potential logM[a*nb + b] (and, for sum-product,
-    M = exp(logM - shift)): from the a side, msg[b] = sum_a exp(cav[a]) psi(a, b) (col_sender:
-    from the b side, msg[a] = sum_b psi(a, b) exp(cav[b])); max instead of sum with maxp.
-    Normalized, its exp into prob; returns the largest change of prob. tmp: 2 * max(na, nb)."""
+cdef inline double send_message(const double* cav, const double* logM, int na, int nb, bint col_sender,
+                                bint maxp, double* msg, double* prob, double* tmp) noexcept nogil:
+    """A message in log space across a factor over (a, b) with log potential logM[a*nb + b]: from
+    the a side, msg[b] = log sum_a exp(cav[a]) psi(a, b) (col_sender: from the b side, msg[a] =
+    log sum_b psi(a, b) exp(cav[b])); max instead of sum with maxp. For max-product, and for
+    sum-product sums whose terms underflow in probability (send_prob). Normalized, its exp into
+    prob; returns the largest change of prob. tmp: max(na, nb)."""
     cdef int nu = nb if col_sender else na, nv = na if col_sender else nb
     cdef int a, b
-    cdef double m = -INFINITY, x, acc, best
-    cdef double* wgt = tmp
-    cdef double* out = tmp + (na if na > nb else nb)
-    cdef const double* row
-    if maxp or M == NULL:
-        # in log space: max-product, or the sums whose exponentiated terms underflow
-        for a in range(nv):
-            best = -INFINITY
+    cdef double x, acc, best
+    cdef double* out = tmp
+    for a in range(nv):
+        best = -INFINITY
+        for b in range(nu):
+            x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
+            best = x if x > best else best
+        out[a] = best
+        if not maxp and best > -INFINITY:
+            acc = 0.0
             for b in range(nu):
                 x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
-                best = x if x > best else best
-            out[a] = best
-            if not maxp and best > -INFINITY:
-                acc = 0.0
-                for b in range(nu):
-                    x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
-                    acc += exp(x - best)
-                out[a] = best + log(acc)
-        return set_log_message(msg, prob, out, nv, maxp)
-    for a in range(nu):
-        m = cav[a] if cav[a] > m else m
-    if m == -INFINITY:
-        for a in range(nv):
-            out[a] = 0.0
-        return set_message(msg, prob, out, nv, False)
-    for a in range(nu):
-        wgt[a] = exp(cav[a] - m)
-    if not col_sender:
-        for b in range(nb):
-            out[b] = 0.0
-        for a in range(na):
-            x = wgt[a]
-            if x != 0.0:
-                row = M + a * nb
-                for b in range(nb):
-                    out[b] += x * row[b]
-    else:
-        for a in range(na):
-            row = M + a * nb
-            acc = 0.0
-            for b in range(nb):
-                acc += row[b] * wgt[b]
-            out[a] = acc
-    acc = 0.0
-    for a in range(nv):
-        acc += out[a]
-    if not (acc > 0.0):
-        return send_message(cav, NULL, logM, na, nb, col_sender, False, msg, prob, tmp)
-    return set_message(msg, prob, out, nv, False)
+                acc += exp(x - best)
+            out[a] = best + log(acc)
+    return set_log_message(msg, prob, out, nv, maxp)
+
+
+cdef inline void count_spine(GridWork* w, int c, int T) noexcept nogil:
+    """A spine pass sends every message along chain c both ways (the tests' counters)."""
+    cdef int t
+    if w.visits != NULL:
+        for t in range(1, T):
+            w.visits[2 * (c * (T - 1) + t - 1)] += 1
+            w.visits[2 * (c * (T - 1) + t - 1) + 1] += 1
 
 
 # Sum-product sweeps run in probability: a cavity is the product of the variable's
@@ -632,8 +582,7 @@ cdef inline double send_prob(const Grid* g, GridWork* w, int c, int t, int skip,
     if not (acc > 0.0):
         # the exponentiated terms underflow: the sums in log space
         grid_log_cavity(g, w, c, t, skip, cav)
-        return send_message(cav, NULL, logM, na, nb, col_sender, False, grid_msg(w, to_slot, to_c, to_t),
-                            prob, tmp)
+        return send_message(cav, logM, na, nb, col_sender, False, grid_msg(w, to_slot, to_c, to_t), prob, tmp)
     return set_prob_message(prob, out, nv)
 
 
@@ -716,10 +665,7 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
         mat_vec(E, r, n, bt)
         ch = set_prob_message(grid_prob(w, SLOT_BWD, c, t - 1), bt, n)
         change = ch if ch > change else change
-    if w.visits != NULL:
-        for t in range(1, T):
-            w.visits[2 * (c * (T - 1) + t - 1)] += 1
-            w.visits[2 * (c * (T - 1) + t - 1) + 1] += 1
+    count_spine(w, c, T)
     return change
 
 
@@ -742,8 +688,7 @@ cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, 
     cdef Py_ssize_t nchain = <Py_ssize_t> C * (T - 1), k
     cdef double* cav = w.scratch
     cdef double* tmp = w.scratch + 2 * w.max_n
-    cdef double ch
-    cdef const double* M = NULL
+    cdef const double* logM
     if w.visits != NULL:
         w.visits[2 * e + way] += 1
     if not maxp:
@@ -752,46 +697,41 @@ cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, 
         c = <int> (e // (T - 1))
         t = <int> (e % (T - 1)) + 1
         n = g.n[c]
-        if not maxp:
-            M = w.etrans + w.toff[c]
         if way == 0:
             grid_cavity(g, w, c, t - 1, SKIP_BWD, cav)
-            return send_message(cav, M, g.trans[c], n, n, False, maxp, grid_msg(w, SLOT_FWD, c, t),
+            return send_message(cav, g.trans[c], n, n, False, True, grid_msg(w, SLOT_FWD, c, t),
                                 grid_prob(w, SLOT_FWD, c, t), tmp)
         grid_cavity(g, w, c, t, SKIP_FWD, cav)
-        return send_message(cav, M, g.trans[c], n, n, True, maxp, grid_msg(w, SLOT_BWD, c, t - 1),
+        return send_message(cav, g.trans[c], n, n, True, True, grid_msg(w, SLOT_BWD, c, t - 1),
                             grid_prob(w, SLOT_BWD, c, t - 1), tmp)
     k = e - nchain
     c = <int> (k // T)
     t = <int> (k % T)
     na = g.n[c]
     nb = g.n[c + 1]
-    if not maxp:
-        M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
+    logM = g.pair[c] + <Py_ssize_t> t * na * nb
     if way == 0:
         grid_cavity(g, w, c, t, SKIP_BELOW, cav)
-        return send_message(cav, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, False, maxp,
-                            grid_msg(w, SLOT_ABOVE, c + 1, t), grid_prob(w, SLOT_ABOVE, c + 1, t), tmp)
+        return send_message(cav, logM, na, nb, False, True, grid_msg(w, SLOT_ABOVE, c + 1, t),
+                            grid_prob(w, SLOT_ABOVE, c + 1, t), tmp)
     grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cav)
-    return send_message(cav, M, g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, True, maxp,
-                        grid_msg(w, SLOT_BELOW, c, t), grid_prob(w, SLOT_BELOW, c, t), tmp)
+    return send_message(cav, logM, na, nb, True, True, grid_msg(w, SLOT_BELOW, c, t),
+                        grid_prob(w, SLOT_BELOW, c, t), tmp)
 
 
 cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noexcept nogil:
-    """Exact two-way pass along chain c with the chain kernels, its variables' potentials
-    including the messages from the other chains: sets chain c's forward and backward
-    messages; returns their largest change."""
+    """Exact two-way pass along chain c, its variables' potentials including the messages from
+    the other chains: sets chain c's forward and backward messages; returns their largest
+    change. Max-product here with the chain kernel's max scores; sum-product: grid_spine_sum."""
     cdef ChainBuffers* b = &w.cb
     cdef int T = g.T, n = g.n[c], t, i, j
     cdef double change = 0.0, ch, v, best
     cdef const double* nd = g.node[c]
     cdef const double* up
     cdef const double* dn
-    cdef const double* Et
+    cdef const double* Et = g.trans[c]
     cdef const double* ap
     cdef double* acc = w.scratch
-    cdef double* msg
-    cdef double* prob
     if not maxp:
         return grid_spine_sum(g, w, c)
     for t in range(T):
@@ -799,45 +739,27 @@ cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noex
         dn = grid_msg(w, SLOT_BELOW, c, t)
         for i in range(n):
             b.s[t * n + i] = nd[t * n + i] + up[i] + dn[i]
-    if maxp:
-        Et = g.trans[c]
-        for t in range(1, T):
-            b.E[t] = Et
-        chain_max_scores(T, n, b.s, b.E, b.alpha, b.beta)
-    else:
-        Et = w.etrans + w.toff[c]
-        for t in range(1, T):
-            b.E[t] = Et
-            b.shift[t] = w.tshift[c]
-        chain_forward_backward(T, n, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, NULL, NULL)
+    for t in range(1, T):
+        b.E[t] = Et
+    chain_max_scores(T, n, b.s, b.E, b.alpha, b.beta)
     for t in range(T):
         if t < T - 1:
-            # the backward pass leaves beta[t] = the message from t+1, up to a scale (max: a shift)
+            # the backward pass leaves beta[t] = the message from t+1, up to a shift
             for i in range(n):
                 acc[i] = b.beta[t * n + i]
-            msg = grid_msg(w, SLOT_BWD, c, t)
-            prob = grid_prob(w, SLOT_BWD, c, t)
-            ch = set_log_message(msg, prob, acc, n, True) if maxp else set_message(msg, prob, acc, n, False)
+            ch = set_log_message(grid_msg(w, SLOT_BWD, c, t), grid_prob(w, SLOT_BWD, c, t), acc, n, True)
             change = ch if ch > change else change
         if t > 0:
             ap = b.alpha + (t - 1) * n
-            if maxp:
-                for j in range(n):
-                    best = -INFINITY
-                    for i in range(n):
-                        v = ap[i] + Et[i * n + j]
-                        best = v if v > best else best
-                    acc[j] = best
-            else:
-                vec_mat(ap, Et, n, acc)
-            msg = grid_msg(w, SLOT_FWD, c, t)
-            prob = grid_prob(w, SLOT_FWD, c, t)
-            ch = set_log_message(msg, prob, acc, n, True) if maxp else set_message(msg, prob, acc, n, False)
+            for j in range(n):
+                best = -INFINITY
+                for i in range(n):
+                    v = ap[i] + Et[i * n + j]
+                    best = v if v > best else best
+                acc[j] = best
+            ch = set_log_message(grid_msg(w, SLOT_FWD, c, t), grid_prob(w, SLOT_FWD, c, t), acc, n, True)
             change = ch if ch > change else change
-    if w.visits != NULL:
-        for t in range(1, T):
-            w.visits[2 * (c * (T - 1) + t - 1)] += 1
-            w.visits[2 * (c * (T - 1) + t - 1) + 1] += 1
+    count_spine(w, c, T)
     return change
 
 
