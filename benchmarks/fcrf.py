@@ -256,6 +256,11 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+def _table(parts, title, header):
+    """A markdown table's title and head onto parts."""
+    parts += [title + "\n", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+
+
 def report(args):
     out = Path(args.out)
     parts = ["# Factorial CRFs (Sutton et al. 2004): results\n",
@@ -267,10 +272,9 @@ def report(args):
     if t1.exists():
         recs = json.loads(t1.read_text())
         everything["table1"] = recs
-        parts.append("## Table 1: POS + NP chunking, CoNLL-2000 dev.txt (chunks reduced to B-NP/I-NP/O)\n")
-        parts.append("| training sentences | system | POS acc | NP F1 | joint acc | training s | iterations (cap) | "
-                     "load |")
-        parts.append("|---|---|---|---|---|---|---|---|")
+        _table(parts, "## Table 1: POS + NP chunking, CoNLL-2000 dev.txt (chunks reduced to B-NP/I-NP/O)",
+               ["training sentences", "system", "POS acc", "NP F1", "joint acc", "training s", "iterations (cap)",
+                "load"])
         for size in sorted({r["size"] for r in recs}):
             rs = [r for r in recs if r["size"] == size]
             for system in ("FCRF", "CRF+CRF", "NP CRF on corpus POS"):
@@ -293,11 +297,10 @@ def report(args):
         rows = json.loads(t3.read_text())
         everything["table3"] = rows
         reps = len({r["rep"] for r in rows})
-        parts.append(f"## Table 3: inference methods, {round(FULL * 0.05)}-sentence subsets of train.txt, "
-                     f"dev.txt (mean of {reps} repetition{'s' if reps > 1 else ''})\n")
-        parts.append("| method | sweeps cap | NP F1 | POS acc | joint acc | training s | iterations | s/iteration | "
-                     "mean sweeps (last iteration) | sentences converged | load |")
-        parts.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        _table(parts, f"## Table 3: inference methods, {round(FULL * 0.05)}-sentence subsets of train.txt, "
+                      f"dev.txt (mean of {reps} repetition{'s' if reps > 1 else ''})",
+               ["method", "sweeps cap", "NP F1", "POS acc", "joint acc", "training s", "iterations", "s/iteration",
+                "mean sweeps (last iteration)", "sentences converged", "load"])
         for key in dict.fromkeys((r["method"], r["max_sweeps"]) for r in rows):
             rs = [r for r in rows if (r["method"], r["max_sweeps"]) == key]
 
@@ -315,10 +318,9 @@ def report(args):
     if sp.exists():
         rows = json.loads(sp.read_text())
         everything["speed"] = rows
-        parts.append("## Speed: all of train.txt (8936 sentences), dev.txt scores\n")
-        parts.append("| method | iteration cap | iterations | training s | s/iteration | mean sweeps (last iteration) | "
-                     "NP F1 | POS acc | joint acc | threads | load |")
-        parts.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        _table(parts, "## Speed: all of train.txt (8936 sentences), dev.txt scores",
+               ["method", "iteration cap", "iterations", "training s", "s/iteration", "mean sweeps (last iteration)",
+                "NP F1", "POS acc", "joint acc", "threads", "load"])
         for r in sorted(rows, key=lambda r: (r.get("max_iter", 20), r["method"])):
             parts.append(f"| {r['method']} | {r.get('max_iter', 20)} | {r['iterations']} | {r['train_seconds']:.0f} | "
                          f"{r['seconds_per_iteration']:.2f} | {r['mean_sweeps']} | {r['np_f1']:.2f} | "
