@@ -106,7 +106,7 @@ cdef inline Py_ssize_t grid_edge_count(int C, int T) noexcept nogil:
 
 cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int want) noexcept nogil:
     """Doubles a workspace holds (grid_work_init), for callers that budget memory: exact
-    inference ~ max_T * prod n * 4, BP ~ max_T * (5 * sum n + 2 * sum n[c] n[c+1])."""
+    inference ~ max_T * prod n * 4, BP ~ max_T * (9 * sum n + sum n[c] n[c+1] + 4 * max n)."""
     cdef Py_ssize_t S = grid_joint_labels(C, n), sn = 0, sp = 0, sq = 0, tot = 0
     cdef int c, mx = 1
     if S < 0:
