@@ -327,11 +327,16 @@ def report(args):
                          f"{r['pos_accuracy']:.2f} | {r['joint_accuracy']:.2f} | {r.get('threads', 2)} | "
                          f"{r['load'][0]:.1f} |")
         parts.append("")
-    for name in ("ner",):
-        p = out / f"{name}.json"
-        if p.exists():
-            everything[name] = json.loads(p.read_text())
-            parts.append(f"## {name}\n\n```\n{json.dumps(everything[name], indent=1)}\n```\n")
+    nj = out / "ner.json"
+    if nj.exists():
+        rows = json.loads(nj.read_text())
+        everything["ner"] = rows
+        _table(parts, "## CoNLL-2003 eng.testa: three chains (POS, chunk, NER) against the NER CRF",
+               ["system", "NER F1", "chunk F1", "POS acc", "joint acc", "training s"])
+        for system, r in rows.items():
+            cells = [f"{r[k]:.2f}" if k in r else "-" for k in ("ner_f1", "chunk_f1", "pos_accuracy", "joint_accuracy")]
+            parts.append(f"| {system} | {' | '.join(cells)} | {r['train_seconds']:.0f} |")
+        parts.append("")
     notes = out / "notes.md"
     if notes.exists():          # what the run's operator observed (interruptions, load), kept with the figures
         parts.append("## Notes\n\n" + notes.read_text())
