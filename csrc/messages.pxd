@@ -371,10 +371,11 @@ cdef inline double* grid_prob(GridWork* w, int slot, int c, int t) noexcept nogi
     return w.msg + (slot + 4) * w.N + w.vbase[c] + <Py_ssize_t> t * w.n[c]
 
 
-cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
-                             double* out) noexcept nogil:
+cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip, double* out,
+                             bint from_prob=False) noexcept nogil:
     """out = node potential of (c, t) plus its incoming messages except those whose slot bit is
-    set in ``skip`` (SKIP_FWD | ...; 0: all of them, the belief up to a constant)."""
+    set in ``skip`` (SKIP_FWD | ...; 0: all of them, the belief up to a constant). from_prob: the
+    logs of the messages in probability (the sum-product sweeps keep no log messages)."""
     cdef int n = g.n[c], i, k
     cdef const double* nd = g.node[c] + <Py_ssize_t> t * n
     cdef const double* m
@@ -382,9 +383,14 @@ cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
         out[i] = nd[i]
     for k in range(4):
         if not (skip >> k) & 1:
-            m = grid_msg(w, k, c, t)
-            for i in range(n):
-                out[i] += m[i]
+            if from_prob:
+                m = grid_prob(w, k, c, t)
+                for i in range(n):
+                    out[i] += log(m[i])
+            else:
+                m = grid_msg(w, k, c, t)
+                for i in range(n):
+                    out[i] += m[i]
 
 
 cdef inline double set_log_message(double* msg, double* prob, double* v, int n, bint maxp) noexcept nogil:
@@ -489,21 +495,6 @@ cdef inline double set_prob_message(double* prob, double* p, int n) noexcept nog
     return change
 
 
-cdef inline void grid_log_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
-                                 double* out) noexcept nogil:
-    """grid_cavity from the messages in probability (the sum-product sweeps keep no logs)."""
-    cdef int n = g.n[c], i, k
-    cdef const double* nd = g.node[c] + <Py_ssize_t> t * n
-    cdef const double* p
-    for i in range(n):
-        out[i] = nd[i]
-    for k in range(4):
-        if not (skip >> k) & 1:
-            p = grid_prob(w, k, c, t)
-            for i in range(n):
-                out[i] += log(p[i])
-
-
 cdef inline bint grid_prob_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
                                   double* out) noexcept nogil:
     """out = exp(cavity - max cavity) (grid_cavity's, same skip), a product of probabilities;
@@ -528,7 +519,7 @@ cdef inline bint grid_prob_cavity(const Grid* g, GridWork* w, int c, int t, int 
         for i in range(n):
             out[i] *= inv
         return True
-    grid_log_cavity(g, w, c, t, skip, out)
+    grid_cavity(g, w, c, t, skip, out, True)
     m = -INFINITY
     for i in range(n):
         m = out[i] if out[i] > m else m
@@ -581,7 +572,7 @@ cdef inline double send_prob(const Grid* g, GridWork* w, int c, int t, int skip,
         acc += out[a]
     if not (acc > 0.0):
         # the exponentiated terms underflow: the sums in log space
-        grid_log_cavity(g, w, c, t, skip, cav)
+        grid_cavity(g, w, c, t, skip, cav, True)
         return send_message(cav, logM, na, nb, col_sender, False, grid_msg(w, to_slot, to_c, to_t), prob, tmp)
     return set_prob_message(prob, out, nv)
 
