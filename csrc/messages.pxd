@@ -474,20 +474,28 @@ cdef inline void count_spine(GridWork* w, int c, int T) noexcept nogil:
 # normalized (no log per label); the logs are taken once, after the sweeps, for the beliefs
 # (grid_log_messages). Max-product stays in log space (grid_send, grid_spine with maxp).
 
-cdef inline double set_prob_message(double* prob, double* p, int n) noexcept nogil:
-    """prob = p / sum p for p >= 0, uniform when p is all zero (the evidence contradicts
-    itself) or not finite. Returns the largest change of prob. p is scaled in place."""
+cdef inline void normalize_prob(double* p, int n) noexcept nogil:
+    """p /= sum p for p >= 0; uniform when p is all zero (the evidence contradicts itself) or
+    its sum is not finite."""
     cdef int i
-    cdef double z = 0.0, d, change = 0.0, inv
+    cdef double z = 0.0
     for i in range(n):
         z += p[i]
     if not (z > 0.0) or z == INFINITY:
         for i in range(n):
             p[i] = 1.0 / n
     else:
-        inv = 1.0 / z
+        z = 1.0 / z
         for i in range(n):
-            p[i] *= inv
+            p[i] *= z
+
+
+cdef inline double set_prob_message(double* prob, double* p, int n) noexcept nogil:
+    """prob = p / sum p for p >= 0 (normalize_prob; p is scaled in place). Returns the largest
+    change of prob."""
+    cdef int i
+    cdef double d, change = 0.0
+    normalize_prob(p, n)
     for i in range(n):
         d = fabs(p[i] - prob[i])
         change = d if d > change else change
@@ -609,7 +617,7 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
     the backward message."""
     cdef ChainBuffers* b = &w.cb
     cdef int T = g.T, n = g.n[c], t, i
-    cdef double change = 0.0, ch, z
+    cdef double change = 0.0, ch
     cdef const double* E = w.etrans + w.toff[c]
     cdef double* qt
     cdef double* at
@@ -633,16 +641,7 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
             qt = b.q + t * n
             for i in range(n):
                 at[i] *= qt[i]
-        z = 0.0
-        for i in range(n):
-            z += at[i]
-        if not (z > 0.0) or z == INFINITY:
-            for i in range(n):
-                at[i] = 1.0 / n
-        else:
-            z = 1.0 / z
-            for i in range(n):
-                at[i] *= z
+        normalize_prob(at, n)
     # backward: beta[t-1] = normalized(E (q[t] * beta[t])), the backward message into t-1
     bt = b.beta + (T - 1) * n
     for i in range(n):
