@@ -397,40 +397,27 @@ cdef inline double set_log_message(double* msg, double* prob, double* v, int n, 
     """msg = v normalized in log space (maxp: max 0, else logsumexp 0), prob = exp(msg);
     uniform when v is all -inf. Returns the largest change of prob."""
     cdef int i
-    cdef double m = -INFINITY, z = 0.0, d, change = 0.0, e, inv
+    cdef double m = -INFINITY, z = 0.0, d, change = 0.0, e
     for i in range(n):
         m = v[i] if v[i] > m else m
     if m == -INFINITY:
         for i in range(n):
             v[i] = 0.0 if maxp else -log(<double> n)
-            d = fabs(exp(v[i]) - prob[i])
-            change = d if d > change else change
-            prob[i] = exp(v[i])
-            msg[i] = v[i]
-        return change
-    for i in range(n):
-        v[i] -= m
-    if maxp:
+    elif maxp:
         for i in range(n):
-            e = exp(v[i])
-            d = fabs(e - prob[i])
-            change = d if d > change else change
-            prob[i] = e
-            msg[i] = v[i]
-        return change
-    # the exponentials are kept in prob's place first: their sum normalizes both
+            v[i] -= m
+    else:
+        for i in range(n):
+            z += exp(v[i] - m)
+        m += log(z)
+        for i in range(n):
+            v[i] -= m
     for i in range(n):
         e = exp(v[i])
-        z += e
-        msg[i] = e
-    inv = 1.0 / z
-    m = log(z)
-    for i in range(n):
-        e = msg[i] * inv
         d = fabs(e - prob[i])
         change = d if d > change else change
         prob[i] = e
-        msg[i] = v[i] - m
+        msg[i] = v[i]
     return change
 
 
@@ -629,16 +616,16 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
             for i in range(n):
                 qt[i] = 1.0
     # forward: alpha[t] = normalized(fwd message into t * q[t])
-    at = b.alpha
-    for i in range(n):
-        at[i] = b.q[i]
     for t in range(T):
         at = b.alpha + t * n
-        if t > 0:
+        qt = b.q + t * n
+        if t == 0:
+            for i in range(n):
+                at[i] = qt[i]
+        else:
             vec_mat(b.alpha + (t - 1) * n, E, n, at)
             ch = set_prob_message(grid_prob(w, SLOT_FWD, c, t), at, n)
             change = ch if ch > change else change
-            qt = b.q + t * n
             for i in range(n):
                 at[i] *= qt[i]
         normalize_prob(at, n)
@@ -808,14 +795,18 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
     probability, the messages normalized) or max_sweeps sweeps; returns the sweeps run. A TRP
     sweep runs the comb of every chain in turn, so every edge is updated each sweep; on a grid
     that is a tree (one chain, or one token) its one comb is exact and one sweep is enough."""
-    cdef int C = g.C, T = g.T, c, t, sweeps = 0, combs
-    cdef Py_ssize_t k
+    cdef int C = g.C, T = g.T, c, t, i, sweeps = 0, combs
+    cdef Py_ssize_t k, j
     cdef double change
     cdef unsigned long long rng = seed
     cdef bint tree = C == 1 or T == 1
-    memset(w.msg, 0, 4 * w.N * sizeof(double))
-    for k in range(4 * w.N, 8 * w.N):
-        w.msg[k] = 1.0
+    # the sentence's messages (t < T) start uniform: 0 in log, 1 in probability
+    for i in range(4):
+        for c in range(C):
+            k = i * w.N + w.vbase[c]
+            memset(w.msg + k, 0, <Py_ssize_t> T * g.n[c] * sizeof(double))
+            for j in range(<Py_ssize_t> T * g.n[c]):
+                w.msg[4 * w.N + k + j] = 1.0
     if not maxp:
         grid_exp_trans(g, w)
         for c in range(C):
@@ -917,9 +908,10 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, const do
     """One edge's belief b(a, b) = xu[a] M[a, b] xv[b] / z, xu = exp(cu - max cu), xv likewise
     (M = exp(logM - shift)): its term of the Bethe log Z, E_b[log psi - log b] =
     log z + shift - E_b[cu - max] - E_b[cv - max], returned; with outer, xu[a] xv[b] / z added
-    to outer[a*nb + b] (the belief but for M), else with dst, the belief written there (add: added
-    to it). When z underflows, the edge is redone in log space (edge_belief_log) and its belief
-    goes to dst. cu, cv: the cavities of its ends (shifted to max 0); tmp: na + 3 * nb doubles."""
+    to outer[a*nb + b] (the belief but for M), else with dst, the belief written there. When z
+    underflows, the edge is redone in log space (edge_belief_log) and its belief goes to dst,
+    added to it with add (the chain edges' sums). cu, cv: the cavities of its ends (shifted to
+    max 0); tmp: na + 3 * nb doubles."""
     cdef int a, b
     cdef double mu = -INFINITY, mv = -INFINITY, z = 0.0, x, term, inv, eu = 0.0, ev = 0.0
     cdef double* xv = tmp
@@ -969,10 +961,7 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, const do
         for a in range(na):
             x = xu[a] * inv
             for b in range(nb):
-                if add:
-                    dst[a * nb + b] += x * M[a * nb + b] * xv[b]
-                else:
-                    dst[a * nb + b] = x * M[a * nb + b] * xv[b]
+                dst[a * nb + b] = x * M[a * nb + b] * xv[b]
     return term
 
 
