@@ -321,10 +321,10 @@ def report(args):
         _table(parts, "## Speed: all of train.txt (8936 sentences), dev.txt scores",
                ["method", "iteration cap", "iterations", "training s", "s/iteration", "mean sweeps (last iteration)",
                 "NP F1", "POS acc", "joint acc", "threads", "load"])
-        for r in sorted(rows, key=lambda r: (r.get("max_iter", 20), r["method"])):
-            parts.append(f"| {r['method']} | {r.get('max_iter', 20)} | {r['iterations']} | {r['train_seconds']:.0f} | "
+        for r in sorted(rows, key=lambda r: (r["max_iter"], r["method"])):
+            parts.append(f"| {r['method']} | {r['max_iter']} | {r['iterations']} | {r['train_seconds']:.0f} | "
                          f"{r['seconds_per_iteration']:.2f} | {r['mean_sweeps']} | {r['np_f1']:.2f} | "
-                         f"{r['pos_accuracy']:.2f} | {r['joint_accuracy']:.2f} | {r.get('threads', 2)} | "
+                         f"{r['pos_accuracy']:.2f} | {r['joint_accuracy']:.2f} | {r['threads']} | "
                          f"{r['load'][0]:.1f} |")
         parts.append("")
     nj = out / "ner.json"
