@@ -760,12 +760,19 @@ class AtomicWriter:
                 f = os.fdopen(fd, "wb")
             else:
                 f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+            fd = None
+            # within the try: a signal (SIGTERM is a KeyboardInterrupt) before __enter__ returns
+            # means no __exit__, so the file would be left behind
+            self._file, self._tmp, self._target = f, tmp, target
+            self.temp_path = tmp
         except BaseException:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
+            else:
+                f.close()
+            self._file = self._tmp = self._target = self.temp_path = None
             _unlink_quietly(tmp)
             raise
-        self._file, self._tmp, self._target = f, tmp, target
-        self.temp_path = tmp
         return f
 
     def __exit__(self, exc_type, exc, tb):
