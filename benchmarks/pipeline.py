@@ -221,9 +221,7 @@ def worker_profile(job):
 
 def compiled_profile_stages(model, path, threads=1):
     """The stages of the compiled pipeline (read_batches, encode_raw, Viterbi, format_rows), one thread."""
-    import numpy as np
-    from crftk import _textio
-    from crftk.commands.tag import Tagger
+    from crftk.commands.tag import Tagger, format_batch
     from crftk.io.conll import Layout, read_batches
     space = model.space
     tagger = Tagger(model, threads=threads)
@@ -248,9 +246,7 @@ def compiled_profile_stages(model, path, threads=1):
             pred, _ = tagger.structure.bind(corpus, threads).best(tagger.weights)
             seconds["decode"] += clock() - t
             t = clock()
-            out.write(_textio.format_rows(b.block, b.tok_start, b.tok_end, b.sent_ptr, b.items, b.pt_start,
-                                          b.pt_end, np.ascontiguousarray(pred, dtype=np.int32), labels,
-                                          layout.separator.encode()))
+            out.write(format_batch(b, pred, [labels], layout.separator))
             seconds["write"] += clock() - t
     return {"stages": list(seconds), "seconds": seconds, "total": clock() - t_all}
 
@@ -365,9 +361,11 @@ def spawn(kind, job, workdir, repo=REPO):
 
 # ----------------------------------------------------------------- whole-process tagging
 
-def time_tag(model, inp, out, threads, repo=REPO):
-    """Run `crftk tag` as a user does; (wall seconds, peak RSS MB, sha256 of the output)."""
-    cmd = [sys.executable, "-m", "crftk.cli", "tag", "-m", model, "-p", str(threads), "-o", out, inp]
+def time_tag(model, inp, out, threads, repo=REPO, extra=()):
+    """Run `crftk tag` as a user does (with ``extra`` options); (wall seconds, peak RSS MB, sha256 of
+    the output, CPU seconds)."""
+    cmd = [sys.executable, "-m", "crftk.cli", "tag", "-m", str(model), "-p", str(threads), *extra, "-o", str(out),
+           str(inp)]
     gnu_time = shutil.which("time") if os.path.exists("/usr/bin/time") else None
     if gnu_time:
         cmd = [gnu_time, "-f", "%M %U %S"] + cmd

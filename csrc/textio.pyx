@@ -9,7 +9,7 @@ vocabulary lookup and the output row), which costs less than keeping them.
 ``ColumnIds`` maps column values (UTF-8 bytes) to a vocabulary's ids; ``Encoder`` turns
 the column ids of a batch into the attribute ids of crftk.features.space (the same keys:
 ``prefix * radix + value``, looked up in hash tables built from the sorted key arrays);
-``format_rows`` writes a batch back with one more column.
+``format_rows`` writes a batch back with one or more appended label columns.
 """
 
 import numpy as np
@@ -431,9 +431,9 @@ cdef struct Line:
 
 cdef class Encoder:
     """Attribute ids of batches of token lines, for the templates of a feature space whose
-    macros are all plain columns (%x)."""
+    macros read plain columns (%x), or values that a callback derives from them per batch."""
     cdef list columns_py, tables_py, maps_py, keep
-    cdef Py_ssize_t n_columns_used
+    cdef Py_ssize_t n_columns_used, n_read
     cdef int max_column
     cdef Macro* macros
     cdef Line* lines
@@ -445,19 +445,22 @@ cdef class Encoder:
     cdef void** tables            # ColumnIds of each used column
 
     def __init__(self, columns, vocabs, unigram, bigram):
-        """columns: the file columns the templates read; vocabs: a ColumnIds per column;
-        unigram, bigram: per line a list of macros (row, column, radix, pads before, pads after)
-        and its tables: ("direct", int64 ranks) or ("maps", [sorted int64 arrays]), offset."""
+        """columns: the values the macros read: first the file columns read from the bytes,
+        one per ColumnIds in vocabs, then keys of the values :meth:`encode`'s callback fills in;
+        unigram, bigram: per line a list of macros (row, column (one of columns), radix, pads
+        before, pads after) and its tables: ("direct", int64 ranks) or ("maps", [sorted int64
+        arrays]), offset."""
         cdef int i, j, m = 0, nm = 0, npad = 0, nmap = 0
         self.keep = []
         self.columns_py = list(columns)
         self.tables_py = list(vocabs)
         self.n_columns_used = len(columns)
-        self.max_column = max(columns) if columns else 0
-        self.column_of = <int32_t*> malloc(max(1, len(columns)) * sizeof(int32_t))
-        self.tables = <void**> malloc(max(1, len(columns)) * sizeof(void*))
-        for i, c in enumerate(columns):
-            self.column_of[i] = c
+        self.n_read = len(vocabs)
+        self.max_column = max(columns[:self.n_read]) if self.n_read else 0
+        self.column_of = <int32_t*> malloc(max(1, self.n_read) * sizeof(int32_t))
+        self.tables = <void**> malloc(max(1, self.n_read) * sizeof(void*))
+        for i in range(self.n_read):
+            self.column_of[i] = columns[i]
             self.tables[i] = <void*> vocabs[i]
         all_lines = list(unigram) + list(bigram)
         self.n_lines[0], self.n_lines[1] = len(unigram), len(bigram)
@@ -508,8 +511,9 @@ cdef class Encoder:
         free(self.tables)
 
     def encode(self, const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
-               const int32_t[::1] sent_ptr):
-        """(attr_ptr, attrs, eattr_ptr, eattrs) of the tokens: int32 CSR arrays."""
+               const int32_t[::1] sent_ptr, fill=None):
+        """(attr_ptr, attrs, eattr_ptr, eattrs) of the tokens: int32 CSR arrays. ``fill(ids)``
+        writes the derived values into ids [tokens, columns] once the file columns are read."""
         cdef Py_ssize_t N = tok_start.shape[0], S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t C = self.n_columns_used
         ids_np = np.empty((N, max(1, C)), dtype=np.int64)
@@ -524,6 +528,9 @@ cdef class Encoder:
         if N:
             with nogil:
                 self._column_ids(&block[0], &tok_start[0], &tok_end[0], N, ids)
+            if C > self.n_read:
+                fill(ids_np)
+            with nogil:
                 na = self._attributes(ids, &sent_ptr[0], S, 0, &aptr[0], &attrs[0])
                 ne = self._attributes(ids, &sent_ptr[0], S, 1, &eptr[0], &eattrs[0])
         else:
@@ -536,7 +543,7 @@ cdef class Encoder:
         cdef Py_ssize_t t, i
         cdef Py_ssize_t starts[64]
         cdef Py_ssize_t ends[64]
-        cdef Py_ssize_t C = self.n_columns_used
+        cdef Py_ssize_t C = self.n_read
         cdef int cap = self.max_column + 1
         cdef int col
         cdef const uint8_t* line
@@ -592,27 +599,57 @@ cdef class Encoder:
         return n
 
 
+def field_strings(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end, int col,
+                  const int64_t[::1] tokens):
+    """The value of file column ``col`` on each of the given token lines, as str."""
+    cdef Py_ssize_t starts[64]
+    cdef Py_ssize_t ends[64]
+    cdef Py_ssize_t k, t
+    cdef const uint8_t* line
+    cdef char* base = <char*> &block[0] if block.shape[0] else NULL
+    if not 0 <= col < 64:
+        raise ValueError("field_strings reads one of the first 64 columns")
+    out = []
+    for k in range(tokens.shape[0]):
+        t = tokens[k]
+        line = &block[0] + tok_start[t]
+        if split_fields(line, tok_end[t] - tok_start[t], starts, ends, col + 1) <= col:
+            raise ValueError(f"token line {t} has no column {col}")
+        out.append(base[tok_start[t] + starts[col]:tok_start[t] + ends[col]].decode("utf-8", "surrogatepass"))
+    return out
+
+
 # ------------------------------------------------------------------ writing
 
 def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
                 const int32_t[::1] sent_ptr, const int64_t[::1] items, const int64_t[::1] pt_start,
-                const int64_t[::1] pt_end, const int32_t[::1] pred, list labels, bytes sep):
-    """The output bytes of a batch: each token's columns joined by sep, sep, its label; a
-    blank line after each sentence; the pass-through lines in place."""
-    cdef Py_ssize_t N = tok_start.shape[0], I = items.shape[0], L = len(labels)
-    encoded = [lab.encode("utf-8") for lab in labels]
+                const int64_t[::1] pt_end, const int32_t[:, ::1] pred, list labels, bytes sep):
+    """The output bytes of a batch: each token's columns, each followed by sep, then its
+    labels of every appended column (pred[c, token] indexes labels[c]) joined by sep; a blank
+    line after each sentence; the pass-through lines in place."""
+    cdef Py_ssize_t N = tok_start.shape[0], I = items.shape[0], C = pred.shape[0]
+    if C != len(labels) or C < 1 or pred.shape[1] != N:
+        raise ValueError(f"format_rows: pred of shape ({C}, {pred.shape[1]}) for {len(labels)} label "
+                         f"lists and {N} tokens")
+    encoded = [lab.encode("utf-8") for col in labels for lab in col]
     lab_blob = b"".join(encoded)
-    lab_off_np = np.zeros(L + 1, dtype=np.int64)
+    lab_off_np = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in encoded], out=lab_off_np[1:])
+    base_np = np.zeros(C, dtype=np.int64)           # the first label of column c among all
+    np.cumsum([len(col) for col in labels[:-1]], out=base_np[1:])
     cdef int64_t[::1] lab_off = lab_off_np
+    cdef int64_t[::1] base = base_np
     cdef const uint8_t* lb = <const uint8_t*> (<char*> lab_blob)
-    cdef Py_ssize_t size = 0, t, k, it, s, pos = 0, nf, j
+    cdef Py_ssize_t size = 0, t, k, it, s, pos = 0, j, c
     cdef uint8_t sepc = sep[0]
-    cdef Py_ssize_t max_label = 0
-    for k in range(L):
-        max_label = max(max_label, lab_off[k + 1] - lab_off[k])
+    cdef Py_ssize_t max_labels = 0, widest
+    for c in range(C):
+        widest = 0
+        for k in range(len(labels[c])):
+            widest = max(widest, lab_off[base[c] + k + 1] - lab_off[base[c] + k])
+        max_labels += widest + 1
     for t in range(N):
-        size += tok_end[t] - tok_start[t] + 2 + max_label
+        size += tok_end[t] - tok_start[t] + 1 + max_labels
     for k in range(pt_start.shape[0]):
         size += pt_end[k] - pt_start[k] + 1
     size += sent_ptr.shape[0]
@@ -620,10 +657,8 @@ def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const in
     cdef char* ob = out
     cdef uint8_t* o = <uint8_t*> ob
     cdef const uint8_t* p = &block[0] if block.shape[0] else NULL
-    cdef Py_ssize_t starts[1]
-    cdef Py_ssize_t ends[1]
     cdef Py_ssize_t i, e, a, b
-    cdef int32_t y
+    cdef int64_t y
     with nogil:
         for it in range(I):
             k = items[it]
@@ -650,11 +685,12 @@ def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const in
                     o[pos] = sepc
                     pos += 1
                     i = j
-                y = pred[t]
-                memcpy(o + pos, lb + lab_off[y], lab_off[y + 1] - lab_off[y])
-                pos += lab_off[y + 1] - lab_off[y]
-                o[pos] = 10
-                pos += 1
+                for c in range(C):
+                    y = base[c] + pred[c, t]
+                    memcpy(o + pos, lb + lab_off[y], lab_off[y + 1] - lab_off[y])
+                    pos += lab_off[y + 1] - lab_off[y]
+                    o[pos] = sepc if c + 1 < C else 10
+                    pos += 1
             o[pos] = 10
             pos += 1
     del out[pos:]

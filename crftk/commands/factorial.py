@@ -12,10 +12,11 @@ import time
 
 import numpy as np
 
-from crftk import params
+from crftk import _textio, params
 from crftk.errors import CrftkError, UsageError
 from crftk.evaluation.conlleval import evaluate
 from crftk.io.conll import MAX_SENTENCE_TOKENS, check_output, input_batches, read_corpus
+from crftk.io.stream import format_batch, tag_stream
 from crftk.model import Model, Part
 from crftk.objectives.penalty import Penalty
 from crftk.optimize import OptimizeResult, lbfgs
@@ -299,8 +300,17 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
         allowed.add(n - len(cols))
     if log is not None and decoder.options["inference"] != "exact":
         log(f"decoding with max-product, --inference {decoder.options['inference']}")
-    counts = [0, 0]
     gold, pred = [[] for _ in cols], [[] for _ in cols]
+    if st.raw_encodable():
+        n_sent, n_tok, found = tag_stream(lambda batch, sep: _tag_raw(decoder, batch, sep), inputs, out, allowed,
+                                          decoder.n_threads, batch_tokens=batch_tokens, progress=progress,
+                                          log=log, max_sentence_tokens=max_sentence_tokens)
+        for g, p in found:
+            for c in range(len(cols)):
+                gold[c] += g[c]
+                pred[c] += p[c]
+        return n_sent, n_tok, _log_scores(gold, pred, cols, log)
+    counts = [0, 0]
     anchored = any(s.template.anchored for s in st.chains)
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=anchored,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
@@ -318,9 +328,30 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
                 for c, col in enumerate(cols):
                     gold[c].append([r[col] for r in rows])
                     pred[c].append(labels[c])
-    scores = None
-    if gold[0]:
-        scores = score_chains(gold, pred)
-        if log is not None:
-            log(f"against the input's label columns {cols}: {scores.line()}")
-    return counts[0], counts[1], scores
+    return counts[0], counts[1], _log_scores(gold, pred, cols, log)
+
+
+def _log_scores(gold, pred, cols, log):
+    """The ChainScores of the sentences that had gold labels (None when none had), logged."""
+    if not gold[0]:
+        return None
+    scores = score_chains(gold, pred)
+    if log is not None:
+        log(f"against the input's label columns {cols}: {scores.line()}")
+    return scores
+
+
+def _tag_raw(decoder, batch, sep):
+    """(output bytes, None or per chain the gold and predicted labels of each sentence) of a
+    RawBatch (runs in a worker thread: the kernels release the GIL)."""
+    st = decoder.structure
+    pred, _ = st.bind(st.encode_raw(batch), 1, **decoder.options).best(decoder.weights)
+    data = format_batch(batch, pred, decoder.labels, sep)
+    if batch.n_columns != st.space.n_columns:
+        return data, None
+    interners = [_textio.Interner(labels) for labels in st.output_labels]     # unknown labels get new ids
+    ids = _textio.intern_columns(batch.block, batch.tok_start, batch.tok_end, st.label_cols, interners)
+    cuts = batch.sent_ptr[1:-1]
+    gold = [np.split(np.asarray(x.strings(), dtype=object)[ids[:, c]], cuts) for c, x in enumerate(interners)]
+    guess = [np.split(decoder.labels[c][pred[c]], cuts) for c in range(len(interners))]
+    return data, ([[x.tolist() for x in g] for g in gold], [[x.tolist() for x in g] for g in guess])

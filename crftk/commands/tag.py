@@ -7,7 +7,8 @@ import sys
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, input_batches
+from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, input_batches
+from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
 from crftk.model import Model
 from crftk.progress import tty_progress
@@ -226,7 +227,7 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     allowed = {space.n_columns}
     if space.label_col == space.n_columns - 1:
         allowed.add(space.n_columns - 1)
-    if not marginals and not nbest and type(tagger) is Tagger and _compiled_path(model):   # not a bag
+    if not marginals and not nbest and _compiled_path(tagger):
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
     counts = [0, 0]
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=space.template.anchored,
@@ -240,64 +241,26 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
 # of threads while the next ones are read and the finished ones written. Labels only (no -v,
 # -n); the output is byte for byte that of write_batch.
 
-def _compiled_path(model):
-    """Whether tag_files can take the compiled path for this model."""
+def _compiled_path(tagger):
+    """Whether tag_files can take the compiled path with this tagger (one CRF or a bag)."""
     from crftk.features.space import FeatureSpace
-    return type(model.space) is FeatureSpace and model.space.raw_encoder() is not None
+    if type(tagger) not in (Tagger, BagTagger):
+        return False
+    spaces = [m.space for m in tagger.bag.members] if isinstance(tagger, BagTagger) else [tagger.space]
+    return all(type(s) is FeatureSpace and s.raw_encoder() is not None for s in spaces)
 
 
 def _tag_batch(tagger, batch, sep):
-    """The output bytes of a RawBatch (runs in a worker thread: the kernels release the GIL)."""
-    from crftk import _textio
-    corpus = tagger.space.encode_raw(batch)
-    pred, _ = tagger.structure.bind(corpus, 1).best(tagger.weights)
-    return _textio.format_rows(batch.block, batch.tok_start, batch.tok_end, batch.sent_ptr, batch.items,
-                               batch.pt_start, batch.pt_end, np.ascontiguousarray(pred, dtype=np.int32),
-                               tagger.labels.tolist(), sep.encode())
+    """(output bytes, None) of a RawBatch (runs in a worker thread: the kernels release the GIL)."""
+    if isinstance(tagger, BagTagger):
+        inf = BagInference.of_raw(tagger.bag, batch, tagger.method, tagger.combination_weights, tagger.decode)
+    else:
+        inf = tagger.structure.bind(tagger.space.encode_raw(batch), 1)
+    pred, _ = inf.best(tagger.weights)
+    return format_batch(batch, pred, [tagger.labels.tolist()], sep), None
 
 
 def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens):
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-    from crftk.io.conll import read_batches
-    buffer = getattr(out, "buffer", None)
-    if buffer is not None:
-        out.flush()
-
-    def emit(data):
-        if buffer is not None:
-            buffer.write(data)
-        else:
-            out.write(data.decode("utf-8"))
-
-    n_sent = n_tok = 0
-    workers = max(1, tagger.n_threads)
-    pool = ThreadPoolExecutor(workers) if workers > 1 else None
-    try:
-        for path in inputs:
-            layout = Layout()
-            before = n_sent
-            pending = deque()
-            for batch in read_batches(path, n_columns=allowed, layout=layout, batch_tokens=batch_tokens,
-                                      max_sentence_tokens=max_sentence_tokens):
-                sep = layout.separator or "\t"
-                if pool is None:
-                    emit(_tag_batch(tagger, batch, sep))
-                else:
-                    pending.append(pool.submit(_tag_batch, tagger, batch, sep))
-                    while len(pending) > workers:
-                        emit(pending.popleft().result())
-                n_sent += batch.n_sentences
-                n_tok += batch.n_tokens
-                if progress:
-                    progress(n_sent, n_tok)
-            while pending:
-                emit(pending.popleft().result())
-            if n_sent == before and log is not None:
-                log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-    if buffer is not None:
-        buffer.flush()
-    return n_sent, n_tok
+    return tag_stream(lambda batch, sep: _tag_batch(tagger, batch, sep), inputs, out, allowed, tagger.n_threads,
+                      batch_tokens=batch_tokens, progress=progress, log=log,
+                      max_sentence_tokens=max_sentence_tokens)[:2]

@@ -112,9 +112,16 @@ class BagInference:
     """The Inference interface (best, marginals, nbest) of one combination on a batch; the
     weight vector the tagger passes is ignored (the bag's weights are fixed here)."""
 
-    def __init__(self, bag, sentences, method, weights, decode="viterbi", n_threads=1):
-        evidence, self.corpus = bag.evidence(sentences, n_threads)
+    def __init__(self, bag, sentences, method, weights, decode="viterbi", n_threads=1, *, encoded=None):
+        evidence, self.corpus = encoded if encoded is not None else bag.evidence(sentences, n_threads)
         self.combined = combine(evidence, method, weights, decode)
+
+    @classmethod
+    def of_raw(cls, bag, batch, method, weights, decode="viterbi", n_threads=1):
+        """The same on a crftk.io.conll.RawBatch (the members' spaces encode it in compiled code)."""
+        return cls(bag, None, method, weights, decode, n_threads,
+                   encoded=Evidence.of_corpora(bag.members, [m.space.encode_raw(batch) for m in bag.members],
+                                                n_threads))
 
     @property
     def n_sentences(self):

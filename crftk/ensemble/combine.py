@@ -61,7 +61,11 @@ class Evidence:
     def of(cls, members, sentences, n_threads=1):
         """Evidence of member models on sentences (each encodes them with its own feature space);
         also returns the first member's encoded corpus (its gold labels, its sentence slices)."""
-        corpora = [m.space.encode(sentences) for m in members]
+        return cls.of_corpora(members, [m.space.encode(sentences) for m in members], n_threads)
+
+    @classmethod
+    def of_corpora(cls, members, corpora, n_threads=1):
+        """The same from each member's encoded corpus of one batch."""
         tables = [member_tables(m, c, n_threads) for m, c in zip(members, corpora)]
         return cls(corpora[0].sent_ptr, tables, n_threads), corpora[0]
 

@@ -236,6 +236,31 @@ class Extractor:
         return table
 
     # tagging ----------------------------------------------------------------
+    def test_table(self, key):
+        """The lookup table of a derived source over its column's vocabulary (built once)."""
+        return self._table(key)
+
+    @staticmethod
+    def unseen_words(unseen, strings):
+        """(unseen, distinct words, the word of each unseen token) of a column's value
+        ``strings`` at its ``unseen`` tokens: what :meth:`test_ids` takes."""
+        local = Vocab()
+        return unseen, local.strings, np.array(local.add_ids(strings), dtype=np.int64)
+
+    def test_ids(self, key, col_ids, unseen):
+        """Value ids of a single-valued derived source: ``col_ids`` the column's ids per token
+        (-1: unseen), ``unseen`` its :meth:`unseen_words`."""
+        return self._single_test_ids(key, col_ids, *unseen)
+
+    def _single_test_ids(self, key, col_ids, where, words, inverse):
+        """Ids of a single-valued test: the table over the vocabulary for the known words, the
+        test itself on the distinct unseen ``words`` (inverse: the word of each unseen token)."""
+        known = col_ids >= 0
+        out = np.where(known, self._table(key)[np.where(known, col_ids, 0)], -1)
+        if where.size:
+            out[where] = self.vocabs[key].ids([self.tests[key](w) for w in words])[inverse]
+        return out
+
     def values(self, sentences, label_col=None):
         """Value ids of a batch with the frozen vocabularies (unseen values are -1)."""
         lengths = np.fromiter((len(s.rows) for s in sentences), dtype=np.int64, count=len(sentences))
@@ -273,10 +298,7 @@ class Extractor:
                                w_vals[np.where(tok_known, 0, src)] if w_vals.size else -1)
                 multi[k] = (out_ptr, out)
             else:
-                out = np.where(known, table[safe], -1)
-                if where.size:
-                    out[where] = vocab.ids([test(w) for w in words])[inverse]
-                single[k] = out
+                single[k] = self._single_test_ids(k, col_ids, where, words, inverse)
         for k in self.keys:
             if not isinstance(k, int) and k[0] == "lex":
                 lex = self.lexicons[k[2][0]]

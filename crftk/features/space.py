@@ -547,15 +547,19 @@ class FeatureSpace:
 
     def raw_encoder(self):
         """A compiled encoder of :class:`crftk.io.conll.RawBatch` (crftk._textio.Encoder), or
-        None when a macro is not a plain column (derived tests, lexicons, first mentions
-        are encoded from strings by :meth:`encode`). Built once; safe to share between threads."""
+        None when a macro reads more than a column or a single-valued test of one (lexicons,
+        first mentions, multi-valued tests are encoded from strings by :meth:`encode`). Built
+        once; safe to share between threads."""
         if getattr(self, "_raw_encoder", False) is not False:
             return self._raw_encoder
         self._raw_encoder = None
         macros = self.template.macros
-        if any(m.kind != "x" or m.anchored for m in macros) or self.n_columns > 64:
+        tests = self.extractor.tests
+        if any(m.anchored or m.multi or (m.kind != "x" and m.source not in tests) for m in macros) \
+                or self.n_columns > 64:
             return None
         columns = self.template.columns
+        derived = [k for k in self.template.sources if not isinstance(k, int)]
         tables = [_textio.ColumnIds(self.vocabs[c].strings) for c in columns]
 
         def spec(cl):
@@ -564,22 +568,38 @@ class FeatureSpace:
                 index = self.vocabs[m.source].index
                 before = [index.get(padding_value(-k), -1) for k in range(1, abs(m.row) + 1)]
                 after = [index.get(padding_value(k), -1) for k in range(1, abs(m.row) + 1)]
-                ms.append((m.row, m.col, self._radix(m), before, after))
+                ms.append((m.row, m.source, self._radix(m), before, after))
             if len(ms) == 1:
                 table = np.full(self._radix(cl.line.macros[0]) + 1, -1, dtype=np.int64)
                 table[cl.keys] = np.arange(cl.keys.size)
                 return {"macros": ms, "kind": "direct", "tables": table, "offset": cl.offset}
             return {"macros": ms, "kind": "maps", "tables": list(cl.steps) + [cl.keys], "offset": cl.offset}
 
-        self._raw_encoder = _textio.Encoder(columns, tables, [spec(cl) for cl in self.unigram_lines],
+        for k in derived:                # built here, not in a worker thread
+            self.extractor.test_table(k)
+        self._derived = derived
+        self._raw_encoder = _textio.Encoder(list(columns) + derived, tables,
+                                            [spec(cl) for cl in self.unigram_lines],
                                             [spec(cl) for cl in self.bigram_lines])
         return self._raw_encoder
 
     def encode_raw(self, batch):
         """Encode a :class:`crftk.io.conll.RawBatch` in compiled code, as :meth:`encode` encodes
         its sentences (gold labels left out); needs :meth:`raw_encoder`."""
+        columns = self.template.columns
+
+        def fill(ids):               # the derived tests: [tokens, columns + derived] of column ids
+            words = {}
+            for j, key in enumerate(self._derived, start=len(columns)):
+                i = columns.index(key[1])
+                if i not in words:
+                    unseen = np.flatnonzero(ids[:, i] < 0)
+                    words[i] = self.extractor.unseen_words(unseen, _textio.field_strings(
+                        batch.block, batch.tok_start, batch.tok_end, key[1], unseen))
+                ids[:, j] = self.extractor.test_ids(key, ids[:, i], words[i])
+
         attr_ptr, attrs, eattr_ptr, eattrs = self.raw_encoder().encode(batch.block, batch.tok_start,
-                                                                       batch.tok_end, batch.sent_ptr)
+                                                                       batch.tok_end, batch.sent_ptr, fill)
         return EncodedCorpus(batch.sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, None)
 
     def input_columns(self, n):

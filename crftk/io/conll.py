@@ -396,6 +396,13 @@ class RawBatch:
     def sentence_lengths(self):
         return self.sent_ptr[1:] - self.sent_ptr[:-1]
 
+    @property
+    def n_columns(self):
+        """The column count of its token lines (the reader keeps one per file); 0 without tokens."""
+        if not self.n_tokens:
+            return 0
+        return len(_split_columns(self.block[self.tok_start[0]:self.tok_end[0]].decode("utf-8")))
+
     def entries(self):
         """The batch as :func:`read_sentences` with ``passthrough`` yields it: str and Sentence."""
         block, out = self.block, []

@@ -238,6 +238,16 @@ class Factorial(Structure):
                             dtype=np.int32, count=chains[0].n_tokens) for s in self.chains])
         return FactorialCorpus(chains, pairs, labels)
 
+    def raw_encodable(self):
+        """Whether :meth:`encode_raw` can encode batches (every space reads plain columns only)."""
+        return all(s.raw_encoder() is not None for s in self.chains + self.pairs)
+
+    def encode_raw(self, batch):
+        """A FactorialCorpus of a crftk.io.conll.RawBatch, encoded in compiled code (gold left
+        out); needs :meth:`raw_encodable`."""
+        return FactorialCorpus([s.encode_raw(batch) for s in self.chains], [p.encode_raw(batch) for p in self.pairs],
+                               None)
+
     def bind(self, corpus, n_threads=1, inference="exact", tolerance=1e-3, max_sweeps=100):
         return FactorialInference(self, corpus, n_threads, inference, tolerance, max_sweeps)
 

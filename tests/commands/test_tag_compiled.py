@@ -20,11 +20,16 @@ TEMPLATE = "U:%x[0,0]\nU1:%x[0,1]\nUw:%x[-1,0]/%x[0,0]\nUt:%x[-2,1]/%x[-1,1]/%x[
            "B\nB1:%x[-1,1]/%x[0,1]\nB2:%x[1,0]\n"
 
 
-@pytest.fixture(scope="module")
-def model():
+# single-valued tests of columns: derived per batch from the column ids (unseen words from their strings)
+DERIVED = TEMPLATE + 'Us:%suf[0,0,1]/%x[0,1]\nUt:%t[-1,0,"[0-9]$"]\nUX:%X[1,1]\nUf:%fshape[0,0]\nUc:%cshape[2,0]\n' \
+    'Up:%pre[0,1,1]\nUm:%m[0,0,"^w1"]/%M[1,0,"^W"]\nB3:%T[0,0,"1"]\n'
+
+
+@pytest.fixture(scope="module", params=["columns", "derived tests"])
+def model(request):
     sents = random_corpus(80, seed=1)
     sents[0].rows[0][0] = "caf\u00e9"            # a non-ASCII word the model knows
-    space, _ = FeatureSpace.fit(sents, parse_template(TEMPLATE))
+    space, _ = FeatureSpace.fit(sents, parse_template(TEMPLATE if request.param == "columns" else DERIVED))
     w = np.random.default_rng(0).normal(size=space.n_params)
     return Model(space, w)
 
@@ -68,7 +73,7 @@ def _text(sents, sep=" ", drop=False, end="\n"):
 
 
 def test_the_compiled_path_is_taken(model):
-    assert tag_module._compiled_path(model)
+    assert tag_module._compiled_path(tag_module.Tagger(model))
 
 
 CASES = {
@@ -125,3 +130,83 @@ def test_fuzzed_inputs(model, tmp_path_factory, data, threads, batch):
         _same(model, tmp_path_factory.mktemp("tc"), mp, data, threads=threads, batch_tokens=batch)
     finally:
         mp.undo()
+
+
+@pytest.fixture(scope="module")
+def bag_model():
+    from crftk.ensemble.bag import Bag
+    sents = random_corpus(80, seed=6)
+    members, rng = [], np.random.default_rng(1)
+    for tmpl in [TEMPLATE, "U:%x[0,0]\nU1:%x[-1,1]/%x[0,1]\nB\n"]:
+        space, _ = FeatureSpace.fit(sents, parse_template(tmpl))
+        members.append(Model(space, rng.normal(size=space.n_params)))
+    record = {"members": ["a", "b"], "combine": "seq-poe", "decode": "viterbi",
+              "weights": {"seq-poe": [0.7, 0.3], "seq-mixture": [0.4, 0.6]}}
+    return Bag(members, ["a", "b"], record).to_model()
+
+
+@pytest.mark.parametrize("combine,decode", [("chosen", "chosen"), ("seq-mixture", "max-marginal"),
+                                            ("trans-poe", "chosen")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_bag_takes_the_compiled_path_and_writes_the_same(bag_model, tmp_path, monkeypatch, combine, decode,
+                                                          threads):
+    from crftk.commands.tag import tagger_for
+    assert tag_module._compiled_path(tagger_for(bag_model, combine=combine, decode=decode))
+    data = CASES["docstart"] + CASES["spaces"] + CASES["unicode"]
+    text, _ = _same(bag_model, tmp_path, monkeypatch, data, threads=threads, batch_tokens=7, combine=combine,
+                    decode=decode)
+    first = Model(bag_model.parts[0].space, bag_model.parts[0].weights)
+    alone, _ = _run(first, [str(tmp_path / "in0.txt")], True, monkeypatch)
+    assert text != alone                # the members are combined, not the first one alone
+
+
+@pytest.fixture(scope="module")
+def factorial_model():
+    from crftk.commands.factorial import factorial_model as make
+    from crftk.structures.factorial import Factorial, fit_spaces
+    sents = random_corpus(80, seed=7)
+    for s in sents:                 # a second label column: word, tag, label, tag again (a chain per label)
+        for r in s.rows:
+            r.append(r[1] if r[0] != "w3" else "Z")
+    tmpl = 'U:%x[0,0]\nU1:%x[-1,0]/%x[0,0]\nUs:%suf[0,0,1]\nUt:%t[1,0,"[02468]$"]\nB\nP:%x[0,0]\nP1:%suf[-1,0,1]\n'
+    chains, pairs, _ = fit_spaces(sents, parse_template(tmpl), [3, 2])
+    st = Factorial(chains, pairs)
+    return make(st, np.random.default_rng(2).normal(size=st.n_params), {})
+
+
+FACTORIAL_CASES = {
+    "labelled": b"w1 A B-X A\nw2 B O B\nw3 C B-Y Z\n\n-DOCSTART- -X- O O\n\nw4 A O A\nw11 B B-Y B\n\n",
+    "unlabelled, tabs": b"w1\tA\nw2\tB\n\nw9\tC\n\n",
+    "a label the model lacks": b"w1 A B-X Q\nw2 B ZZ B\n\n# comment O O\nw5 C O C\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIAL_CASES))
+@pytest.mark.parametrize("inference,threads,batch", [("exact", 1, 50_000), ("exact", 2, 2), ("trp", 2, 3),
+                                                     ("bp", 1, 1)])
+def test_a_factorial_model_takes_the_compiled_path_and_writes_the_same(factorial_model, tmp_path, monkeypatch,
+                                                                     name, inference, threads, batch):
+    from crftk.commands import factorial
+    path = tmp_path / "in.txt"
+    path.write_bytes(FACTORIAL_CASES[name])
+    assert factorial_model.structure.raw_encodable()
+    results = []
+    for compiled in (False, True):
+        with monkeypatch.context() as m:
+            if not compiled:
+                m.setattr(factorial.Factorial, "raw_encodable", lambda self: False)
+            out, logged = io.StringIO(), []
+            n_sent, n_tok, scores = factorial.tag_factorial(factorial_model, [str(path)], out, threads=threads,
+                                                            inference=inference, batch_tokens=batch,
+                                                            log=logged.append)
+            results.append((out.getvalue(), n_sent, n_tok, scores and scores.to_dict(), logged))
+    assert results[0] == results[1]
+    text = results[0][0]
+    assert text.count("\n\n") >= 2 and (results[0][3] is None) == (name == "unlabelled, tabs")
+
+
+@pytest.mark.parametrize("line", ["Ush:%shape[0,0]", "Ung:%ngram[0,0,1,2]", "Ua:%^x[0,0]"])
+def test_multi_valued_tests_and_first_mentions_take_the_python_path(line):
+    space, _ = FeatureSpace.fit(random_corpus(20, seed=8), parse_template(TEMPLATE + line + "\n"))
+    model = Model(space, np.zeros(space.n_params))
+    assert not tag_module._compiled_path(tag_module.Tagger(model))

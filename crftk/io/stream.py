@@ -1,0 +1,70 @@
+"""Streaming CoNLL files through a tagger in compiled batches (crftk._textio): read a batch,
+tag it in a pool of threads while the next ones are read, write the finished ones in order."""
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from crftk import _textio
+from crftk.io.conll import Layout, read_batches
+
+
+def format_batch(batch, pred, labels, sep):
+    """The output bytes of a RawBatch: its rows, each with the labels ``pred[c, token]`` of
+    ``labels[c]`` appended for every c (pred: [columns, tokens], or [tokens] for one column)."""
+    pred = np.ascontiguousarray(pred, dtype=np.int32).reshape(len(labels), batch.n_tokens)
+    return _textio.format_rows(batch.block, batch.tok_start, batch.tok_end, batch.sent_ptr, batch.items,
+                               batch.pt_start, batch.pt_end, pred,
+                               [list(x) for x in labels], sep.encode())
+
+
+def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, progress, log, max_sentence_tokens):
+    """Read CoNLL files in RawBatches, tag each with ``tag_batch(batch, sep)`` -> (output bytes,
+    extra) in a pool of ``n_threads`` threads while the next are read, and write the bytes in
+    order; returns (sentences, tokens, the extras in order)."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:
+        out.flush()
+    extras = []
+
+    def emit(result):
+        data, extra = result
+        if buffer is not None:
+            buffer.write(data)
+        else:
+            out.write(data.decode("utf-8"))
+        if extra is not None:
+            extras.append(extra)
+
+    n_sent = n_tok = 0
+    workers = max(1, n_threads)
+    pool = ThreadPoolExecutor(workers) if workers > 1 else None
+    try:
+        for path in inputs:
+            layout = Layout()
+            before = n_sent
+            pending = deque()
+            for batch in read_batches(path, n_columns=allowed, layout=layout, batch_tokens=batch_tokens,
+                                      max_sentence_tokens=max_sentence_tokens):
+                sep = layout.separator or "\t"
+                if pool is None:
+                    emit(tag_batch(batch, sep))
+                else:
+                    pending.append(pool.submit(tag_batch, batch, sep))
+                    while len(pending) > workers:
+                        emit(pending.popleft().result())
+                n_sent += batch.n_sentences
+                n_tok += batch.n_tokens
+                if progress:
+                    progress(n_sent, n_tok)
+            while pending:
+                emit(pending.popleft().result())
+            if n_sent == before and log is not None:
+                log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    if buffer is not None:
+        buffer.flush()
+    return n_sent, n_tok, extras
