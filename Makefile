@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo bench bench-quick bench-ner bench-pipeline conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag
 
 all: test
@@ -24,6 +24,7 @@ help:
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
 	@echo "make conll2003   CoNLL-2003 NER: train on eng.train, score eng.testa (CONLL2003=...)"
 	@echo "make bench-pipeline  whole-process tag/train speed and memory beside python-crfsuite (CONLL2000=...)"
+	@echo "make bench-structures  tag speed of factorial models, bags and pipelines (CONLL2000=...)"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
@@ -107,6 +108,12 @@ bench-pipeline: install
 	$(PYTHON) -m pip install -q python-crfsuite
 	$(PYTHON) benchmarks/pipeline.py --data $(CONLL2000) --ner-data $(CONLL2003) --ner \
 		--out benchmarks/results/pipeline
+
+# Tagging speed of factorial models, bags and pipelines (issue 19, goal 4), whole process on
+# dev.txt x 20; STRUCTURES_BASELINE=DIR: another checkout, built in place, as "before".
+bench-structures: install
+	$(PYTHON) benchmarks/structures.py --data $(CONLL2000) --out $(OUT)/structures \
+		$(if $(STRUCTURES_BASELINE),--baseline $(STRUCTURES_BASELINE)) --results benchmarks/results/structures
 
 bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite
