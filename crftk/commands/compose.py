@@ -29,9 +29,11 @@ import math
 
 import numpy as np
 
-from crftk import _product, params
+from crftk import _product, _textio, params
 from crftk.errors import CrftkError, UsageError
+from crftk.features.space import FeatureSpace, Positions
 from crftk.io.conll import Sentence, input_batches
+from crftk.io.stream import format_batch, tag_stream
 from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
 from crftk.structures import STRUCTURES, joint
@@ -258,19 +260,62 @@ class Pipeline:
     def joint_tables(self, sentences):
         """(sizes, sent_ptr, first stage's state [N, n0], links [N, n_i, n_i+1], transitions) of the
         composed model on a batch (every link exact)."""
+        return self._joint_tables_of([s.space.extractor.values([s.rows(x) for x in sentences]) for s in self.stages])
+
+    def _joint_tables_of(self, values):
+        """:meth:`joint_tables` from each stage's value ids of the batch (its fed column unread)."""
         first = self.stages[0]
-        rows = [first.rows(s) for s in sentences]
-        corpus = first.space.encode(rows)
+        v = values[0]
+        corpus = first.space._encode(v, Positions(v.lengths, v.anchor), None)
         state0 = first.space.lattices(corpus).state_matrix(first.model.weights)
         trans = [joint.transitions(first.model, corpus)]
         links = []
-        for prev, stage in zip(self.stages, self.stages[1:]):
-            link = joint.FedLink(stage.model, stage.feed, prev.labels)
-            table, corp = link.tables([stage.rows(s) for s in sentences])
+        for prev, stage, v in zip(self.stages, self.stages[1:], values[1:]):
+            table, corp = joint.FedLink(stage.model, stage.feed, prev.labels).tables_of(v)
             links.append(table)
             trans.append(joint.transitions(stage.model, corp))
         sizes = np.array([len(s.labels) for s in self.stages], dtype=np.int32)
         return sizes, corpus.sent_ptr.astype(np.int64), state0, links, trans
+
+    # compiled path: batches of bytes (crftk.io.conll.RawBatch) ----------------------------
+    def raw_decodable(self, mode):
+        """Whether :meth:`decode_raw` can decode with ``mode``: cascade, or joint when exact, and
+        every stage's template reads columns and single-valued tests of them only."""
+        if mode != "cascade" and (mode != "joint" or self.joint_mode() != "exact"):
+            return False
+        return all(type(s.space) is FeatureSpace and s.space.raw_encoder() is not None for s in self.stages)
+
+    def decode_raw(self, batch, mode):
+        """Label ids [stages, tokens] of a RawBatch (one thread), as :meth:`decode` decodes its
+        sentences; needs :meth:`raw_decodable`."""
+        C = len(self.stages)
+        out = np.zeros((C, batch.n_tokens), dtype=np.int32)
+        if mode == "cascade":
+            fed = None
+            for c, stage in enumerate(self.stages):
+                v = stage.space.raw_values(batch, None if fed is None else (stage.feed, *fed))
+                corpus = stage.space._encode(v, Positions(v.lengths), None)
+                out[c], _ = stage.model.structure.bind(corpus, 1).best(stage.model.weights)
+                fed = (stage.labels, out[c])
+            return out
+        values = [s.space.raw_values(batch) for s in self.stages]
+        n_states = math.prod(len(s.labels) for s in self.stages)
+        sent_ptr = batch.sent_ptr.astype(np.int64)
+        for a, b in joint.sentence_groups(sent_ptr, n_states):
+            sizes, sp, state0, links, trans = self._joint_tables_of([v.sentences(a, b) for v in values])
+            state = joint.product_state(state0, links)
+            labels, _ = joint.product_viterbi(sizes, sp, state, trans, 1)
+            out[:, sent_ptr[a]:sent_ptr[b]] = labels
+        return out
+
+    def raw_gold_correct(self, batch, pred):
+        """Per stage, and for all stages together, how many tokens of a RawBatch that holds the
+        gold columns (each fed column, the last stage's label) ``pred`` gets right."""
+        cols = [s.feed for s in self.stages[1:]] + [self.stages[-1].space.label_col]
+        interners = [_textio.Interner(s.labels) for s in self.stages]       # unknown labels: new ids
+        gold = _textio.intern_columns(batch.block, batch.tok_start, batch.tok_end, cols, interners).T
+        ok = gold == pred
+        return np.append(ok.sum(axis=1), ok.all(axis=0).sum())
 
     def _groups(self, sentences, sent_ptr, n_states):
         """joint.sentence_groups of a batch, cut between documents only when a stage reads first
@@ -588,6 +633,24 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
     scored = 0
+    if not marginals and not nbest and pipeline.raw_decodable(decode):
+        labels = [s.labels for s in pipeline.stages]
+
+        def tag_batch(batch, sep):
+            pred = pipeline.decode_raw(batch, decode)
+            counted = None
+            if batch.n_columns == pipeline.n_columns:
+                counted = pipeline.raw_gold_correct(batch, pred), batch.n_tokens
+            return format_batch(batch, pred, labels, sep), counted
+
+        n_sent, n_tok, found = tag_stream(tag_batch, inputs, out, allowed, pipeline.n_threads,
+                                          batch_tokens=batch_tokens, progress=progress, log=log,
+                                          max_sentence_tokens=max_sentence_tokens)
+        for ok, n in found:
+            correct += ok
+            scored += n
+        _log_accuracy(log, pipeline, correct, scored)
+        return n_sent, n_tok, (correct, scored)
     counts = [0, 0]
     by_document = any(s.space.template.anchored for s in pipeline.stages)
     gold_cols = [s.feed for s in pipeline.stages[1:]] + [pipeline.stages[-1].space.label_col]
@@ -627,8 +690,14 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
                 correct[:C] += ok.sum(axis=0)
                 correct[C] += ok.all(axis=1).sum()
                 scored += len(rows)
+    _log_accuracy(log, pipeline, correct, scored)
+    return counts[0], counts[1], (correct, scored)
+
+
+def _log_accuracy(log, pipeline, correct, scored):
     if scored and log is not None:
+        C = len(pipeline.stages)
+        gold_cols = [s.feed for s in pipeline.stages[1:]] + [pipeline.stages[-1].space.label_col]
         acc = [f"stage {c + 1} {100 * correct[c] / scored:.2f}" for c in range(C)]
         log(f"token accuracy against the input's columns {gold_cols}: {', '.join(acc)}, "
             f"all stages together {100 * correct[C] / scored:.2f}")
-    return counts[0], counts[1], (correct, scored)

@@ -95,6 +95,12 @@ class Values:
     def get(self, key):
         return self.multi[key] if key in self.multi else self.single[key]
 
+    def sentences(self, a, b):
+        """The values of sentences a..b-1 (of single-valued sources, without anchors)."""
+        ptr = np.concatenate([[0], np.cumsum(self.lengths)])
+        lo, hi = int(ptr[a]), int(ptr[b])
+        return Values({k: v[lo:hi] for k, v in self.single.items()}, {}, None, self.lengths[a:b], None)
+
 
 def _csr(lists):
     counts = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))

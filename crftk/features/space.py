@@ -578,6 +578,7 @@ class FeatureSpace:
         for k in derived:                # built here, not in a worker thread
             self.extractor.test_table(k)
         self._derived = derived
+        self._column_tables = dict(zip(columns, tables))
         self._raw_encoder = _textio.Encoder(list(columns) + derived, tables,
                                             [spec(cl) for cl in self.unigram_lines],
                                             [spec(cl) for cl in self.bigram_lines])
@@ -601,6 +602,39 @@ class FeatureSpace:
         attr_ptr, attrs, eattr_ptr, eattrs = self.raw_encoder().encode(batch.block, batch.tok_start,
                                                                        batch.tok_end, batch.sent_ptr, fill)
         return EncodedCorpus(batch.sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, None)
+
+    def raw_values(self, batch, fed=None):
+        """The value ids (crftk.features.extract.Values) of a RawBatch, as ``extractor.values``
+        gives them for its sentences; ``fed`` (column, label strings, label id per token): that
+        column holds those labels instead of the batch's. Needs :meth:`raw_encoder`; columns the
+        batch lacks have no value (-1)."""
+        from crftk.features.extract import Values
+        self.raw_encoder()
+        fed_col = None if fed is None else fed[0]
+        columns = [c for c in self.template.columns if c < batch.n_columns and c != fed_col]
+        ids = _textio.lookup_columns(batch.block, batch.tok_start, batch.tok_end, columns,
+                                     [self._column_tables[c] for c in columns])
+        n = batch.n_tokens
+        single = {c: np.full(n, -1, dtype=np.int64) for c in self.template.columns}
+        single.update({c: np.ascontiguousarray(ids[:, i]) for i, c in enumerate(columns)})
+        labels = None
+        if fed is not None and fed_col in single:
+            labels = np.asarray(fed[1], dtype=object)
+            single[fed_col] = self.vocabs[fed_col].ids(labels.tolist())[fed[2]]
+        words = {}
+        for key in self._derived:
+            c = key[1]
+            if c not in words:
+                unseen = np.flatnonzero(single[c] < 0)
+                if c == fed_col:
+                    strings = labels[fed[2][unseen]].tolist()
+                elif c in columns:
+                    strings = _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, c, unseen)
+                else:
+                    unseen, strings = unseen[:0], []
+                words[c] = self.extractor.unseen_words(unseen, strings)
+            single[key] = self.extractor.test_ids(key, single[c], words[c])
+        return Values(single, {}, None, batch.sentence_lengths().astype(np.int64), None)
 
     def input_columns(self, n):
         """True when rows of n columns carry the gold label, False when they lack it; else raise."""

@@ -179,8 +179,11 @@ class FedLink:
 
     def tables(self, sentences):
         """([tokens, values, labels] tables, the corpus of the lines that do not read the fed column)."""
+        return self.tables_of(self.space.extractor.values(sentences))
+
+    def tables_of(self, values):
+        """:meth:`tables` of the sentences' value ids (crftk.features.extract.Values)."""
         space = self.space
-        values = space.extractor.values(sentences)
         n = int(values.lengths.sum())
         V, L = len(self.values), space.n_labels
         pos = Positions(values.lengths, values.anchor)

@@ -323,3 +323,31 @@ def test_n_prints_the_k_best_joint_labelings(files):
     best = [b for b in blocks if b.startswith("0 ")]
     rows = [r for b in best for r in columns(b)[1:]]
     assert [r[3:] for r in rows] == [r[3:] for r in columns(plain)]
+
+
+@pytest.mark.parametrize("decode", ["cascade", "joint"])
+@pytest.mark.parametrize("gold", [True, False])
+@pytest.mark.parametrize("threads,batch", [(1, 50_000), (2, 7)])
+def test_the_compiled_path_writes_and_scores_as_the_python_path(files, tmp_path, monkeypatch, decode, gold, threads,
+                                                                batch):
+    import io
+    from crftk.commands import compose
+    d, _, test, _ = files
+    pipeline = Pipeline.load(compose_file(files), threads=threads)
+    assert pipeline.raw_decodable(decode)
+    text = test.read_text()
+    if not gold:                    # the last stage's label column dropped
+        text = "\n".join(" ".join(line.split()[:-1]) for line in text.splitlines()) + "\n"
+    path = tmp_path / "in.txt"
+    path.write_text("-DOCSTART- -X- O\n\n" + text)
+    results = []
+    for compiled in (False, True):
+        with monkeypatch.context() as m:
+            if not compiled:
+                m.setattr(compose.Pipeline, "raw_decodable", lambda self, mode: False)
+            out, logged = io.StringIO(), []
+            n_sent, n_tok, (correct, scored) = compose.tag_pipeline(pipeline, [str(path)], out, decode=decode,
+                                                                   batch_tokens=batch, log=logged.append)
+            results.append((out.getvalue(), n_sent, n_tok, correct.tolist(), scored, logged))
+    assert results[0] == results[1]
+    assert (results[0][4] > 0) == gold and results[0][1] == 60 and "-DOCSTART-" in results[0][0]
