@@ -112,7 +112,8 @@ bench-pipeline: install
 # Tagging speed of factorial models, bags and pipelines (issue 19, goal 4), whole process on
 # dev.txt x 20; STRUCTURES_BASELINE=DIR: another checkout, built in place, as "before".
 bench-structures: install
-	$(PYTHON) benchmarks/structures.py --data $(CONLL2000) --out $(OUT)/structures \
+	$(PYTHON) benchmarks/structures.py --data $(CONLL2000) --out $(OUT)/structures --fcrf-model $(OUT)/fcrf/8936/fcrf.model \
+		--pipeline $(OUT)/fcrf/8936/cascade.pipeline \
 		$(if $(STRUCTURES_BASELINE),--baseline $(STRUCTURES_BASELINE)) --results benchmarks/results/structures
 
 bench-ner: install

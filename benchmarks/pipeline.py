@@ -370,7 +370,8 @@ def time_tag(model, inp, out, threads, repo=REPO, extra=()):
     if gnu_time:
         cmd = [gnu_time, "-f", "%M %U %S"] + cmd
     t = time.perf_counter()
-    proc = subprocess.run(cmd, env=env_with_repo(repo), cwd=REPO, stderr=subprocess.PIPE, text=True)
+    # cwd: `python -m` puts the working directory first on sys.path, before PYTHONPATH
+    proc = subprocess.run(cmd, env=env_with_repo(repo), cwd=repo, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - t
     if proc.returncode != 0:
         raise SystemExit(f"crftk tag failed: {proc.stderr}")
