@@ -280,10 +280,10 @@ class Pipeline:
     # compiled path: batches of bytes (crftk.io.conll.RawBatch) ----------------------------
     def raw_decodable(self, mode):
         """Whether :meth:`decode_raw` can decode with ``mode``: cascade, or joint when exact, and
-        every stage's template reads columns and single-valued tests of them only."""
+        every stage's template reads columns and tests of them only (no lexicons, first mentions)."""
         if mode != "cascade" and (mode != "joint" or self.joint_mode() != "exact"):
             return False
-        return all(type(s.space) is FeatureSpace and s.space.raw_encoder() is not None for s in self.stages)
+        return all(type(s.space) is FeatureSpace and s.space.raw_readable() for s in self.stages)
 
     def decode_raw(self, batch, mode):
         """Label ids [stages, tokens] of a RawBatch (one thread), as :meth:`decode` decodes its

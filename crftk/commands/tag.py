@@ -247,7 +247,7 @@ def _compiled_path(tagger):
     if type(tagger) not in (Tagger, BagTagger):
         return False
     spaces = [m.space for m in tagger.bag.members] if isinstance(tagger, BagTagger) else [tagger.space]
-    return all(type(s) is FeatureSpace and s.raw_encoder() is not None for s in spaces)
+    return all(type(s) is FeatureSpace and s.raw_readable() for s in spaces)
 
 
 def _tag_batch(tagger, batch, sep):

@@ -254,9 +254,32 @@ class Extractor:
         return unseen, local.strings, np.array(local.add_ids(strings), dtype=np.int64)
 
     def test_ids(self, key, col_ids, unseen):
-        """Value ids of a single-valued derived source: ``col_ids`` the column's ids per token
-        (-1: unseen), ``unseen`` its :meth:`unseen_words`."""
+        """Value ids of a derived source: ``col_ids`` the column's ids per token (-1: unseen),
+        ``unseen`` its :meth:`unseen_words`; (ptr, ids) CSR arrays for a multi-valued test."""
+        if key[0] in MULTI:
+            return self._multi_test_ids(key, col_ids, *unseen)
         return self._single_test_ids(key, col_ids, *unseen)
+
+    def _multi_test_ids(self, key, col_ids, where, words, inverse):
+        """(ptr, ids) of a multi-valued test: the lists of the table over the vocabulary for the
+        known words, the test's on the distinct unseen ``words``, in token order."""
+        test, vocab, (ptr, vals) = self.tests[key], self.vocabs[key], self._table(key)
+        known = col_ids >= 0
+        safe = np.where(known, col_ids, 0)
+        w_ptr, w_vals = _csr([[i for i in vocab.ids(test(w)).tolist() if i >= 0] for w in words])
+        counts = np.where(known, (ptr[1:] - ptr[:-1])[safe], 0)
+        counts[where] = (w_ptr[1:] - w_ptr[:-1])[inverse]
+        out_ptr = np.zeros(col_ids.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=out_ptr[1:])
+        rank = _ranks(counts)
+        tok_known = np.repeat(known, counts)
+        first = np.where(known, ptr[safe], 0)
+        if where.size:
+            first[where] = w_ptr[inverse]
+        src = np.repeat(first, counts) + rank
+        out = np.where(tok_known, vals[np.where(tok_known, src, 0)],
+                       w_vals[np.where(tok_known, 0, src)] if w_vals.size else -1)
+        return out_ptr, out
 
     def _single_test_ids(self, key, col_ids, where, words, inverse):
         """Ids of a single-valued test: the table over the vocabulary for the known words, the
@@ -274,37 +297,12 @@ class Extractor:
         single = {c: self.vocabs[c].ids(strings[c]) for c in self.columns}
         multi = {}
         unseen = {}       # column -> (unseen token positions, their distinct words, word of each)
-        for k, test in self.tests.items():
+        for k in self.tests:
             c = k[1]
-            col_ids = single[c]
             if c not in unseen:
-                where = np.flatnonzero(col_ids < 0)
-                local = Vocab()
-                inverse = np.array(local.add_ids([strings[c][i] for i in where.tolist()]), dtype=np.int64)
-                unseen[c] = (where, local.strings, inverse)
-            where, words, inverse = unseen[c]
-            known = col_ids >= 0
-            safe = np.where(known, col_ids, 0)
-            vocab, table = self.vocabs[k], self._table(k)
-            if k[0] in MULTI:
-                # values of the unseen words (CSR over distinct words), then every token's list
-                w_ptr, w_vals = _csr([[i for i in vocab.ids(test(w)).tolist() if i >= 0] for w in words])
-                ptr, vals = table
-                counts = np.where(known, (ptr[1:] - ptr[:-1])[safe], 0)
-                counts[where] = (w_ptr[1:] - w_ptr[:-1])[inverse]
-                out_ptr = np.zeros(col_ids.size + 1, dtype=np.int64)
-                np.cumsum(counts, out=out_ptr[1:])
-                rank = _ranks(counts)
-                tok_known = np.repeat(known, counts)
-                first = np.where(known, ptr[safe], 0)
-                if where.size:
-                    first[where] = w_ptr[inverse]
-                src = np.repeat(first, counts) + rank
-                out = np.where(tok_known, vals[np.where(tok_known, src, 0)],
-                               w_vals[np.where(tok_known, 0, src)] if w_vals.size else -1)
-                multi[k] = (out_ptr, out)
-            else:
-                single[k] = self._single_test_ids(k, col_ids, where, words, inverse)
+                where = np.flatnonzero(single[c] < 0)
+                unseen[c] = self.unseen_words(where, [strings[c][i] for i in where.tolist()])
+            (multi if k[0] in MULTI else single)[k] = self.test_ids(k, single[c], unseen[c])
         for k in self.keys:
             if not isinstance(k, int) and k[0] == "lex":
                 lex = self.lexicons[k[2][0]]

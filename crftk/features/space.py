@@ -545,22 +545,37 @@ class FeatureSpace:
             labels = np.fromiter((get(v, -1) for v in gold), dtype=np.int32, count=len(gold))
         return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels)
 
+    def raw_readable(self):
+        """Whether batches of bytes (:class:`crftk.io.conll.RawBatch`) can be encoded in compiled
+        code (:meth:`encode_raw`, :meth:`raw_values`): every macro reads a column or a test of
+        one (lexicons and first mentions are read from sentences by :meth:`encode`)."""
+        return self._raw_tables() is not None
+
+    def _raw_tables(self):
+        """The ColumnIds of the template's columns, built once (None when not raw_readable)."""
+        if getattr(self, "_column_tables", False) is not False:
+            return self._column_tables
+        self._column_tables = None
+        macros = self.template.macros
+        if any(m.anchored or (m.kind != "x" and m.source not in self.extractor.tests) for m in macros) \
+                or self.n_columns > 64:
+            return None
+        self._derived = [k for k in self.template.sources if not isinstance(k, int)]
+        for k in self._derived:          # built here, not in a worker thread
+            self.extractor.test_table(k)
+        self._column_tables = {c: _textio.ColumnIds(self.vocabs[c].strings) for c in self.template.columns}
+        return self._column_tables
+
     def raw_encoder(self):
-        """A compiled encoder of :class:`crftk.io.conll.RawBatch` (crftk._textio.Encoder), or
-        None when a macro reads more than a column or a single-valued test of one (lexicons,
-        first mentions, multi-valued tests are encoded from strings by :meth:`encode`). Built
-        once; safe to share between threads."""
+        """The compiled encoder of :meth:`encode_raw` (crftk._textio.Encoder) when every macro
+        reads a column or a single-valued test of one, else None (multi-valued tests are encoded
+        from :meth:`raw_values`). Built once; safe to share between threads."""
         if getattr(self, "_raw_encoder", False) is not False:
             return self._raw_encoder
         self._raw_encoder = None
-        macros = self.template.macros
-        tests = self.extractor.tests
-        if any(m.anchored or m.multi or (m.kind != "x" and m.source not in tests) for m in macros) \
-                or self.n_columns > 64:
+        if self._raw_tables() is None or any(m.multi for m in self.template.macros):
             return None
         columns = self.template.columns
-        derived = [k for k in self.template.sources if not isinstance(k, int)]
-        tables = [_textio.ColumnIds(self.vocabs[c].strings) for c in columns]
 
         def spec(cl):
             ms = []
@@ -575,18 +590,18 @@ class FeatureSpace:
                 return {"macros": ms, "kind": "direct", "tables": table, "offset": cl.offset}
             return {"macros": ms, "kind": "maps", "tables": list(cl.steps) + [cl.keys], "offset": cl.offset}
 
-        for k in derived:                # built here, not in a worker thread
-            self.extractor.test_table(k)
-        self._derived = derived
-        self._column_tables = dict(zip(columns, tables))
-        self._raw_encoder = _textio.Encoder(list(columns) + derived, tables,
+        self._raw_encoder = _textio.Encoder(list(columns) + self._derived,
+                                            [self._column_tables[c] for c in columns],
                                             [spec(cl) for cl in self.unigram_lines],
                                             [spec(cl) for cl in self.bigram_lines])
         return self._raw_encoder
 
     def encode_raw(self, batch):
         """Encode a :class:`crftk.io.conll.RawBatch` in compiled code, as :meth:`encode` encodes
-        its sentences (gold labels left out); needs :meth:`raw_encoder`."""
+        its sentences (gold labels left out); needs :meth:`raw_readable`."""
+        if self.raw_encoder() is None:
+            v = self.raw_values(batch)
+            return self._encode(v, Positions(v.lengths), None)
         columns = self.template.columns
 
         def fill(ids):               # the derived tests: [tokens, columns + derived] of column ids
@@ -607,9 +622,9 @@ class FeatureSpace:
         """The value ids (crftk.features.extract.Values) of a RawBatch, as ``extractor.values``
         gives them for its sentences; ``fed`` (column, label strings, label id per token): that
         column holds those labels instead of the batch's. Needs :meth:`raw_encoder`; columns the
-        batch lacks have no value (-1)."""
-        from crftk.features.extract import Values
-        self.raw_encoder()
+        batch lacks have no value (-1). Needs :meth:`raw_readable`."""
+        from crftk.features.extract import MULTI, Values
+        self._raw_tables()
         fed_col = None if fed is None else fed[0]
         columns = [c for c in self.template.columns if c < batch.n_columns and c != fed_col]
         ids = _textio.lookup_columns(batch.block, batch.tok_start, batch.tok_end, columns,
@@ -617,7 +632,7 @@ class FeatureSpace:
         n = batch.n_tokens
         single = {c: np.full(n, -1, dtype=np.int64) for c in self.template.columns}
         single.update({c: np.ascontiguousarray(ids[:, i]) for i, c in enumerate(columns)})
-        labels = None
+        labels, multi = None, {}
         if fed is not None and fed_col in single:
             labels = np.asarray(fed[1], dtype=object)
             single[fed_col] = self.vocabs[fed_col].ids(labels.tolist())[fed[2]]
@@ -633,8 +648,8 @@ class FeatureSpace:
                 else:
                     unseen, strings = unseen[:0], []
                 words[c] = self.extractor.unseen_words(unseen, strings)
-            single[key] = self.extractor.test_ids(key, single[c], words[c])
-        return Values(single, {}, None, batch.sentence_lengths().astype(np.int64), None)
+            (multi if key[0] in MULTI else single)[key] = self.extractor.test_ids(key, single[c], words[c])
+        return Values(single, multi, None, batch.sentence_lengths().astype(np.int64), None)
 
     def input_columns(self, n):
         """True when rows of n columns carry the gold label, False when they lack it; else raise."""

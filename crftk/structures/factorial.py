@@ -239,8 +239,8 @@ class Factorial(Structure):
         return FactorialCorpus(chains, pairs, labels)
 
     def raw_encodable(self):
-        """Whether :meth:`encode_raw` can encode batches (every space reads plain columns only)."""
-        return all(s.raw_encoder() is not None for s in self.chains + self.pairs)
+        """Whether :meth:`encode_raw` can encode batches (every space is raw_readable)."""
+        return all(s.raw_readable() for s in self.chains + self.pairs)
 
     def encode_raw(self, batch):
         """A FactorialCorpus of a crftk.io.conll.RawBatch, encoded in compiled code (gold left
