@@ -11,15 +11,19 @@ user runs it, for:
   tags, spelling tests and word classes: multi-valued ``%shape``), tagged with seq-poe;
 * **pipeline**: a POS CRF (templates/fcrf-pos.tmpl) feeding an NP CRF
   (templates/fcrf-np-cascade.tmpl), ``crftk compose``, tagged with ``--decode cascade`` and
-  ``--decode joint``.
+  ``--decode joint`` (the NP CRF reads the POS tags at offsets -3..3: joint decoding rescores
+  the 20 best POS labelings, in Python);
+* **pipeline, exact joint**: the same POS CRF feeding an NP CRF that reads the POS tag at offset 0
+  only (templates/chunking-pos0.tmpl, trained here), ``--decode joint``: exact, over the product
+  of the label sets.
 
 The factorial model and the pipeline are those ``make fcrf-table1`` trains on all of train.txt
 (``--fcrf-model``, ``--pipeline``: by default out/fcrf/8936/fcrf.model and cascade.pipeline);
 when they are missing they are trained here with ``--iterations`` L-BFGS iterations, as is the
 bag, and kept in ``--out``. Use trained models: max-product TRP on a model after 30 iterations
-needs 5x the sweeps (dev.txt: 5.3 s against 1.1 s). Each command runs at 1 and 2 threads, ``--repeats`` times, interleaved with
-the same command on the ``--baseline`` checkout (built in place) when one is given; medians,
-peak RSS, and the SHA-256 of each output (all must agree between checkouts and thread counts).
+needs 5x the sweeps (dev.txt: 5.3 s against 1.1 s). Each command runs at 1 and 2 threads,
+``--repeats`` times, interleaved with the same command on the ``--baseline`` checkout (built in
+place) when one is given; medians, peak RSS, and the SHA-256 of each output (all must agree between checkouts and thread counts).
 The machine's 1-minute load is recorded with each run: compare figures of one run only.
 
 Usage::
@@ -50,6 +54,7 @@ CASES = [  # name, model, extra tag options
     ("bag of 2, seq-poe", "bag", []),
     ("pipeline, cascade", "pipeline", ["--decode", "cascade"]),
     ("pipeline, joint", "pipeline", ["--decode", "joint"]),
+    ("pipeline (POS at offset 0), exact joint", "pipeline0", ["--decode", "joint"]),
 ]
 
 
@@ -59,25 +64,32 @@ def models(data, out, iterations, fcrf_model, pipeline):
     train = np_reduce(data / "train.txt", out / "train.np.txt")
     log = out / "train.log"
     common = ["--max-iter", iterations, "--c2", 0.05]
-    paths = {k: out / f"{k}.model" for k in ("fcrf", "bag", "pos", "np", "pipeline")}
+    paths = {k: out / f"{k}.model" for k in ("fcrf", "bag", "pos", "np", "pipeline", "np0", "pipeline0")}
     if Path(fcrf_model).exists():
         paths["fcrf"] = Path(fcrf_model)
     step(paths["fcrf"], ["train", "-t", TEMPLATES["fcrf"], "-m", paths["fcrf"], "--label-col", 1, "--label-col", 2,
                          *common, train], log)
-    step(paths["bag"], ["bag", "-t", "templates/conll2000-np-bag-base.tmpl", "-t", "templates/conll2000-np-bag-pos.tmpl",
-                        "-m", paths["bag"], "--max-iter", iterations, train], log)
-    if Path(pipeline).exists():
-        paths["pipeline"] = Path(pipeline)
-        return paths
-    step(paths["pos"], ["train", "-t", TEMPLATES["pos"], "-m", paths["pos"], "--label-col", 1, *common, train], log)
-    step(paths["np"], ["train", "-t", TEMPLATES["np"], "-m", paths["np"], "--label-col", 2, *common, train], log)
-    step(paths["pipeline"], ["compose", "-m", paths["pos"], "-m", paths["np"], "--feed", 1, "-o", paths["pipeline"]],
+    step(paths["bag"], ["bag", "-t", "templates/conll2000-np-bag-base.tmpl", "-t",
+                        "templates/conll2000-np-bag-pos.tmpl", "-m", paths["bag"], "--max-iter", iterations, train],
          log)
+    given = Path(pipeline).exists()
+    if given:                           # make fcrf-table1 keeps its stages beside it
+        paths["pipeline"] = Path(pipeline)
+        paths["pos"] = Path(pipeline).parent / "pos.model"
+    step(paths["pos"], ["train", "-t", TEMPLATES["pos"], "-m", paths["pos"], "--label-col", 1, *common, train], log)
+    if not given:
+        step(paths["np"], ["train", "-t", TEMPLATES["np"], "-m", paths["np"], "--label-col", 2, *common, train], log)
+        step(paths["pipeline"], ["compose", "-m", paths["pos"], "-m", paths["np"], "--feed", 1, "-o",
+                                 paths["pipeline"]], log)
+    step(paths["np0"], ["train", "-t", "templates/chunking-pos0.tmpl", "-m", paths["np0"], *common, train], log)
+    step(paths["pipeline0"], ["compose", "-m", paths["pos"], "-m", paths["np0"], "--feed", 1, "-o",
+                              paths["pipeline0"]], log)
     return paths
 
 
 def run(args):
     out = Path(args.out)
+    cases = [c for c in CASES if args.cases is None or c[0] in args.cases]
     paths = models(Path(args.data), out, args.iterations, args.fcrf_model, args.pipeline)
     work = Path(tempfile.mkdtemp(prefix="crftk-structures-"))
     big = work / "big.txt"
@@ -88,11 +100,11 @@ def run(args):
         repos["before"] = args.baseline
     res = {"config": {"copies": args.copies, "tokens": n_tokens, "repeats": args.repeats,
                       "iterations": args.iterations, "baseline": args.baseline, "cpus": os.cpu_count(),
-                      "models": {k: str(v) for k, v in paths.items()},
+                      "models": {model: str(paths[model]) for _, model, _ in cases},
                       "started": time.strftime("%Y-%m-%d %H:%M:%S")}, "runs": {}}
     try:
         for rep in range(args.repeats):
-            for name, model, extra in CASES:
+            for name, model, extra in cases:
                 for threads in (1, 2):
                     for which, repo in repos.items():
                         la = loadavg()
@@ -106,7 +118,7 @@ def run(args):
         for p in work.iterdir():
             p.unlink()
         work.rmdir()
-    for name, _, _ in CASES:
+    for name, _, _ in cases:
         digests = {r["sha256"] for k, runs in res["runs"].items() if k.startswith(name + "|") for r in runs}
         res.setdefault("identical", {})[name] = len(digests) == 1
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +139,7 @@ def table(res):
     head = "| model, decoding | threads | " + ("before: s (k tok/s), MB | " if both else "") + \
         "s (k tok/s), MB | outputs identical |"
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
-    for name, _, _ in CASES:
+    for name in res["identical"]:
         for threads in (1, 2):
             cells = []
             for which in (["before"] if both else []) + ["after"]:
@@ -153,7 +165,12 @@ def main(argv=None):
     p.add_argument("--pipeline", default=str(REPO / "out" / "fcrf" / "8936" / "cascade.pipeline"))
     p.add_argument("--baseline", default=None, help="another crftk checkout, built in place: the 'before' column")
     p.add_argument("--results", default=str(REPO / "benchmarks" / "results" / "structures"))
+    p.add_argument("--cases", type=lambda x: x.split(";"), default=None,
+                   help="the cases to run, by name, separated by ';' (default: all)")
     args = p.parse_args(argv)
+    unknown = set(args.cases or ()) - {c[0] for c in CASES}
+    if unknown:
+        p.error(f"unknown cases {sorted(unknown)}: choose from {'; '.join(c[0] for c in CASES)}")
     if not (Path(args.data) / "train.txt").exists():
         sys.exit(f"CoNLL-2000 not found in {args.data}: give --data DIR")
     run(args)

@@ -173,7 +173,8 @@ def factorial_model():
     for s in sents:                 # a second label column: word, tag, label, tag again (a chain per label)
         for r in s.rows:
             r.append(r[1] if r[0] != "w3" else "Z")
-    tmpl = 'U:%x[0,0]\nU1:%x[-1,0]/%x[0,0]\nUsh:%shape[1,0]\nUs:%suf[0,0,1]\nUt:%t[1,0,"[02468]$"]\nB\nP:%x[0,0]\nP1:%suf[-1,0,1]\n'
+    tmpl = ('U:%x[0,0]\nU1:%x[-1,0]/%x[0,0]\nUsh:%shape[1,0]\nUs:%suf[0,0,1]\nUt:%t[1,0,"[02468]$"]\nB\n'
+            'P:%x[0,0]\nP1:%suf[-1,0,1]\n')
     chains, pairs, _ = fit_spaces(sents, parse_template(tmpl), [3, 2])
     st = Factorial(chains, pairs)
     return make(st, np.random.default_rng(2).normal(size=st.n_params), {})
