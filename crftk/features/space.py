@@ -548,20 +548,24 @@ class FeatureSpace:
     def raw_readable(self):
         """Whether batches of bytes (:class:`crftk.io.conll.RawBatch`) can be encoded in compiled
         code (:meth:`encode_raw`, :meth:`raw_values`): every macro reads a column or a test of
-        one (lexicons and first mentions are read from sentences by :meth:`encode`)."""
-        return self._raw_tables() is not None
+        one (lexicons and first mentions are read from sentences by :meth:`encode`). Builds
+        what encoding batches needs, so call it before worker threads encode."""
+        if self._raw_tables() is None:
+            return False
+        self.raw_encoder()
+        return True
 
     def _raw_tables(self):
         """The ColumnIds of the template's columns, built once (None when not raw_readable)."""
         if getattr(self, "_column_tables", False) is not False:
             return self._column_tables
-        self._column_tables = None
         macros = self.template.macros
         if any(m.anchored or (m.kind != "x" and m.source not in self.extractor.tests) for m in macros) \
                 or self.n_columns > 64:
+            self._column_tables = None
             return None
         self._derived = [k for k in self.template.sources if not isinstance(k, int)]
-        for k in self._derived:          # built here, not in a worker thread
+        for k in self._derived:          # the tables over the vocabularies, before any thread reads them
             self.extractor.test_table(k)
         self._column_tables = {c: _textio.ColumnIds(self.vocabs[c].strings) for c in self.template.columns}
         return self._column_tables
@@ -572,8 +576,8 @@ class FeatureSpace:
         from :meth:`raw_values`). Built once; safe to share between threads."""
         if getattr(self, "_raw_encoder", False) is not False:
             return self._raw_encoder
-        self._raw_encoder = None
         if self._raw_tables() is None or any(m.multi for m in self.template.macros):
+            self._raw_encoder = None
             return None
         columns = self.template.columns
 
@@ -621,8 +625,8 @@ class FeatureSpace:
     def raw_values(self, batch, fed=None):
         """The value ids (crftk.features.extract.Values) of a RawBatch, as ``extractor.values``
         gives them for its sentences; ``fed`` (column, label strings, label id per token): that
-        column holds those labels instead of the batch's. Needs :meth:`raw_encoder`; columns the
-        batch lacks have no value (-1). Needs :meth:`raw_readable`."""
+        column holds those labels instead of the batch's; columns the batch lacks have no value
+        (-1). Needs :meth:`raw_readable`."""
         from crftk.features.extract import MULTI, Values
         self._raw_tables()
         fed_col = None if fed is None else fed[0]
