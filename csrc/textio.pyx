@@ -599,37 +599,6 @@ cdef class Encoder:
         return n
 
 
-def lookup_columns(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
-                   columns, tables):
-    """int64 [N, C]: for each token line, the id of its value in each of ``columns`` (file column
-    indices) in the matching :class:`ColumnIds` (-1: not there)."""
-    cdef Py_ssize_t N = tok_start.shape[0], C = len(columns), t, i
-    out_np = np.empty((N, max(C, 1)), dtype=np.int64)
-    cdef int64_t[:, ::1] out = out_np
-    cdef Py_ssize_t starts[64]
-    cdef Py_ssize_t ends[64]
-    cdef int32_t col[64]
-    cdef void* found[64]
-    cdef int cap = 0, nf
-    cdef const uint8_t* line
-    if C > 64 or (C and max(columns) >= 64):
-        raise ValueError("lookup_columns reads at most 64 columns")
-    for i in range(C):
-        col[i] = columns[i]
-        found[i] = <void*> tables[i]
-        cap = max(cap, col[i] + 1)
-    if N == 0 or C == 0:
-        return out_np[:, :C]
-    with nogil:
-        for t in range(N):
-            line = &block[0] + tok_start[t]
-            nf = split_fields(line, tok_end[t] - tok_start[t], starts, ends, cap)
-            for i in range(C):
-                out[t, i] = -1 if col[i] >= nf else \
-                    (<ColumnIds> found[i])._find(line + starts[col[i]], ends[col[i]] - starts[col[i]])
-    return out_np[:, :C]
-
-
 def field_strings(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end, int col,
                   const int64_t[::1] tokens):
     """The value of file column ``col`` on each of the given token lines, as str."""
@@ -829,26 +798,31 @@ cdef class Interner:
                 for k in range(self.n)]
 
 
-def intern_columns(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
-                   columns, interners):
+def column_ids(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
+               columns, tables):
     """int64 [N, C]: for each token line, the id of its value in each of ``columns`` (file column
-    indices), interned in the matching :class:`Interner` (new values get new ids)."""
+    indices): looked up in the matching :class:`ColumnIds` (-1: not there), or interned in the
+    matching :class:`Interner` (new values get new ids)."""
     cdef Py_ssize_t N = tok_start.shape[0], C = len(columns), t, i
     out_np = np.empty((N, max(C, 1)), dtype=np.int64)
     cdef int64_t[:, ::1] out = out_np
     cdef Py_ssize_t starts[64]
     cdef Py_ssize_t ends[64]
     cdef int32_t col[64]
-    cdef void* tables[64]
+    cdef void* found[64]
+    cdef bint grows[64]
     cdef int cap = 0, nf
     cdef const uint8_t* line
     cdef int64_t v
     cdef bint failed = False
     if C > 64 or (C and max(columns) >= 64):
-        raise ValueError("intern_columns reads at most 64 columns")
+        raise ValueError("column_ids reads at most 64 columns")
     for i in range(C):
+        if not isinstance(tables[i], (ColumnIds, Interner)):
+            raise TypeError("column_ids takes a ColumnIds or an Interner per column")
         col[i] = columns[i]
-        tables[i] = <void*> interners[i]
+        found[i] = <void*> tables[i]
+        grows[i] = isinstance(tables[i], Interner)
         cap = max(cap, col[i] + 1)
     if N == 0 or C == 0:
         return out_np[:, :C]
@@ -857,16 +831,18 @@ def intern_columns(const uint8_t[::1] block, const int64_t[::1] tok_start, const
             line = &block[0] + tok_start[t]
             nf = split_fields(line, tok_end[t] - tok_start[t], starts, ends, cap)
             for i in range(C):
-                if col[i] >= nf:        # the reader keeps one column count: cannot happen
+                if col[i] >= nf:        # a column the batch's rows lack
                     v = -1
-                else:
-                    v = (<Interner> tables[i]).intern(line + starts[col[i]], ends[col[i]] - starts[col[i]])
+                elif grows[i]:
+                    v = (<Interner> found[i]).intern(line + starts[col[i]], ends[col[i]] - starts[col[i]])
                     if v < 0:
                         failed = True
+                else:
+                    v = (<ColumnIds> found[i])._find(line + starts[col[i]], ends[col[i]] - starts[col[i]])
                 out[t, i] = v
     if failed:
         raise MemoryError()
-    return out_np
+    return out_np[:, :C]
 
 
 def unique_inverse(const int64_t[::1] keys):

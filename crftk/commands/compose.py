@@ -313,7 +313,7 @@ class Pipeline:
         gold columns (each fed column, the last stage's label) ``pred`` gets right."""
         cols = [s.feed for s in self.stages[1:]] + [self.stages[-1].space.label_col]
         interners = [_textio.Interner(s.labels) for s in self.stages]       # unknown labels: new ids
-        gold = _textio.intern_columns(batch.block, batch.tok_start, batch.tok_end, cols, interners).T
+        gold = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, cols, interners).T
         ok = gold == pred
         return np.append(ok.sum(axis=1), ok.all(axis=0).sum())
 

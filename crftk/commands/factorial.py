@@ -350,7 +350,7 @@ def _tag_raw(decoder, batch, sep):
     if batch.n_columns != st.space.n_columns:
         return data, None
     interners = [_textio.Interner(labels) for labels in st.output_labels]     # unknown labels get new ids
-    ids = _textio.intern_columns(batch.block, batch.tok_start, batch.tok_end, st.label_cols, interners)
+    ids = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, st.label_cols, interners)
     cuts = batch.sent_ptr[1:-1]
     gold = [np.split(np.asarray(x.strings(), dtype=object)[ids[:, c]], cuts) for c, x in enumerate(interners)]
     guess = [np.split(decoder.labels[c][pred[c]], cuts) for c in range(len(interners))]

@@ -189,7 +189,7 @@ class Extractor:
         wanted = list(self.columns) + [label_col]
         parts, lengths, docs = [], [], []
         for b in batches:
-            parts.append(_textio.intern_columns(b.block, b.tok_start, b.tok_end, wanted, interners))
+            parts.append(_textio.column_ids(b.block, b.tok_start, b.tok_end, wanted, interners))
             lengths.append(np.diff(b.sent_ptr).astype(np.int64))
             docs.append(b.sent_doc)
         ids = np.concatenate(parts) if parts else np.zeros((0, len(wanted)), dtype=np.int64)

@@ -631,7 +631,7 @@ class FeatureSpace:
         self._raw_tables()
         fed_col = None if fed is None else fed[0]
         columns = [c for c in self.template.columns if c < batch.n_columns and c != fed_col]
-        ids = _textio.lookup_columns(batch.block, batch.tok_start, batch.tok_end, columns,
+        ids = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, columns,
                                      [self._column_tables[c] for c in columns])
         n = batch.n_tokens
         single = {c: np.full(n, -1, dtype=np.int64) for c in self.template.columns}

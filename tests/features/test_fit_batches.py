@@ -223,7 +223,7 @@ def test_interner_numbers_by_first_appearance_after_its_seeds():
         starts.append(pos)
         ends.append(pos + len(line))
         pos += len(line) + 1
-    ids = _textio.intern_columns(block, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
+    ids = _textio.column_ids(block, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
                                  [0], [seeded])
     vocab = extract.Vocab(["_B-1", "a"])
     expect = vocab.add_ids([w if w else "x" for w in words])
