@@ -38,10 +38,11 @@ def check_factorial(inference=None, tolerance=None, max_sweeps=None):
 
 
 def refuse_factorial_options(inference=None, tolerance=None, max_sweeps=None):
-    """A linear chain (one label column) takes none of the factorial options."""
+    """A linear chain (one label column) takes none of the factorial options: bad input, exit 1
+    (issue 16), like a label column that does not exist."""
     given = [p.option for p, v in zip(params.FACTORIAL, (inference, tolerance, max_sweeps)) if v is not None]
     if given:
-        raise UsageError(f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of factorial "
+        raise CrftkError(f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of factorial "
                          f"CRFs: give two or more --label-col (one per chain)")
 
 

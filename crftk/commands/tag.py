@@ -157,7 +157,7 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
     progress = tty_progress()
     factorial = model.structure_name == "factorial"
     if not factorial and (inference, tolerance, max_sweeps) != (None, None, None):
-        raise UsageError(f"--inference, --tolerance and --max-sweeps are for factorial models; {model_path} "
+        raise CrftkError(f"--inference, --tolerance and --max-sweeps are for factorial models; {model_path} "
                          f"is a {model.structure_name} model")
     if factorial:
         from crftk.commands.factorial import tag_factorial      # here: only factorial models need it

@@ -92,7 +92,7 @@ def test_python_api_trains_a_factorial_crf(files):
 @pytest.mark.parametrize("args,code,message", [
     (["--label-col", 1, "--label-col", 7], 1, "label column 7 does not exist"),
     (["--label-col", 1, "--label-col", 1], 2, "twice"),
-    (["--label-col", 2, "--inference", "trp"], 2, "--inference is an option of factorial CRFs"),
+    (["--label-col", 2, "--inference", "trp"], 1, "--inference is an option of factorial CRFs"),
     (["--label-col", 1, "--label-col", 2, "--algorithm", "sgd"], 2, "--algorithm lbfgs"),
     (["--label-col", 1, "--label-col", 2, "--constraints", "iob2"], 2, "drop --constraints iob2"),
     (["--label-col", 1, "--label-col", 2, "--cross-predict", 2, "--cross-output", "x"], 2, "not available"),
@@ -126,7 +126,7 @@ def test_tag_options_for_factorial_models_only(files, tmp_path):
     tmpl.write_text("U00:%x[0,0]\nB\n")
     assert invoke(["train", "-t", tmpl, "-m", plain, "--max-iter", 3, files["train"]]).exit_code == 0
     r = invoke(["tag", "-m", plain, "--inference", "exact", files["dev"]])
-    assert r.exit_code == 2 and "factorial models" in r.output
+    assert r.exit_code == 1 and "factorial models" in r.output     # bad input (issue 16): exit 1
     model, _ = train_fcrf(files)
     r = invoke(["tag", "-m", model, "-v", files["dev"]])
     assert r.exit_code == 2 and "best joint labeling only" in r.output
