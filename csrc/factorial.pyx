@@ -33,7 +33,7 @@ from potentials cimport (Features, state_scores, has_edge_attributes, edge_score
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_bp, grid_bp_max,
-                       GRID_TRP, GRID_RANDOM, GRID_WANT_BP)
+                       grid_warm_floats, GRID_TRP, GRID_RANDOM, GRID_WANT_BP)
 
 cdef enum:
     MAX_CHAINS = 8
@@ -344,10 +344,11 @@ cdef inline void make_grid(const Model* m, const double* w, int T, Work* b, Grid
 
 
 cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
-                        const int* gold, double* g) noexcept nogil:
+                        const int* gold, double* g, float* warm=NULL, bint restore=False) noexcept nogil:
     """Loopy sum-product on one sentence (TRP or random schedule); returns the Bethe log Z, or
     with gold, it minus score(gold), adding the beliefs' expected - observed counts to g; the
-    beliefs are left in b.nmarg, b.pmarg."""
+    beliefs are left in b.nmarg, b.pmarg. warm (TRP): the sentence's warm-start state
+    (messages.pxd's grid_warm_floats per token), started from when restore, then updated."""
     cdef int C = m.C, c, t, i, nc, sweeps = 0, conv = 0
     cdef double logz
     cdef Grid grid
@@ -364,7 +365,7 @@ cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_
     out.edge = b.esum
     out.pair = b.pmarg
     logz = grid_bp(&grid, &b.gw, GRID_TRP if m.method == TRP else GRID_RANDOM, m.tol, m.max_sweeps,
-                   <unsigned long long> (s + 1), &out, &sweeps, &conv)
+                   <unsigned long long> (s + 1), &out, &sweeps, &conv, warm, restore)
     b.sweeps += sweeps
     b.converged += conv
     if gold != NULL:
@@ -399,12 +400,12 @@ cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ss
 
 cdef inline double infer_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T,
                                   Work* b, const double** E_shared, const double* shift_shared,
-                                  const int* gold, double* g) noexcept nogil:
+                                  const int* gold, double* g, float* warm=NULL, bint restore=False) noexcept nogil:
     if m.method == EXACT:
         b.sweeps += 1
         b.converged += 1
         return exact_sentence(m, w, t0, T, b, E_shared, shift_shared, gold, g)
-    return bp_sentence(m, w, s, t0, T, b, gold, g)
+    return bp_sentence(m, w, s, t0, T, b, gold, g, warm, restore)
 
 
 cdef struct Job:
@@ -419,6 +420,9 @@ cdef struct Job:
     double* nodes[MAX_CHAINS]     # marginals: [N, n_c] per chain
     double* pairs[MAX_CHAINS]     # marginals: [N, n_c*n_{c+1}] per adjacent pair
     int* labels                   # viterbi: [C, N]
+    float* warm                   # loglik with warm starts: the state, warm_k floats per token; or NULL
+    Py_ssize_t warm_k
+    bint restore                  # the state holds every sentence's messages of the last pass
 
 
 # One sentence (s, its first token t0, its length T) of a Grids kernel, on thread tid's Work.
@@ -428,7 +432,8 @@ ctypedef void (*SentenceTask)(Job* job, const Model* m, Py_ssize_t s, Py_ssize_t
 
 cdef void loglik_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
                       int tid) noexcept nogil:
-    j.out[tid] += infer_sentence(m, j.w, s, t0, T, b, j.E, j.shift, j.gold, j.grad + tid * j.n_params)
+    j.out[tid] += infer_sentence(m, j.w, s, t0, T, b, j.E, j.shift, j.gold, j.grad + tid * j.n_params,
+                                 j.warm + t0 * j.warm_k if j.warm != NULL else NULL, j.restore)
 
 
 cdef void marginals_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
@@ -504,14 +509,22 @@ cdef class Grids:
     cdef readonly object sizes
     #: of the last pass: (sentences whose messages converged, mean sweeps per sentence)
     cdef public object last_stats
+    #: warm starts (trp): floats of state per token; the state (float32 [tokens * warm_floats],
+    #: None until the first loglik); whether it holds the messages of a whole loglik pass
+    cdef readonly bint warm_start
+    cdef readonly int warm_floats
+    cdef object warm_state
+    cdef bint warm_valid
 
     def __init__(self, sent_ptr, chains, pairs, Py_ssize_t n_params, method="exact", double tolerance=1e-3,
-                 int max_sweeps=100):
+                 int max_sweeps=100, bint warm_start=False):
         """chains[c]: (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, n_labels,
         n_edge_attrs, offset); pairs[c] (between chain c and c+1): (attr_ptr, attrs, feat_ptr,
         feat_label, offset), its labels the pairs a * n_{c+1} + b. All int32, contiguous.
         method: exact, trp or bp (message passing: tolerance, max_sweeps; shared transition
-        matrices only, no B lines with macros)."""
+        matrices only, no B lines with macros). warm_start (trp only): loglik keeps each
+        sentence's messages (chains 1..C-1's forward and backward ones, float32) and starts the
+        next loglik's message passing from them (messages.pxd, grid_warm_floats)."""
         cdef int C = len(chains), c
         cdef int n[MAX_CHAINS]
         if not 1 <= C <= MAX_CHAINS:
@@ -572,6 +585,12 @@ cdef class Grids:
                 raise ValueError("tolerance must be > 0 and max_sweeps >= 1")
         self.m.tol = tolerance
         self.m.max_sweeps = max_sweeps
+        if warm_start and self.m.method != TRP:
+            raise ValueError("warm starts are for trp inference only")
+        self.warm_start = warm_start
+        self.warm_floats = grid_warm_floats(C, n) if warm_start else 0
+        self.warm_state = None
+        self.warm_valid = False
         self.keep = keep
         self.sizes = tuple(sizes)
         self.n_chains = C
@@ -663,7 +682,9 @@ cdef class Grids:
 
     def loglik(self, const double[::1] w, labels, int n_threads=1):
         """(sum over sentences of log Z - score(gold), its gradient) with exact inference.
-        labels: int32 [chains, tokens]."""
+        labels: int32 [chains, tokens]. With warm_start, message passing starts from the
+        messages of the previous call (from uniform ones at the first call, or after
+        warm_reset) and leaves its own for the next."""
         self._check(w, labels)
         n_threads = max(1, n_threads)
         cdef Job job
@@ -678,9 +699,29 @@ cdef class Grids:
         job.grad = &gbuf[0, 0]
         job.n_params = self.n_params
         job.out = &totals[0]
+        cdef float[::1] state
+        if self.warm_start and self.warm_floats and self.n_tokens:
+            if self.warm_state is None:
+                self.warm_state = np.empty(self.n_tokens * self.warm_floats, dtype=np.float32)
+            state = self.warm_state
+            job.warm = &state[0]
+            job.warm_k = self.warm_floats
+            job.restore = self.warm_valid
+            self.warm_valid = False
         self._run(n_threads, loglik_task, &job)
+        if job.warm != NULL:
+            self.warm_valid = True
         grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
         return float(totals_np.sum()), grad
+
+    def warm_reset(self):
+        """Forget the warm-start state: the next loglik starts from uniform messages."""
+        self.warm_valid = False
+
+    @property
+    def warm_bytes(self):
+        """Bytes the warm-start state takes (allocated at the first loglik)."""
+        return self.n_tokens * self.warm_floats * 4
 
     def marginals(self, const double[::1] w, int n_threads=1):
         """Exact marginals: ([node marginals [N, n_c] per chain], [pair marginals [N, n_c, n_{c+1}]

@@ -789,15 +789,73 @@ cdef inline double grid_random_sweep(const Grid* g, GridWork* w, unsigned long l
     return change
 
 
+# Warm starts (sum-product TRP only). A TRP sweep runs comb 0 first: its teeth send every
+# cotemporal message and its spine rewrites chain 0's forward and backward messages, all
+# before anything reads them. What a sweep reads before writing is only the forward and
+# backward messages of chains 1..C-1, so those (in probability, as float) are a sentence's
+# whole state between two message passings on it: grid_warm_floats per token, chain c's
+# forward then backward messages [T, n[c]] for c = 1..C-1, one sentence after another.
+# Restored, the first sweep's comb 0 overwrites messages whose old values are not known: its
+# changes are not counted, and the sweep converges when combs 1..C-1 change no message by
+# more than tol. Every message is then within tol of its update from the current others:
+# combs 1..C-1 compute theirs from the current ones, and the spine messages of comb 0 (and
+# of every comb) were computed from cotemporal messages that the later combs resend and
+# measure. A cold start measures more: the first sweep from uniform messages always
+# changes them, so it never converges in fewer than 2 sweeps.
+
+cdef inline int grid_warm_floats(int C, const int* n) noexcept nogil:
+    """Floats of a warm-start state per token: 2 * (n[1] + ... + n[C-1])."""
+    cdef int c, k = 0
+    for c in range(1, C):
+        k += 2 * n[c]
+    return k
+
+
+cdef inline void grid_warm_restore(const Grid* g, GridWork* w, const float* state) noexcept nogil:
+    """Chains 1..C-1's forward and backward messages in probability from state."""
+    cdef int c, slot
+    cdef Py_ssize_t j, m, o = 0
+    cdef double* dst
+    for c in range(1, g.C):
+        m = <Py_ssize_t> g.T * g.n[c]
+        for slot in range(2):
+            dst = grid_prob(w, SLOT_FWD + slot, c, 0)
+            for j in range(m):
+                dst[j] = state[o + j]
+            o += m
+
+
+cdef inline void grid_warm_save(const Grid* g, GridWork* w, float* state) noexcept nogil:
+    """state = chains 1..C-1's forward and backward messages in probability, each entry at
+    least 1e-37 (a float's normal range; an entry that small only ever starts a sweep, whose
+    spine passes recompute it)."""
+    cdef int c, slot
+    cdef Py_ssize_t j, m, o = 0
+    cdef const double* src
+    cdef double x
+    for c in range(1, g.C):
+        m = <Py_ssize_t> g.T * g.n[c]
+        for slot in range(2):
+            src = grid_prob(w, SLOT_FWD + slot, c, 0)
+            for j in range(m):
+                x = src[j]
+                state[o + j] = <float> (x if x > 1e-37 else 1e-37)
+            o += m
+
+
 cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol, int max_sweeps,
-                            unsigned long long seed, bint maxp, int* converged) noexcept nogil:
+                            unsigned long long seed, bint maxp, int* converged, float* warm=NULL,
+                            bint restore=False) noexcept nogil:
     """Message passing from uniform messages until no message changes by more than tol (in
     probability, the messages normalized) or max_sweeps sweeps; returns the sweeps run. A TRP
     sweep runs the comb of every chain in turn, so every edge is updated each sweep; on a grid
-    that is a tree (one chain, or one token) its one comb is exact and one sweep is enough."""
+    that is a tree (one chain, or one token) its one comb is exact and one sweep is enough.
+    warm (sum-product TRP only, else ignored): the sentence's warm-start state
+    (grid_warm_floats per token), which the messages start from when restore and which gets
+    the messages of the last sweep."""
     cdef int C = g.C, T = g.T, c, t, i, sweeps = 0, combs
     cdef Py_ssize_t k, j
-    cdef double change
+    cdef double change, ch
     cdef unsigned long long rng = seed
     cdef bint tree = C == 1 or T == 1
     # the sentence's messages (t < T) start uniform: 0 in log, 1 in probability
@@ -818,19 +876,28 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
             for t in range(T):
                 w.pshift[c * w.max_T + t] = exp_shifted(g.pair[c] + t * k, w.epair + w.pbase[c] + t * k,
                                                         <int> k)
+    if maxp or schedule != GRID_TRP:
+        warm = NULL
+    restore = restore and warm != NULL and not tree
+    if restore:
+        grid_warm_restore(g, w, warm)
     converged[0] = 0
     combs = 1 if tree else C
     while sweeps < max_sweeps:
         change = 0.0
         if schedule == GRID_TRP:
             for c in range(combs):
-                change = max(change, grid_comb(g, w, c, maxp))
+                ch = grid_comb(g, w, c, maxp)
+                if not (restore and sweeps == 0 and c == 0):
+                    change = max(change, ch)
         else:
             change = grid_random_sweep(g, w, &rng, maxp)
         sweeps += 1
         if change <= tol or (tree and schedule == GRID_TRP):
             converged[0] = 1
             break
+    if warm != NULL:
+        grid_warm_save(g, w, warm)
     if not maxp:
         grid_log_messages(g, w)
     return sweeps
@@ -1010,11 +1077,12 @@ cdef inline double edge_belief_log(const double* cu, const double* cv, const dou
 
 cdef inline double grid_bp(const Grid* g, GridWork* w, int schedule, double tol, int max_sweeps,
                            unsigned long long seed, const GridOut* out, int* sweeps,
-                           int* converged) noexcept nogil:
+                           int* converged, float* warm=NULL, bint restore=False) noexcept nogil:
     """Loopy sum-product (schedule GRID_TRP or GRID_RANDOM, the random order drawn from seed):
     beliefs into out as grid_exact's marginals, the sweeps run and whether it converged;
-    returns the Bethe approximation of log Z. w: GRID_WANT_BP."""
-    sweeps[0] = grid_bp_run(g, w, schedule, tol, max_sweeps, seed, False, converged)
+    returns the Bethe approximation of log Z. w: GRID_WANT_BP. warm, restore: a warm-start
+    state (GRID_TRP; grid_bp_run)."""
+    sweeps[0] = grid_bp_run(g, w, schedule, tol, max_sweeps, seed, False, converged, warm, restore)
     return grid_beliefs(g, w, out)
 
 

@@ -151,9 +151,11 @@ class DevScorer:
 
 
 def fit_factorial(sentences, template, label_cols, opt, *, dev=None, log=_stderr_log, source=None, dev_source=None,
-                  keep_on_interrupt=False, inference=None, tolerance=None, max_sweeps=None):
+                  keep_on_interrupt=False, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
     """Train a factorial CRF on in-memory sentences, one chain per label column; returns the Model.
-    ``opt``: the training options, checked (crftk.commands.train.check_options)."""
+    ``opt``: the training options, checked (crftk.commands.train.check_options). ``warm_start``
+    (trp): every objective evaluation starts message passing from the previous one's messages
+    (FactorialInference)."""
     _check_linear_only(opt)
     fopt = check_factorial(inference, tolerance, max_sweeps)
     n_threads = resolve_threads(opt["threads"])
@@ -163,14 +165,14 @@ def fit_factorial(sentences, template, label_cols, opt, *, dev=None, log=_stderr
     chains, pairs, corpus = fit_spaces(sentences, template, list(label_cols), min_freq=opt["min_freq"],
                                        feature_set=opt["feature_set"], path=source)
     structure = Factorial(chains, pairs)
-    inference_ = structure.bind(corpus, n_threads, **fopt)
+    inference_ = structure.bind(corpus, n_threads, **fopt, warm_start=warm_start)
     desc = "; ".join(f"chain {c + 1} (column {s.label_col}): {plural(s.n_labels, 'label')}, "
                      f"{plural(s.n_features, 'state feature')}" for c, s in enumerate(chains))
     pdesc = "; ".join(f"pair {c + 1}-{c + 2}: {plural(p.n_attrs - 1, 'observation attribute')}, "
                       f"{plural(p.n_features, 'pair feature')}" for c, p in enumerate(pairs))
     log(f"factorial CRF: read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
-        f"{desc}; {pdesc}; {plural(structure.n_params, 'parameter')}; inference {fopt['inference']} "
-        f"({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
+        f"{desc}; {pdesc}; {plural(structure.n_params, 'parameter')}; inference {fopt['inference']}"
+        f"{' with warm starts' if warm_start else ''} ({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
     scorer = None
     if dev:
         n = len(dev[0].rows[0])
@@ -237,7 +239,8 @@ def fit_factorial(sentences, template, label_cols, opt, *, dev=None, log=_stderr
             f"or its accuracy when it has no chunks)")
     info = {
         "options": {**opt, "label_col": list(structure.label_cols)},
-        "factorial": {**fopt, "label_cols": list(structure.label_cols), "chains": structure.n_chains},
+        "factorial": {**fopt, "label_cols": list(structure.label_cols), "chains": structure.n_chains,
+                      **({"warm_start": True} if warm_start else {})},
         "order": 1, "model_type": "crf", "threads": n_threads,
         "sentences": corpus.n_sentences, "tokens": corpus.n_tokens,
         "iterations": result.n_iter, "evaluations": result.n_evals, "chosen_iteration": chosen,
@@ -261,7 +264,8 @@ def factorial_model(structure, weights, info):
 
 
 def train_factorial(train_files, template, model_path, opt, *, label_cols, dev_file=None, log=_stderr_log,
-                    max_sentence_tokens=MAX_SENTENCE_TOKENS, inference=None, tolerance=None, max_sweeps=None):
+                    max_sentence_tokens=MAX_SENTENCE_TOKENS, inference=None, tolerance=None, max_sweeps=None,
+                    warm_start=False):
     """``crftk train`` with several label columns: read the files, train, save."""
     check_output(model_path, "model")
     dev = None
@@ -275,7 +279,7 @@ def train_factorial(train_files, template, model_path, opt, *, label_cols, dev_f
         raise CrftkError("no training sentences", train_files[0])
     model = fit_factorial(sentences, template, label_cols, opt, dev=dev or None, log=log, source=train_files[0],
                           dev_source=dev_file, keep_on_interrupt=model_path is not None, inference=inference,
-                          tolerance=tolerance, max_sweeps=max_sweeps)
+                          tolerance=tolerance, max_sweeps=max_sweeps, warm_start=warm_start)
     model.info.update(train_files=list(train_files), dev_file=None if dev_file is None else str(dev_file),
                       init_model=None)
     if model_path is not None:

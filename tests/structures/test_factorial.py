@@ -222,3 +222,65 @@ def test_message_passing_refuses_transition_templates_with_macros():
     sents, st, corpus, w = build(2, EDGE_TEMPLATE)
     with pytest.raises(CrftkError, match="B lines with macros"):
         st.bind(corpus, inference="trp")
+
+
+@pytest.mark.parametrize("n_chains", [2, 3])
+def test_warm_start_reaches_the_cold_fixed_point(n_chains):
+    """trp with warm starts: the first loglik is the cold one; later ones start from the last
+    messages and, at tight tolerance, end at the fixed point a cold start finds (the state is
+    float32, so within ~1e-7); at the same weights one sweep is enough."""
+    sents, st, corpus, w = build(n_chains, n_sentences=30, max_len=7, seed=3)
+    w = w * 0.5
+    kw = dict(inference="trp", tolerance=1e-9, max_sweeps=1000)
+    cold, warm = st.bind(corpus, **kw), st.bind(corpus, warm_start=True, **kw)
+    assert warm.grids.warm_floats == 2 * sum(s.n_labels for s in st.chains[1:])
+    f0, g0 = cold.loglik(w, corpus.labels)
+    f1, g1 = warm.loglik(w, corpus.labels)
+    assert f1 == f0
+    np.testing.assert_array_equal(g1, g0)
+    assert warm.last_stats == cold.last_stats
+    rng = np.random.default_rng(1)
+    for step in (0.0, 1e-3, 1e-1):
+        v = w + step * rng.normal(size=w.size)
+        fc, gc = cold.loglik(v, corpus.labels)
+        fw, gw = warm.loglik(v, corpus.labels)
+        assert warm.last_stats[0] == corpus.n_sentences
+        assert fw == pytest.approx(fc, rel=1e-7)
+        np.testing.assert_allclose(gw, gc, atol=1e-6)
+        assert warm.last_stats[1] < cold.last_stats[1]
+    loose = st.bind(corpus, inference="trp", tolerance=1e-3, warm_start=True)
+    loose.loglik(w, corpus.labels)
+    loose.loglik(w, corpus.labels)
+    assert loose.last_stats == (corpus.n_sentences, 1.0)
+
+
+def test_warm_start_is_per_sentence_and_resets():
+    """The state is kept per sentence: 1 and 2 threads give the same sequence of results;
+    warm_reset makes the next loglik a cold one."""
+    sents, st, corpus, w = build(2, n_sentences=40, max_len=6, seed=5)
+    a = st.bind(corpus, n_threads=1, inference="trp", warm_start=True)
+    b = st.bind(corpus, n_threads=2, inference="trp", warm_start=True)
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        v = w + 0.05 * rng.normal(size=w.size)
+        fa, ga = a.loglik(v, corpus.labels)
+        fb, gb = b.loglik(v, corpus.labels)
+        assert fa == pytest.approx(fb, rel=1e-12)
+        np.testing.assert_allclose(ga, gb, atol=1e-10)
+        assert a.last_stats == b.last_stats
+    cold = st.bind(corpus, inference="trp")
+    a.grids.warm_reset()
+    assert a.loglik(w, corpus.labels)[0] == cold.loglik(w, corpus.labels)[0]
+    assert a.last_stats == cold.last_stats
+    # marginals and max-product do not touch the state: the next loglik is warm
+    a.marginals(w)
+    a.best(w)
+    a.loglik(w, corpus.labels)
+    assert a.last_stats[1] < cold.last_stats[1]
+
+
+@pytest.mark.parametrize("method", ["exact", "bp"])
+def test_warm_start_is_for_trp_only(method):
+    sents, st, corpus, w = build(2)
+    with pytest.raises(CrftkError, match="warm starts are for --inference trp"):
+        st.bind(corpus, inference=method, warm_start=True)
