@@ -221,5 +221,5 @@ fcrf-ner:
 # convergence is Table 1's 8936 row)
 fcrf-speed:
 	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) --out $(OUT)/fcrf --max-iter 20 --threads $(FCRF_THREADS)
-	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) $(FCRF_ARGS) --methods trp bp
+	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) $(FCRF_ARGS) --methods trp bp trp-warm
 	$(PYTHON) benchmarks/fcrf.py report --out $(OUT)/fcrf --results benchmarks/results/fcrf

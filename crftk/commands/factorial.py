@@ -37,13 +37,19 @@ def check_factorial(inference=None, tolerance=None, max_sweeps=None):
                                                         else max_sweeps)}
 
 
-def refuse_factorial_options(inference=None, tolerance=None, max_sweeps=None):
+def refuse_factorial_options(inference=None, tolerance=None, max_sweeps=None, warm_start=False):
     """A linear chain (one label column) takes none of the factorial options: bad input, exit 1
     (issue 16), like a label column that does not exist."""
     given = [p.option for p, v in zip(params.FACTORIAL, (inference, tolerance, max_sweeps)) if v is not None]
+    given += ["--warm-start"] if warm_start else []
     if given:
         raise CrftkError(f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of factorial "
                          f"CRFs: give two or more --label-col (one per chain)")
+
+
+def _check_warm_start(warm_start, fopt):
+    if warm_start and fopt["inference"] != "trp":
+        raise CrftkError(f"--warm-start is for --inference trp, not {fopt['inference']}")
 
 
 def _check_linear_only(opt):
@@ -158,6 +164,7 @@ def fit_factorial(sentences, template, label_cols, opt, *, dev=None, log=_stderr
     (FactorialInference)."""
     _check_linear_only(opt)
     fopt = check_factorial(inference, tolerance, max_sweeps)
+    _check_warm_start(warm_start, fopt)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     sentences = list(sentences)
@@ -267,6 +274,7 @@ def train_factorial(train_files, template, model_path, opt, *, label_cols, dev_f
                     max_sentence_tokens=MAX_SENTENCE_TOKENS, inference=None, tolerance=None, max_sweeps=None,
                     warm_start=False):
     """``crftk train`` with several label columns: read the files, train, save."""
+    _check_warm_start(warm_start, check_factorial(inference, tolerance, max_sweeps))
     check_output(model_path, "model")
     dev = None
     if dev_file is not None:

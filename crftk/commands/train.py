@@ -153,7 +153,7 @@ def _label_columns(options):
 
 def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_file, log, trace_file,
                      init_model, max_sentence_tokens, checkpoint_every, cross_predict, cross_output, scheduler,
-                     workers, inference, tolerance, max_sweeps, options):
+                     workers, inference, tolerance, max_sweeps, warm_start, options):
     """train() for several label columns: a factorial CRF (crftk.commands.factorial)."""
     from crftk.commands.factorial import train_factorial
     opt = check_options(options, log)
@@ -171,13 +171,13 @@ def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_
     return train_factorial(training_files(train_files), read_template(template_path), model_path, opt,
                            label_cols=label_cols, dev_file=dev_file, log=log,
                            max_sentence_tokens=max_sentence_tokens, inference=inference, tolerance=tolerance,
-                           max_sweeps=max_sweeps)
+                           max_sweeps=max_sweeps, warm_start=warm_start)
 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
-          max_sweeps=None, **options):
+          max_sweeps=None, warm_start=False, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -192,7 +192,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     label column replaced by out-of-fold predictions (see :func:`cross_predictions`).
     ``scheduler``/``workers``: train data-parallel on a Dask cluster (see :func:`fit`).
     ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
-    (crftk.commands.factorial), with ``inference``, ``tolerance`` and ``max_sweeps``.
+    (crftk.commands.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
     """
     options = dict(options)
     label_cols = _label_columns(options)
@@ -202,8 +202,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                                 max_sentence_tokens=max_sentence_tokens, checkpoint_every=checkpoint_every,
                                 cross_predict=cross_predict, cross_output=cross_output, scheduler=scheduler,
                                 workers=workers, inference=inference, tolerance=tolerance,
-                                max_sweeps=max_sweeps, options=options)
-    refuse_factorial_options(inference, tolerance, max_sweeps)
+                                max_sweeps=max_sweeps, warm_start=warm_start, options=options)
+    refuse_factorial_options(inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     _check_cluster(scheduler, workers, opt)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
@@ -375,7 +375,7 @@ def _check_cluster(scheduler, workers, opt):
 
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
-        tolerance=None, max_sweeps=None, **options):
+        tolerance=None, max_sweeps=None, warm_start=False, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -400,8 +400,8 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
             raise UsageError("init, trace, checkpoint and a cluster are not available for factorial CRFs")
         return fit_factorial(sentences, template, label_cols, opt, dev=dev, log=log, source=source,
                              dev_source=dev_source, keep_on_interrupt=keep_on_interrupt, inference=inference,
-                             tolerance=tolerance, max_sweeps=max_sweeps)
-    refuse_factorial_options(inference, tolerance, max_sweeps)
+                             tolerance=tolerance, max_sweeps=max_sweeps, warm_start=warm_start)
+    refuse_factorial_options(inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     _check_cluster(scheduler, workers, opt)
     n_threads = resolve_threads(opt["threads"])

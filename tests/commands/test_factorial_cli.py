@@ -206,3 +206,14 @@ def test_message_passing_refuses_b_lines_with_macros(files):
                 files["train"]])
     assert r.exit_code == 1 and "B lines with macros" in r.output and r.output.count("\n") == 1
     assert not model.exists()
+
+
+def test_warm_start_trains_with_trp_only(files, tmp_path):
+    model, log = train_fcrf(files, "--inference", "trp", "--warm-start")
+    assert "with warm starts" in log
+    assert Model.load(model).info["factorial"]["warm_start"] is True
+    for extra, message in ((["--label-col", 1, "--label-col", 2], "--warm-start is for --inference trp, not exact"),
+                           (["--label-col", 2], "--warm-start is an option of factorial CRFs")):
+        out = tmp_path / "w.model"
+        r = invoke(["train", "-t", files["tmpl"], "-m", out, *extra, "--warm-start", files["train"]])
+        assert r.exit_code == 1 and message in r.output and not out.exists()
