@@ -766,17 +766,18 @@ class FactorialCRF:
     each a list of label sequences (one per sentence of X). The template numbers the columns
     of a row of X from 0; chain c's labels are column ``width + c`` (which it must not read);
     its ``P`` lines condition the pair factors on observations. ``inference``,
-    ``tolerance``, ``max_sweeps``: as crftk train's; other keyword arguments are training
-    options of :class:`CRF` (c2, max_iter, threads, ...).
+    ``tolerance``, ``max_sweeps``, ``warm_start``: as crftk train's; other keyword arguments are
+    training options of :class:`CRF` (c2, max_iter, threads, ...).
     """
 
-    def __init__(self, template=None, *, inference="exact", tolerance=1e-3, max_sweeps=100, verbose=False,
-                 **params):
+    def __init__(self, template=None, *, inference="exact", tolerance=1e-3, max_sweeps=100, warm_start=False,
+                 verbose=False, **params):
         for name in params:
             if name not in _TRAIN_NAMES or name == "label_col":
                 raise TypeError(f"FactorialCRF.__init__() got an unexpected keyword argument {name!r}")
         self.template = template
         self.inference, self.tolerance, self.max_sweeps = inference, tolerance, max_sweeps
+        self.warm_start = warm_start
         self.verbose = verbose
         self.params = dict(params)
 
@@ -808,7 +809,8 @@ class FactorialCRF:
             dev = self._rows(X_dev, Y_dev, "X_dev", width)
         model = fit_factorial(train, _template(self.template), [width + c for c in range(len(Y))], opt,
                               dev=dev or None, log=_Log(self.verbose), keep_on_interrupt=True,
-                              inference=self.inference, tolerance=self.tolerance, max_sweeps=self.max_sweeps)
+                              inference=self.inference, tolerance=self.tolerance, max_sweeps=self.max_sweeps,
+                              warm_start=self.warm_start)
         self.model_ = model
         self.classes_ = [list(x) for x in model.structure.output_labels]
         return self

@@ -178,6 +178,10 @@ def test_factorial_estimator(files, tmp_path):
     assert again.predict(words) == pred
     with pytest.raises(crftk.CrftkError, match="two or more"):
         crftk.FactorialCRF(TEMPLATE).fit(words, [pos])
+    warm = crftk.FactorialCRF(TEMPLATE, inference="trp", warm_start=True, max_iter=30, threads=1).fit(words, [pos, y])
+    assert warm.model_.info["factorial"]["warm_start"] is True and warm.score(words, [pos, y]) > 85
+    with pytest.raises(crftk.CrftkError, match="--warm-start is for --inference trp"):
+        crftk.FactorialCRF(TEMPLATE, warm_start=True).fit(words, [pos, y])
 
 
 @pytest.mark.parametrize("method", ["trp", "bp"])
