@@ -29,11 +29,11 @@ import math
 
 import numpy as np
 
-from crftk import _product, _textio, params
+from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace, Positions
 from crftk.io.conll import Sentence, input_batches
-from crftk.io.stream import format_batch, tag_stream
+from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
 from crftk.structures import STRUCTURES, joint
@@ -308,12 +308,15 @@ class Pipeline:
             out[:, sent_ptr[a]:sent_ptr[b]] = labels
         return out
 
+    @property
+    def gold_cols(self):
+        """The input's column of each stage's gold labels: each fed column, the last stage's label."""
+        return [s.feed for s in self.stages[1:]] + [self.stages[-1].space.label_col]
+
     def raw_gold_correct(self, batch, pred):
         """Per stage, and for all stages together, how many tokens of a RawBatch that holds the
-        gold columns (each fed column, the last stage's label) ``pred`` gets right."""
-        cols = [s.feed for s in self.stages[1:]] + [self.stages[-1].space.label_col]
-        interners = [_textio.Interner(s.labels) for s in self.stages]       # unknown labels: new ids
-        gold = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, cols, interners).T
+        gold columns ``pred`` gets right."""
+        gold, _ = gold_ids(batch, self.gold_cols, [s.labels for s in self.stages])
         ok = gold == pred
         return np.append(ok.sum(axis=1), ok.all(axis=0).sum())
 
@@ -653,7 +656,7 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
         return n_sent, n_tok, (correct, scored)
     counts = [0, 0]
     by_document = any(s.space.template.anchored for s in pipeline.stages)
-    gold_cols = [s.feed for s in pipeline.stages[1:]] + [pipeline.stages[-1].space.label_col]
+    gold_cols = pipeline.gold_cols
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=by_document,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                                     counts=counts):
@@ -697,7 +700,6 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
 def _log_accuracy(log, pipeline, correct, scored):
     if scored and log is not None:
         C = len(pipeline.stages)
-        gold_cols = [s.feed for s in pipeline.stages[1:]] + [pipeline.stages[-1].space.label_col]
         acc = [f"stage {c + 1} {100 * correct[c] / scored:.2f}" for c in range(C)]
-        log(f"token accuracy against the input's columns {gold_cols}: {', '.join(acc)}, "
+        log(f"token accuracy against the input's columns {pipeline.gold_cols}: {', '.join(acc)}, "
             f"all stages together {100 * correct[C] / scored:.2f}")

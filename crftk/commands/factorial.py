@@ -12,11 +12,11 @@ import time
 
 import numpy as np
 
-from crftk import _textio, params
+from crftk import params
 from crftk.errors import CrftkError, UsageError
 from crftk.evaluation.conlleval import evaluate
 from crftk.io.conll import MAX_SENTENCE_TOKENS, check_output, input_batches, read_corpus
-from crftk.io.stream import format_batch, tag_stream
+from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.model import Model, Part
 from crftk.objectives.penalty import Penalty
 from crftk.optimize import OptimizeResult, lbfgs
@@ -362,9 +362,8 @@ def _tag_raw(decoder, batch, sep):
     data = format_batch(batch, pred, decoder.labels, sep)
     if batch.n_columns != st.space.n_columns:
         return data, None
-    interners = [_textio.Interner(labels) for labels in st.output_labels]     # unknown labels get new ids
-    ids = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, st.label_cols, interners)
+    ids, names = gold_ids(batch, st.label_cols, st.output_labels)
     cuts = batch.sent_ptr[1:-1]
-    gold = [np.split(np.asarray(x.strings(), dtype=object)[ids[:, c]], cuts) for c, x in enumerate(interners)]
-    guess = [np.split(decoder.labels[c][pred[c]], cuts) for c in range(len(interners))]
+    gold = [np.split(np.asarray(x, dtype=object)[ids[c]], cuts) for c, x in enumerate(names)]
+    guess = [np.split(decoder.labels[c][pred[c]], cuts) for c in range(len(names))]
     return data, ([[x.tolist() for x in g] for g in gold], [[x.tolist() for x in g] for g in guess])

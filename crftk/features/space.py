@@ -609,14 +609,9 @@ class FeatureSpace:
         columns = self.template.columns
 
         def fill(ids):               # the derived tests: [tokens, columns + derived] of column ids
-            words = {}
+            tests = self._raw_tests(batch, {c: ids[:, i] for i, c in enumerate(columns)})
             for j, key in enumerate(self._derived, start=len(columns)):
-                i = columns.index(key[1])
-                if i not in words:
-                    unseen = np.flatnonzero(ids[:, i] < 0)
-                    words[i] = self.extractor.unseen_words(unseen, _textio.field_strings(
-                        batch.block, batch.tok_start, batch.tok_end, key[1], unseen))
-                ids[:, j] = self.extractor.test_ids(key, ids[:, i], words[i])
+                ids[:, j] = tests[key]
 
         attr_ptr, attrs, eattr_ptr, eattrs = self.raw_encoder().encode(batch.block, batch.tok_start,
                                                                        batch.tok_end, batch.sent_ptr, fill)
@@ -632,28 +627,35 @@ class FeatureSpace:
         fed_col = None if fed is None else fed[0]
         columns = [c for c in self.template.columns if c < batch.n_columns and c != fed_col]
         ids = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, columns,
-                                     [self._column_tables[c] for c in columns])
+                                 [self._column_tables[c] for c in columns])
         n = batch.n_tokens
         single = {c: np.full(n, -1, dtype=np.int64) for c in self.template.columns}
         single.update({c: np.ascontiguousarray(ids[:, i]) for i, c in enumerate(columns)})
-        labels, multi = None, {}
         if fed is not None and fed_col in single:
-            labels = np.asarray(fed[1], dtype=object)
-            single[fed_col] = self.vocabs[fed_col].ids(labels.tolist())[fed[2]]
-        words = {}
+            single[fed_col] = self.vocabs[fed_col].ids(list(fed[1]))[fed[2]]
+        multi = {}
+        for key, ids in self._raw_tests(batch, single, fed).items():
+            (multi if key[0] in MULTI else single)[key] = ids
+        return Values(single, multi, None, batch.sentence_lengths().astype(np.int64), None)
+
+    def _raw_tests(self, batch, single, fed=None):
+        """{derived source: value ids} of a RawBatch from its columns' ids ``single`` (column ->
+        ids, -1: unseen); each test runs on the distinct unseen values only, their strings from the
+        batch bytes, from ``fed``'s labels for the fed column, none for a column the batch lacks."""
+        out, words = {}, {}
         for key in self._derived:
             c = key[1]
             if c not in words:
                 unseen = np.flatnonzero(single[c] < 0)
-                if c == fed_col:
-                    strings = labels[fed[2][unseen]].tolist()
-                elif c in columns:
+                if fed is not None and c == fed[0]:
+                    strings = np.asarray(fed[1], dtype=object)[fed[2][unseen]].tolist()
+                elif c < batch.n_columns:
                     strings = _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, c, unseen)
                 else:
                     unseen, strings = unseen[:0], []
                 words[c] = self.extractor.unseen_words(unseen, strings)
-            (multi if key[0] in MULTI else single)[key] = self.extractor.test_ids(key, single[c], words[c])
-        return Values(single, multi, None, batch.sentence_lengths().astype(np.int64), None)
+            out[key] = self.extractor.test_ids(key, single[c], words[c])
+        return out
 
     def input_columns(self, n):
         """True when rows of n columns carry the gold label, False when they lack it; else raise."""

@@ -19,6 +19,14 @@ def format_batch(batch, pred, labels, sep):
                                [list(x) for x in labels], sep.encode())
 
 
+def gold_ids(batch, columns, labels):
+    """(ids [len(columns), tokens], the string of every id per column) of a RawBatch's gold labels
+    in ``columns``, numbered as ``labels[c]`` (a label not there gets an id past them)."""
+    interners = [_textio.Interner(x) for x in labels]
+    ids = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, columns, interners)
+    return ids.T, [x.strings() for x in interners]
+
+
 def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, progress, log, max_sentence_tokens):
     """Read CoNLL files in RawBatches, tag each with ``tag_batch(batch, sep)`` -> (output bytes,
     extra) in a pool of ``n_threads`` threads while the next are read, and write the bytes in
