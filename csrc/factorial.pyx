@@ -29,7 +29,7 @@ from libc.string cimport memcpy, memset
 
 from chain cimport ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted
 from potentials cimport (Features, state_scores, has_edge_attributes, edge_scores, labeling_score,
-                         scatter_edge, scatter_nodes)
+                         scatter_edge, scatter_nodes, add_row, scatter_row, dense_attributes)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_bp, grid_bp_max,
@@ -152,6 +152,9 @@ cdef inline void pair_scores(const Features* d, const double* w, Py_ssize_t t0, 
         row = p + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             a = d.attrs[k]
+            if d.dense != NULL and d.dense[a]:
+                add_row(row, w + d.feat_ptr[a], L)
+                continue
             for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
                 row[d.feat_label[f]] += w[f]
 
@@ -168,6 +171,9 @@ cdef inline void scatter_pairs(const Features* d, Py_ssize_t t0, int T, const do
         gold = ya[t] * nb + yb[t]
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             a = d.attrs[k]
+            if d.dense != NULL and d.dense[a]:
+                scatter_row(g + d.feat_ptr[a], pt, L, gold, 1.0)
+                continue
             for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
                 g[f] += pt[d.feat_label[f]]
                 if d.feat_label[f] == gold:
@@ -469,7 +475,9 @@ cdef void viterbi_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int 
 
 
 cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except *:
-    """A Features struct over (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label) arrays."""
+    """A Features struct over (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, dense)
+    arrays; dense (uint8, one per attribute) is filled here."""
+    cdef unsigned char[::1] dense = arrays[6]
     cdef const int[::1] attr_ptr = arrays[0]
     cdef const int[::1] attrs = arrays[1]
     cdef const int[::1] eattr_ptr = arrays[2]
@@ -482,6 +490,9 @@ cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except
     d.eattrs = &eattrs[0] if eattrs.shape[0] else NULL
     d.feat_ptr = &feat_ptr[0]
     d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
+    d.dense = &dense[0] if dense.shape[0] else NULL
+    if dense.shape[0]:
+        dense_attributes(d.feat_ptr, d.feat_label, dense.shape[0], L, &dense[0])
     d.L = L
     d.has_edges = 1 if eattrs.shape[0] > 0 else 0
     d.off_trans = off_trans
@@ -552,6 +563,7 @@ cdef class Grids:
             if off != total:
                 raise ValueError("chain offsets must follow each other")
             total += F + L * L + 2 * L + E * L * L
+            arrays.append(np.zeros(arrays[4].size - 1, dtype=np.uint8))
             keep.extend(arrays)
             fill_features(&self.m.chain[c], arrays, L, F)
             self.m.chain_off[c] = off
@@ -568,6 +580,7 @@ cdef class Grids:
             if off != total:
                 raise ValueError("pair offsets must follow the chains'")
             total += arrays[5].size
+            arrays.append(np.zeros(arrays[4].size - 1, dtype=np.uint8))
             keep.extend(arrays)
             fill_features(&self.m.pair[c], arrays, L, 0)
             self.m.pair_off[c] = off

@@ -28,7 +28,7 @@ from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
-                    chain_max_scores, vec_mat, mat_vec, argmax)
+                    chain_max_scores, vec_mat, vec_mat_rect, mat_vec, argmax)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -63,6 +63,7 @@ cdef struct GridWork:
     Py_ssize_t S             # joint labels (prod n), 0 unless GRID_WANT_EXACT
     ChainBuffers cb          # exact: max_T x S x C factors; BP only: the spine, max_T x max_n x 1
     double* etrans           # exp(trans[c] - tshift[c]) at toff[c]
+    double* etransT          # the same, transposed (backward steps as row sums, which vectorize)
     Py_ssize_t toff[8]
     double tshift[8]
     double* edge_tmp         # max_n^2
@@ -79,7 +80,9 @@ cdef struct GridWork:
     double* enode            # sum-product: exp(node - its max per variable), laid out as a message slot
     double* pshift           # [c*max_T + t]
     Py_ssize_t pbase[8]
-    double* scratch          # 8 * max_n
+    double* scratch          # 9 * max_n
+    double* ucols            # max_n * max_T: a chain's scaled edge cavities, one column per edge (grid_beliefs)
+    double* vrows            # max_T * max_n: the other ends', one row per edge
     int* perm                # the edges of a max_T grid (random schedule)
     int* visits              # NULL, or 2 counters per edge: messages sent each way (tests)
 
@@ -121,9 +124,10 @@ cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int wan
         tot += <Py_ssize_t> max_T * S * 4 + <Py_ssize_t> max_T * C + 2 * S
     else:
         tot += <Py_ssize_t> max_T * mx * 4 + <Py_ssize_t> max_T * 2 + 2 * mx
-    tot += sq + <Py_ssize_t> mx * mx
+    tot += 2 * sq + <Py_ssize_t> mx * mx
     if want & GRID_WANT_BP:
-        tot += <Py_ssize_t> 9 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 8 * mx
+        tot += <Py_ssize_t> 9 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 9 * mx
+        tot += <Py_ssize_t> 2 * max_T * mx
     return tot
 
 
@@ -131,6 +135,7 @@ cdef inline void grid_work_release(GridWork* w) noexcept nogil:
     """Frees the arrays of a workspace (not the struct)."""
     chain_buffers_release(&w.cb)
     free(w.etrans)
+    free(w.etransT)
     free(w.edge_tmp)
     free(w.joint)
     free(w.msg)
@@ -138,6 +143,8 @@ cdef inline void grid_work_release(GridWork* w) noexcept nogil:
     free(w.enode)
     free(w.pshift)
     free(w.scratch)
+    free(w.ucols)
+    free(w.vrows)
     free(w.perm)
     free(w.visits)
     memset(w, 0, sizeof(GridWork))
@@ -175,9 +182,10 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
     else:
         failed = chain_buffers_init(&w.cb, max_T, w.max_n, 1, False, 0) < 0
     w.etrans = <double*> malloc(sq * sizeof(double))
+    w.etransT = <double*> malloc(sq * sizeof(double))
     w.edge_tmp = <double*> malloc(<Py_ssize_t> w.max_n * w.max_n * sizeof(double))
     w.joint = <int*> malloc(max_T * sizeof(int))
-    failed = failed or w.etrans == NULL or w.edge_tmp == NULL or w.joint == NULL
+    failed = failed or w.etrans == NULL or w.etransT == NULL or w.edge_tmp == NULL or w.joint == NULL
     if want & GRID_WANT_BP:
         w.N = sn * max_T
         E = grid_edge_count(C, max_T)
@@ -185,9 +193,12 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
         w.epair = <double*> malloc((sp * max_T + 1) * sizeof(double))
         w.enode = <double*> malloc(w.N * sizeof(double))
         w.pshift = <double*> malloc(<Py_ssize_t> max_T * C * sizeof(double))
-        w.scratch = <double*> malloc(8 * w.max_n * sizeof(double))
+        w.scratch = <double*> malloc(9 * w.max_n * sizeof(double))
+        w.ucols = <double*> malloc(<Py_ssize_t> max_T * w.max_n * sizeof(double))
+        w.vrows = <double*> malloc(<Py_ssize_t> max_T * w.max_n * sizeof(double))
         w.perm = <int*> malloc((E + 1) * sizeof(int))
         failed = failed or w.msg == NULL or w.epair == NULL or w.pshift == NULL or w.scratch == NULL \
+            or w.ucols == NULL or w.vrows == NULL \
             or w.perm == NULL or w.enode == NULL
     if failed:
         grid_work_release(w)
@@ -196,10 +207,18 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
 
 
 cdef inline void grid_exp_trans(const Grid* g, GridWork* w) noexcept nogil:
-    """w.etrans = exp(trans - max), chain by chain (shared by every token)."""
-    cdef int c
+    """w.etrans = exp(trans - max), chain by chain (shared by every token), and w.etransT."""
+    cdef int c, i, j, n
+    cdef const double* E
+    cdef double* ET
     for c in range(g.C):
-        w.tshift[c] = exp_shifted(g.trans[c], w.etrans + w.toff[c], g.n[c] * g.n[c])
+        n = g.n[c]
+        E = w.etrans + w.toff[c]
+        ET = w.etransT + w.toff[c]
+        w.tshift[c] = exp_shifted(g.trans[c], w.etrans + w.toff[c], n * n)
+        for i in range(n):
+            for j in range(n):
+                ET[j * n + i] = E[i * n + j]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,14 +566,7 @@ cdef inline double send_prob(const Grid* g, GridWork* w, int c, int t, int skip,
             out[a] = 0.0
         return set_prob_message(prob, out, nv)
     if not col_sender:
-        for b in range(nb):
-            out[b] = 0.0
-        for a in range(na):
-            x = wgt[a]
-            if x != 0.0:
-                row = M + a * nb
-                for b in range(nb):
-                    out[b] += x * row[b]
+        vec_mat_rect(wgt, M, na, nb, out)
     else:
         for a in range(na):
             row = M + a * nb
@@ -606,6 +618,7 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
     cdef int T = g.T, n = g.n[c], t, i
     cdef double change = 0.0, ch
     cdef const double* E = w.etrans + w.toff[c]
+    cdef const double* ET = w.etransT + w.toff[c]
     cdef double* qt
     cdef double* at
     cdef double* bt
@@ -623,7 +636,7 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
             for i in range(n):
                 at[i] = qt[i]
         else:
-            vec_mat(b.alpha + (t - 1) * n, E, n, at)
+            vec_mat_rect(b.alpha + (t - 1) * n, E, n, n, at)
             ch = set_prob_message(grid_prob(w, SLOT_FWD, c, t), at, n)
             change = ch if ch > change else change
             for i in range(n):
@@ -639,7 +652,7 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
         for i in range(n):
             r[i] = qt[i] * bt[i]
         bt = b.beta + (t - 1) * n
-        mat_vec(E, r, n, bt)
+        vec_mat_rect(r, ET, n, n, bt)
         ch = set_prob_message(grid_prob(w, SLOT_BWD, c, t - 1), bt, n)
         change = ch if ch > change else change
     count_spine(w, c, T)
@@ -940,19 +953,21 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
                 if wi > 0.0:
                     total += wi * (nd[i] + (deg - 1) * (cu[i] - lz))
     # chain edges: their beliefs summed over the tokens, M * (sum over t of the outer products
-    # of the scaled cavities), multiplied by M once per chain
+    # of the scaled cavities), multiplied by M once per chain; the sum is one product of the
+    # cavities' columns (ucols, na x (T-1)) by their rows (vrows, (T-1) x na)
     for c in range(C):
         na = g.n[c]
         M = w.etrans + w.toff[c]
-        memset(esum, 0, <Py_ssize_t> na * na * sizeof(double))
         for t in range(1, T):
             grid_cavity(g, w, c, t - 1, SKIP_BWD, cu)
             grid_cavity(g, w, c, t, SKIP_FWD, cv)
             total += edge_belief(cu, cv, M, g.trans[c], w.tshift[c], na, na, tmp,
-                                 esum if out.edge != NULL else NULL,
+                                 w.ucols + (t - 1), T - 1, w.vrows + <Py_ssize_t> (t - 1) * na,
                                  out.edge[c] if out.edge != NULL else NULL, True)
         if out.edge != NULL and T > 1:
             dst = out.edge[c]
+            for i in range(na):
+                vec_mat_rect(w.ucols + <Py_ssize_t> i * (T - 1), w.vrows, T - 1, na, esum + i * na)
             for i in range(na * na):
                 dst[i] += M[i] * esum[i]
     # cotemporal edges: a belief per token
@@ -965,27 +980,30 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
             M = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
             dst = out.pair[c] + <Py_ssize_t> t * na * nb if out.pair != NULL else NULL
             total += edge_belief(cu, cv, M, g.pair[c] + <Py_ssize_t> t * na * nb, w.pshift[c * w.max_T + t],
-                                 na, nb, tmp, NULL, dst, False)
+                                 na, nb, tmp, NULL, 0, NULL, dst, False)
     return total
 
 
 cdef inline double edge_belief(double* cu, double* cv, const double* M, const double* logM, double shift,
-                               int na, int nb, double* tmp, double* outer, double* dst,
-                               bint add) noexcept nogil:
+                               int na, int nb, double* tmp, double* ucol, Py_ssize_t ustride, double* vrow,
+                               double* dst, bint add) noexcept nogil:
     """One edge's belief b(a, b) = xu[a] M[a, b] xv[b] / z, xu = exp(cu - max cu), xv likewise
     (M = exp(logM - shift)): its term of the Bethe log Z, E_b[log psi - log b] =
-    log z + shift - E_b[cu - max] - E_b[cv - max], returned; with outer, xu[a] xv[b] / z added
-    to outer[a*nb + b] (the belief but for M), else with dst, the belief written there. When z
-    underflows, the edge is redone in log space (edge_belief_log) and its belief goes to dst,
-    added to it with add (the chain edges' sums). cu, cv: the cavities of its ends (shifted to
-    max 0); tmp: na + 3 * nb doubles."""
+    log z + shift - E_b[cu - max] - E_b[cv - max], returned; with ucol, xu[a] / z goes to
+    ucol[a * ustride] and xv to vrow (the belief but for M, as two factors), else with dst,
+    the belief is written there. When z underflows, the edge is redone in log space
+    (edge_belief_log): its belief goes to dst, added to it with add (the chain edges' sums), and
+    ucol, vrow get zeros. cu, cv: the cavities of its ends (shifted to max 0); tmp: 2 * na + 3 * nb
+    doubles."""
     cdef int a, b
     cdef double mu = -INFINITY, mv = -INFINITY, z = 0.0, x, term, inv, eu = 0.0, ev = 0.0
     cdef double* xv = tmp
     cdef double* s = tmp + nb             # xu^T M
     cdef double* su = tmp + 2 * nb        # (xu * cu)^T M, over the labels xu does not zero
     cdef double* xu = tmp + 3 * nb
+    cdef double* wu = tmp + 3 * nb + na   # xu * cu, 0 where xu is
     cdef const double* row
+    cdef double* orow
     for a in range(na):
         mu = cu[a] if cu[a] > mu else mu
     for b in range(nb):
@@ -993,23 +1011,22 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, const do
     for b in range(nb):
         cv[b] -= mv
         xv[b] = exp(cv[b])
-        s[b] = 0.0
-        su[b] = 0.0
     for a in range(na):
         cu[a] -= mu
         x = exp(cu[a])
         xu[a] = x
-        if x > 0.0:
-            row = M + a * nb
-            for b in range(nb):
-                s[b] += x * row[b]
-            x *= cu[a]
-            for b in range(nb):
-                su[b] += x * row[b]
+        wu[a] = x * cu[a] if x > 0.0 else 0.0
+    vec_mat_rect(xu, M, na, nb, s)
+    vec_mat_rect(wu, M, na, nb, su)
     for b in range(nb):
         z += s[b] * xv[b]
         eu += su[b] * xv[b]
     if not (z > 1e-280):
+        if ucol != NULL:
+            for a in range(na):
+                ucol[a * ustride] = 0.0
+            for b in range(nb):
+                vrow[b] = 0.0
         return edge_belief_log(cu, cv, logM, na, nb, tmp, dst, add)
     inv = 1.0 / z
     # E_b[cu - max] = sum_ab xu cu M xv / z; E_b[cv - max] = sum_b (xu^T M)[b] xv[b] cv[b] / z
@@ -1018,17 +1035,19 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, const do
         if x > 0.0:
             ev += x * cv[b]
     term = log(z) + shift - (eu + ev) * inv
-    if outer != NULL:
+    if ucol != NULL:
         for a in range(na):
-            x = xu[a] * inv
-            if x != 0.0:
-                for b in range(nb):
-                    outer[a * nb + b] += x * xv[b]
+            ucol[a * ustride] = xu[a] * inv
+        for b in range(nb):
+            vrow[b] = xv[b]
     elif dst != NULL:
+        # through row pointers: GCC does not vectorize dst[a * nb + b] (int index arithmetic)
         for a in range(na):
             x = xu[a] * inv
+            orow = dst + a * nb
+            row = M + a * nb
             for b in range(nb):
-                dst[a * nb + b] = x * M[a * nb + b] * xv[b]
+                orow[b] = x * row[b] * xv[b]
     return term
 
 

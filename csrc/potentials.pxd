@@ -53,6 +53,9 @@ cdef struct Features:
     const int* eattrs
     const int* feat_ptr
     const int* feat_label
+    # NULL, or per attribute 1 when its features are every label in order (feat_label[f0 + y]
+    # = y): the kernels then add and scatter whole rows, which the compiler vectorizes
+    const unsigned char* dense
     int L
     int has_edges
     Py_ssize_t off_trans
@@ -79,6 +82,44 @@ cdef inline void prefetch_features(const Features* d, const double* v, int k, in
             prefetch_read(&v[f])
 
 
+cdef inline void add_row(double* row, const double* v, int L) noexcept nogil:
+    """row += v over L labels: a dense attribute's weights (the same sums, in the same order,
+    as the feature-by-feature walk)."""
+    cdef int y
+    for y in range(L):
+        row[y] += v[y]
+
+
+cdef inline void scatter_row(double* g, const double* p, int L, int gold, double factor) noexcept nogil:
+    """g += factor * p over L labels, then g[gold] -= factor: a dense attribute's expected
+    minus observed counts (gold outside 0..L-1: none observed)."""
+    cdef int y
+    for y in range(L):
+        g[y] += factor * p[y]
+    if 0 <= gold < L:
+        g[gold] -= factor
+
+
+cdef inline int dense_attributes(const int* feat_ptr, const int* feat_label, Py_ssize_t n_attrs, int L,
+                                 unsigned char* out) noexcept nogil:
+    """out[a] = 1 where attribute a's features are labels 0..L-1 in order (Features.dense);
+    returns how many are."""
+    cdef Py_ssize_t a
+    cdef int f0, y, n = 0
+    for a in range(n_attrs):
+        out[a] = 0
+        f0 = feat_ptr[a]
+        if feat_ptr[a + 1] - f0 != L:
+            continue
+        for y in range(L):
+            if feat_label[f0 + y] != y:
+                break
+        else:
+            out[a] = 1
+            n += 1
+    return n
+
+
 cdef inline void state_scores(const Features* d, const double* w, Py_ssize_t t0, int T,
                               double* s) noexcept nogil:
     """s[t*L+y]: log potential of label y at token t0+t, with start/end weights."""
@@ -91,6 +132,9 @@ cdef inline void state_scores(const Features* d, const double* w, Py_ssize_t t0,
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             prefetch_features(d, w, k, k_end, False)
             a = d.attrs[k]
+            if d.dense != NULL and d.dense[a]:
+                add_row(row, w + d.feat_ptr[a], L)
+                continue
             for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
                 row[d.feat_label[f]] += w[f]
     for y in range(L):
@@ -210,6 +254,9 @@ cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const do
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             prefetch_features(d, g, k, k_end, True)
             a = d.attrs[k]
+            if d.dense != NULL and d.dense[a]:
+                scatter_row(g + d.feat_ptr[a], pt, L, y[t], factor)
+                continue
             for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
                 g[f] += factor * pt[d.feat_label[f]]
                 if d.feat_label[f] == y[t]:

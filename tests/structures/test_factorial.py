@@ -284,3 +284,47 @@ def test_warm_start_is_for_trp_only(method):
     sents, st, corpus, w = build(2)
     with pytest.raises(CrftkError, match="warm starts are for --inference trp"):
         st.bind(corpus, inference=method, warm_start=True)
+
+
+def reversed_feature_runs(space):
+    """The permutation that reverses each attribute's run of features (labels out of order)."""
+    perm = np.arange(space.feat_label.size)
+    ptr = space.feat_ptr
+    for a in range(ptr.size - 1):
+        perm[ptr[a]:ptr[a + 1]] = perm[ptr[a]:ptr[a + 1]][::-1]
+    return perm
+
+
+@pytest.mark.parametrize("method", ["exact", "trp", "bp"])
+def test_dense_attribute_rows_equal_the_feature_walk(method):
+    # attributes whose features are every label in order are added and scattered as whole rows;
+    # with each attribute's features reversed none is, and every result must be the same bits
+    import copy
+    sents, st, corpus, w = build(2, n_sentences=40, max_len=6)
+    spaces = st.chains + st.pairs
+    dense = sum(int(np.array_equal(s.feat_label[s.feat_ptr[a]:s.feat_ptr[a + 1]], np.arange(s.n_labels)))
+                for s in spaces for a in range(s.feat_ptr.size - 1))
+    assert dense >= 3                       # the pair factor's plain attribute at least
+    flipped = copy.deepcopy(st)
+    perm = np.arange(st.n_params)
+    fspaces = flipped.chains + flipped.pairs
+    offsets = [st.offsets[c] for c in range(len(st.chains))] + [st.offsets[len(st.chains) + c]
+                                                               for c in range(len(st.pairs))]
+    for s, fs, off in zip(spaces, fspaces, offsets):
+        p = reversed_feature_runs(s)
+        fs.feat_label = np.ascontiguousarray(s.feat_label[p])
+        perm[off:off + p.size] = off + p
+    wf = w[perm]
+    a = st.bind(corpus, inference=method)
+    b = flipped.bind(corpus, inference=method)
+    fa, ga = a.loglik(w, corpus.labels)
+    fb, gb = b.loglik(wf, corpus.labels)
+    assert fa == fb
+    np.testing.assert_array_equal(ga[perm], gb)
+    for x, y in zip(a.marginals(w), b.marginals(wf)):
+        for u, v in zip(x, y):
+            np.testing.assert_array_equal(u, v)
+    la, sa = a.best(w)
+    lb, sb = b.best(wf)
+    np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(sa, sb)

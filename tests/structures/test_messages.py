@@ -146,7 +146,9 @@ def max_diff(a, b):
 
 
 @pytest.mark.parametrize("schedule", ["trp", "random"])
-@pytest.mark.parametrize("seed,n,T", [(0, 5, 12), (1, 3, 1), (2, 7, 30)])
+# 37, 22 and 19 labels take the blocked vector kernels' every path (columns by 16, by 4, the
+# last 1-3)
+@pytest.mark.parametrize("seed,n,T", [(0, 5, 12), (1, 3, 1), (2, 7, 30), (3, 37, 9), (4, 22, 6), (5, 19, 5)])
 def test_bp_on_one_chain_equals_forward_backward(schedule, seed, n, T):
     node, trans, _ = random_grid(seed, (n,), T, scale=2.0)
     sp = np.array([0, T])
@@ -198,7 +200,7 @@ def test_max_product_breaks_ties_as_viterbi(schedule):
 
 
 @pytest.mark.parametrize("schedule", ["trp", "random"])
-@pytest.mark.parametrize("sizes", [(3, 4, 2), (2, 5)])
+@pytest.mark.parametrize("sizes", [(3, 4, 2), (2, 5), (18, 5), (3, 21, 2)])
 def test_bp_is_exact_on_one_token(schedule, sizes):
     # one token: the grid is a path across the chains, a tree
     node, trans, pair = random_grid(4, sizes, 1, scale=2.0)
