@@ -219,7 +219,7 @@ cdef extern from *:
     static inline void crftk_vec_mat_base(const double* x, const double* M, int na, int nb, double* y)
         CRFTK_VEC_MAT_BODY
     #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    __attribute__((target("avx2")))
+    __attribute__((target("avx2"), unused))
     static void crftk_vec_mat_avx2(const double* x, const double* M, int na, int nb, double* y)
         CRFTK_VEC_MAT_BODY
     static inline void crftk_vec_mat(const double* x, const double* M, int na, int nb, double* y)
@@ -232,6 +232,102 @@ cdef extern from *:
     #endif
     """
     void vec_mat_rect "crftk_vec_mat" (const double* x, const double* M, int na, int nb, double* y) noexcept nogil
+
+
+cdef extern from *:
+    """
+    /* y[i] = exp(x[i]) for n values (x and y may be the same array), 4 at a time: k = x / ln 2
+       rounded, r = x - k ln 2 (|r| <= ln 2 / 2), exp(r) by its Taylor series to r^12 / 12!
+       (truncation below 2e-16), times 2^k built in the exponent bits. Within 3 ulps of exp;
+       0 below -708 (no subnormal results), NaN for NaN; meant for x <= 0 (no overflow
+       check). The same operations for every value and on every target (no FMA), so a value's
+       result does not depend on its place in the array or on the processor. */
+    #include <stdint.h>
+    #define CRFTK_LOG2E 1.4426950408889634
+    #define CRFTK_LN2_HI 6.93147180369123816490e-01
+    #define CRFTK_LN2_LO 1.90821492927058770002e-10
+    #define CRFTK_SHIFTER 6755399441055744.0            /* 1.5 * 2^52 */
+    #define CRFTK_EXP_POLY(p, r)                                                    \
+        p = (r) * (1.0 / 479001600) + 1.0 / 39916800; p = p * (r) + 1.0 / 3628800;   \
+        p = p * (r) + 1.0 / 362880; p = p * (r) + 1.0 / 40320; p = p * (r) + 1.0 / 5040;  \
+        p = p * (r) + 1.0 / 720; p = p * (r) + 1.0 / 120; p = p * (r) + 1.0 / 24;         \
+        p = p * (r) + 1.0 / 6; p = p * (r) + 0.5; p = p * (r) + 1.0; p = p * (r) + 1.0;
+    static inline double crftk_exp1(double x)
+    {
+        double t = x * CRFTK_LOG2E + CRFTK_SHIFTER, k = t - CRFTK_SHIFTER, r, p, s, sh = CRFTK_SHIFTER;
+        int64_t bits, shbits;
+        r = x - k * CRFTK_LN2_HI;
+        r = r - k * CRFTK_LN2_LO;
+        CRFTK_EXP_POLY(p, r)
+        memcpy(&bits, &t, 8);
+        memcpy(&shbits, &sh, 8);
+        bits = (int64_t) ((uint64_t) (bits - shbits + 1023) << 52);
+        memcpy(&s, &bits, 8);
+        return x < -708.0 ? 0.0 : p * s;
+    }
+    #if defined(__GNUC__) || defined(__clang__)
+    typedef int64_t crftk_v4i __attribute__((vector_size(32)));
+    typedef uint64_t crftk_v4u __attribute__((vector_size(32)));
+    #define CRFTK_EXP_BODY                                                          \
+    {                                                                               \
+        int i = 0;                                                                  \
+        const crftk_v4d shifter = {CRFTK_SHIFTER, CRFTK_SHIFTER, CRFTK_SHIFTER, CRFTK_SHIFTER}; \
+        crftk_v4u shbits;                                                           \
+        memcpy(&shbits, &shifter, 32);                                              \
+        for (; i + 4 <= n; i += 4) {                                                \
+            crftk_v4d v, t, k, r, p, s;                                             \
+            crftk_v4u bits;                                                         \
+            crftk_v4i low;                                                          \
+            memcpy(&v, x + i, 32);                                                  \
+            t = v * CRFTK_LOG2E + shifter;                                          \
+            k = t - shifter;                                                        \
+            r = v - k * CRFTK_LN2_HI;                                               \
+            r = r - k * CRFTK_LN2_LO;                                               \
+            CRFTK_EXP_POLY(p, r)                                                    \
+            memcpy(&bits, &t, 32);                                                  \
+            bits = (bits - shbits + 1023) << 52;                                    \
+            memcpy(&s, &bits, 32);                                                  \
+            p = p * s;                                                              \
+            low = v < -708.0;                                                       \
+            memcpy(&bits, &p, 32);                                                  \
+            bits &= ~(crftk_v4u) low;                                               \
+            memcpy(y + i, &bits, 32);                                               \
+        }                                                                           \
+        for (; i < n; i++) y[i] = crftk_exp1(x[i]);                                 \
+    }
+    #else
+    #define CRFTK_EXP_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_exp1(x[i]); }
+    #endif
+    static inline void crftk_exp_base(const double* x, double* y, int n)
+        CRFTK_EXP_BODY
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    __attribute__((target("avx2"), unused))
+    static void crftk_exp_avx2(const double* x, double* y, int n)
+        CRFTK_EXP_BODY
+    static inline void crftk_exp_array(const double* x, double* y, int n)
+    {
+        if (__builtin_cpu_supports("avx2")) crftk_exp_avx2(x, y, n);
+        else crftk_exp_base(x, y, n);
+    }
+    #else
+    #define crftk_exp_array crftk_exp_base
+    #endif
+    """
+    void exp_array "crftk_exp_array" (const double* x, double* y, int n) noexcept nogil
+
+
+cdef inline double exp_shifted_fast(const double* src, double* dst, int n) noexcept nogil:
+    """exp_shifted through exp_array (within 2 ulps, 0 below -708 nats): dst = exp(src -
+    max(src)); returns the max."""
+    cdef int i
+    cdef double m = src[0]
+    for i in range(1, n):
+        if src[i] > m:
+            m = src[i]
+    for i in range(n):
+        dst[i] = src[i] - m
+    exp_array(dst, dst, n)
+    return m
 
 
 cdef inline void vec_mat(const double* x, const double* M, int n, double* y) noexcept nogil:

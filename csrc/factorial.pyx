@@ -33,7 +33,8 @@ from potentials cimport (Features, state_scores, has_edge_attributes, edge_score
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_bp, grid_bp_max,
-                       grid_warm_floats, GRID_TRP, GRID_RANDOM, GRID_WANT_BP)
+                       grid_warm_floats, grid_trans_doubles, grid_shared_trans, GRID_TRP, GRID_RANDOM,
+                       GRID_WANT_BP)
 
 cdef enum:
     MAX_CHAINS = 8
@@ -333,10 +334,34 @@ cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T
     return logz
 
 
+cdef struct Job:
+    # a Grids kernel's inputs and outputs, shared by its threads
+    const double* w
+    const double* E[MAX_CHAINS]   # each chain's shared transition matrix, exponentiated
+    const double* shift           # and its shift, per chain
+    const int* gold               # loglik: gold labels [C, N]
+    double* grad                  # loglik: one gradient of n_params per thread
+    Py_ssize_t n_params
+    double* out                   # loglik: a sum per thread; marginals: log Z, viterbi: score per sentence
+    double* nodes[MAX_CHAINS]     # marginals: [N, n_c] per chain
+    double* pairs[MAX_CHAINS]     # marginals: [N, n_c*n_{c+1}] per adjacent pair
+    int* labels                   # viterbi: [C, N]
+    float* warm                   # loglik with warm starts: the state, warm_k floats per token; or NULL
+    Py_ssize_t warm_k
+    bint restore                  # the state holds every sentence's messages of the last pass
+    const double* etrans          # message passing: messages.pxd's grid_shared_trans of the weights, or NULL
+    const double* etransT
+    const double* tshift
+
+
 cdef inline void make_grid(const Model* m, const double* w, int T, Work* b, Grid* g, const double** node,
-                           const double** trans, const double** pair) noexcept nogil:
-    """The Grid (messages.pxd) of the tables grid_tables built; shared transition matrices only."""
+                           const double** trans, const double** pair, const Job* j=NULL) noexcept nogil:
+    """The Grid (messages.pxd) of the tables grid_tables built; shared transition matrices only,
+    exponentiated once per pass in j (else by every grid)."""
     cdef int c
+    g.etrans = j.etrans if j != NULL else NULL
+    g.etransT = j.etransT if j != NULL else NULL
+    g.tshift = j.tshift if j != NULL else NULL
     for c in range(m.C):
         node[c] = b.node[c]
         trans[c] = w + m.chain_off[c] + m.chain[c].off_trans
@@ -350,7 +375,8 @@ cdef inline void make_grid(const Model* m, const double* w, int T, Work* b, Grid
 
 
 cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
-                        const int* gold, double* g, float* warm=NULL, bint restore=False) noexcept nogil:
+                        const int* gold, double* g, float* warm=NULL, bint restore=False,
+                        const Job* j=NULL) noexcept nogil:
     """Loopy sum-product on one sentence (TRP or random schedule); returns the Bethe log Z, or
     with gold, it minus score(gold), adding the beliefs' expected - observed counts to g; the
     beliefs are left in b.nmarg, b.pmarg. warm (TRP): the sentence's warm-start state
@@ -364,7 +390,7 @@ cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_
     cdef const double* pair[MAX_CHAINS]
     cdef const Features* d
     grid_tables(m, w, t0, T, b, NULL, NULL, False)
-    make_grid(m, w, T, b, &grid, node, trans, pair)
+    make_grid(m, w, T, b, &grid, node, trans, pair, j)
     for c in range(C):
         memset(b.esum[c], 0, m.n[c] * m.n[c] * sizeof(double))
     out.node = b.nmarg
@@ -404,31 +430,14 @@ cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ss
     return score
 
 
-cdef inline double infer_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T,
-                                  Work* b, const double** E_shared, const double* shift_shared,
-                                  const int* gold, double* g, float* warm=NULL, bint restore=False) noexcept nogil:
+cdef inline double infer_sentence(const Model* m, const Job* j, Py_ssize_t s, Py_ssize_t t0, int T,
+                                  Work* b, const int* gold, double* g, float* warm=NULL,
+                                  bint restore=False) noexcept nogil:
     if m.method == EXACT:
         b.sweeps += 1
         b.converged += 1
-        return exact_sentence(m, w, t0, T, b, E_shared, shift_shared, gold, g)
-    return bp_sentence(m, w, s, t0, T, b, gold, g, warm, restore)
-
-
-cdef struct Job:
-    # a Grids kernel's inputs and outputs, shared by its threads
-    const double* w
-    const double* E[MAX_CHAINS]   # each chain's shared transition matrix, exponentiated
-    const double* shift           # and its shift, per chain
-    const int* gold               # loglik: gold labels [C, N]
-    double* grad                  # loglik: one gradient of n_params per thread
-    Py_ssize_t n_params
-    double* out                   # loglik: a sum per thread; marginals: log Z, viterbi: score per sentence
-    double* nodes[MAX_CHAINS]     # marginals: [N, n_c] per chain
-    double* pairs[MAX_CHAINS]     # marginals: [N, n_c*n_{c+1}] per adjacent pair
-    int* labels                   # viterbi: [C, N]
-    float* warm                   # loglik with warm starts: the state, warm_k floats per token; or NULL
-    Py_ssize_t warm_k
-    bint restore                  # the state holds every sentence's messages of the last pass
+        return exact_sentence(m, j.w, t0, T, b, j.E, j.shift, gold, g)
+    return bp_sentence(m, j.w, s, t0, T, b, gold, g, warm, restore, j)
 
 
 # One sentence (s, its first token t0, its length T) of a Grids kernel, on thread tid's Work.
@@ -438,7 +447,7 @@ ctypedef void (*SentenceTask)(Job* job, const Model* m, Py_ssize_t s, Py_ssize_t
 
 cdef void loglik_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
                       int tid) noexcept nogil:
-    j.out[tid] += infer_sentence(m, j.w, s, t0, T, b, j.E, j.shift, j.gold, j.grad + tid * j.n_params,
+    j.out[tid] += infer_sentence(m, j, s, t0, T, b, j.gold, j.grad + tid * j.n_params,
                                  j.warm + t0 * j.warm_k if j.warm != NULL else NULL, j.restore)
 
 
@@ -446,7 +455,7 @@ cdef void marginals_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, in
                          int tid) noexcept nogil:
     cdef int c, nk
     cdef Py_ssize_t i
-    j.out[s] = infer_sentence(m, j.w, s, t0, T, b, j.E, j.shift, NULL, NULL)
+    j.out[s] = infer_sentence(m, j, s, t0, T, b, NULL, NULL)
     for c in range(m.C):
         nk = m.n[c]
         memcpy(j.nodes[c] + t0 * nk, b.nmarg[c], T * nk * sizeof(double))
@@ -681,10 +690,24 @@ cdef class Grids:
         exponentiated (Viterbi reads the log matrices only); returns what must stay alive while
         the job runs."""
         cdef double[::1] v
+        cdef const double* trans[MAX_CHAINS]
+        cdef Py_ssize_t sq
         memset(job, 0, sizeof(Job))
         job.w = &w[0]
         if not want_exp:
             return None
+        if self.m.method != EXACT:
+            # message passing: every grid's transition tables, made once
+            for c in range(self.n_chains):
+                trans[c] = &w[0] + self.m.chain_off[c] + self.m.chain[c].off_trans
+            sq = grid_trans_doubles(self.m.C, self.m.n)
+            tables = np.empty(2 * sq + self.n_chains)
+            v = tables
+            grid_shared_trans(self.m.C, self.m.n, trans, &v[0], &v[sq], &v[2 * sq])
+            job.etrans = &v[0]
+            job.etransT = &v[sq]
+            job.tshift = &v[2 * sq]
+            return tables
         mats, shifts = self._shared(w)
         for c in range(self.n_chains):
             v = mats[c]

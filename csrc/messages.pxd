@@ -25,10 +25,11 @@ workspace for grids of one shape (C, n) up to max_T tokens.
 
 from libc.math cimport exp, log, fabs, INFINITY
 from libc.stdlib cimport malloc, calloc, free
-from libc.string cimport memset
+from libc.string cimport memset, memcpy
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
-                    chain_max_scores, vec_mat, vec_mat_rect, mat_vec, argmax)
+                    chain_max_scores, vec_mat, vec_mat_rect, mat_vec, argmax,
+                    exp_array, exp_shifted_fast)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -47,6 +48,11 @@ cdef struct Grid:
     const double** node      # node[c]: T*n[c]
     const double** trans     # trans[c]: n[c]*n[c]
     const double** pair      # pair[c], c < C-1: T*n[c]*n[c+1]
+    # NULL, or the transition tables grid_shared_trans made from trans, for grids that share
+    # them (made once instead of for every grid)
+    const double* etrans
+    const double* etransT
+    const double* tshift
 
 
 cdef struct GridOut:
@@ -206,19 +212,47 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
     return 0
 
 
-cdef inline void grid_exp_trans(const Grid* g, GridWork* w) noexcept nogil:
-    """w.etrans = exp(trans - max), chain by chain (shared by every token), and w.etransT."""
-    cdef int c, i, j, n
+cdef inline Py_ssize_t grid_trans_doubles(int C, const int* n) noexcept nogil:
+    """Doubles of etrans (and of etransT): sum of n[c]^2."""
+    cdef Py_ssize_t sq = 0
+    cdef int c
+    for c in range(C):
+        sq += <Py_ssize_t> n[c] * n[c]
+    return sq
+
+
+cdef inline void grid_shared_trans(int C, const int* n, const double** trans, double* etrans, double* etransT,
+                                   double* tshift) noexcept nogil:
+    """Chain by chain, at sum of n[d]^2 (d < c): etrans = exp(trans - max), its shift (the max)
+    into tshift[c], and etransT, the same transposed (backward steps as row sums, which
+    vectorize)."""
+    cdef int c, i, j, nc
+    cdef Py_ssize_t o = 0
     cdef const double* E
     cdef double* ET
+    for c in range(C):
+        nc = n[c]
+        E = etrans + o
+        ET = etransT + o
+        tshift[c] = exp_shifted_fast(trans[c], etrans + o, nc * nc)
+        for i in range(nc):
+            for j in range(nc):
+                ET[j * nc + i] = E[i * nc + j]
+        o += <Py_ssize_t> nc * nc
+
+
+cdef inline void grid_exp_trans(const Grid* g, GridWork* w) noexcept nogil:
+    """w.etrans, w.etransT, w.tshift (grid_shared_trans): copied from the grid's, or made."""
+    cdef int c
+    cdef Py_ssize_t sq
+    if g.etrans == NULL:
+        grid_shared_trans(g.C, g.n, g.trans, w.etrans, w.etransT, w.tshift)
+        return
+    sq = grid_trans_doubles(g.C, g.n)
+    memcpy(w.etrans, g.etrans, sq * sizeof(double))
+    memcpy(w.etransT, g.etransT, sq * sizeof(double))
     for c in range(g.C):
-        n = g.n[c]
-        E = w.etrans + w.toff[c]
-        ET = w.etransT + w.toff[c]
-        w.tshift[c] = exp_shifted(g.trans[c], w.etrans + w.toff[c], n * n)
-        for i in range(n):
-            for j in range(n):
-                ET[j * n + i] = E[i * n + j]
+        w.tshift[c] = g.tshift[c]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -882,13 +916,13 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
         grid_exp_trans(g, w)
         for c in range(C):
             for t in range(T):
-                exp_shifted(g.node[c] + <Py_ssize_t> t * g.n[c], w.enode + w.vbase[c] + <Py_ssize_t> t * g.n[c],
-                            g.n[c])
+                exp_shifted_fast(g.node[c] + <Py_ssize_t> t * g.n[c], w.enode + w.vbase[c] + <Py_ssize_t> t * g.n[c],
+                                 g.n[c])
         for c in range(C - 1):
             k = <Py_ssize_t> g.n[c] * g.n[c + 1]
             for t in range(T):
-                w.pshift[c * w.max_T + t] = exp_shifted(g.pair[c] + t * k, w.epair + w.pbase[c] + t * k,
-                                                        <int> k)
+                w.pshift[c * w.max_T + t] = exp_shifted_fast(g.pair[c] + t * k, w.epair + w.pbase[c] + t * k,
+                                                             <int> k)
     if maxp or schedule != GRID_TRP:
         warm = NULL
     restore = restore and warm != NULL and not tree
@@ -940,7 +974,9 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
                 mu = cu[i] if cu[i] > mu else mu
             z = 0.0
             for i in range(na):
-                bu[i] = exp(cu[i] - mu)
+                bu[i] = cu[i] - mu
+            exp_array(bu, bu, na)
+            for i in range(na):
                 z += bu[i]
             lz = mu + log(z)
             deg = (t > 0) + (t < T - 1) + (c > 0) + (c < C - 1)
@@ -1010,11 +1046,12 @@ cdef inline double edge_belief(double* cu, double* cv, const double* M, const do
         mv = cv[b] if cv[b] > mv else mv
     for b in range(nb):
         cv[b] -= mv
-        xv[b] = exp(cv[b])
+    exp_array(cv, xv, nb)
     for a in range(na):
         cu[a] -= mu
-        x = exp(cu[a])
-        xu[a] = x
+    exp_array(cu, xu, na)
+    for a in range(na):
+        x = xu[a]
         wu[a] = x * cu[a] if x > 0.0 else 0.0
     vec_mat_rect(xu, M, na, nb, s)
     vec_mat_rect(wu, M, na, nb, su)

@@ -15,6 +15,8 @@ its random schedule from ``seed + s``, so results do not depend on the thread co
 
 import numpy as np
 from libc.stdlib cimport calloc, free
+
+from chain cimport exp_array
 from cython.parallel cimport prange, parallel, threadid
 
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_joint_labels,
@@ -182,6 +184,17 @@ cdef void free_slots(Slot* sl, int n) noexcept nogil:
     for i in range(n):
         grid_work_release(&sl[i].w)
     free(sl)
+
+
+def vector_exp(x):
+    """exp of a float64 array through the kernels' vector exp (chain.pxd's exp_array; for tests)."""
+    src = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    out = np.empty_like(src)
+    cdef const double[::1] xs = src
+    cdef double[::1] ys = out
+    if src.size:
+        exp_array(&xs[0], &ys[0], <int> src.size)
+    return out.reshape(np.shape(x))
 
 
 def check_exact_size(sizes, max_len, limit=2**26):

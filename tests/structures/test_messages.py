@@ -355,3 +355,19 @@ def test_bad_bp_options_are_refused():
         grid.bp(node, trans, pair, max_sweeps=0)
     with pytest.raises(ValueError):
         grid.bp(node, trans, pair, tol=-1.0)
+
+
+def test_vector_exp_is_within_3_ulps_and_the_same_anywhere_in_an_array():
+    # the kernels' exp (chain.pxd's exp_array): 4 values at a time, the rest one by one
+    rng = np.random.default_rng(0)
+    x = np.concatenate([-rng.uniform(0, 708, 200_000), -rng.uniform(0, 1, 100_000),
+                        -rng.exponential(1e-3, 10_000), [0.0, -0.0, -1e-300, -707.9, -708.0]])
+    y = _messages.vector_exp(x)
+    e = np.exp(x)
+    assert (np.abs(y - e) <= 3 * np.spacing(e)).all()
+    assert y[-5] == 1.0 and y[-4] == 1.0
+    special = _messages.vector_exp(np.array([-708.01, -745.0, -np.inf, np.nan]))
+    assert special[:3].tolist() == [0.0, 0.0, 0.0] and np.isnan(special[3])
+    one_by_one = np.array([_messages.vector_exp(x[i:i + 1])[0] for i in range(0, 1003)])
+    np.testing.assert_array_equal(y[:1003], one_by_one)
+    np.testing.assert_array_equal(_messages.vector_exp(x[1:8]), y[1:8])
