@@ -157,8 +157,8 @@ cdef inline int run_chains(Py_ssize_t n, int n_threads, int chunk, int max_T, in
 
 cdef extern from *:
     """
-    /* y[j] = sum_i x[i] M[i*nb + j] (i < na, j < nb) with 16 columns at a time held in vector registers over
-       the whole sum (the plain loop stores and reloads y for every i). Each y[j] is summed in
+    /* y[j] = sum_i x[i] M[i*nb + j] (i < na, j < nb) with up to 32 columns at a time held in vector
+       registers over the whole sum (the plain loop stores and reloads y for every i). Each y[j] is summed in
        the same order as vec_mat's, so the results are the same bits. With GCC or clang on
        x86-64 it is built twice, for the baseline target and for AVX2 (without FMA: the same
        roundings), and the AVX2 one is used where the processor has it. */
@@ -166,30 +166,47 @@ cdef extern from *:
     #include <string.h>
     #if defined(__GNUC__) || defined(__clang__)
     typedef double crftk_v4d __attribute__((vector_size(32)));
-    #define CRFTK_VEC_MAT_BODY                                                      \
-    {                                                                               \
-        int i, j = 0;                                                               \
-        for (; j + 16 <= nb; j += 16) {                                             \
-            crftk_v4d a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, r0, r1, r2, r3;   \
+    /* one pass over the rows for K vectors of 4 columns, accumulated in K registers: each
+       row costs the latency of one add whatever K is, so the fewer passes the better */
+    #define CRFTK_LOAD_MUL_ADD(a, k) { crftk_v4d rr; memcpy(&rr, r + 4 * (k), 32); a += xi * rr; }
+    #define CRFTK_STORE(a, k) memcpy(y + j + 4 * (k), &a, 32);
+    #define CRFTK_COLUMNS(K, BODY, OUT)                                             \
+        {                                                                           \
+            crftk_v4d a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
             for (i = 0; i < na; i++) {                                              \
                 const double* r = M + (ptrdiff_t) i * nb + j;                       \
                 crftk_v4d xi = {x[i], x[i], x[i], x[i]};                            \
-                memcpy(&r0, r, 32); memcpy(&r1, r + 4, 32);                         \
-                memcpy(&r2, r + 8, 32); memcpy(&r3, r + 12, 32);                    \
-                a0 += xi * r0; a1 += xi * r1; a2 += xi * r2; a3 += xi * r3;         \
+                BODY                                                                \
             }                                                                       \
-            memcpy(y + j, &a0, 32); memcpy(y + j + 4, &a1, 32);                     \
-            memcpy(y + j + 8, &a2, 32); memcpy(y + j + 12, &a3, 32);                \
-        }                                                                           \
-        for (; j + 4 <= nb; j += 4) {                                               \
-            crftk_v4d a0 = {0, 0, 0, 0}, r0;                                        \
-            for (i = 0; i < na; i++) {                                              \
-                crftk_v4d xi = {x[i], x[i], x[i], x[i]};                            \
-                memcpy(&r0, M + (ptrdiff_t) i * nb + j, 32);                        \
-                a0 += xi * r0;                                                      \
-            }                                                                       \
-            memcpy(y + j, &a0, 32);                                                 \
-        }                                                                           \
+            OUT                                                                     \
+            (void) a1; (void) a2; (void) a3; (void) a4; (void) a5; (void) a6; (void) a7; \
+            j += 4 * (K);                                                           \
+        }
+    #define CRFTK_VEC_MAT_BODY                                                      \
+    {                                                                               \
+        int i, j = 0;                                                               \
+        while (nb - j >= 32)                                                        \
+            CRFTK_COLUMNS(8,                                                        \
+                CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2) \
+                CRFTK_LOAD_MUL_ADD(a3, 3) CRFTK_LOAD_MUL_ADD(a4, 4) CRFTK_LOAD_MUL_ADD(a5, 5) \
+                CRFTK_LOAD_MUL_ADD(a6, 6) CRFTK_LOAD_MUL_ADD(a7, 7),               \
+                CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3) \
+                CRFTK_STORE(a4, 4) CRFTK_STORE(a5, 5) CRFTK_STORE(a6, 6) CRFTK_STORE(a7, 7)) \
+        if (nb - j >= 16)                                                           \
+            CRFTK_COLUMNS(4,                                                        \
+                CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2) \
+                CRFTK_LOAD_MUL_ADD(a3, 3),                                          \
+                CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3)) \
+        if (nb - j >= 12)                                                           \
+            CRFTK_COLUMNS(3,                                                        \
+                CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2), \
+                CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2))           \
+        else if (nb - j >= 8)                                                       \
+            CRFTK_COLUMNS(2,                                                        \
+                CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1),                \
+                CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1))                              \
+        else if (nb - j >= 4)                                                       \
+            CRFTK_COLUMNS(1, CRFTK_LOAD_MUL_ADD(a0, 0), CRFTK_STORE(a0, 0))         \
         if (j < nb) {                                                               \
             /* the last 1-3 columns, side by side */                                \
             double c0 = 0.0, c1 = 0.0, c2 = 0.0;                                    \

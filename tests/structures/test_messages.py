@@ -146,9 +146,10 @@ def max_diff(a, b):
 
 
 @pytest.mark.parametrize("schedule", ["trp", "random"])
-# 37, 22 and 19 labels take the blocked vector kernels' every path (columns by 16, by 4, the
-# last 1-3)
-@pytest.mark.parametrize("seed,n,T", [(0, 5, 12), (1, 3, 1), (2, 7, 30), (3, 37, 9), (4, 22, 6), (5, 19, 5)])
+# 44, 37, 27, 22 and 19 labels take every path of the blocked vector mat-vec (columns by 32, 16,
+# 12, 8 and 4, the last 1-3)
+@pytest.mark.parametrize("seed,n,T", [(0, 5, 12), (1, 3, 1), (2, 7, 30), (3, 37, 9), (4, 22, 6), (5, 19, 5),
+                                      (6, 44, 4), (7, 27, 5)])
 def test_bp_on_one_chain_equals_forward_backward(schedule, seed, n, T):
     node, trans, _ = random_grid(seed, (n,), T, scale=2.0)
     sp = np.array([0, T])
