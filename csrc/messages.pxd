@@ -29,7 +29,7 @@ from libc.string cimport memset, memcpy
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
                     chain_max_scores, vec_mat, vec_mat_rect, mat_vec, argmax,
-                    exp_array, exp_shifted_fast)
+                    exp_array, exp_shifted_fast, log_array)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -695,14 +695,12 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
 
 cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
     """The log messages of the sentence's variables from those in probability (after sum-product)."""
-    cdef int k, c, i
-    cdef Py_ssize_t o, m
+    cdef int k, c
+    cdef Py_ssize_t o
     for k in range(4):
         for c in range(g.C):
             o = k * w.N + w.vbase[c]
-            m = <Py_ssize_t> g.T * g.n[c]
-            for i in range(m):
-                w.msg[o + i] = log(w.msg[4 * w.N + o + i])
+            log_array(w.msg + 4 * w.N + o, w.msg + o, g.T * g.n[c])
 
 
 cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, bint maxp) noexcept nogil:

@@ -372,3 +372,19 @@ def test_vector_exp_is_within_3_ulps_and_the_same_anywhere_in_an_array():
     one_by_one = np.array([_messages.vector_exp(x[i:i + 1])[0] for i in range(0, 1003)])
     np.testing.assert_array_equal(y[:1003], one_by_one)
     np.testing.assert_array_equal(_messages.vector_exp(x[1:8]), y[1:8])
+
+
+def test_vector_log_is_within_3_ulps_and_hands_other_values_to_the_c_library():
+    # the kernels' log (chain.pxd's log_array), for the messages' logs after sum-product
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.uniform(0, 1, 200_000), np.exp(-rng.uniform(0, 700, 100_000)),
+                        1 + rng.normal(0, 1e-3, 10_000), [1.0, 0.5, 2.0, np.sqrt(2), np.sqrt(0.5)]])
+    y = _messages.vector_log(x)
+    e = np.log(x)
+    assert (np.abs(y - e) <= 3 * np.spacing(np.abs(e))).all()
+    assert y[-5] == 0.0
+    special = np.array([0.0, 1e-310, 5e-324, np.inf, 1.0, 2.0, 3.0, 4.0])   # a group of 4 the library takes
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(_messages.vector_log(special)[:4], np.log(special[:4]))
+    one_by_one = np.array([_messages.vector_log(x[i:i + 1])[0] for i in range(0, 1003)])
+    np.testing.assert_array_equal(y[:1003], one_by_one)
