@@ -159,9 +159,8 @@ cdef extern from *:
     """
     /* y[j] = sum_i x[i] M[i*nb + j] (i < na, j < nb) with up to 32 columns at a time held in vector
        registers over the whole sum (the plain loop stores and reloads y for every i). Each y[j] is summed in
-       the same order as vec_mat's, so the results are the same bits. With GCC or clang on
-       x86-64 it is built twice, for the baseline target and for AVX2 (without FMA: the same
-       roundings), and the AVX2 one is used where the processor has it. */
+       the same order as vec_mat's, so the results are the same bits, also from its AVX2 build
+       (CRFTK_BUILT_TWICE; no FMA: the same roundings). */
     #include <stddef.h>
     #include <string.h>
     #if defined(__GNUC__) || defined(__clang__)
@@ -233,20 +232,22 @@ cdef extern from *:
         }                                                                           \
     }
     #endif
-    static inline void crftk_vec_mat_base(const double* x, const double* M, int na, int nb, double* y)
-        CRFTK_VEC_MAT_BODY
+    /* name(params) compiled twice, for the baseline target and for AVX2, the AVX2 one called
+       where the processor has it (GCC or clang on x86-64; elsewhere once) */
     #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    __attribute__((target("avx2"), unused))
-    static void crftk_vec_mat_avx2(const double* x, const double* M, int na, int nb, double* y)
-        CRFTK_VEC_MAT_BODY
-    static inline void crftk_vec_mat(const double* x, const double* M, int na, int nb, double* y)
-    {
-        if (__builtin_cpu_supports("avx2")) crftk_vec_mat_avx2(x, M, na, nb, y);
-        else crftk_vec_mat_base(x, M, na, nb, y);
-    }
+    #define CRFTK_BUILT_TWICE(name, params, args, body)                             \
+        static inline void name##_base params body                                  \
+        __attribute__((target("avx2"), unused)) static void name##_avx2 params body \
+        static inline void name params                                              \
+        {                                                                           \
+            if (__builtin_cpu_supports("avx2")) name##_avx2 args;                   \
+            else name##_base args;                                                  \
+        }
     #else
-    #define crftk_vec_mat crftk_vec_mat_base
+    #define CRFTK_BUILT_TWICE(name, params, args, body) static inline void name params body
     #endif
+    CRFTK_BUILT_TWICE(crftk_vec_mat, (const double* x, const double* M, int na, int nb, double* y),
+                      (x, M, na, nb, y), CRFTK_VEC_MAT_BODY)
     """
     void vec_mat_rect "crftk_vec_mat" (const double* x, const double* M, int na, int nb, double* y) noexcept nogil
 
@@ -315,20 +316,7 @@ cdef extern from *:
     #else
     #define CRFTK_EXP_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_exp1(x[i]); }
     #endif
-    static inline void crftk_exp_base(const double* x, double* y, int n)
-        CRFTK_EXP_BODY
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    __attribute__((target("avx2"), unused))
-    static void crftk_exp_avx2(const double* x, double* y, int n)
-        CRFTK_EXP_BODY
-    static inline void crftk_exp_array(const double* x, double* y, int n)
-    {
-        if (__builtin_cpu_supports("avx2")) crftk_exp_avx2(x, y, n);
-        else crftk_exp_base(x, y, n);
-    }
-    #else
-    #define crftk_exp_array crftk_exp_base
-    #endif
+    CRFTK_BUILT_TWICE(crftk_exp_array, (const double* x, double* y, int n), (x, y, n), CRFTK_EXP_BODY)
     """
     void exp_array "crftk_exp_array" (const double* x, double* y, int n) noexcept nogil
 
@@ -418,36 +406,11 @@ cdef extern from *:
     #else
     #define CRFTK_LOG_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_log1(x[i]); }
     #endif
-    static inline void crftk_log_base(const double* x, double* y, int n)
-        CRFTK_LOG_BODY
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    __attribute__((target("avx2"), unused))
-    static void crftk_log_avx2(const double* x, double* y, int n)
-        CRFTK_LOG_BODY
-    static inline void crftk_log_array(const double* x, double* y, int n)
-    {
-        if (__builtin_cpu_supports("avx2")) crftk_log_avx2(x, y, n);
-        else crftk_log_base(x, y, n);
-    }
-    #else
-    #define crftk_log_array crftk_log_base
-    #endif
+    CRFTK_BUILT_TWICE(crftk_log_array, (const double* x, double* y, int n), (x, y, n), CRFTK_LOG_BODY)
     """
     void log_array "crftk_log_array" (const double* x, double* y, int n) noexcept nogil
 
 
-cdef inline double exp_shifted_fast(const double* src, double* dst, int n) noexcept nogil:
-    """exp_shifted through exp_array (within 2 ulps, 0 below -708 nats): dst = exp(src -
-    max(src)); returns the max."""
-    cdef int i
-    cdef double m = src[0]
-    for i in range(1, n):
-        if src[i] > m:
-            m = src[i]
-    for i in range(n):
-        dst[i] = src[i] - m
-    exp_array(dst, dst, n)
-    return m
 
 
 cdef inline void vec_mat(const double* x, const double* M, int n, double* y) noexcept nogil:
@@ -488,15 +451,33 @@ cdef inline int argmax(const double* x, int n, double* best) noexcept nogil:
     return k
 
 
+cdef inline double array_max(const double* x, int n) noexcept nogil:
+    """The largest of x[0:n] (n >= 1)."""
+    cdef int i
+    cdef double m = x[0]
+    for i in range(1, n):
+        if x[i] > m:
+            m = x[i]
+    return m
+
+
 cdef inline double exp_shifted(const double* src, double* dst, int n) noexcept nogil:
     """dst = exp(src - max(src)); returns the max."""
     cdef int i
-    cdef double m = src[0]
-    for i in range(1, n):
-        if src[i] > m:
-            m = src[i]
+    cdef double m = array_max(src, n)
     for i in range(n):
         dst[i] = exp(src[i] - m)
+    return m
+
+
+cdef inline double exp_shifted_fast(const double* src, double* dst, int n) noexcept nogil:
+    """exp_shifted through exp_array (within 3 ulps, 0 below -708 nats): dst = exp(src -
+    max(src)); returns the max."""
+    cdef int i
+    cdef double m = array_max(src, n)
+    for i in range(n):
+        dst[i] = src[i] - m
+    exp_array(dst, dst, n)
     return m
 
 

@@ -27,9 +27,8 @@ from libc.math cimport exp, log, fabs, INFINITY
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, memcpy
 
-from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted,
-                    chain_max_scores, vec_mat, vec_mat_rect, mat_vec, argmax,
-                    exp_array, exp_shifted_fast, log_array)
+from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, chain_max_scores, argmax,
+                    vec_mat_rect, exp_array, exp_shifted_fast, log_array)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 

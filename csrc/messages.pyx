@@ -186,26 +186,24 @@ cdef void free_slots(Slot* sl, int n) noexcept nogil:
     free(sl)
 
 
-def vector_exp(x):
-    """exp of a float64 array through the kernels' vector exp (chain.pxd's exp_array; for tests)."""
+cdef object _elementwise(x, void (*fn)(const double*, double*, int) noexcept nogil):
     src = np.ascontiguousarray(x, dtype=np.float64).ravel()
     out = np.empty_like(src)
     cdef const double[::1] xs = src
     cdef double[::1] ys = out
     if src.size:
-        exp_array(&xs[0], &ys[0], <int> src.size)
+        fn(&xs[0], &ys[0], <int> src.size)
     return out.reshape(np.shape(x))
+
+
+def vector_exp(x):
+    """exp of a float64 array through the kernels' vector exp (chain.pxd's exp_array; for tests)."""
+    return _elementwise(x, exp_array)
 
 
 def vector_log(x):
     """log of a float64 array through the kernels' vector log (chain.pxd's log_array; for tests)."""
-    src = np.ascontiguousarray(x, dtype=np.float64).ravel()
-    out = np.empty_like(src)
-    cdef const double[::1] xs = src
-    cdef double[::1] ys = out
-    if src.size:
-        log_array(&xs[0], &ys[0], <int> src.size)
-    return out.reshape(np.shape(x))
+    return _elementwise(x, log_array)
 
 
 def check_exact_size(sizes, max_len, limit=2**26):
