@@ -214,7 +214,7 @@ def table3(args):
 
 
 def speed(args):
-    """Each method on all of train.txt at --max-iter (20: seconds per iteration; 1000: to
+    """Each method on all of train.txt at --max-iter (20: seconds per iteration; 2000: to
     convergence); rows of earlier runs at other caps are kept (speed.json)."""
     out = Path(args.out)
     train = np_reduce(Path(args.data) / "train.txt", out / "data" / "train.np.txt")
