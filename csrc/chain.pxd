@@ -326,9 +326,9 @@ cdef extern from *:
     /* y[i] = log(x[i]) for n values (x and y may be the same array), 4 at a time: x = 2^e m
        with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^23/23), s =
        (m - 1) / (m + 1) (|s| <= 0.172, truncation below 1e-18), plus e ln 2. Within 3 ulps of
-       log. A group of 4 holding a value that is not a positive normal number (0, subnormal,
-       negative, infinite, NaN) goes to the C library's log; the same operations on every target
-       (no FMA). */
+       log; a value that is not a positive normal number (0, subnormal, negative, infinite, NaN)
+       goes to the C library's log (the other values of its group of 4 one at a time, the same
+       operations). The same result anywhere in an array and on every target (no FMA). */
     #include <math.h>
     #define CRFTK_SQRT2 1.4142135623730951
     #define CRFTK_DBL_MIN 2.2250738585072014e-308
@@ -370,7 +370,7 @@ cdef extern from *:
             memcpy(&v, x + i, 32);                                                  \
             ok = (v >= CRFTK_DBL_MIN) & (v <= CRFTK_DBL_MAX);                       \
             if (!(ok[0] & ok[1] & ok[2] & ok[3])) {                                 \
-                for (k = 0; k < 4; k++) y[i + k] = log(x[i + k]);                   \
+                for (k = 0; k < 4; k++) y[i + k] = crftk_log1(x[i + k]);            \
                 continue;                                                           \
             }                                                                       \
             memcpy(&bits, &v, 32);                                                  \

@@ -383,8 +383,14 @@ def test_vector_log_is_within_3_ulps_and_hands_other_values_to_the_c_library():
     e = np.log(x)
     assert (np.abs(y - e) <= 3 * np.spacing(np.abs(e))).all()
     assert y[-5] == 0.0
-    special = np.array([0.0, 1e-310, 5e-324, np.inf, 1.0, 2.0, 3.0, 4.0])   # a group of 4 the library takes
+    special = np.array([0.0, 1e-310, 5e-324, np.inf, 1.0, 2.0, 3.0, 4.0])   # the library takes the first 4
     with np.errstate(divide="ignore"):
         np.testing.assert_array_equal(_messages.vector_log(special)[:4], np.log(special[:4]))
     one_by_one = np.array([_messages.vector_log(x[i:i + 1])[0] for i in range(0, 1003)])
     np.testing.assert_array_equal(y[:1003], one_by_one)
+    # a zero beside them does not change the others' results
+    mixed = x[:1000].copy()
+    mixed[::4] = 0.0
+    with np.errstate(divide="ignore"):
+        got = _messages.vector_log(mixed)
+    np.testing.assert_array_equal(np.delete(got, np.s_[::4]), np.delete(y[:1000], np.s_[::4]))
