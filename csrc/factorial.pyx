@@ -29,7 +29,8 @@ from libc.string cimport memcpy, memset
 
 from chain cimport ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted
 from potentials cimport (Features, state_scores, has_edge_attributes, edge_scores, labeling_score,
-                         scatter_edge, scatter_nodes, add_row, scatter_row, dense_attributes)
+                         scatter_edge, scatter_nodes, gather_attribute, scatter_attribute,
+                         dense_attributes)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_bp, grid_bp_max,
@@ -146,18 +147,13 @@ cdef inline void pair_scores(const Features* d, const double* w, Py_ssize_t t0, 
     """p[t*L + k]: the summed weights of the pair features (attribute, label pair k) of the
     token's pair attributes; no start or end weights (a pair factor has none)."""
     cdef int L = d.L
-    cdef int t, k, a, f
+    cdef int t, k
     cdef double* row
     memset(p, 0, T * L * sizeof(double))
     for t in range(T):
         row = p + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            if d.dense != NULL and d.dense[a]:
-                add_row(row, w + d.feat_ptr[a], L)
-                continue
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                row[d.feat_label[f]] += w[f]
+            gather_attribute(d, w, d.attrs[k], row)
 
 
 cdef inline void scatter_pairs(const Features* d, Py_ssize_t t0, int T, const double* marg,
@@ -165,20 +161,13 @@ cdef inline void scatter_pairs(const Features* d, Py_ssize_t t0, int T, const do
     """g += expected - observed counts of the pair features, from pair marginals marg[t*L + k]
     and the observed pairs (ya[t], yb[t])."""
     cdef int L = d.L
-    cdef int t, k, a, f, gold
+    cdef int t, k, gold
     cdef const double* pt
     for t in range(T):
         pt = marg + t * L
         gold = ya[t] * nb + yb[t]
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            if d.dense != NULL and d.dense[a]:
-                scatter_row(g + d.feat_ptr[a], pt, L, gold, 1.0)
-                continue
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                g[f] += pt[d.feat_label[f]]
-                if d.feat_label[f] == gold:
-                    g[f] -= 1.0
+            scatter_attribute(d, d.attrs[k], pt, gold, 1.0, g)
 
 
 cdef void grid_tables(const Model* m, const double* w, Py_ssize_t t0, int T, Work* b,

@@ -82,22 +82,37 @@ cdef inline void prefetch_features(const Features* d, const double* v, int k, in
             prefetch_read(&v[f])
 
 
-cdef inline void add_row(double* row, const double* v, int L) noexcept nogil:
-    """row += v over L labels: a dense attribute's weights (the same sums, in the same order,
-    as the feature-by-feature walk)."""
-    cdef int y
-    for y in range(L):
-        row[y] += v[y]
+cdef inline void gather_attribute(const Features* d, const double* w, int a, double* row) noexcept nogil:
+    """row[y] += the weight of attribute a's feature with label y, for each of its features: a
+    whole row when the attribute is dense (the same sums in the same order, vectorized)."""
+    cdef int f, f0 = d.feat_ptr[a]
+    cdef const double* v
+    if d.dense != NULL and d.dense[a]:
+        v = w + f0
+        for f in range(d.L):
+            row[f] += v[f]
+        return
+    for f in range(f0, d.feat_ptr[a + 1]):
+        row[d.feat_label[f]] += w[f]
 
 
-cdef inline void scatter_row(double* g, const double* p, int L, int gold, double factor) noexcept nogil:
-    """g += factor * p over L labels, then g[gold] -= factor: a dense attribute's expected
-    minus observed counts (gold outside 0..L-1: none observed)."""
-    cdef int y
-    for y in range(L):
-        g[y] += factor * p[y]
-    if 0 <= gold < L:
-        g[gold] -= factor
+cdef inline void scatter_attribute(const Features* d, int a, const double* p, int gold, double factor,
+                                   double* g) noexcept nogil:
+    """g += factor * (expected - observed counts) of attribute a's features at one token: p the
+    token's marginals over the labels, gold its observed label (outside 0..L-1: none)."""
+    cdef int f, f0 = d.feat_ptr[a]
+    cdef double* gr
+    if d.dense != NULL and d.dense[a]:
+        gr = g + f0
+        for f in range(d.L):
+            gr[f] += factor * p[f]
+        if 0 <= gold < d.L:
+            gr[gold] -= factor
+        return
+    for f in range(f0, d.feat_ptr[a + 1]):
+        g[f] += factor * p[d.feat_label[f]]
+        if d.feat_label[f] == gold:
+            g[f] -= factor
 
 
 cdef inline int dense_attributes(const int* feat_ptr, const int* feat_label, Py_ssize_t n_attrs, int L,
@@ -124,19 +139,14 @@ cdef inline void state_scores(const Features* d, const double* w, Py_ssize_t t0,
                               double* s) noexcept nogil:
     """s[t*L+y]: log potential of label y at token t0+t, with start/end weights."""
     cdef int L = d.L
-    cdef int t, y, k, a, f, k_end = d.attr_ptr[t0 + T]
+    cdef int t, y, k, k_end = d.attr_ptr[t0 + T]
     cdef double* row
     memset(s, 0, T * L * sizeof(double))
     for t in range(T):
         row = s + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             prefetch_features(d, w, k, k_end, False)
-            a = d.attrs[k]
-            if d.dense != NULL and d.dense[a]:
-                add_row(row, w + d.feat_ptr[a], L)
-                continue
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                row[d.feat_label[f]] += w[f]
+            gather_attribute(d, w, d.attrs[k], row)
     for y in range(L):
         s[y] += w[d.off_start + y]
         s[(T - 1) * L + y] += w[d.off_end + y]
@@ -242,7 +252,7 @@ cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const do
     pass about 10% slower (measured), and this loop nest is the hottest in crftk.
     """
     cdef int L = d.L
-    cdef int t, j, k, a, f, k_end = d.attr_ptr[t0 + T]
+    cdef int t, j, k, k_end = d.attr_ptr[t0 + T]
     cdef const double* pt
     for j in range(L):
         g[d.off_start + j] += factor * marg[j]
@@ -253,14 +263,7 @@ cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const do
         pt = marg + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             prefetch_features(d, g, k, k_end, True)
-            a = d.attrs[k]
-            if d.dense != NULL and d.dense[a]:
-                scatter_row(g + d.feat_ptr[a], pt, L, y[t], factor)
-                continue
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                g[f] += factor * pt[d.feat_label[f]]
-                if d.feat_label[f] == y[t]:
-                    g[f] -= factor
+            scatter_attribute(d, d.attrs[k], pt, y[t], factor, g)
 
 
 cdef inline void scatter_curvature(const Features* d, Py_ssize_t t0, int T, const double* marg,
