@@ -25,7 +25,7 @@ workspace for grids of one shape (C, n) up to max_T tokens.
 
 from libc.math cimport exp, log, fabs, INFINITY
 from libc.stdlib cimport malloc, calloc, free
-from libc.string cimport memset, memcpy
+from libc.string cimport memset
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, chain_max_scores, argmax,
                     vec_mat_rect, exp_array, exp_shifted_fast, log_array)
@@ -71,6 +71,10 @@ cdef struct GridWork:
     double* etransT          # the same, transposed (backward steps as row sums, which vectorize)
     Py_ssize_t toff[8]
     double tshift[8]
+    # the transition tables in use (grid_exp_trans): these three, or the grid's shared ones
+    const double* et
+    const double* etT
+    const double* tsh
     double* edge_tmp         # max_n^2
     int* joint               # max_T joint labels (exact Viterbi)
     # BP: messages into each variable, four slots (fwd from t-1, bwd from t+1, above from
@@ -241,17 +245,13 @@ cdef inline void grid_shared_trans(int C, const int* n, const double** trans, do
 
 
 cdef inline void grid_exp_trans(const Grid* g, GridWork* w) noexcept nogil:
-    """w.etrans, w.etransT, w.tshift (grid_shared_trans): copied from the grid's, or made."""
-    cdef int c
-    cdef Py_ssize_t sq
-    if g.etrans == NULL:
-        grid_shared_trans(g.C, g.n, g.trans, w.etrans, w.etransT, w.tshift)
+    """Points w.et, w.etT, w.tsh at the grid's transition tables (grid_shared_trans): its
+    shared ones, or ones made here in w.etrans, w.etransT, w.tshift."""
+    if g.etrans != NULL:
+        w.et, w.etT, w.tsh = g.etrans, g.etransT, g.tshift
         return
-    sq = grid_trans_doubles(g.C, g.n)
-    memcpy(w.etrans, g.etrans, sq * sizeof(double))
-    memcpy(w.etransT, g.etransT, sq * sizeof(double))
-    for c in range(g.C):
-        w.tshift[c] = g.tshift[c]
+    grid_shared_trans(g.C, g.n, g.trans, w.etrans, w.etransT, w.tshift)
+    w.et, w.etT, w.tsh = w.etrans, w.etransT, w.tshift
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,8 +304,8 @@ cdef inline double grid_exact(const Grid* g, GridWork* w, const GridOut* out) no
     grid_exp_trans(g, w)
     for t in range(1, T):
         for c in range(C):
-            b.E[t * C + c] = w.etrans + w.toff[c]
-            b.shift[t * C + c] = w.tshift[c]
+            b.E[t * C + c] = w.et + w.toff[c]
+            b.shift[t * C + c] = w.tsh[c]
     logz = product_forward_backward(&sh, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, b.tmp)
     if out.edge != NULL:
         for t in range(1, T):
@@ -626,7 +626,7 @@ cdef inline double grid_send_sum(const Grid* g, GridWork* w, Py_ssize_t e, int w
         c = <int> (e // (T - 1))
         t = <int> (e % (T - 1)) + 1
         n = g.n[c]
-        M = w.etrans + w.toff[c]
+        M = w.et + w.toff[c]
         if way == 0:
             return send_prob(g, w, c, t - 1, SKIP_BWD, M, g.trans[c], n, n, False, SLOT_FWD, c, t)
         return send_prob(g, w, c, t, SKIP_FWD, M, g.trans[c], n, n, True, SLOT_BWD, c, t - 1)
@@ -650,8 +650,8 @@ cdef inline double grid_spine_sum(const Grid* g, GridWork* w, int c) noexcept no
     cdef ChainBuffers* b = &w.cb
     cdef int T = g.T, n = g.n[c], t, i
     cdef double change = 0.0, ch
-    cdef const double* E = w.etrans + w.toff[c]
-    cdef const double* ET = w.etransT + w.toff[c]
+    cdef const double* E = w.et + w.toff[c]
+    cdef const double* ET = w.etT + w.toff[c]
     cdef double* qt
     cdef double* at
     cdef double* bt
@@ -990,11 +990,11 @@ cdef inline double grid_beliefs(const Grid* g, GridWork* w, const GridOut* out) 
     # cavities' columns (ucols, na x (T-1)) by their rows (vrows, (T-1) x na)
     for c in range(C):
         na = g.n[c]
-        M = w.etrans + w.toff[c]
+        M = w.et + w.toff[c]
         for t in range(1, T):
             grid_cavity(g, w, c, t - 1, SKIP_BWD, cu)
             grid_cavity(g, w, c, t, SKIP_FWD, cv)
-            total += edge_belief(cu, cv, M, g.trans[c], w.tshift[c], na, na, tmp,
+            total += edge_belief(cu, cv, M, g.trans[c], w.tsh[c], na, na, tmp,
                                  w.ucols + (t - 1), T - 1, w.vrows + <Py_ssize_t> (t - 1) * na,
                                  out.edge[c] if out.edge != NULL else NULL, True)
         if out.edge != NULL and T > 1:
