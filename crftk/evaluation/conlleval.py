@@ -40,6 +40,7 @@ from crftk.io.schemes import split
 
 __all__ = [
     "SCHEMES",
+    "are_chunk_tags",
     "chunks",
     "evaluate",
     "Evaluation",
