@@ -511,8 +511,6 @@ class _Sentences:
         self.ends = []  # line number that closed each sentence
         self.last_line = 0
         self.n_columns = 0
-        self.first_line = 0  # line of the first token
-        self.first_row = []  # the columns of the first token
         self.nbest = 0  # labelings per sentence in n-best output (0: not n-best output)
         self.annotated = False  # has "# prob" lines: crftk tag -v output
         self.sample = []  # whole rows of the first sentences read, to say which columns pair up
@@ -567,8 +565,6 @@ def _read(source, cols, nbest_rank=0, max_sentence_tokens=None):
             group[0] = first
         if not out.n_columns:
             out.n_columns = len(item.rows[0])
-            out.first_line = first
-            out.first_row = item.rows[0]
             if out.n_columns < need:
                 raise CrftkError(
                     f"{out.n_columns} column{'s' if out.n_columns != 1 else ''} but column "
