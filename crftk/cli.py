@@ -328,15 +328,17 @@ def bag(train_files, templates, model_path, dev_file, weights_file, export_path,
 @click.argument("files", nargs=-1, required=True, metavar="FILE [PRED_FILE]")
 @click.option("--gold-col", type=column_index(), multiple=True,
               help="Gold label column (default: second to last with one file, last with two). "
-                   "Repeat it with --pred-col to score several pairs of one file (the chains of a "
-                   "factorial CRF) and their joint accuracy.")
+                   "Repeat it with --pred-col to score several pairs of one file (the stages of a "
+                   "pipeline, the chains of a factorial CRF) and their joint accuracy.")
 @click.option("--pred-col", type=column_index(), multiple=True,
-              help="Predicted label column [default: -1]. Output of 'crftk tag -v' (and of -n with -v) "
-                   "ends with gold, predicted, probability: pass --gold-col -3 --pred-col -2; eval says "
-                   "what to pass for -vv.")
+              help="Predicted label column [default: -1]. 'crftk tag' appends one column per stage of a "
+                   "pipeline or chain of a factorial model, and -v/-vv add probabilities after each: "
+                   "eval refuses columns that cannot be a gold and a predicted labeling (probabilities, "
+                   "labels of two tasks) and says which to pass.")
 @click.option("--nbest-rank", type=Integer(0, MAX_NBEST - 1), default=0, show_default=True,
-              help="Of 'crftk tag -n K' output, score the labelings of this rank (0: the best one "
-                   "of each sentence).")
+              help="Of 'crftk tag -n K' output, score the labelings of this rank, counted from 0 as in "
+                   "the '# nbest RANK P' lines: 0 is the best labeling of each sentence, K-1 the last. "
+                   "Every sentence needs one (a sentence with fewer than K labelings lists fewer).")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
               default="auto", show_default=True,
               help="Chunk encoding; auto follows conlleval's rules (handles IOB1/IOB2/IOE/IOBES).")
@@ -351,8 +353,10 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
 
     With one FILE, gold and predicted labels are its last two columns (conlleval's
     convention, as `crftk tag` writes them). With two files, the gold labels come
-    from FILE and the predictions from PRED_FILE. Columns that cannot be labels
-    (probabilities, a file of gold labels only) are an error that says what to pass.
+    from FILE and the predictions from PRED_FILE. Columns that cannot be a gold and
+    a predicted labeling (probabilities, labels of two tasks such as the chunk and
+    NER columns of an untagged file) are an error that says what to pass. Labels
+    without chunk prefixes (POS tags) get token accuracy only.
     """
     from crftk.evaluation.conlleval import evaluate, evaluate_columns, mcnemar, read_labels
     if len(files) > 2:
@@ -372,7 +376,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
     if labels.nbest:
         _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "
-             f"labeling of rank {nbest_rank} of each sentence (--nbest-rank)")
+             f"labeling of rank {nbest_rank} of each sentence (--nbest-rank; 0 is the best)")
     result = evaluate(labels.gold, labels.pred, scheme=scheme, locate=labels.locate)
     test = None
     if other:
