@@ -10,13 +10,14 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas
 
 all: test
 
 help:
 	@echo "make install     build the Cython kernels and install crftk (editable) with test deps"
 	@echo "make test        install, then run the test suite"
+	@echo "make test-blas   the numeric tests again under another OpenBLAS kernel (BLAS_OTHER=Haswell, ...)"
 	@echo "make fuzz        the fuzz properties at 100,000 cases (FUZZ_EXAMPLES=N): cases and failures"
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
@@ -50,6 +51,14 @@ install: $(OUT)/.installed
 
 test: install
 	$(PYTHON) -m pytest -q
+
+# The numeric tests (optimizers, objectives, structures) once more under another OpenBLAS kernel
+# than the one OpenBLAS picks for this CPU (AVX2 on an AVX-512 CPU, AVX on an AVX2 one, SSE3
+# otherwise): a test whose outcome depends on the BLAS kernel fails here. CI runs it after make test.
+BLAS_OTHER ?= $(shell if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then echo Haswell; \
+	elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then echo Sandybridge; else echo Prescott; fi)
+test-blas: install
+	OPENBLAS_CORETYPE=$(BLAS_OTHER) $(PYTHON) -m pytest -q tests/optimize tests/objectives tests/structures
 
 # The fuzz properties of the test suite with the "fuzz" Hypothesis profile: 100,000 cases over
 # all properties (CRFTK_FUZZ_EXAMPLES overrides), random seeds, shrinking; prints each
