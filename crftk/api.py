@@ -550,7 +550,8 @@ class _Log:
         if self.reporter is not None:
             self.reporter(message)
         elif message.startswith(self.WARNING):
-            warnings.warn(message[len(self.WARNING):], UserWarning, stacklevel=4)
+            # a Python warning names options as the keywords they are here
+            warnings.warn(python_spelling(message[len(self.WARNING):]), UserWarning, stacklevel=4)
 
 
 class _trace_file:
