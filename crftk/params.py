@@ -18,6 +18,9 @@ that a typo or a fuzzer cannot reach an overflow, a hang or gigabytes of memory.
 import math
 import numbers
 import os
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import click
@@ -191,6 +194,46 @@ class Threads(Integer):
         return self._capped(n, option, lambda msg: click.echo(msg, err=True))
 
 
+#: How messages name an option: "cli" (--max-iter, the command line's) or "python" (max_iter,
+#: the keyword of crftk's Python API, which sets it through python_names()).
+_SPELLING = ContextVar("crftk_option_spelling", default="cli")
+#: The names of every declared option (a Param registers its own): what python_names respells.
+_DECLARED = set()
+#: Repeated command-line options whose Python keyword is a plural list (compose --feed COL ...).
+_KEYWORDS = {"feed": "feeds"}
+_CLI_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+
+
+def spelled(name):
+    """An option as its caller writes it: --max-iter on the command line, max_iter from Python."""
+    return name if _SPELLING.get() == "python" else "--" + name.replace("_", "-")
+
+
+def python_spelling(text):
+    """The text with every declared option's command-line name replaced by its keyword."""
+    def keyword(m):
+        name = m.group(1).replace("-", "_")
+        name = _KEYWORDS.get(name, name)
+        return name if name in _DECLARED else m.group(0)
+    return _CLI_OPTION.sub(keyword, text)
+
+
+@contextmanager
+def python_names():
+    """Within it, options are named as Python keywords (c2, max_iter): the checks of the
+    declarations spell them so, and a CrftkError from a layer whose message names an option
+    as the command line does (--algorithm sgd needs --c2 > 0) has it respelled on its way out."""
+    token = _SPELLING.set("python")
+    try:
+        yield
+    except CrftkError as error:
+        error.message = python_spelling(error.message)
+        error.args = (str(error),)
+        raise
+    finally:
+        _SPELLING.reset(token)
+
+
 @dataclass(frozen=True)
 class Param:
     """An option of train or induce, declared once: the CLI builds its option from it and
@@ -202,19 +245,24 @@ class Param:
     help: str
     choices: tuple = ()
 
+    def __post_init__(self):
+        _DECLARED.add(self.name)
+
     @property
     def option(self):
+        """The command-line option: --max-iter."""
         return "--" + self.name.replace("_", "-")
 
     def check(self, value, warn=None):
-        """The value, checked (and for thread counts capped); CrftkError when it is out of range."""
+        """The value, checked (and for thread counts capped); CrftkError when it is out of range,
+        naming the option as the caller spells it (:func:`spelled`)."""
         if self.choices:
             if value not in self.choices:
-                raise CrftkError(f"{self.option} must be one of {', '.join(map(str, self.choices))} "
+                raise CrftkError(f"{spelled(self.name)} must be one of {', '.join(map(str, self.choices))} "
                                  f"(got {_got(value)})")
             return value
         if isinstance(self.type, _Bounded):
-            return self.type.check(value, self.option, warn)
+            return self.type.check(value, spelled(self.name), warn)
         return value
 
 

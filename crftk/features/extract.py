@@ -16,6 +16,7 @@ words (McCallum & Li's "firstmention" tests).
 
 import itertools
 import re
+from functools import partial
 from array import array
 from dataclasses import dataclass
 
@@ -30,7 +31,8 @@ MULTI = {"shape", "ngram"}
 
 
 def string_test(kind, args):
-    """The function of one string a derived source computes."""
+    """The function of one string a derived source computes: a module function or a partial
+    of one (no closures), so that it pickles by name and arguments."""
     if kind == "X":
         return str.lower
     if kind in "tTmM":
@@ -43,11 +45,11 @@ def string_test(kind, args):
     if kind == "cshape":
         return obs.collapsed_shape
     if kind == "pre":
-        return lambda w, n=args[0]: obs.prefix(w, n)
+        return partial(obs.prefix, n=args[0])
     if kind == "suf":
-        return lambda w, n=args[0]: obs.suffix(w, n)
+        return partial(obs.suffix, n=args[0])
     if kind == "ngram":
-        return lambda w, lo=args[0], hi=args[1]: obs.char_ngrams(w, lo, hi)
+        return partial(obs.char_ngrams, lo=args[0], hi=args[1])
     raise ValueError(kind)
 
 
