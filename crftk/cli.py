@@ -36,7 +36,10 @@ class CrftkGroup(click.Group):
             ctx = getattr(e, "ctx", None)
             if ctx is not None:
                 where = f" (see '{ctx.command_path} --help')"
-            click.echo(f"crftk: error: {_sentence(e.format_message())}{where}", err=True)
+            message = _sentence(e.format_message())
+            if isinstance(e, click.NoSuchOption) and ctx is not None:
+                message = _foreign_option_message(e, ctx) or message
+            click.echo(f"crftk: error: {message}{where}", err=True)
             sys.exit(e.exit_code)
         except click.Abort:
             click.echo("crftk: interrupted", err=True)
@@ -76,6 +79,17 @@ def main():
       crftk tag -m chunk.model test.txt > tagged.txt
       crftk eval tagged.txt
     """
+
+
+def _foreign_option_message(error, ctx):
+    """For an option of another CRF tool (--iterations, -c, --maxiter ...), the message that
+    names crftk's option for it, or None (then click's guess by spelling stands)."""
+    known = {opt for p in ctx.command.params for opt in p.opts + p.secondary_opts}
+    hit = params.foreign_option(error.option_name, known)
+    if hit is None:
+        return None
+    option, note = hit
+    return f"no such option {error.option_name!r}: did you mean {option}?" + (f" ({note})" if note else "")
 
 
 def _interrupt_on_termination():
