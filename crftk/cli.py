@@ -248,8 +248,9 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, metavar="[FILE...]")
 @click.option("--model", "-m", "model_path", required=True, metavar="FILE", help="Trained model.")
-@click.option("--output", "-o", default="-", show_default=True, metavar="FILE",
-              help="Output file ('-' for stdout); a file is written atomically.")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE|DIR",
+              help="Output file ('-' for stdout), or an existing directory: one output per input file, "
+                   "named like it. Written atomically (into a directory: all the outputs, or none).")
 @click.option("--marginals", "-v", count=True, type=click.IntRange(0, 2),
               help="-v: add the probability of each predicted label and a '# prob P' line with the "
                    "sequence probability per sentence; -vv: also every label's probability "
@@ -280,7 +281,7 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
 
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
-    at sentence boundaries; -o may then be a directory (one output per input file).
+    at sentence boundaries.
     """
     if scheduler is not None or workers:
         from crftk.distributed.tagging import run as tag_on_cluster
@@ -410,7 +411,8 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True, metavar="LABELED_FILE...")
 @click.option("--output", "-o", "out_dir", required=True, metavar="DIR",
-              help="Directory for the lexicons: one TYPE.lex file per entity type.")
+              help="Directory for the lexicons: one TYPE.lex file per entity type (made if missing; its "
+                   "parent must exist, as for every output).")
 @click.option("--label-col", type=column_index(), default=-1, show_default=True, help="Gold label column.")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
               default="auto", show_default=True, help="Chunk encoding of the labels.")
