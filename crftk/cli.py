@@ -185,7 +185,8 @@ _induce_options = _param_options(params.INDUCE)
                    "passes, seconds, objective, dev F1 (with --dev).")
 @click.option("--init", "init_model", metavar="MODEL",
               help="Start from this model's weights and feature space (MAP weights for --objective "
-                   "mce, or a checkpoint to resume from); no --template then.")
+                   "mce, or a checkpoint to resume from); --template may be omitted, and if given must be "
+                   "the model's own.")
 @_option(params.CHECKPOINT_EVERY, metavar="N")
 @_option(params.CROSS_PREDICT, metavar="K")
 @click.option("--cross-output", "cross_output", metavar="FILE",
