@@ -43,8 +43,11 @@ help:
 	@echo "make fcrf-speed   seconds per iteration and to convergence per inference method, full CoNLL-2000"
 
 # Rebuilt only when the build inputs change.
+# pip -q is silent while the kernels compile: say what the wait is for.
 $(OUT)/.installed: setup.py pyproject.toml $(wildcard csrc/*.pyx csrc/*.pxd)
+	@echo "installing crftk: building its Cython kernels (csrc/, a few minutes on 2 cores; pip is quiet meanwhile) ..."
 	$(PYTHON) -m pip install -q -e '.[test]'
+	@echo "crftk installed"
 	@mkdir -p $(OUT) && touch $@
 
 install: $(OUT)/.installed

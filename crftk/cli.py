@@ -36,7 +36,10 @@ class CrftkGroup(click.Group):
             ctx = getattr(e, "ctx", None)
             if ctx is not None:
                 where = f" (see '{ctx.command_path} --help')"
-            click.echo(f"crftk: error: {_sentence(e.format_message())}{where}", err=True)
+            message = _sentence(e.format_message())
+            if isinstance(e, click.NoSuchOption) and ctx is not None:
+                message = _foreign_option_message(e, ctx) or message
+            click.echo(f"crftk: error: {message}{where}", err=True)
             sys.exit(e.exit_code)
         except click.Abort:
             click.echo("crftk: interrupted", err=True)
@@ -76,6 +79,17 @@ def main():
       crftk tag -m chunk.model test.txt > tagged.txt
       crftk eval tagged.txt
     """
+
+
+def _foreign_option_message(error, ctx):
+    """For an option of another CRF tool (--iterations, -c, --maxiter ...), the message that
+    names crftk's option for it, or None (then click's guess by spelling stands)."""
+    known = {opt for p in ctx.command.params for opt in p.opts + p.secondary_opts}
+    hit = params.foreign_option(error.option_name, known)
+    if hit is None:
+        return None
+    option, note = hit
+    return f"no such option {error.option_name!r}: did you mean {option}?" + (f" ({note})" if note else "")
 
 
 def _interrupt_on_termination():
@@ -171,7 +185,8 @@ _induce_options = _param_options(params.INDUCE)
                    "passes, seconds, objective, dev F1 (with --dev).")
 @click.option("--init", "init_model", metavar="MODEL",
               help="Start from this model's weights and feature space (MAP weights for --objective "
-                   "mce, or a checkpoint to resume from); no --template then.")
+                   "mce, or a checkpoint to resume from); --template may be omitted, and if given must be "
+                   "the model's own.")
 @_option(params.CHECKPOINT_EVERY, metavar="N")
 @_option(params.CROSS_PREDICT, metavar="K")
 @click.option("--cross-output", "cross_output", metavar="FILE",
@@ -234,8 +249,9 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, metavar="[FILE...]")
 @click.option("--model", "-m", "model_path", required=True, metavar="FILE", help="Trained model.")
-@click.option("--output", "-o", default="-", show_default=True, metavar="FILE",
-              help="Output file ('-' for stdout); a file is written atomically.")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE|DIR",
+              help="Output file ('-' for stdout), or an existing directory: one output per input file, "
+                   "named like it. Written atomically (into a directory: all the outputs, or none).")
 @click.option("--marginals", "-v", count=True, type=click.IntRange(0, 2),
               help="-v: add the probability of each predicted label and a '# prob P' line with the "
                    "sequence probability per sentence; -vv: also every label's probability "
@@ -266,7 +282,7 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
 
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
-    at sentence boundaries; -o may then be a directory (one output per input file).
+    at sentence boundaries.
     """
     if scheduler is not None or workers:
         from crftk.distributed.tagging import run as tag_on_cluster
@@ -400,7 +416,8 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True, metavar="LABELED_FILE...")
 @click.option("--output", "-o", "out_dir", required=True, metavar="DIR",
-              help="Directory for the lexicons: one TYPE.lex file per entity type.")
+              help="Directory for the lexicons: one TYPE.lex file per entity type (made if missing; its "
+                   "parent must exist, as for every output).")
 @click.option("--label-col", type=column_index(), default=-1, show_default=True, help="Gold label column.")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
               default="auto", show_default=True, help="Chunk encoding of the labels.")

@@ -535,3 +535,34 @@ def check_params(params, options, what, warn=None):
     if unknown:
         raise TypeError(f"unknown {what} options: {sorted(unknown)}")
     return {p.name: p.check(options.get(p.name, p.default), warn) for p in params}
+
+
+# What users of other CRF tools type for crftk's options, for the suggestion of an unknown
+# option (click's own guess, by spelling, offers --period for --iterations). Keys are
+# spelled without leading dashes, lower case, '_' as '-'; values: (crftk's option, a note).
+# They never become options: one name per option keeps --help and the docs short.
+_CRFPP_C = "CRF++'s -c C is --c2 1/(2C)"
+FOREIGN_OPTIONS = {
+    **{name: ("--max-iter", None) for name in (
+        "iterations", "iteration", "iter", "iters", "maxiter", "max-iterations", "max-iteration",
+        "max-iters", "n-iter", "num-iterations", "epochs")},
+    "c": ("--c2", _CRFPP_C), "cost": ("--c2", _CRFPP_C), "l2": ("--c2", None), "rho2": ("--c2", None),
+    "l1": ("--c1", None), "rho1": ("--c1", None),
+    "f": ("--min-freq", None), "freq": ("--min-freq", None), "minfreq": ("--min-freq", None),
+    "feature.minfreq": ("--min-freq", None), "cutoff": ("--min-freq", None),
+    "e": ("--epsilon", None), "eta": ("--epsilon", None), "stopeps": ("--epsilon", None),
+    "delta": ("--epsilon", None), "stopwin": ("--period", None),
+    "a": ("--algorithm", None), "algo": ("--algorithm", None), "type": ("--model-type", None),
+    "nthread": ("--threads", None), "thread": ("--threads", None), "nthreads": ("--threads", None),
+    "devel": ("--dev", None), "pattern": ("--template", None),
+    "num-memories": ("--history", None), "m-memory": ("--history", None),
+}
+
+
+def foreign_option(name, known):
+    """crftk's option for an unknown option ``name`` that another CRF tool has (CRF++'s -c,
+    CRFsuite's max_iterations, Wapiti's --maxiter ...), as (option, note or None), if the
+    command has that option (``known``: its option strings); else None."""
+    key = name.lstrip("-").lower().replace("_", "-")
+    hit = FOREIGN_OPTIONS.get(key)
+    return hit if hit is not None and hit[0] in known else None

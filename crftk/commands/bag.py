@@ -23,8 +23,9 @@ from crftk.ensemble.combine import METHODS, MIXTURES, Evidence
 from crftk.ensemble.merge import seq_poe_model
 from crftk.ensemble.weights import HeldOut, em, f1, grid_search, read_weight_file
 from crftk.errors import CrftkError
+from crftk.features.extract import load_lexicons
 from crftk.features.templates import parse_template, read_template
-from crftk.io.conll import MAX_SENTENCE_TOKENS, check_output, read_corpus
+from crftk.io.conll import MAX_SENTENCE_TOKENS, check_inputs, check_output, read_corpus
 from crftk.progress import plural
 
 
@@ -50,7 +51,10 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
     train_files = training_files(train_files)
     if isinstance(templates, (str, os.PathLike)):
         templates = [templates]
+    check_inputs([*train_files, *templates, dev_file, weights_file])
     parsed = [read_template(str(t)) for t in templates]
+    for t in parsed:
+        load_lexicons(t)          # every input before any work (fit_bag checks them again, cheaply)
     sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens)
     dev = None
     if dev_file is not None:
@@ -134,6 +138,8 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
     if len(templates) < 2:
         raise CrftkError("a bag needs at least two feature bags: give -t twice or more, or "
                          "--random-bags K with one template")
+    for t in templates:
+        load_lexicons(t)          # a missing lexicon found now, not after the first bags trained
     names = member_names(templates, bool(bag_opt["random_bags"]))
     given = read_weight_file(weights_file, names) if weights_file is not None else {}
     if dev is not None:

@@ -574,8 +574,9 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
 def compose(model_paths, feeds, output, *, log=_quiet):
     """Write the pipeline of the given model files (``feeds[i]``: the column of model i+1
     that model i's labels fill) to ``output``; returns the Pipeline."""
-    from crftk.io.conll import check_output
+    from crftk.io.conll import check_inputs, check_output
     check_output(output, "pipeline")
+    check_inputs(model_paths)
     models = []
     for p in model_paths:
         m = Model.load(p)

@@ -7,7 +7,8 @@ import sys
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, input_batches
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs, check_output,
+                            directory_outputs, input_batches)
 from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
 from crftk.model import Model
@@ -149,10 +150,17 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         inference=None, tolerance=None, max_sweeps=None):
     """crftk tag (here; crftk.distributed.tagging.run on a cluster): the model's kind (one CRF,
     a bag, a pipeline, a factorial CRF) chooses the tagger; ``output`` ("-": stdout) is written
-    whole or not at all. Progress goes to stderr when it is a terminal. ``inference``,
+    whole or not at all; an existing directory gets one output per input, named like it (all
+    written, or none). Progress goes to stderr when it is a terminal. ``inference``,
     ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own)."""
     inputs = list(inputs) or ["-"]
-    check_output(output)
+    output = os.fsdecode(os.fspath(output))
+    targets = None
+    if output != "-" and os.path.isdir(output):     # -o DIR: one output per input, named like it
+        targets = directory_outputs(inputs, output)
+    else:
+        check_output(output)
+    check_inputs([model_path, *inputs, weights if isinstance(weights, (str, os.PathLike)) else None])
     model = Model.load(model_path)
     progress = tty_progress()
     factorial = model.structure_name == "factorial"
@@ -165,7 +173,7 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
             raise UsageError("a factorial model tags with the best joint labeling only: drop -v, -n, --decode, "
                              "--combine and --weights")
 
-        def tag_into(out, **kw):
+        def tag_into(out, inputs, **kw):
             return tag_factorial(model, inputs, out, threads=threads, inference=inference, tolerance=tolerance,
                                  max_sweeps=max_sweeps, **kw)
     elif model.structure_name == "composed":
@@ -175,7 +183,7 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
                              "is a pipeline (cascade, joint or normalized)")
         pipeline = Pipeline.from_model(model, model_path, threads=threads)
 
-        def tag_into(out, **kw):
+        def tag_into(out, inputs, **kw):
             return tag_pipeline(pipeline, inputs, out, decode=decode or params.DECODE.default,
                                 nbest_upstream=(params.NBEST_UPSTREAM.default if nbest_upstream is None
                                                 else nbest_upstream),
@@ -184,11 +192,17 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
                          "is not a pipeline")
     else:
-        def tag_into(out, **kw):
+        def tag_into(out, inputs, **kw):
             return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
                              combine=combine, decode=decode or "chosen", weights=weights, **kw)
-    with AtomicWriter(output) as out:
-        tag_into(out, batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+    kw = dict(batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+    if targets is None:
+        with AtomicWriter(output) as out:
+            tag_into(out, inputs, **kw)
+    else:
+        with AtomicFiles(targets) as files:
+            for i, path in enumerate(inputs):
+                tag_into(files.open(i), [path], **kw)
     end_progress_line(progress)
 
 

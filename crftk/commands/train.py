@@ -11,7 +11,8 @@ import numpy as np
 from crftk import params
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus, read_corpus
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_inputs, check_output, iter_corpus,
+                            read_corpus)
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
@@ -23,7 +24,8 @@ from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.params import available_cores, resolve_threads  # noqa: F401 (re-exported)
 from crftk.structures.pairs import current_tags, pair_sentences
 from crftk.progress import plural, status
-from crftk.features.templates import read_template
+from crftk.features.extract import load_lexicons
+from crftk.features.templates import read_template, template_difference
 from crftk.commands.factorial import refuse_factorial_options
 
 
@@ -168,7 +170,11 @@ def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_
     if max_sentence_tokens is not None:
         max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
-    return train_factorial(training_files(train_files), read_template(template_path), model_path, opt,
+    train_files = training_files(train_files)
+    check_inputs([*train_files, dev_file, template_path])
+    template = read_template(template_path)
+    load_lexicons(template)            # every input before any work
+    return train_factorial(train_files, template, model_path, opt,
                            label_cols=label_cols, dev_file=dev_file, log=log,
                            max_sentence_tokens=max_sentence_tokens, inference=inference, tolerance=tolerance,
                            max_sweeps=max_sweeps, warm_start=warm_start)
@@ -226,17 +232,17 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
     train_files = training_files(train_files)
+    check_inputs([*train_files, dev_file, init_model, template_path])
     init = None
-    if init_model is not None:
-        if template_path is not None:
-            raise UsageError("--init starts from the model's own template and feature space: "
-                             "drop --template (or drop --init to train from the template)")
-        init = Model.load(init_model)
-        template = None
-    elif template_path is None:
+    if init_model is None and template_path is None:
         raise UsageError("train needs --template (or --init MODEL)")
-    else:
-        template = read_template(template_path)
+    template = None if template_path is None else read_template(template_path)
+    lexicons = None if template is None else load_lexicons(template)   # all inputs before any work
+    if init_model is not None:
+        init = Model.load(init_model)
+        if template is not None:
+            check_init_template(template, lexicons, init, init_model)
+        template = None
     dev = None
     if dev_file is not None:
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens)
@@ -268,6 +274,24 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+def check_init_template(template, lexicons, init, init_path):
+    """--init with --template: the template must be the --init model's own (the model's feature
+    space is what training starts from); a different one is an error naming where it differs."""
+    own = init.space.template
+    diff = template_difference(template, own)
+    if diff is None:
+        embedded = init.space.extractor.lexicons
+        for name, lex in lexicons.items():
+            if lex.to_lines() != embedded[name].to_lines():
+                diff = f"lexicon {name}'s entries differ from those the model embeds", template.lexicon_lines[name]
+                break
+    if diff is not None:
+        what, line = diff
+        raise UsageError(f"--template is not the template of the --init model {init_path}: {what} "
+                         "(--init trains the model's own features: drop --template, or drop --init to "
+                         "train from this template)", template.path, line)
 
 
 def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log,

@@ -20,8 +20,8 @@ from crftk.commands.tag import Tagger, end_progress_line, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, fsync_directory,
-                            open_temp_beside, read_sentences)
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, directory_outputs,
+                            fsync_directory, open_temp_beside, read_sentences)
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
 from crftk.params import WORKERS
@@ -121,16 +121,7 @@ class _Outputs:
         if out_dir is not None:
             if not os.path.isdir(out_dir):
                 raise CrftkError("the output directory does not exist", out_dir)
-            seen = {}
-            for path in inputs:
-                target = os.path.join(out_dir, os.path.basename(path))
-                if target in seen:
-                    raise CrftkError(f"{seen[target]} and {path} would both be written to {target}: "
-                                     "give inputs distinct file names", path)
-                if os.path.exists(target) and os.path.samefile(target, path):
-                    raise CrftkError(f"the output {target} would replace its input", path)
-                seen[target] = path
-                self.targets.append(target)
+            self.targets = directory_outputs(inputs, out_dir)     # named as crftk tag -o DIR names them
 
     def start(self, i):
         if self.out_dir is None:

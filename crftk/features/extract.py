@@ -15,6 +15,7 @@ words (McCallum & Li's "firstmention" tests).
 """
 
 import itertools
+import os
 import re
 from functools import partial
 from array import array
@@ -332,11 +333,22 @@ class Extractor:
 
 
 def load_lexicons(template):
-    """Read the lexicon files a template declares."""
+    """Read the lexicon files a template declares; a file that cannot be opened is an error at
+    the template's @lexicon line (commands call this before any work, so that a missing
+    lexicon is not found after minutes of training)."""
     out = {}
     for name, (path, icase) in template.lexicons.items():
         try:
-            out[name] = Lexicon.read(path, name=name, ignore_case=icase)
-        except FileNotFoundError:
-            raise CrftkError(f"cannot open lexicon {name!r}: no such file", path) from None
+            open(path, "rb").close()
+        except OSError as e:
+            shown_path = os.path.normpath(path)    # templates/../lex/X.lex as lex/X.lex, unless a link
+            if os.path.realpath(shown_path) != os.path.realpath(path):     # makes them differ
+                shown_path = path
+            if isinstance(e, FileNotFoundError):
+                what = (f"lexicon {name}: {shown_path} not found (build it from labeled data with "
+                        f"crftk lexicon -o {os.path.dirname(shown_path) or '.'} LABELED_FILE...)")
+            else:
+                what = f"lexicon {name}: cannot open {shown_path} ({e.strerror or e})"
+            raise CrftkError(what, template.path, template.lexicon_lines.get(name)) from None
+        out[name] = Lexicon.read(path, name=name, ignore_case=icase)
     return out

@@ -692,6 +692,22 @@ def chunked(items: Iterable, max_tokens=50_000, max_sentences=5_000, *, by_docum
         yield batch
 
 
+def check_inputs(paths):
+    """Raise CrftkError unless every path can be opened for reading: run before any long work,
+    so that a missing second file is not found after the first one's work. ``"-"`` (standard
+    input), None and file objects pass."""
+    for path in paths:
+        if path is None or not isinstance(path, (str, bytes, os.PathLike)):
+            continue
+        fspath = os.fsdecode(os.fspath(path))
+        if fspath == "-":
+            continue
+        try:
+            open(fspath, "rb").close()
+        except OSError as e:
+            raise CrftkError(f"cannot open for reading ({e.strerror or e})", fspath) from None
+
+
 def check_output(path, what="output"):
     """Raise CrftkError unless ``path`` can be written: run before any long work.
 
@@ -811,6 +827,83 @@ class AtomicWriter:
             reason = e.strerror or str(e)
             raise CrftkError(f"cannot write ({reason})", self.path) from None
         fsync_directory(os.path.dirname(target))
+        return False
+
+
+def directory_outputs(inputs, out_dir):
+    """The output path of each input file in directory ``out_dir`` (``-o DIR``): the input's
+    file name in ``out_dir``. Raises CrftkError before any work for standard input (no name),
+    two inputs of one name, or an output that would replace its input."""
+    targets, seen = [], {}
+    for path in inputs:
+        if not isinstance(path, (str, bytes, os.PathLike)) or os.fsdecode(os.fspath(path)) == "-":
+            raise CrftkError("standard input has no file name to give its output in the output directory "
+                             "(-o DIR): tag it to -o FILE or stdout", out_dir)
+        path = os.fsdecode(os.fspath(path))
+        target = os.path.join(out_dir, os.path.basename(path))
+        if target in seen:
+            raise CrftkError(f"{seen[target]} and {path} would both be written to {target}: "
+                             "give inputs distinct file names", path)
+        if os.path.exists(target) and os.path.samefile(target, path):
+            raise CrftkError(f"the output {target} would replace its input", path)
+        seen[target] = path
+        targets.append(target)
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise CrftkError("cannot write the outputs: no permission to write in the directory", out_dir)
+    return targets
+
+
+class AtomicFiles:
+    """Several outputs, each written to a temporary file beside it (as by AtomicWriter) and all
+    renamed into place when the ``with`` block ends cleanly: a failure leaves none of them.
+
+    ``with AtomicFiles(paths) as files: f = files.open(i); f.write(...)``; opening the next
+    file closes the one before (one file open at a time, however many outputs).
+    """
+
+    def __init__(self, paths):
+        self.paths = [os.fsdecode(os.fspath(p)) for p in paths]
+        self._temps = {}
+        self._file = None
+
+    def __enter__(self):
+        return self
+
+    def open(self, i):
+        self._close()
+        try:
+            tmp, fd = open_temp_beside(self.paths[i])
+        except OSError as e:
+            raise CrftkError(f"cannot open for writing ({e.strerror or e})", self.paths[i]) from None
+        self._temps[i] = tmp
+        self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        return self._file
+
+    def _close(self):
+        f, self._file = self._file, None
+        if f is not None:
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self._close()
+                for i, tmp in sorted(self._temps.items()):
+                    os.replace(tmp, self.paths[i])
+                for directory in {os.path.dirname(self.paths[i]) for i in self._temps}:
+                    fsync_directory(directory)
+                self._temps = {}
+        except OSError as e:
+            raise CrftkError(f"cannot write ({e.strerror or e})", self.paths[0]) from None
+        finally:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            for tmp in self._temps.values():
+                _unlink_quietly(tmp)
+            self._temps = {}
         return False
 
 
