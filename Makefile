@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test readme-check demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag
 
 all: test
@@ -17,9 +17,9 @@ all: test
 help:
 	@echo "make install     build the Cython kernels and install crftk (editable) with test deps"
 	@echo "make test        install, then run the test suite"
-	@echo "make readme-check  run every command block of README.md on small stand-ins (part of make test)"
 	@echo "make fuzz        the fuzz properties at 100,000 cases (FUZZ_EXAMPLES=N): cases and failures"
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
+	@echo "make readme-check  every sh and python block of README.md, run on small stand-ins (in make test too)"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
@@ -52,11 +52,6 @@ install: $(OUT)/.installed
 test: install
 	$(PYTHON) -m pytest -q
 
-# The README's sh and python blocks, as written, in a fresh-clone layout with small stand-ins of
-# the corpora (tests/test_readme.py; also run by make test).
-readme-check: install
-	$(PYTHON) -m pytest -q tests/test_readme.py
-
 # The fuzz properties of the test suite with the "fuzz" Hypothesis profile: 100,000 cases over
 # all properties (CRFTK_FUZZ_EXAMPLES overrides), random seeds, shrinking; prints each
 # property's cases, failing cases and outcome, and the total.
@@ -69,6 +64,12 @@ demo: install
 	$(CRFTK) train -t templates/chunking-crfpp.tmpl -m $(OUT)/demo.model --max-iter 100 data/demo.train
 	$(CRFTK) tag -m $(OUT)/demo.model -o $(OUT)/demo.tagged data/demo.test
 	$(CRFTK) eval $(OUT)/demo.tagged
+
+# The README's sh and python blocks as written, in a fresh-clone layout with small stand-ins of the
+# corpora (tests/test_readme.py, which make test runs too).
+.PHONY: readme-check
+readme-check: install
+	$(PYTHON) -m pytest -q tests/test_readme.py
 
 bench: install
 	$(PYTHON) -m pip install -q python-crfsuite
