@@ -20,6 +20,7 @@ help:
 	@echo "make test-blas   the numeric tests again under another OpenBLAS kernel (BLAS_OTHER=Haswell, ...)"
 	@echo "make fuzz        the fuzz properties at 100,000 cases (FUZZ_EXAMPLES=N): cases and failures"
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
+	@echo "make readme-check  every sh and python block of README.md, run on small stand-ins (in make test too)"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
@@ -75,6 +76,12 @@ demo: install
 	$(CRFTK) train -t templates/chunking-crfpp.tmpl -m $(OUT)/demo.model --max-iter 100 data/demo.train
 	$(CRFTK) tag -m $(OUT)/demo.model -o $(OUT)/demo.tagged data/demo.test
 	$(CRFTK) eval $(OUT)/demo.tagged
+
+# The README's sh and python blocks as written, in a fresh-clone layout with small stand-ins of the
+# corpora (tests/test_readme.py, which make test runs too).
+.PHONY: readme-check
+readme-check: install
+	$(PYTHON) -m pytest -q tests/test_readme.py
 
 bench: install
 	$(PYTHON) -m pip install -q python-crfsuite
