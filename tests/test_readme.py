@@ -64,10 +64,6 @@ KNOWN_FAILURES = [
     ("crftk tag -m pos-chunk.pipeline --decode joint",
      "crftk bug (issue 30 item 1): exact joint decoding of pos-words.tmpl (%shape) on the compiled path "
      "ends in KeyError: ('shape', 0, ())"),
-    ("crftk bag -t templates/conll2003-bag-ngram.tmpl",
-     "README incomplete (issue 30 item 3, fixed on another branch): the lexicon bag's lexicons must be "
-     "built first (mkdir -p out/bag/ner/lex; crftk lexicon -o out/bag/ner/lex --folds 10 eng.train); "
-     "bag says so only after the first bag has trained"),
 ]
 
 
