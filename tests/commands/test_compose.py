@@ -97,6 +97,23 @@ def test_joint_output_and_log_say_which_mode_ran(files):
     assert [r[2:] for r in columns(out3)] == [r[3:] for r in columns(out)]
 
 
+def test_the_shipped_pos_words_template_upstream_tags_with_the_default_decoding(files, tmp_path):
+    # pos-words.tmpl reads %shape, a multi-valued test: the compiled exact joint path lost its values
+    _, train, test, _ = files
+    pos, chunk, pipe = tmp_path / "pos.model", tmp_path / "chunk.model", tmp_path / "p.pipeline"
+    for args in (["-t", REPO / "templates" / "pos-words.tmpl", "--label-col", 1, "-m", pos],
+                 ["-t", REPO / "templates" / "chunking-pos0.tmpl", "-m", chunk]):
+        code, _, err = cli("train", "-q", "--max-iter", 3, "-p", 1, *args, train)
+        assert code == 0, err
+    assert cli("compose", "-m", pos, "-m", chunk, "--feed", 1, "-o", pipe)[0] == 0
+    code, out, err = cli("tag", "-m", pipe, test)
+    assert code == 0 and "joint decoding: exact" in err, err
+    assert len(columns(out)) == sum(1 for line in test.read_text().splitlines() if line.strip())
+    code, out_v, err = cli("tag", "-m", pipe, "-v", test)        # the Python path: the same labels
+    assert code == 0, err
+    assert [r[-4::2] for r in columns(out_v) if r[0] != "#"] == [r[-2:] for r in columns(out)]
+
+
 def test_normalized_decoding_from_the_command_line_and_python(files):
     _, _, test, m = files
     kbest = compose_file(files, "window", "kbest.pipeline")
