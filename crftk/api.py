@@ -25,7 +25,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, read_corpus
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, describe_widths,
+                            read_corpus)
 from crftk.commands.tag import Tagger
 from crftk.errors import CrftkError, shown
 from crftk.evaluation.conlleval import evaluate as _evaluate
@@ -303,7 +304,8 @@ class CRF(_Estimator):
         """(tagger, batch of Sentences, their indices in X) for the non-empty sentences of X."""
         model = self._model()
         space = model.space
-        index, sentences = _sentences(X, "X", space.n_columns - 1, space.label_col, None, None, docs, "docs")
+        index, sentences = _sentences(X, "X", None, space.label_col, None, None, docs, "docs",
+                                      space.input_widths())
         anchored = space.template.anchored
         if anchored and docs is not None:
             # a batch must hold whole documents: bring each document's sentences together, in order
@@ -451,14 +453,14 @@ class Bag(_Estimator):
         self.classes_ = list(_Bag.from_model(model).labels)
 
     def _tagged(self, X, docs, combine, decode, weights):
-        from crftk.commands.tag import tagger_for
+        from crftk.commands.tag import input_widths, tagger_for
         model = getattr(self, "model_", None)
         if model is None:
             raise NotFittedError("this Bag is not fitted yet: call fit(X, y) first, or Bag.load(path)")
-        space = model.space
-        index, sentences = _sentences(X, "X", space.n_columns - 1, space.label_col, None, None, docs, "docs")
         tagger = tagger_for(model, combine=combine, decode=decode, weights=weights,
                             threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+        index, sentences = _sentences(X, "X", None, model.space.label_col, None, None, docs, "docs",
+                                      input_widths(tagger))
         anchored = any(m.space.template.anchored for m in tagger.bag.members)
         if anchored and docs is not None:
             order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
@@ -619,13 +621,15 @@ def _label_lists(y, name, X=None):
     return out
 
 
-def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
+def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=None):
     """(indices in X, Sentences) of the non-empty sentences of X, rows checked.
 
     ``width``: the number of input columns every row must have (None: the first
     row's). With labels ``y``, each row gets its label inserted at ``label_col``
     (a column of the full row, as in a file); without, a placeholder goes there
-    unless the label column is the last one, which a row may lack.
+    when columns follow it (a row may lack the label and the columns after the ones
+    the model reads). ``widths`` (with ``width`` None): the model's input widths
+    (crftk.io.conll.Widths, in a file's columns) that the first row's must give.
     """
     n = _count(X, name)
     labels = _label_lists(y, y_name, X) if y is not None else None
@@ -651,6 +655,8 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
             row = [row] if isinstance(row, str) else list(row)
             if width is None:
                 width, first = len(row), (i, t)
+                if widths is not None and _file_width(width, label_col) not in widths:
+                    raise CrftkError(_widths_message(name, i, t, width, widths, label_col, labels is None))
             if len(row) != width:
                 message = _width_message(name, i, t, len(row), width, first, labels is None)
                 if _looks_like_features(row):
@@ -658,7 +664,7 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
                 raise CrftkError(message)
             if at is None:
                 c = label_col + width + 1 if label_col < 0 else label_col
-                if not 0 <= c <= width:
+                if not 0 <= c <= width and widths is None:
                     raise CrftkError(f"label_col {label_col} is not a column of rows of {width} input "
                                      f"columns and the label")
                 at = c
@@ -670,7 +676,7 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
                                  f"columns are strings") from None
             if labels is not None:
                 row.insert(at, labels[i][t])
-            elif at != width:
+            elif at < width:
                 row.insert(at, "")          # the label column, which the template never reads
             rows.append(row)
         if rows:
@@ -689,6 +695,21 @@ _FEATURE_STRING = re.compile(r"^[^=\s]+=")
 def _looks_like_features(row):
     """Whether a row is a list of python-crfsuite feature strings ('word.lower=the', 'bias')."""
     return any(isinstance(x, str) and _FEATURE_STRING.match(x) for x in row)
+
+
+def _file_width(width, label_col):
+    """The columns in a file of an input row of ``width`` columns (the label column inserted
+    when columns follow it)."""
+    return width + 1 if label_col < width else width
+
+
+def _widths_message(name, i, t, found, widths, label_col, predicting):
+    """The error of a first row whose width the model cannot read."""
+    own = sorted(w for w in range(max(widths) + 1) if _file_width(w, label_col) in widths)
+    hint = ""
+    if predicting and own and found == own[-1] + 1:
+        hint = "; rows hold the input columns only: crftk.read_conll(path, label_col=-1) splits the label off"
+    return f"{name}[{i}][{t}] has {found} columns, rows of {describe_widths(own)} are expected: {widths.needs}{hint}"
 
 
 def _width_message(name, i, t, found, width, first, predicting):
@@ -721,7 +742,9 @@ class Pipeline(_Estimator):
     (``compose`` also takes fitted CRFs), ``feeds[i]`` being the input column of model i+1 that
     model i's labels fill; ``names`` names the stages; ``Pipeline.load(path)`` reads a file of
     ``crftk compose``. X holds sentences of token rows in the last model's input columns, as
-    ``read_conll(path, label_col=-1)`` gives them. ``decode``: "joint" (exact over the product
+    ``read_conll(path, label_col=-1)`` gives them, or fewer: down to the last
+    column a stage reads that no stage fills (a POS -> chunk pipeline takes the words alone).
+    ``decode``: "joint" (exact over the product
     of the label sets when every fed column is read at offset 0 only, else by rescoring the
     ``nbest_upstream`` best upstream labelings: ``joint_mode``), "normalized" (the
     ``nbest_upstream`` best upstream labelings rescored by the sum of the stages'
@@ -834,9 +857,9 @@ class Pipeline(_Estimator):
 
     def _batches(self, X):
         last = self.pipeline_.stages[-1].space
-        width = last.n_columns - 1 if self.pipeline_.optional_gold else last.n_columns
-        index, sentences = _sentences(X, "X", width, last.label_col if self.pipeline_.optional_gold else width,
-                                      None, None, None, "docs")
+        label_col = last.label_col if self.pipeline_.optional_gold else last.n_columns
+        index, sentences = _sentences(X, "X", None, label_col, None, None, None, "docs",
+                                      self.pipeline_.input_widths())
         start = 0
         for batch in chunked(sentences, BATCH_TOKENS):
             yield batch, index[start:start + len(batch)]

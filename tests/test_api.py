@@ -302,9 +302,11 @@ def test_score_is_conlleval_chunk_f1(fitted, data):
 
 def test_predict_errors(fitted, data):
     X, _, _, _ = data
-    with pytest.raises(CrftkError, match=r"has 3 columns, the model reads 2 \(rows hold the input"):
+    with pytest.raises(CrftkError, match=r"has 3 columns, rows of 2 columns are expected: the model reads "
+                                         r"columns 0 and 1 of the 3 it was trained on; rows hold the input"):
         fitted.predict([[[*X[0][0], "B-NP"]]])
-    with pytest.raises(CrftkError, match=r"X\[0\]\[0\] has 1 columns"):
+    with pytest.raises(CrftkError, match=r"X\[0\]\[0\] has 1 columns, rows of 2 columns are expected: the "
+                                         r"model reads columns 0 and 1"):
         fitted.predict([["word"]])
     for method in ("predict", "predict_marginals", "score"):
         with pytest.raises(NotFittedError, match="not fitted") as e:
@@ -550,3 +552,18 @@ def test_scikit_learn_clone_cross_validation_and_grid_search(data):
     check_is_fitted(search.best_estimator_)
     with pytest.raises(sklearn.exceptions.NotFittedError):
         check_is_fitted(CRF(TEMPLATE))
+
+
+def test_a_crf_that_reads_the_words_only_predicts_from_the_words_alone():
+    # a POS tagger trained on `word POS chunk` rows (the POS tag its label, column 1)
+    X = [[[w, c] for (w, _), c in zip(rows, chunks)] for rows, chunks in zip(TINY_X, TINY_Y)]
+    y = [[p for _, p in rows] for rows in TINY_X]
+    crf = CRF("U0:%x[0,0]\nU1:%x[-1,0]\nB\n", label_col=1, **OPTIONS).fit(X, y)
+    words = [[[w] for w, _ in rows] for rows in X]
+    assert crf.predict(words) == crf.predict(X) == y
+    assert crf.predict([["The", "dog"]]) == [["DT", "NN"]]
+    marg, want = crf.predict_marginals(words, as_arrays=True), crf.predict_marginals(X, as_arrays=True)
+    assert all(np.array_equal(a, b) for a, b in zip(marg, want))
+    with pytest.raises(CrftkError, match=r"X\[0\]\[0\] has 3 columns, rows of 1 or 2 columns are expected: the "
+                                         r"model reads column 0 of the 3 it was trained on; rows hold the input"):
+        crf.predict([[["The", "DT", "B-NP"]]])

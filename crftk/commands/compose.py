@@ -2,8 +2,9 @@
 
 ``compose`` writes one model file holding the stages (one part each) and, for each
 link, the column of stage i+1 that stage i's predictions fill. A pipeline reads
-files in the last stage's layout, with or without its gold column; every stage
-reads the columns it was trained on from them, its fed column replaced by the
+files in the last stage's layout, cut after the last column a stage reads that no
+stage before it fills (a POS tagger feeding a chunker tags the words alone); every
+stage reads the columns it was trained on from them, its fed column replaced by the
 labels of the stage before.
 
 Decoding (:class:`Pipeline`):
@@ -32,7 +33,7 @@ import numpy as np
 from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace, Positions
-from crftk.io.conll import Sentence, input_batches
+from crftk.io.conll import Sentence, describe_widths, input_batches, model_widths
 from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
@@ -175,15 +176,25 @@ class Pipeline:
                 "composed_from": self.info.get("composed_from")}
 
     # input ---------------------------------------------------------------------------
+    def input_widths(self):
+        """The column counts of the pipeline's input (crftk.io.conll.Widths): the last stage's
+        layout, cut after the last column a stage reads that no stage before it fills (a POS
+        tagger feeding a chunker tags the words alone)."""
+        reads, fed = set(), set()
+        for s in self.stages:
+            reads |= set(s.space.template.columns) - {s.feed}
+            if s.feed is not None:
+                fed.add(s.feed)
+        return model_widths(reads, self.n_columns, "the pipeline", "the last model's {n}", sorted(fed))
+
     def input_columns(self, n):
-        """True when rows of n columns carry the last stage's gold label, False when they lack it."""
-        if n == self.n_columns:
-            return True
-        if n == self.n_columns - 1 and self.optional_gold:
-            return False
-        expect = f"{self.n_columns}" + (f" (or {self.n_columns - 1} without the label)"
-                                         if self.optional_gold else "")
-        raise CrftkError(f"the pipeline reads files in its last model's layout: {expect} columns, found {n}")
+        """True when rows of n columns carry every stage's gold labels (the last stage's layout in
+        full), False when they lack some; raises for a count the pipeline cannot read."""
+        widths = self.input_widths()
+        if n in widths:
+            return n == self.n_columns
+        raise CrftkError(f"the pipeline reads files in its last model's layout: {describe_widths(widths)}, "
+                         f"found {n}: {widths.needs}")
 
     # decoding ------------------------------------------------------------------------
     def links(self):
@@ -633,7 +644,7 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     elif decode == "cascade":
         if log is not None:
             log("cascade decoding: each stage's Viterbi labels feed the next")
-    allowed = {pipeline.n_columns} | ({pipeline.n_columns - 1} if pipeline.optional_gold else set())
+    allowed = pipeline.input_widths()
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
     scored = 0

@@ -8,7 +8,7 @@ import numpy as np
 
 from crftk import params
 from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs, check_output,
-                            directory_outputs, input_batches)
+                            directory_outputs, input_batches, model_widths)
 from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
 from crftk.model import Model
@@ -221,6 +221,16 @@ def tagger_for(model, *, combine="chosen", decode="chosen", weights=None, thread
     return Tagger(model, threads=threads)
 
 
+def input_widths(tagger):
+    """The column counts a tagger's input may have (crftk.io.conll.Widths): from the last column
+    any of its models reads to the training width."""
+    if not isinstance(tagger, BagTagger):
+        return tagger.space.input_widths()
+    widths = [m.space.input_widths() for m in tagger.bag.members]
+    reads = {c for m in tagger.bag.members for c in m.space.template.columns}
+    return model_widths(reads, min(max(w) for w in widths), "the bag")
+
+
 def _rows_text(rows, extra, sep):
     return "".join(sep.join(r) + sep + sep.join(e) + "\n" for r, e in zip(rows, extra)) + "\n"
 
@@ -238,9 +248,7 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     """
     tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
     space = model.space
-    allowed = {space.n_columns}
-    if space.label_col == space.n_columns - 1:
-        allowed.add(space.n_columns - 1)
+    allowed = input_widths(tagger)
     if not marginals and not nbest and _compiled_path(tagger):
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
     counts = [0, 0]

@@ -178,9 +178,7 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nb
         raise ValueError("give out (a text stream) or out_dir, not both")
     outputs = _Outputs(inputs, out, out_dir)
     space = model.space
-    allowed = {space.n_columns}
-    if space.label_col == space.n_columns - 1:
-        allowed.add(space.n_columns - 1)
+    allowed = space.input_widths()
     by_document = space.template.anchored
     files = []
     for i, path in enumerate(inputs):

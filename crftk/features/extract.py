@@ -99,10 +99,13 @@ class Values:
         return self.multi[key] if key in self.multi else self.single[key]
 
     def sentences(self, a, b):
-        """The values of sentences a..b-1 (of single-valued sources, without anchors)."""
+        """The values of sentences a..b-1 (without anchors: first mentions may lie before a)."""
         ptr = np.concatenate([[0], np.cumsum(self.lengths)])
         lo, hi = int(ptr[a]), int(ptr[b])
-        return Values({k: v[lo:hi] for k, v in self.single.items()}, {}, None, self.lengths[a:b], None)
+        multi = {}
+        for k, (vptr, vals) in self.multi.items():
+            multi[k] = (vptr[lo:hi + 1] - vptr[lo], vals[vptr[lo]:vptr[hi]])
+        return Values({k: v[lo:hi] for k, v in self.single.items()}, multi, None, self.lengths[a:b], None)
 
 
 def _csr(lists):

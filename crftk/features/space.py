@@ -26,7 +26,7 @@ from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.lexicon import Lexicon
 from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
-from crftk.io.conll import _split_columns
+from crftk.io.conll import _split_columns, describe_widths, model_widths
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.structures.layout import ChainLayout, PairLayout
 
@@ -657,15 +657,18 @@ class FeatureSpace:
             out[key] = self.extractor.test_ids(key, single[c], words[c])
         return out
 
+    def input_widths(self):
+        """The column counts of rows this space encodes (crftk.io.conll.Widths): from the last
+        column its template reads to its training width; the gold label is there when its
+        column is (a POS tagger trained on ``word POS chunk`` tags the words alone)."""
+        return model_widths(self.template.columns, self.n_columns)
+
     def input_columns(self, n):
         """True when rows of n columns carry the gold label, False when they lack it; else raise."""
-        if n == self.n_columns:
-            return True
-        if n == self.n_columns - 1 and self.label_col == self.n_columns - 1:
-            return False
-        expect = f"{self.n_columns}" + (f" (or {self.n_columns - 1} without the label)"
-                                         if self.label_col == self.n_columns - 1 else "")
-        raise CrftkError(f"the model expects {expect} columns, found {n}")
+        widths = self.input_widths()
+        if n in widths:
+            return self.label_col < n
+        raise CrftkError(f"the model expects {describe_widths(widths)}, found {n}: {widths.needs}")
 
     def encode(self, sentences):
         """Encode sentences with the frozen dictionaries (gold labels kept when present)."""

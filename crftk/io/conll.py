@@ -105,6 +105,42 @@ class Sentence:
         return [row[j] for row in self.rows]
 
 
+class Widths(frozenset):
+    """Column counts a reader accepts, with ``needs``: what the model reading the file needs of
+    it, said by the error for a line with too few columns."""
+
+    def __new__(cls, counts, needs=""):
+        self = super().__new__(cls, counts)
+        self.needs = needs
+        return self
+
+    def __reduce__(self):
+        return Widths, (frozenset(self), self.needs)
+
+
+def _column_list(cols):
+    cols = [str(c) for c in cols]
+    return f"column {cols[0]}" if len(cols) == 1 else f"columns {', '.join(cols[:-1])} and {cols[-1]}"
+
+
+def model_widths(reads, n_columns, who="the model", of="the {n} it was trained on", filled=()):
+    """The Widths of the input of a model that reads columns ``reads`` of rows of ``n_columns``:
+    every count from its last column read to ``n_columns`` (the columns after the ones it reads,
+    gold labels among them, may be left out). ``filled``: the columns it makes itself (a
+    pipeline's fed columns)."""
+    reads = sorted(set(reads))
+    needs = (f"{who} reads {_column_list(reads)} of {of.format(n=n_columns)}" if reads
+             else f"{who} reads no column")
+    if filled:
+        needs += f"; its stages fill {_column_list(sorted(filled))}"
+    return Widths(range(max(reads, default=0) + 1, n_columns + 1), needs)
+
+
+def describe_widths(widths):
+    """'N columns' or 'N, M or K columns', as the readers' errors say it."""
+    return _describe_counts(widths)
+
+
 def _allowed_counts(n_columns, min_columns):
     """Normalize ``n_columns`` to a frozenset of counts (or None)."""
     if not isinstance(min_columns, int) or isinstance(min_columns, bool) or min_columns < 1:
@@ -128,13 +164,15 @@ def _allowed_counts(n_columns, min_columns):
         raise ValueError(
             f"no allowed column count in {sorted(counts)} is at least min_columns={min_columns}"
         )
-    return allowed
+    return Widths(allowed, n_columns.needs) if isinstance(n_columns, Widths) else allowed
 
 
 def _describe_counts(counts):
     counts = sorted(counts)
     if len(counts) == 1:
         text = str(counts[0])
+    elif len(counts) > 3 and counts[-1] - counts[0] == len(counts) - 1:
+        text = f"{counts[0]} to {counts[-1]}"
     else:
         text = ", ".join(map(str, counts[:-1])) + " or " + str(counts[-1])
     noun = "column" if counts == [1] else "columns"
@@ -145,6 +183,8 @@ def _column_error(name, lineno, found, allowed, min_columns):
     if found < min_columns:
         noun = "column" if min_columns == 1 else "columns"
         message = f"expected at least {min_columns} {noun}, found {found}"
+    elif getattr(allowed, "needs", "") and found < min(allowed):
+        message = f"expected at least {_describe_counts((min(allowed),))}, found {found}: {allowed.needs}"
     else:
         message = f"expected {_describe_counts(allowed)}, found {found}"
     return CrftkError(message, name, lineno)

@@ -213,3 +213,17 @@ def test_a_call_failing_before_the_client_sees_the_scheduler_gone_is_a_lost_sche
     with pytest.raises(ZeroDivisionError):          # other errors pass through (after the wait)
         with cluster.guard("x"):
             1 / 0
+
+
+@pytest.mark.parametrize("kw", [{}, {"marginals": 1}])
+def test_a_model_that_reads_the_words_only_tags_the_words_alone(cluster, tmp_path, kw):
+    from crftk.features.templates import parse_template
+    pos = fit(read_corpus(DEMO_TRAIN)[:200], parse_template("U0:%x[0,0]\nU1:%x[-1,0]/%x[0,0]\nB\n"), label_col=1,
+              log=lambda m: None, max_iter=5, threads=1)
+    words = tmp_path / "words.txt"
+    words.write_text("".join(line.split()[0] + "\n" if line.strip() else "\n"
+                             for line in open(DEMO_TEST).read().splitlines()[:2000]))
+    out = io.StringIO()
+    tag_files(cluster, pos, [str(words)], out, piece_bytes=3_000, **kw)
+    assert out.getvalue() == local(pos, [str(words)], **kw)
+    assert {len(line.split()) for line in out.getvalue().splitlines() if line and line[0] != "#"} == {2 + len(kw)}

@@ -120,8 +120,14 @@ def test_tag_time_column_counts():
     assert space.encode(sentences([[["a", "P"]]])).labels is None
     assert space.encode(sentences([[["a", "P", "y"]]])).labels.tolist() == [1]
     assert space.encode(sentences([[["a", "P", "zz"]]])).labels.tolist() == [-1]
-    with pytest.raises(CrftkError, match="expects 3"):
+    # the template reads column 0 only: the words alone will do
+    assert space.encode(sentences([[["a"]]])).labels is None
+    assert space.encode(sentences([[["a"]]])).attrs.tolist() == space.encode(sentences([[["a", "P"]]])).attrs.tolist()
+    space, _ = FeatureSpace.fit(sentences(rows), parse_template("U:%x[0,1]\nB\n"))
+    with pytest.raises(CrftkError, match="expects 2 or 3 columns, found 1: the model reads column 1 of the 3 it"):
         space.encode(sentences([[["a"]]]))
+    with pytest.raises(CrftkError, match="expects 2 or 3 columns, found 4"):
+        space.encode(sentences([[["a", "P", "x", "z"]]]))
 
 
 def test_bad_options():
