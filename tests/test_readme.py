@@ -61,9 +61,6 @@ DASK_BLOCK = re.compile(r"--(?:workers|scheduler)\b")
 #: Blocks known not to run today: (a line of the block, reason). strict: when one is fixed the
 #: test says so, and the entry goes.
 KNOWN_FAILURES = [
-    ("crftk tag -m pos-chunk.pipeline --decode joint",
-     "crftk bug (issue 30 item 1): exact joint decoding of pos-words.tmpl (%shape) on the compiled path "
-     "ends in KeyError: ('shape', 0, ())"),
 ]
 
 
