@@ -12,6 +12,7 @@ as one ordinary model (crftk.ensemble.merge).
 import concurrent.futures
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -61,8 +62,13 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens) or None
         if dev is None:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
-    model = fit_bag(sentences, parsed, dev=dev, weights_file=weights_file, log=log, source=train_files[0],
-                    **options)
+    try:
+        model = fit_bag(sentences, parsed, dev=dev, weights_file=weights_file, log=log, source=train_files[0],
+                        keep_on_interrupt=model_path is not None, **options)
+    except BagInterrupted as e:
+        if model_path is not None:
+            _save_members(e, model_path, log)
+        raise
     exported = None
     if export_path is not None:
         exported = seq_poe_model(Bag.from_model(model), model.info["bag"]["weights"]["seq-poe"])
@@ -73,7 +79,32 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
     if exported is not None:
         exported.save(export_path)
         log(f"saved the seq-poe model (one CRF, the weighted average of the bags) to {export_path}")
+    if model.info["bag"].get("interrupted"):
+        raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+class BagInterrupted(KeyboardInterrupt):
+    """Training stopped before every member had weights: ``members`` holds the Model of each
+    member that has some (finished or interrupted), None for the others, in ``names``' order."""
+
+    def __init__(self, names, members):
+        super().__init__()
+        self.names, self.members = names, members
+
+
+def _save_members(interrupted, model_path, log):
+    """An interrupted bag without weights for every member: the members that have some, each as
+    an ordinary model beside the bag (to resume with crftk train --init)."""
+    saved = []
+    for name, member in zip(interrupted.names, interrupted.members):
+        if member is not None:
+            path = f"{model_path}.{name}.model"
+            member.save(path)
+            saved.append(path)
+    missing = [n for n, m in zip(interrupted.names, interrupted.members) if m is None]
+    log(f"interrupted before {', '.join(missing)} had weights: no bag saved"
+        + (f"; the members trained so far saved to {', '.join(saved)}" if saved else ""))
 
 
 def check_bag_options(options, log=_stderr_log):
@@ -118,11 +149,15 @@ def member_names(templates, random):
     return names
 
 
-def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_log, source=None, **options):
+def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_log, source=None,
+            keep_on_interrupt=False, **options):
     """Train a bag on in-memory sentences (a list) and parsed templates; returns its Model (not saved).
 
     ``dev``: a list of Sentence on which the weights are chosen (unless ``cv``);
     ``weights_file``: weights to use instead (see ensemble.weights.read_weight_file).
+    With ``keep_on_interrupt``, Ctrl-C stops every member's training at once, and once every
+    member has weights the bag is returned with uniform weights (``info["bag"]["interrupted"]``);
+    before that, BagInterrupted carries the members that have some.
     """
     log = log or _silent
     bag_opt, train_opt = check_bag_options(options, log)
@@ -154,23 +189,40 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
     log(f"bag: {plural(len(templates), 'bag')} ({', '.join(names)}), trained "
         + ("in parallel" if mode == "bags" else "one after another, each with every thread"))
     start = time.perf_counter()
-    members = train_members(sentences, templates, names, train_opt, mode, log)
+    interrupted = False
+    try:
+        members = train_members(sentences, templates, names, train_opt, mode, log, keep_on_interrupt)
+    except BagInterrupted as e:
+        if not keep_on_interrupt or any(m is None for m in e.members):
+            raise
+        members, interrupted = e.members, True
     train_seconds = time.perf_counter() - start
     bag_ = Bag(members, names, {})
     labels = np.asarray(bag_.labels, dtype=object)
 
     n_threads = resolve_threads(train_opt["threads"])
     blocks, held = [], None
-    if bag_opt["cv"]:
-        held = f"{bag_opt['cv']}-fold cross-validation on the training data"
-        blocks = cross_validation_blocks(sentences, templates, names, train_opt, bag_opt["cv"], mode,
-                                         n_threads, log)
-    elif dev is not None:
-        held = "the development set"
-        blocks = [held_out_block(members, dev, train_opt["label_col"], n_threads)]
+    try:
+        if interrupted:
+            pass
+        elif bag_opt["cv"]:
+            held = f"{bag_opt['cv']}-fold cross-validation on the training data"
+            blocks = cross_validation_blocks(sentences, templates, names, train_opt, bag_opt["cv"], mode,
+                                             n_threads, log)
+        elif dev is not None:
+            held = "the development set"
+            blocks = [held_out_block(members, dev, train_opt["label_col"], n_threads)]
+    except KeyboardInterrupt:
+        if not keep_on_interrupt:
+            raise
+        interrupted, blocks, held = True, [], None
+    if interrupted:
+        log("interrupted: every member has weights; the bag keeps them, combined with "
+            + ("the --weights file's weights" if given else "uniform weights"))
 
     record = {"members": names, "templates": [t.path for t in templates], "weights": {}, "weights_by": {},
-              "held_out": held or "none", "parallel": mode, "train_seconds": train_seconds}
+              "held_out": held or "none", "parallel": mode, "train_seconds": train_seconds,
+              "interrupted": interrupted}
     if blocks:
         record["member_dev_f1"] = {}
         for i, name in enumerate(names):
@@ -206,23 +258,44 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
 DEFAULT_PARALLEL = "bags"
 
 
-def train_members(sentences, templates, names, train_opt, mode, log):
+def train_members(sentences, templates, names, train_opt, mode, log, keep_on_interrupt=False):
     """One fitted Model per template: one after another with every thread ("threads"), or all at
-    once with the threads shared out ("bags")."""
+    once with the threads shared out ("bags"). Ctrl-C stops them all at their next evaluation and
+    raises BagInterrupted; with ``keep_on_interrupt`` the members that had finished an iteration
+    keep their weights so far."""
     cores = resolve_threads(train_opt["threads"])
+    stop = threading.Event()
 
     def one(template, name, threads):
         prefixed = lambda msg: log(f"[{name}] {msg}")  # noqa: E731
         opt = dict(train_opt, threads=threads)
-        return fit(sentences, template, log=prefixed, source=name, **opt)
+        try:
+            return fit(sentences, template, log=prefixed, source=name, keep_on_interrupt=keep_on_interrupt,
+                       stop=stop, **opt)
+        except KeyboardInterrupt:
+            return None         # no finished iteration (or nothing to keep)
 
     if mode == "threads" or len(templates) == 1:
-        return [one(t, n, cores) for t, n in zip(templates, names)]
+        members = []
+        for t, n in zip(templates, names):
+            member = one(t, n, cores)
+            members.append(member)
+            if member is None or member.info.get("interrupted"):
+                members += [None] * (len(templates) - len(members))
+                raise BagInterrupted(names, members)
+        return members
     workers = min(len(templates), cores)
     per = max(1, cores // workers)
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one, t, n, per) for t, n in zip(templates, names)]
-        return [f.result() for f in futures]
+        try:
+            concurrent.futures.wait(futures)
+        except KeyboardInterrupt:
+            stop.set()      # the members stop at their next evaluation; wait for them below
+        members = [f.result() for f in futures]
+    if stop.is_set() or any(m is None or m.info.get("interrupted") for m in members):
+        raise BagInterrupted(names, members)
+    return members
 
 
 def held_out_block(members, sentences, label_col, n_threads):

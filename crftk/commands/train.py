@@ -71,6 +71,21 @@ class DevScorer:
         return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
 
 
+class _StopWhenSet:
+    """The objective, raising KeyboardInterrupt in place of an evaluation once ``stop`` is set."""
+
+    def __init__(self, objective, stop):
+        self.objective, self.stop = objective, stop
+
+    def __call__(self, w):
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        return self.objective(w)
+
+    def __getattr__(self, name):         # n_evals and the like, as the objective has them
+        return getattr(self.objective, name)
+
+
 class Trace:
     """Writes one line per objective evaluation: evaluation, forward-backward passes so
     far, seconds, objective, and dev F1 when a development set is given (TSV)."""
@@ -256,10 +271,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         trace = trace_file
         if trace_file is not None and not hasattr(trace_file, "write"):
             trace = stack.enter_context(AtomicWriter(trace_file))
-        model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens), template, dev=dev or None, init=init, log=log,
-                    trace=trace, source=train_files[0], dev_source=dev_file,
-                    keep_on_interrupt=model_path is not None, checkpoint=checkpoint, scheduler=scheduler,
-                    workers=workers, **opt)
+        try:
+            model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens), template, dev=dev or None,
+                        init=init, log=log, trace=trace, source=train_files[0], dev_source=dev_file,
+                        keep_on_interrupt=model_path is not None, checkpoint=checkpoint, scheduler=scheduler,
+                        workers=workers, **opt)
+        except KeyboardInterrupt:
+            if cross_text is not None:        # every fold finished: their predictions stand
+                _write_cross_output(cross_text, cross_output, cross_predict, log)
+            raise
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
                       init_model=None if init_model is None else str(init_model))
     if model_path is not None:
@@ -267,13 +287,17 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
         if checkpoint is not None and not model.info["interrupted"] and os.path.exists(checkpoint[0]):
             os.unlink(checkpoint[0])          # the finished model supersedes it
-    if cross_text is not None and not model.info["interrupted"]:
-        with AtomicWriter(cross_output) as out:
-            out.write(cross_text)
-        log(f"wrote the out-of-fold predictions of {cross_predict} folds to {cross_output}")
+    if cross_text is not None:
+        _write_cross_output(cross_text, cross_output, cross_predict, log)
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+def _write_cross_output(text, path, folds, log):
+    with AtomicWriter(path) as out:
+        out.write(text)
+    log(f"wrote the out-of-fold predictions of {folds} folds to {path}")
 
 
 def check_init_template(template, lexicons, init, init_path):
@@ -399,7 +423,7 @@ def _check_cluster(scheduler, workers, opt):
 
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
-        tolerance=None, max_sweeps=None, warm_start=False, **options):
+        tolerance=None, max_sweeps=None, warm_start=False, stop=None, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -408,7 +432,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     an open text file for the per-evaluation trace. ``source``/``dev_source``
     name the data in error messages. With ``keep_on_interrupt``, a
     KeyboardInterrupt after the first iteration ends training with the weights
-    it would keep at that point (``info["interrupted"]`` is then True).
+    it would keep at that point (``info["interrupted"]`` is then True). ``stop``: a
+    threading.Event; once it is set, training ends before its next objective evaluation as
+    if interrupted (Ctrl-C reaches the main thread only, and a bag trains members in others).
     ``checkpoint``: (path, N) saves the current weights as a model to path every
     N iterations. ``scheduler`` (a Dask scheduler's address) or ``workers`` (N: a local
     cluster of N processes): the objective is evaluated data-parallel there
@@ -563,10 +589,14 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
                 "history": history}).save(checkpoint[0])
             log(f"checkpoint: iteration {info.iteration} saved to {checkpoint[0]}")
         clock[0] = time.perf_counter()
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt
         return False
 
     start = time.perf_counter()
     fun = objective if trace is None else Trace(objective, trace, scorer, to_weights)
+    if stop is not None:
+        fun = _StopWhenSet(fun, stop)
     try:
         result = _run_algorithm(opt, objective, fun, w0, frozen, template, on_iteration, log)
     except KeyboardInterrupt:
