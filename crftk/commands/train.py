@@ -265,8 +265,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if model_path is not None:
         model.save(model_path)
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
-        if checkpoint is not None and not model.info["interrupted"] and os.path.exists(checkpoint[0]):
-            os.unlink(checkpoint[0])          # the finished model supersedes it
+        if checkpoint is not None and not model.info["interrupted"] and os.path.isfile(checkpoint[0]):
+            os.unlink(checkpoint[0])          # the finished model supersedes it (a FIFO or device stays)
     if cross_text is not None and not model.info["interrupted"]:
         with AtomicWriter(cross_output) as out:
             out.write(cross_text)
