@@ -16,13 +16,13 @@ import os
 import sys
 import time
 
-from crftk.commands.tag import Tagger, end_progress_line, tag_files as tag_text
+from crftk.commands.tag import Tagger, end_progress_line, tag_inputs, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
 from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, directory_outputs,
                             fsync_directory, open_temp_beside, read_sentences)
-from crftk.io.outputs import open_direct, output_target
+from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
 from crftk.params import WORKERS
@@ -313,6 +313,8 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
         check_output(output)
     for path in inputs:
         _pieces.first_token_line(path)      # every input readable before the cluster starts
+    check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
+                tag_inputs(model if not isinstance(model, Model) else None, inputs))
     if not isinstance(model, Model):
         model = Model.load(model)
     kw = dict(marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,

@@ -131,15 +131,13 @@ def check_apart(outputs, inputs=()):
         key, mode = _identity(path)
         if key is not None and key in seen_inputs:
             in_what, in_path = seen_inputs[key]
-            same = "" if in_path == path else f" {in_path}"
-            raise CrftkError(f"the {what} would overwrite the {in_what}{same}: it is the same file "
-                             "(give the output another path)", path)
+            raise CrftkError(f"the {what} would overwrite the {in_what} {in_path} (the same file): give the "
+                             "output another path", path)
         if key is not None and stat.S_ISCHR(mode):
             continue
         name = key if key is not None else os.path.realpath(path)
         if name in seen_outputs:
             other_what, other = seen_outputs[name]
-            same = "" if other == path else f" {other}"
-            raise CrftkError(f"the {what} and the {other_what}{same} are the same file: give each output "
-                             "its own path", path)
+            raise CrftkError(f"the {what} would overwrite the {other_what} {other} (the same file): give each "
+                             "output its own path", path)
         seen_outputs[name] = (what, path)
