@@ -828,6 +828,7 @@ class AtomicWriter:
             except OSError as e:
                 if exc_type is None:
                     raise CrftkError(f"cannot write ({e.strerror or e})", self.path) from None
+            self._raise_if_full(exc)
             return False
         if exc_type is not None:
             try:
@@ -835,6 +836,7 @@ class AtomicWriter:
             except Exception:
                 pass
             _unlink_quietly(tmp)
+            self._raise_if_full(exc)
             return False
         try:
             if not f.closed:
@@ -852,6 +854,16 @@ class AtomicWriter:
             raise CrftkError(f"cannot write ({reason})", self.path) from None
         fsync_directory(os.path.dirname(target))
         return False
+
+
+    def _raise_if_full(self, exc):
+        """A write that failed for want of room (a full disk, /dev/full) is one line, not a traceback."""
+        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+            raise CrftkError(f"cannot write ({exc.strerror})", self.path) from None
+
+
+#: errors of a write that found no room: only writing the output raises them
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
 def directory_outputs(inputs, out_dir):

@@ -254,3 +254,18 @@ def test_a_symlink_output_writes_the_file_it_names_and_stays_a_link(work, args):
     assert p.returncode == 0, p.stderr
     assert (work / "link").is_symlink() and os.readlink(work / "link") == "real"
     assert (work / "real").read_bytes() != b"old\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["tag", "-m", "m.model", "-o", "full", "in.txt"],
+    ["dump", "-o", "full", "m.model"],
+    ["train", "-q", "-p", "1", "-t", "t.tmpl", "--max-iter", "2", "-m", "full", "tr.txt"],
+], ids=lambda a: a[0])
+def test_a_full_device_is_one_line_and_stays_a_device(work, args):
+    # a node like /dev/full (1, 7): every write fails with ENOSPC
+    null_device(work / "null")           # skips where device nodes cannot be made
+    os.mknod(str(work / "full"), stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    line = error_line(run(*args, cwd=work))
+    assert line == "crftk: error: full: cannot write (No space left on device)" or \
+        line == "crftk: error: full: cannot write model file: No space left on device", line
+    assert is_char_device(work / "full")
