@@ -175,8 +175,7 @@ class _Estimator:
         stage models): nothing it writes may replace them (io.outputs.check_apart)."""
         return []
 
-    def _check_output(self, path, what="model"):
-        check_output(path, what)
+    def _check_apart(self, path, what="model"):
         check_apart([(what, path)], self._input_files())
 
     def __getstate__(self):
@@ -395,7 +394,7 @@ class CRF(_Estimator):
     def save(self, path):
         """Write the model file (the format of crftk train -m; written atomically)."""
         model = self._model()
-        self._check_output(path)
+        self._check_apart(path)
         model.save(path)
 
     @classmethod
@@ -522,7 +521,7 @@ class Bag(_Estimator):
         bag = _Bag.from_model(self.model_)
         model = seq_poe_model(bag, bag.weights("seq-poe") if weights is None else weights)
         if path is not None:
-            self._check_output(path, "exported model")
+            self._check_apart(path, "exported model")
             model.save(path)
         return model
 
@@ -532,7 +531,7 @@ class Bag(_Estimator):
 
     def save(self, path):
         model = self.model_
-        self._check_output(path)
+        self._check_apart(path)
         model.save(path)
 
     @classmethod
@@ -916,7 +915,7 @@ class Pipeline(_Estimator):
 
     def save(self, path):
         """Write the pipeline file (the format of crftk compose; written atomically)."""
-        self._check_output(path, "pipeline")
+        self._check_apart(path, "pipeline")
         self.pipeline_.save(path)
 
 
@@ -1084,7 +1083,7 @@ class FactorialCRF(_Estimator):
 
     def save(self, path):
         model = self._model()
-        self._check_output(path)
+        self._check_apart(path)
         model.save(path)
 
     @classmethod
