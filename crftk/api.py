@@ -27,6 +27,7 @@ import numpy as np
 
 from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, describe_widths,
                             read_corpus)
+from crftk.io.outputs import check_apart
 from crftk.commands.tag import Tagger
 from crftk.errors import CrftkError, shown
 from crftk.evaluation.conlleval import evaluate as _evaluate
@@ -170,6 +171,14 @@ class _Estimator:
     def __sklearn_is_fitted__(self):
         return hasattr(self, "model_")
 
+    def _input_files(self):
+        """(description, path) of the files this estimator's parameters name (templates, init and
+        stage models): nothing it writes may replace them (io.outputs.check_apart)."""
+        return []
+
+    def _check_apart(self, path, what="model"):
+        check_apart([(what, path)], self._input_files())
+
     def __getstate__(self):
         state = {"crftk": 1, "params": self.get_params()}
         if hasattr(self, "model_"):
@@ -261,8 +270,8 @@ class CRF(_Estimator):
         log = _Log(self.verbose)
         if dev is not None and not dev:
             log("crftk: warning: the development set has no tokens; it is not used")
-        if self.trace is not None and not hasattr(self.trace, "write"):
-            check_output(self.trace, "trace")
+        trace_path = None if self.trace is None or hasattr(self.trace, "write") else self.trace
+        check_output(trace_path, "trace")
         checkpoint = None
         if self.checkpoint_every:
             every = _BY_NAME["checkpoint_every"].check(self.checkpoint_every)
@@ -270,6 +279,10 @@ class CRF(_Estimator):
                 raise CrftkError("checkpoint_every needs checkpoint, the path to save the weights to")
             checkpoint = (os.fspath(self.checkpoint), int(every))
             check_output(checkpoint[0], "checkpoint")
+        # the checkpoint may be init: fitting from a checkpoint resumes, and updates it
+        check_apart([("trace", trace_path), ("checkpoint", checkpoint and checkpoint[0])],
+                    [i for i in self._input_files() if i[0] != "init model"])
+        check_apart([("trace", trace_path)], self._input_files())
         trace = self.trace
         with _trace_file(trace) as out:
             model = _fit(train, template, dev=dev or None, init=init, log=log, trace=out,
@@ -376,9 +389,15 @@ class CRF(_Estimator):
         return _evaluate(gold, self.predict(X, docs=docs)).overall.f1
 
     # model files and pickling -----------------------------------------------
+    def _input_files(self):
+        return [("template", _template_path(self.template)),
+                ("init model", self.init if isinstance(self.init, (str, os.PathLike)) else None)]
+
     def save(self, path):
         """Write the model file (the format of crftk train -m; written atomically)."""
-        self._model().save(path)
+        model = self._model()
+        self._check_apart(path)
+        model.save(path)
 
     @classmethod
     def load(cls, path):
@@ -504,11 +523,18 @@ class Bag(_Estimator):
         bag = _Bag.from_model(self.model_)
         model = seq_poe_model(bag, bag.weights("seq-poe") if weights is None else weights)
         if path is not None:
+            self._check_apart(path, "exported model")
             model.save(path)
         return model
 
+    def _input_files(self):
+        templates = [self.templates] if isinstance(self.templates, (str, os.PathLike)) else self.templates or []
+        return [("template", [_template_path(t) for t in templates])]
+
     def save(self, path):
-        self.model_.save(path)
+        model = self.model_
+        self._check_apart(path)
+        model.save(path)
 
     @classmethod
     def load(cls, path):
@@ -570,6 +596,13 @@ class _trace_file:
 
     def __exit__(self, *exc):
         return False if self.writer is None else self.writer.__exit__(*exc)
+
+
+def _template_path(spec):
+    """The file a template parameter names, or None (template text, a list of lines)."""
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and "\n" not in spec and os.path.isfile(spec)):
+        return spec
+    return None
 
 
 def _template(spec):
@@ -900,8 +933,12 @@ class Pipeline(_Estimator):
                 out[i] = [(labels, prob) for prob, labels in lists]
         return out
 
+    def _input_files(self):
+        return [("stage model", [m for m in self.models if isinstance(m, (str, os.PathLike))])]
+
     def save(self, path):
         """Write the pipeline file (the format of crftk compose; written atomically)."""
+        self._check_apart(path, "pipeline")
         self.pipeline_.save(path)
 
 
@@ -1064,8 +1101,13 @@ class FactorialCRF(_Estimator):
         gold = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
         return 100 * score_chains(gold, pred).joint_accuracy
 
+    def _input_files(self):
+        return [("template", _template_path(self.template))]
+
     def save(self, path):
-        self._model().save(path)
+        model = self._model()
+        self._check_apart(path)
+        model.save(path)
 
     @classmethod
     def load(cls, path, **kw):

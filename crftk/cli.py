@@ -462,8 +462,10 @@ def info(model_path, as_json):
 def dump(model_path, output, min_abs):
     """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""
     from crftk.io.conll import AtomicWriter, check_output
+    from crftk.io.outputs import check_apart
     from crftk.model import Model
     check_output(output)
+    check_apart([("output", output)], [("model", model_path)])
     model = Model.load(model_path)
     with AtomicWriter(output) as out:
         model.dump(out, min_abs=min_abs)

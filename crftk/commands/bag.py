@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.commands.train import check_options, fit, resolve_threads, training_files
+from crftk.commands.train import check_options, data_inputs, fit, resolve_threads, template_inputs, training_files
 from crftk.ensemble.bag import Bag
 from crftk.ensemble.combine import METHODS, MIXTURES, Evidence
 from crftk.ensemble.merge import seq_poe_model
@@ -27,6 +27,7 @@ from crftk.errors import CrftkError
 from crftk.features.extract import load_lexicons
 from crftk.features.templates import parse_template, read_template
 from crftk.io.conll import MAX_SENTENCE_TOKENS, check_inputs, check_output, read_corpus
+from crftk.io.outputs import check_apart
 from crftk.progress import plural
 
 
@@ -56,6 +57,9 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
     parsed = [read_template(str(t)) for t in templates]
     for t in parsed:
         load_lexicons(t)          # every input before any work (fit_bag checks them again, cheaply)
+    check_apart([("model", model_path), ("exported model", export_path)],
+                [*data_inputs(train_files, dev_file), ("weights file", weights_file),
+                 *(i for t in parsed for i in template_inputs(t))])
     sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens)
     dev = None
     if dev_file is not None:

@@ -586,8 +586,10 @@ def compose(model_paths, feeds, output, *, log=_quiet):
     """Write the pipeline of the given model files (``feeds[i]``: the column of model i+1
     that model i's labels fill) to ``output``; returns the Pipeline."""
     from crftk.io.conll import check_inputs, check_output
+    from crftk.io.outputs import check_apart
     check_output(output, "pipeline")
     check_inputs(model_paths)
+    check_apart([("pipeline", output)], [("stage model", list(model_paths))])
     models = []
     for p in model_paths:
         m = Model.load(p)

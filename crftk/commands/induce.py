@@ -42,6 +42,7 @@ import numpy as np
 
 from crftk import params
 from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output, read_corpus
+from crftk.io.outputs import check_apart
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
@@ -51,7 +52,7 @@ from crftk.optimize import lbfgs
 from crftk.progress import status
 from crftk.features.extract import load_lexicons
 from crftk.features.templates import read_template
-from crftk.commands.train import DevScorer, resolve_threads, _stderr_log
+from crftk.commands.train import DevScorer, data_inputs, resolve_threads, template_inputs, _stderr_log
 
 INDUCE_PARAMS = params.INDUCE
 DEFAULTS = params.defaults(INDUCE_PARAMS)
@@ -407,6 +408,8 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     t0 = time.perf_counter()
     template = read_template(template_path)
     load_lexicons(template)            # every input before any work
+    check_apart([("model", model_path), ("report", report_path)],
+                [*data_inputs(train_files, dev_file), *template_inputs(template)])
     if not template.label_bigram:
         raise CrftkError("induce needs a label bigram: add a line 'B' to the template", template_path)
     status(log, "reading and encoding the training data ...")

@@ -9,6 +9,7 @@ import numpy as np
 from crftk import params
 from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs, check_output,
                             directory_outputs, input_batches, model_widths)
+from crftk.io.outputs import check_apart
 from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
 from crftk.model import Model
@@ -160,7 +161,9 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         targets = directory_outputs(inputs, output)
     else:
         check_output(output)
-    check_inputs([model_path, *inputs, weights if isinstance(weights, (str, os.PathLike)) else None])
+    weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
+    check_inputs([model_path, *inputs, weights_file])
+    check_apart([("output", targets or output)], tag_inputs(model_path, inputs, weights_file))
     model = Model.load(model_path)
     progress = tty_progress()
     factorial = model.structure_name == "factorial"
@@ -204,6 +207,11 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
             for i, path in enumerate(inputs):
                 tag_into(files.open(i), [path], **kw)
     end_progress_line(progress)
+
+
+def tag_inputs(model_path, inputs, weights_file=None):
+    """What tag reads, for io.outputs.check_apart: no output may be one of them."""
+    return [("model", model_path), ("input", list(inputs)), ("weights file", weights_file)]
 
 
 def end_progress_line(progress):

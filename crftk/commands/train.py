@@ -14,6 +14,7 @@ from crftk.structures.constraints import check_gold
 from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_inputs, check_output, iter_corpus,
                             read_corpus)
 from crftk.errors import CrftkError, UsageError, shown
+from crftk.io.outputs import check_apart
 from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
@@ -189,6 +190,7 @@ def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_
     check_inputs([*train_files, dev_file, template_path])
     template = read_template(template_path)
     load_lexicons(template)            # every input before any work
+    check_apart([("model", model_path)], [*data_inputs(train_files, dev_file), *template_inputs(template)])
     return train_factorial(train_files, template, model_path, opt,
                            label_cols=label_cols, dev_file=dev_file, log=log,
                            max_sentence_tokens=max_sentence_tokens, inference=inference, tolerance=tolerance,
@@ -253,6 +255,13 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         raise UsageError("train needs --template (or --init MODEL)")
     template = None if template_path is None else read_template(template_path)
     lexicons = None if template is None else load_lexicons(template)   # all inputs before any work
+    inputs = [*data_inputs(train_files, dev_file), ("--init model", init_model),
+              *([] if template is None else template_inputs(template))]
+    outputs = [("model", model_path), ("cross-prediction output", cross_output),
+               ("trace", None if hasattr(trace_file, "write") else trace_file)]
+    check_apart(outputs, inputs)
+    if checkpoint is not None:      # it may be the --init model: resuming from a checkpoint updates it
+        check_apart([*outputs, ("checkpoint", checkpoint[0])], [i for i in inputs if i[0] != "--init model"])
     if init_model is not None:
         init = Model.load(init_model)
         if template is not None:
@@ -285,8 +294,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if model_path is not None:
         model.save(model_path)
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
-        if checkpoint is not None and not model.info["interrupted"] and os.path.exists(checkpoint[0]):
-            os.unlink(checkpoint[0])          # the finished model supersedes it
+        if checkpoint is not None and not model.info["interrupted"] and os.path.isfile(checkpoint[0]):
+            os.unlink(checkpoint[0])          # the finished model supersedes it (a FIFO or device stays)
     if cross_text is not None:
         _write_cross_output(cross_text, cross_output, cross_predict, log)
     if model.info["interrupted"]:
@@ -374,6 +383,17 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
             parts.append(format_sentence(rows, sep=sep))
             i += 1
     return "".join(parts)
+
+
+def data_inputs(train_files, dev_file=None):
+    """The training and development files as inputs for io.outputs.check_apart."""
+    return [("training file", list(train_files)), ("development file", dev_file)]
+
+
+def template_inputs(template):
+    """A parsed template's file and its lexicons' files, as inputs for io.outputs.check_apart."""
+    return [("template", template.path),
+            *((f"lexicon {name}", path) for name, (path, _) in template.lexicons.items())]
 
 
 def training_files(train_files):

@@ -16,12 +16,13 @@ import os
 import sys
 import time
 
-from crftk.commands.tag import Tagger, end_progress_line, tag_files as tag_text
+from crftk.commands.tag import Tagger, end_progress_line, tag_inputs, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
 from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, directory_outputs,
                             fsync_directory, open_temp_beside, read_sentences)
+from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
 from crftk.params import WORKERS
@@ -116,8 +117,9 @@ class _Outputs:
     def __init__(self, inputs, out=None, out_dir=None):
         self.out, self.out_dir = out, out_dir
         self.targets = []
-        self.temps = []
+        self.temps = []         # (temporary file, the file it replaces)
         self._file = None
+        self._file_is_temp = False
         if out_dir is not None:
             if not os.path.isdir(out_dir):
                 raise CrftkError("the output directory does not exist", out_dir)
@@ -126,9 +128,13 @@ class _Outputs:
     def start(self, i):
         if self.out_dir is None:
             return
-        tmp, fd = open_temp_beside(self.targets[i])
-        self.temps.append(tmp)
-        self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        where = output_target(self.targets[i])
+        if not where.atomic:        # a FIFO or device: written directly, never replaced
+            self._file, self._file_is_temp = open_direct(where), False
+            return
+        tmp, fd = open_temp_beside(where.where)
+        self.temps.append((tmp, where.where))
+        self._file, self._file_is_temp = os.fdopen(fd, "w", encoding="utf-8", newline="\n"), True
 
     def write(self, text):
         (self.out if self.out_dir is None else self._file).write(text)
@@ -136,13 +142,14 @@ class _Outputs:
     def finish(self):
         if self._file is not None:
             self._file.flush()
-            os.fsync(self._file.fileno())
+            if self._file_is_temp:
+                os.fsync(self._file.fileno())
             self._file.close()
             self._file = None
 
     def commit(self):
         """Every output in place, at once at the end: a failure before leaves none of them."""
-        for tmp, target in zip(self.temps, self.targets):
+        for tmp, target in self.temps:
             os.replace(tmp, target)
         if self.temps:
             fsync_directory(self.out_dir)
@@ -152,7 +159,7 @@ class _Outputs:
         if self._file is not None:
             self._file.close()
             self._file = None
-        for tmp in self.temps:
+        for tmp, _ in self.temps:
             try:
                 os.unlink(tmp)
             except OSError:
@@ -304,6 +311,8 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
         check_output(output)
     for path in inputs:
         _pieces.first_token_line(path)      # every input readable before the cluster starts
+    check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
+                tag_inputs(model if not isinstance(model, Model) else None, inputs))
     if not isinstance(model, Model):
         model = Model.load(model)
     kw = dict(marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,

@@ -58,6 +58,7 @@ import os
 from crftk.errors import CrftkError
 from crftk.evaluation.conlleval import chunks
 from crftk.io.conll import AtomicWriter, check_inputs, iter_corpus
+from crftk.io.outputs import check_apart
 from crftk.progress import status
 
 __all__ = [
@@ -566,6 +567,8 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
             log(f"crftk: warning: no chunks found in {stats['sentences']} sentences: no lexicon written")
         paths = []
     else:
+        # the files' names come from the entity types read: known only now, before any is written
+        check_apart([("lexicon", [os.path.join(out_dir, _file_name(n)) for n in lexicons])], [("input", inputs)])
         if log is not None:
             status(log, f"writing {len(lexicons)} lexicons to {os.fsdecode(os.fspath(out_dir))} ...")
         paths = write_lexicons(lexicons, out_dir)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence
 
 from crftk.errors import CrftkError
+from crftk.io.outputs import check_special_output, open_direct, output_target
 
 __all__ = [
     "Layout",
@@ -751,19 +752,21 @@ def check_inputs(paths):
 def check_output(path, what="output"):
     """Raise CrftkError unless ``path`` can be written: run before any long work.
 
-    ``"-"`` (standard output) always can. The file's directory must exist and
-    be writable, and the path must not be a directory; the file itself is
-    replaced atomically, so its own permissions do not matter.
+    ``"-"`` (standard output) always can. A regular file's directory must exist and be
+    writable (the file itself is replaced atomically, so its own permissions do not matter);
+    a FIFO or character device must be writable itself (it is written directly, never
+    replaced: see crftk.io.outputs); a directory, a block device or a socket is refused.
     """
     if path is None:
         return
     path = os.fsdecode(os.fspath(path))
     if path == "-":
         return
-    target = os.path.realpath(path) if os.path.islink(path) else path
-    if os.path.isdir(target):
-        raise CrftkError(f"cannot write the {what}: is a directory", path)
-    directory = os.path.dirname(target) or "."
+    target = output_target(path, what)
+    if not target.atomic:
+        check_special_output(target, path, what)
+        return
+    directory = os.path.dirname(target.where) or "."
     if not os.path.isdir(directory):
         raise CrftkError(f"cannot write the {what}: directory {directory} does not exist", path)
     if not os.access(directory, os.W_OK | os.X_OK):
@@ -780,7 +783,10 @@ class AtomicWriter:
     ``os.replace``; if the block raises, the temporary file is removed and an
     existing file at ``path`` is left untouched.  A new file gets the usual
     permissions (0666 minus the umask); a replaced file keeps its mode.  If
-    ``path`` is a symbolic link, the file it points to is replaced.
+    ``path`` is a symbolic link, the file it points to is replaced.  A FIFO, a
+    character device or an open descriptor's name (``/dev/stdout``) is written
+    directly and never replaced (crftk.io.outputs); a failure can then leave
+    part of the output there, as on standard output.
 
     ``path`` ``"-"`` writes to ``sys.stdout`` (``sys.stdout.buffer`` with
     ``binary=True``) without atomicity; the stream is flushed at the end and
@@ -794,6 +800,7 @@ class AtomicWriter:
         self._file = None
         self._tmp = None
         self._target = None
+        self._direct = False
         #: Path of the temporary file while the ``with`` block runs, else None.
         self.temp_path = None
 
@@ -803,9 +810,17 @@ class AtomicWriter:
         if self.path == "-":
             self._file = sys.stdout.buffer if self.binary else sys.stdout
             return self._file
-        target = os.path.realpath(self.path) if os.path.islink(self.path) else self.path
-        if os.path.isdir(target):
+        if os.path.isdir(self.path):
             raise CrftkError("cannot open for writing (is a directory)", self.path)
+        where = output_target(self.path)
+        if not where.atomic:        # a FIFO, a device, /dev/stdout: written directly, never replaced
+            try:
+                self._file = open_direct(where, self.binary)
+            except OSError as e:
+                raise CrftkError(f"cannot open for writing ({e.strerror or e})", self.path) from None
+            self._direct = True
+            return self._file
+        target = where.where
         old_mode = None
         try:
             old_mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -841,9 +856,19 @@ class AtomicWriter:
     def __exit__(self, exc_type, exc, tb):
         f, tmp, target = self._file, self._tmp, self._target
         self._file = self._tmp = self._target = self.temp_path = None
-        if tmp is None:  # standard output
-            if f is not None:
+        if tmp is None:  # standard output, or an output written directly
+            if f is None:
+                return False
+            direct, self._direct = self._direct, False
+            if not direct:
                 f.flush()
+                return False
+            try:
+                f.close()           # flushes
+            except OSError as e:
+                if exc_type is None:
+                    raise CrftkError(f"cannot write ({e.strerror or e})", self.path) from None
+            self._raise_if_full(exc)
             return False
         if exc_type is not None:
             try:
@@ -851,6 +876,7 @@ class AtomicWriter:
             except Exception:
                 pass
             _unlink_quietly(tmp)
+            self._raise_if_full(exc)
             return False
         try:
             if not f.closed:
@@ -868,6 +894,16 @@ class AtomicWriter:
             raise CrftkError(f"cannot write ({reason})", self.path) from None
         fsync_directory(os.path.dirname(target))
         return False
+
+
+    def _raise_if_full(self, exc):
+        """A write that failed for want of room (a full disk, /dev/full) is one line, not a traceback."""
+        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+            raise CrftkError(f"cannot write ({exc.strerror})", self.path) from None
+
+
+#: errors of a write that found no room: only writing the output raises them
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
 def directory_outputs(inputs, out_dir):
@@ -903,45 +939,56 @@ class AtomicFiles:
 
     def __init__(self, paths):
         self.paths = [os.fsdecode(os.fspath(p)) for p in paths]
-        self._temps = {}
+        self._temps = {}        # output number: (temporary file, the file it replaces)
         self._file = None
+        self._file_is_temp = False
 
     def __enter__(self):
         return self
 
     def open(self, i):
         self._close()
+        where = output_target(self.paths[i])
         try:
-            tmp, fd = open_temp_beside(self.paths[i])
+            if not where.atomic:        # a FIFO or device: written directly, never replaced
+                self._file = open_direct(where)
+                self._file_is_temp = False
+                return self._file
+            tmp, fd = open_temp_beside(where.where)
         except OSError as e:
             raise CrftkError(f"cannot open for writing ({e.strerror or e})", self.paths[i]) from None
-        self._temps[i] = tmp
+        self._temps[i] = (tmp, where.where)
         self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        self._file_is_temp = True
         return self._file
 
     def _close(self):
         f, self._file = self._file, None
         if f is not None:
             f.flush()
-            os.fsync(f.fileno())
+            if self._file_is_temp:
+                os.fsync(f.fileno())
             f.close()
 
     def __exit__(self, exc_type, exc, tb):
         try:
             if exc_type is None:
                 self._close()
-                for i, tmp in sorted(self._temps.items()):
-                    os.replace(tmp, self.paths[i])
-                for directory in {os.path.dirname(self.paths[i]) for i in self._temps}:
+                for i, (tmp, target) in sorted(self._temps.items()):
+                    os.replace(tmp, target)
+                for directory in {os.path.dirname(target) for _, target in self._temps.values()}:
                     fsync_directory(directory)
                 self._temps = {}
         except OSError as e:
             raise CrftkError(f"cannot write ({e.strerror or e})", self.paths[0]) from None
         finally:
             if self._file is not None:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError:
+                    pass
                 self._file = None
-            for tmp in self._temps.values():
+            for tmp, _ in self._temps.values():
                 _unlink_quietly(tmp)
             self._temps = {}
         return False
