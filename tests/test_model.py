@@ -355,6 +355,9 @@ def test_a_label_that_cannot_be_a_column_is_refused_at_load(label):
     (lambda meta, arrays: meta.update(n_columns=0), "label column 2 of 0 columns"),
     (lambda meta, arrays: meta.update(n_columns=1), "label column 2 of 1 columns"),
     (lambda meta, arrays: meta.update(label_col=3), "label column 3 of 3 columns"),
+    # issue 31: a negative label column reached the compiled readers, which index rows unchecked
+    (lambda meta, arrays: meta.update(label_col=-1), "label column -1 of 3 columns"),
+    (lambda meta, arrays: meta.update(label_col=1), "its template reads column 1, its label column"),
     (lambda meta, arrays: meta.update(template=meta["template"] + "U9:%x[0,5]\n"),
      "its template reads column 5 of 3 columns"),
     (lambda meta, arrays: meta.update(template=meta["template"] + "@lexicon CITY city.lex\nUlex:%lex[0,CITY]\n"),
