@@ -289,6 +289,7 @@ class CRF(_Estimator):
                         f"not {type(init).__name__}")
 
     def _set_model(self, model):
+        model.require_kind("crf", "crftk.CRF")
         self.model_ = model
         self.classes_ = list(Tagger(model, threads=1).output_names)
 
@@ -381,7 +382,9 @@ class CRF(_Estimator):
     @classmethod
     def load(cls, path):
         """A fitted CRF from a model file (from save, crftk train or crftk induce)."""
-        return cls._from_model(Model.load(path))
+        model = Model.load(path)
+        model.require_kind("crf", "crftk.CRF.load")
+        return cls._from_model(model)
 
     @classmethod
     def _from_model(cls, model):
@@ -447,8 +450,9 @@ class Bag(_Estimator):
 
     def _set_model(self, model):
         from crftk.ensemble.bag import Bag as _Bag
-        self.model_ = model
+        model.require_kind("bag", "crftk.Bag")
         self.classes_ = list(_Bag.from_model(model).labels)
+        self.model_ = model
 
     def _tagged(self, X, docs, combine, decode, weights):
         from crftk.commands.tag import tagger_for
@@ -511,7 +515,8 @@ class Bag(_Estimator):
     @classmethod
     def load(cls, path):
         model = Model.load(path)
-        bag = cls(model.info.get("bag", {}).get("templates", []))
+        model.require_kind("bag", "crftk.Bag.load")
+        bag = cls(model.info["bag"].get("templates", []))
         bag._set_model(model)
         return bag
 
@@ -1003,6 +1008,7 @@ class FactorialCRF(_Estimator):
         return self
 
     def _set_model(self, model):
+        model.require_kind("factorial", "crftk.FactorialCRF")
         self.model_ = model
         self.classes_ = [list(x) for x in model.structure.output_labels]
 
@@ -1047,8 +1053,7 @@ class FactorialCRF(_Estimator):
     @classmethod
     def load(cls, path, **kw):
         model = Model.load(path)
-        if model.structure_name != "factorial":
-            raise CrftkError(f"{path} is a {model.structure_name} model, not a factorial CRF", path)
+        model.require_kind("factorial", "crftk.FactorialCRF.load")
         est = cls(model.space.template.text, **kw)
         est._set_model(model)
         return est

@@ -164,10 +164,12 @@ def test_the_structure_and_parts_of_a_file_are_checked(edit, fragment):
 def test_a_model_with_several_parts_round_trips():
     from crftk.model import Part
     a, b = make_model(0), make_model(1)
-    two = Model(a.space, a.weights, a.info, more_parts=[Part(b.space, b.weights * 2, "second")])
+    # a chain file holds several parts only as a bag (one per member), which its record says
+    two = Model(a.space, a.weights, {**a.info, "bag": {"members": ["main", "second"]}},
+                more_parts=[Part(b.space, b.weights * 2, "second")])
     back = Model.from_bytes(two.to_bytes())
     assert [p.name for p in back.parts] == ["main", "second"]
-    assert back.structure_name == "chain"
+    assert back.structure_name == "chain" and back.kind == "bag"
     assert np.array_equal(back.parts[1].weights, b.weights * 2)
     assert back.parts[1].space.labels == b.space.labels
     with pytest.raises(CrftkError, match="distinct names"):
@@ -369,7 +371,10 @@ def test_columns_and_lexicons_of_the_header_must_fit_the_template(edit, fragment
 
 def test_an_memm_file_whose_template_has_a_b_line_with_macros_is_refused_at_load():
     # found by the fuzz suite: such a forged file loaded, then tagging failed without naming it
-    data = crafted_file(lambda meta, arrays: meta.update(structure="memm"))    # TEMPLATE has B01:%x[0,1]
+    def memm(meta, arrays):     # TEMPLATE has B01:%x[0,1]
+        meta.update(structure="memm")
+        meta["info"]["model_type"] = "memm"
+    data = crafted_file(memm)
     assert "an MEMM whose template has a B line with macros" in load_error(data)
 
 

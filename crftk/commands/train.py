@@ -240,6 +240,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     lexicons = None if template is None else load_lexicons(template)   # all inputs before any work
     if init_model is not None:
         init = Model.load(init_model)
+        _check_init_kind(init)
         if template is not None:
             check_init_template(template, lexicons, init, init_model)
         template = None
@@ -274,6 +275,12 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+def _check_init_kind(init):
+    """--init continues the training of one CRF: a bag, pipeline or factorial file is refused (its
+    first part is not the model)."""
+    init.require_kind("crf", "--init", hint="tag with it (crftk tag), or train from a template")
 
 
 def check_init_template(template, lexicons, init, init_path):
@@ -431,8 +438,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
+        _check_init_kind(init)
         if init.order != 1 or init.model_type != "crf":
-            raise CrftkError("--init takes a first-order CRF model")
+            raise CrftkError("--init takes a first-order CRF model", init.source)
         template = init.space.template
     elif template.pairs or template.pair_plain:
         line = template.pairs[0].lineno if template.pairs else template.pair_plain
