@@ -597,29 +597,64 @@ def _count(X, name):
     if isinstance(X, (str, bytes, os.PathLike)):
         raise CrftkError(f"{name} is a path or a string, not a list of sentences: read a file with "
                          f"crftk.read_conll(path, label_col=-1)")
+    if isinstance(X, Mapping):
+        raise CrftkError(f"{name} is a dict: it must be a list with one entry per sentence")
     try:
         return len(X)
     except TypeError:
-        raise TypeError(f"{name} must be a list of sentences, not {type(X).__name__}") from None
+        raise CrftkError(f"{name} must be a list with one entry per sentence, not {_a(X)}") from None
 
 
-def _label_lists(y, name, X=None):
-    """y as a list of label lists, checked against the sentences of X."""
+def _a(value):
+    """A value's type for a message: "None", "an int", "a dict"."""
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+def _is_sequence(value):
+    """Whether a sentence or a row can be a list of rows or of strings (a dict or a number cannot)."""
+    if value is None or isinstance(value, Mapping):
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _label_lists(y, name, X=None, *, training=False):
+    """y as a list of label lists, checked against the sentences of X; with ``training``, every
+    label must be able to be a column of a CoNLL file (what a model file must hold)."""
     n = _count(y, name)
-    if X is not None and n != _count(X, "X"):
-        raise CrftkError(f"X has {_count(X, 'X')} sentences but {name} has {n} label sequences")
+    if X is not None:
+        X = list(X)
+        if n != len(X):
+            raise CrftkError(f"X has {len(X)} sentences but {name} has {n} label sequences")
     out = []
     for i, labels in enumerate(y):
         if isinstance(labels, str):
             raise CrftkError(f"{name}[{i}] is a str: {name} holds one sequence of labels per sentence")
+        if isinstance(labels, bytes) or not _is_sequence(labels):
+            raise CrftkError(f"{name}[{i}] is {_a(labels)}: {name} holds one sequence of labels (strings) "
+                             f"per sentence")
         labels = list(labels)
         try:
             "".join(labels)
         except TypeError:
             bad = next(x for x in labels if not isinstance(x, str))
             raise CrftkError(f"{name}[{i}] holds a {type(bad).__name__} ({shown(bad)}); labels are strings") from None
-        if X is not None and not isinstance(X[i], (str, bytes)) and len(labels) != len(X[i]):
-            raise CrftkError(f"X[{i}] has {len(X[i])} tokens but {name}[{i}] has {len(labels)} labels")
+        if training:
+            for t, label in enumerate(labels):
+                if not label or any(c.isspace() for c in label):
+                    what = "is an empty label" if not label else f"({shown(label)}) holds white space"
+                    raise CrftkError(f"{name}[{i}][{t}] {what}: a label is one column of a CoNLL file, and a "
+                                     f"model file holds no other")
+        sentence = None if X is None else X[i]
+        if sentence is not None and not isinstance(sentence, (str, bytes)) and hasattr(sentence, "__len__") \
+                and len(labels) != len(sentence):
+            raise CrftkError(f"X[{i}] has {len(sentence)} tokens but {name}[{i}] has {len(labels)} labels")
         out.append(labels)
     return out
 
@@ -633,7 +668,7 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
     unless the label column is the last one, which a row may lack.
     """
     n = _count(X, name)
-    labels = _label_lists(y, y_name, X) if y is not None else None
+    labels = _label_lists(y, y_name, X, training=True) if y is not None else None
     if docs is not None:
         if _count(docs, docs_name) != n:
             raise CrftkError(f"{name} has {n} sentences but {docs_name} has {_count(docs, docs_name)} entries")
@@ -645,14 +680,17 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
     first = None
     index, out = [], []
     for i, sent in enumerate(X):
-        if isinstance(sent, (str, bytes)):
-            raise CrftkError(f"{name}[{i}] is a {type(sent).__name__}: a sentence is a list of token "
+        if isinstance(sent, (str, bytes)) or not _is_sequence(sent):
+            raise CrftkError(f"{name}[{i}] is {_a(sent)}: a sentence is a list of token "
                              f"rows (for one column, a list of strings)")
         rows = []
         for t, row in enumerate(sent):
             if isinstance(row, Mapping):
                 raise CrftkError(f"{name}[{i}][{t}] is a dict of features (python-crfsuite's input): "
                                  f"{_NO_FEATURE_INPUT}")
+            if not _is_sequence(row):
+                raise CrftkError(f"{name}[{i}][{t}] is {_a(row)}: a token row is a list of column strings "
+                                 f"(for one column, a string)")
             row = [row] if isinstance(row, str) else list(row)
             if width is None:
                 width, first = len(row), (i, t)
@@ -977,7 +1015,7 @@ class FactorialCRF(_Estimator):
     def _rows(X, Y, name, width=None):
         _, sentences = _sentences(X, name, width, -1, None, None, None, None)
         if Y is not None:
-            Y = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
+            Y = [_label_lists(y, f"Y[{c}]", X, training=True) for c, y in enumerate(Y)]
             nonempty = [i for i, s in enumerate(X) if len(s)]
             for k, i in enumerate(nonempty):
                 for t, row in enumerate(sentences[k].rows):
@@ -988,7 +1026,7 @@ class FactorialCRF(_Estimator):
     def fit(self, X, Y, X_dev=None, Y_dev=None):
         """Train on sentences X with one list of label sequences per chain in Y; returns self."""
         from crftk.commands.factorial import fit_factorial
-        if Y is None or len(Y) < 2:
+        if Y is None or _count(Y, "Y") < 2:
             raise CrftkError("a factorial CRF needs two or more label sequence lists (one per chain) in Y")
         if self.template is None:
             raise CrftkError("FactorialCRF needs a template")
