@@ -303,6 +303,7 @@ class CRF(_Estimator):
                         f"not {type(init).__name__}")
 
     def _set_model(self, model):
+        model.require_kind("crf", "crftk.CRF")
         self.model_ = model
         self.classes_ = list(Tagger(model, threads=1).output_names)
 
@@ -402,7 +403,9 @@ class CRF(_Estimator):
     @classmethod
     def load(cls, path):
         """A fitted CRF from a model file (from save, crftk train or crftk induce)."""
-        return cls._from_model(Model.load(path))
+        model = Model.load(path)
+        model.require_kind("crf", "crftk.CRF.load")
+        return cls._from_model(model)
 
     @classmethod
     def _from_model(cls, model):
@@ -468,8 +471,9 @@ class Bag(_Estimator):
 
     def _set_model(self, model):
         from crftk.ensemble.bag import Bag as _Bag
-        self.model_ = model
+        model.require_kind("bag", "crftk.Bag")
         self.classes_ = list(_Bag.from_model(model).labels)
+        self.model_ = model
 
     def _tagged(self, X, docs, combine, decode, weights):
         from crftk.commands.tag import input_widths, tagger_for
@@ -539,7 +543,8 @@ class Bag(_Estimator):
     @classmethod
     def load(cls, path):
         model = Model.load(path)
-        bag = cls(model.info.get("bag", {}).get("templates", []))
+        model.require_kind("bag", "crftk.Bag.load")
+        bag = cls(model.info["bag"].get("templates", []))
         bag._set_model(model)
         return bag
 
@@ -627,29 +632,64 @@ def _count(X, name):
     if isinstance(X, (str, bytes, os.PathLike)):
         raise CrftkError(f"{name} is a path or a string, not a list of sentences: read a file with "
                          f"crftk.read_conll(path, label_col=-1)")
+    if isinstance(X, Mapping):
+        raise CrftkError(f"{name} is a dict: it must be a list with one entry per sentence")
     try:
         return len(X)
     except TypeError:
-        raise TypeError(f"{name} must be a list of sentences, not {type(X).__name__}") from None
+        raise CrftkError(f"{name} must be a list with one entry per sentence, not {_a(X)}") from None
 
 
-def _label_lists(y, name, X=None):
-    """y as a list of label lists, checked against the sentences of X."""
+def _a(value):
+    """A value's type for a message: "None", "an int", "a dict"."""
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+def _is_sequence(value):
+    """Whether a sentence or a row can be a list of rows or of strings (a dict or a number cannot)."""
+    if value is None or isinstance(value, Mapping):
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _label_lists(y, name, X=None, *, training=False):
+    """y as a list of label lists, checked against the sentences of X; with ``training``, every
+    label must be able to be a column of a CoNLL file (what a model file must hold)."""
     n = _count(y, name)
-    if X is not None and n != _count(X, "X"):
-        raise CrftkError(f"X has {_count(X, 'X')} sentences but {name} has {n} label sequences")
+    if X is not None:
+        X = list(X)
+        if n != len(X):
+            raise CrftkError(f"X has {len(X)} sentences but {name} has {n} label sequences")
     out = []
     for i, labels in enumerate(y):
         if isinstance(labels, str):
             raise CrftkError(f"{name}[{i}] is a str: {name} holds one sequence of labels per sentence")
+        if isinstance(labels, bytes) or not _is_sequence(labels):
+            raise CrftkError(f"{name}[{i}] is {_a(labels)}: {name} holds one sequence of labels (strings) "
+                             f"per sentence")
         labels = list(labels)
         try:
             "".join(labels)
         except TypeError:
             bad = next(x for x in labels if not isinstance(x, str))
             raise CrftkError(f"{name}[{i}] holds a {type(bad).__name__} ({shown(bad)}); labels are strings") from None
-        if X is not None and not isinstance(X[i], (str, bytes)) and len(labels) != len(X[i]):
-            raise CrftkError(f"X[{i}] has {len(X[i])} tokens but {name}[{i}] has {len(labels)} labels")
+        if training:
+            for t, label in enumerate(labels):
+                if not label or any(c.isspace() for c in label):
+                    what = "is an empty label" if not label else f"({shown(label)}) holds white space"
+                    raise CrftkError(f"{name}[{i}][{t}] {what}: a label is one column of a CoNLL file, and a "
+                                     f"model file holds no other")
+        sentence = None if X is None else X[i]
+        if sentence is not None and not isinstance(sentence, (str, bytes)) and hasattr(sentence, "__len__") \
+                and len(labels) != len(sentence):
+            raise CrftkError(f"X[{i}] has {len(sentence)} tokens but {name}[{i}] has {len(labels)} labels")
         out.append(labels)
     return out
 
@@ -665,7 +705,7 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=Non
     (crftk.io.conll.Widths, in a file's columns) that the first row's must give.
     """
     n = _count(X, name)
-    labels = _label_lists(y, y_name, X) if y is not None else None
+    labels = _label_lists(y, y_name, X, training=True) if y is not None else None
     if docs is not None:
         if _count(docs, docs_name) != n:
             raise CrftkError(f"{name} has {n} sentences but {docs_name} has {_count(docs, docs_name)} entries")
@@ -677,14 +717,17 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=Non
     first = None
     index, out = [], []
     for i, sent in enumerate(X):
-        if isinstance(sent, (str, bytes)):
-            raise CrftkError(f"{name}[{i}] is a {type(sent).__name__}: a sentence is a list of token "
+        if isinstance(sent, (str, bytes)) or not _is_sequence(sent):
+            raise CrftkError(f"{name}[{i}] is {_a(sent)}: a sentence is a list of token "
                              f"rows (for one column, a list of strings)")
         rows = []
         for t, row in enumerate(sent):
             if isinstance(row, Mapping):
                 raise CrftkError(f"{name}[{i}][{t}] is a dict of features (python-crfsuite's input): "
                                  f"{_NO_FEATURE_INPUT}")
+            if not _is_sequence(row):
+                raise CrftkError(f"{name}[{i}][{t}] is {_a(row)}: a token row is a list of column strings "
+                                 f"(for one column, a string)")
             row = [row] if isinstance(row, str) else list(row)
             message = None
             if width is None:
@@ -1034,7 +1077,7 @@ class FactorialCRF(_Estimator):
     def _rows(X, Y, name, width=None):
         _, sentences = _sentences(X, name, width, -1, None, None, None, None)
         if Y is not None:
-            Y = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
+            Y = [_label_lists(y, f"Y[{c}]", X, training=True) for c, y in enumerate(Y)]
             nonempty = [i for i, s in enumerate(X) if len(s)]
             for k, i in enumerate(nonempty):
                 for t, row in enumerate(sentences[k].rows):
@@ -1045,7 +1088,7 @@ class FactorialCRF(_Estimator):
     def fit(self, X, Y, X_dev=None, Y_dev=None):
         """Train on sentences X with one list of label sequences per chain in Y; returns self."""
         from crftk.commands.factorial import fit_factorial
-        if Y is None or len(Y) < 2:
+        if Y is None or _count(Y, "Y") < 2:
             raise CrftkError("a factorial CRF needs two or more label sequence lists (one per chain) in Y")
         if self.template is None:
             raise CrftkError("FactorialCRF needs a template")
@@ -1065,6 +1108,7 @@ class FactorialCRF(_Estimator):
         return self
 
     def _set_model(self, model):
+        model.require_kind("factorial", "crftk.FactorialCRF")
         self.model_ = model
         self.classes_ = [list(x) for x in model.structure.output_labels]
 
@@ -1114,8 +1158,7 @@ class FactorialCRF(_Estimator):
     @classmethod
     def load(cls, path, **kw):
         model = Model.load(path)
-        if model.structure_name != "factorial":
-            raise CrftkError(f"{path} is a {model.structure_name} model, not a factorial CRF", path)
+        model.require_kind("factorial", "crftk.FactorialCRF.load")
         est = cls(model.space.template.text, **kw)
         est._set_model(model)
         return est

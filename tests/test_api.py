@@ -197,6 +197,53 @@ def test_bad_data_and_options_are_crftk_errors():
         CRF(SMALL_TEMPLATE, c3=1)
 
 
+@pytest.mark.parametrize("label, message", [
+    ("", r"y\[1\]\[2\] is an empty label"),
+    ("B NP", r"y\[1\]\[2\] \('B NP'\) holds white space"),
+    ("O\t", r"y\[1\]\[2\] \('O\\t'\) holds white space"),
+    ("\u2003", r"y\[1\]\[2\] .* holds white space"),
+])
+def test_fit_refuses_a_label_that_no_model_file_can_hold(tmp_path, label, message):
+    # issue 31: fit took it and save wrote the model, which CRF.load, crftk tag and pickle refused
+    y = [list(TINY_Y[0]), list(TINY_Y[1]), list(TINY_Y[2])]
+    y[1][2] = label
+    with pytest.raises(CrftkError, match=message):
+        CRF(SMALL_TEMPLATE, **OPTIONS).fit(TINY_X, y)
+    with pytest.raises(CrftkError, match=message.replace("y", "y_dev", 1)):
+        CRF(SMALL_TEMPLATE, **OPTIONS).fit(TINY_X, TINY_Y, TINY_X, y)
+
+
+@pytest.mark.parametrize("X, y, message", [
+    # each was a raw TypeError (or KeyError) from inside the estimator
+    ([None, TINY_X[1]], TINY_Y[:2], r"X\[0\] is None: a sentence is a list of token rows"),
+    ([[None, ["cat", "NN"]]], [["B-NP", "I-NP"]], r"X\[0\]\[0\] is None: a token row is a list"),
+    ([[["The", "DT"], 7]], [["B-NP", "I-NP"]], r"X\[0\]\[1\] is an int: a token row is a list"),
+    ([1, 2], [["O"], ["O"]], r"X\[0\] is an int: a sentence is a list of token rows"),
+    ({"a": 1, "b": 2}, [["O"], ["O"]], "X is a dict: it must be a list with one entry per sentence"),
+    ({0: TINY_X[0], 1: TINY_X[1]}, TINY_Y[:2], "X is a dict"),
+    (7, TINY_Y, "X must be a list with one entry per sentence, not an int"),
+    (TINY_X, [None, TINY_Y[1], TINY_Y[2]], r"y\[0\] is None: y holds one sequence of labels"),
+    (TINY_X, {0: TINY_Y[0]}, "y is a dict"),
+])
+def test_input_of_the_wrong_shape_is_a_crftk_error(X, y, message):
+    with pytest.raises(CrftkError, match=message):
+        CRF(SMALL_TEMPLATE, **OPTIONS).fit(X, y)
+
+
+def test_predict_and_score_refuse_input_of_the_wrong_shape(fitted_tiny):
+    for X, message in [([None], r"X\[0\] is None"), ([[None]], r"X\[0\]\[0\] is None"), ([3], r"X\[0\] is an int"),
+                       ({"a": 1}, "X is a dict")]:
+        with pytest.raises(CrftkError, match=message):
+            fitted_tiny.predict(X)
+    with pytest.raises(CrftkError, match=r"y\[0\] is None"):
+        fitted_tiny.score(TINY_X, [None, TINY_Y[1], TINY_Y[2]])
+
+
+@pytest.fixture(scope="module")
+def fitted_tiny():
+    return CRF(SMALL_TEMPLATE, **OPTIONS).fit(TINY_X, TINY_Y)
+
+
 def test_training_warnings_are_python_warnings_and_verbose_logs(capsys):
     with pytest.warns(UserWarning, match="no U lines"):
         CRF("B\n", **OPTIONS).fit(TINY_X, TINY_Y)

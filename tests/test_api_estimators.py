@@ -315,3 +315,47 @@ def test_feature_dicts_are_refused_with_a_pointer_to_the_row_format(X):
     fitted = CRF("U00:%x[0,0]\nB\n", max_iter=2).fit(TINY_X, TINY_Y)
     with pytest.raises(CrftkError, match=message):
         fitted.predict(X)
+
+
+TWO_BAGS = ["U00:%x[0,0]\nB\n", "U00:%x[0,1]\nB\n"]
+
+
+@pytest.mark.parametrize("label, message", [("", "is an empty label"), ("I NP", r"\('I NP'\) holds white space")])
+def test_bag_and_factorial_fit_refuse_a_label_no_model_file_can_hold(label, message):
+    # issue 31: fit took it, save wrote a model that nothing could load
+    y = [list(TINY_Y[0]), [TINY_Y[1][0], label, TINY_Y[1][2]]]
+    with pytest.raises(CrftkError, match=rf"y\[1\]\[1\] {message}"):
+        Bag(TWO_BAGS, max_iter=2, threads=1).fit(TINY_X, y)
+    words = [[[r[0]] for r in s] for s in TINY_X]
+    tags = [[r[1] for r in s] for s in TINY_X]
+    with pytest.raises(CrftkError, match=rf"Y\[1\]\[1\]\[1\] {message}"):
+        FactorialCRF("U00:%x[0,0]\nB\n", max_iter=2, threads=1).fit(words, [tags, y])
+
+
+@pytest.mark.parametrize("X, message", [
+    ([None, TINY_X[1]], r"X\[0\] is None: a sentence is a list of token rows"),
+    ([[None, ["cat", "NN"]], TINY_X[1]], r"X\[0\]\[0\] is None: a token row is a list"),
+    ([1, 2], r"X\[0\] is an int"),
+    ({"a": 1, "b": 2}, "X is a dict"),
+])
+def test_bag_and_factorial_refuse_input_of_the_wrong_shape(X, message):
+    # raw TypeErrors (or a KeyError) before
+    with pytest.raises(CrftkError, match=message):
+        Bag(TWO_BAGS, max_iter=2, threads=1).fit(X, TINY_Y)
+    with pytest.raises(CrftkError, match=message):
+        FactorialCRF("U00:%x[0,0]\nB\n", max_iter=2, threads=1).fit(X, [TINY_Y, TINY_Y])
+    with pytest.raises(CrftkError, match="Y must be a list with one entry per sentence, not an int"):
+        FactorialCRF("U00:%x[0,0]\nB\n", max_iter=2, threads=1).fit(TINY_X, 5)
+    with pytest.raises(CrftkError, match=r"Y\[0\] must be a list with one entry per sentence, not None"):
+        FactorialCRF("U00:%x[0,0]\nB\n", max_iter=2, threads=1).fit(TINY_X, [None, TINY_Y])
+
+
+def test_bag_and_factorial_predict_refuse_input_of_the_wrong_shape():
+    bag = Bag(TWO_BAGS, max_iter=2, threads=1).fit(TINY_X, TINY_Y)
+    words = [[[r[0]] for r in s] for s in TINY_X]
+    fcrf = FactorialCRF("U00:%x[0,0]\nB\n", max_iter=2, threads=1).fit(words, [TINY_Y, TINY_Y])
+    for est in (bag, fcrf):
+        for X, message in [([None], r"X\[0\] is None"), ([[None]], r"X\[0\]\[0\] is None"), ([3], r"X\[0\] is an int"),
+                           ({"a": 1}, "X is a dict")]:
+            with pytest.raises(CrftkError, match=message):
+                est.predict(X)

@@ -35,9 +35,9 @@ from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace, Positions
 from crftk.io.conll import Sentence, describe_widths, input_batches, model_widths
 from crftk.io.stream import format_batch, gold_ids, tag_stream
-from crftk.model import Model, Part, _check_kind
+from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
 from crftk.progress import plural
-from crftk.structures import STRUCTURES, joint
+from crftk.structures import joint
 from crftk.structures.composed import Composed
 
 #: Pipelines of more stages than this would need more than 8 chains in the product kernel.
@@ -111,9 +111,7 @@ class Pipeline:
 
     @classmethod
     def from_model(cls, model, path=None, *, threads=0):
-        if model.structure_name != Composed.name:
-            raise CrftkError(f"not a pipeline: the model's structure is {model.structure_name} "
-                             f"(crftk compose makes pipelines)", path)
+        model.require_kind("pipeline", "crftk.Pipeline.load", path=path)
         spec = model.info.get("pipeline")
 
         def bad(what):
@@ -129,13 +127,14 @@ class Pipeline:
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), (str, type(None))):
                 raise bad(f"stage {i} is malformed")
             structure, info, feed = entry.get("structure"), entry.get("info"), entry.get("feed")
-            if structure not in STRUCTURES or structure == Composed.name or not isinstance(info, dict):
+            if structure not in CHAIN_STRUCTURES or not isinstance(info, dict):
                 raise bad(f"stage {i} has no valid structure or record")
             if i == 0 and feed is not None or i > 0 and (type(feed) is not int
                                                          or not 0 <= feed < part.space.n_columns
                                                          or feed == part.space.label_col):
                 raise bad(f"stage {i} has no valid fed column")
             _check_kind(info, path)
+            check_chain_model(structure, info, part.space, path, where=f"stage {i}: ")
             stages.append(Stage(Model(part.space, part.weights, info, structure=structure), feed,
                                 entry.get("name")))
         pipeline = cls(stages, model.info, threads=threads, path=path)
@@ -549,6 +548,9 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
     for i, m in enumerate(models):
         if m.structure_name == Composed.name:
             raise CrftkError(f"{_name(names, i)} is itself a pipeline; compose its models instead", path)
+        if m.kind != "crf":
+            raise CrftkError(f"{_name(names, i)} is {m.describe()}; the stages of a pipeline are CRFs (a chain "
+                             "of any order or an MEMM)", path)
     last = models[-1].space
     n_in = last.n_columns - 1 if last.label_col == last.n_columns - 1 else last.n_columns
     for i, (up, down, feed) in enumerate(zip(models, models[1:], feeds)):

@@ -264,6 +264,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         check_apart([*outputs, ("checkpoint", checkpoint[0])], [i for i in inputs if i[0] != "--init model"])
     if init_model is not None:
         init = Model.load(init_model)
+        _check_init_kind(init)
         if template is not None:
             check_init_template(template, lexicons, init, init_model)
         template = None
@@ -307,6 +308,12 @@ def _write_cross_output(text, path, folds, log):
     with AtomicWriter(path) as out:
         out.write(text)
     log(f"wrote the out-of-fold predictions of {folds} folds to {path}")
+
+
+def _check_init_kind(init):
+    """--init continues the training of one CRF: a bag, pipeline or factorial file is refused (its
+    first part is not the model)."""
+    init.require_kind("crf", "--init", hint="tag with it (crftk tag), or train from a template")
 
 
 def check_init_template(template, lexicons, init, init_path):
@@ -477,8 +484,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
+        _check_init_kind(init)
         if init.order != 1 or init.model_type != "crf":
-            raise CrftkError("--init takes a first-order CRF model")
+            raise CrftkError("--init takes a first-order CRF model", init.source)
         template = init.space.template
     elif template.pairs or template.pair_plain:
         line = template.pairs[0].lineno if template.pairs else template.pair_plain

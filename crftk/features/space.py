@@ -803,11 +803,15 @@ def _check_meta_types(meta, path):
 def _check_columns(meta, template, path):
     """Refuse a header whose column count, label column or lexicons do not fit its template."""
     n, label_col = meta["n_columns"], meta["label_col"]
-    if not 1 <= n <= MAX_COLUMNS or not -n <= label_col < n:
+    # crftk writes the label column counted from 0; the compiled readers index rows with it unchecked
+    if not 1 <= n <= MAX_COLUMNS or not 0 <= label_col < n:
         raise CrftkError(f"model file is inconsistent: label column {label_col} of {n} columns", path)
     if template.columns and max(template.columns) >= n:
         raise CrftkError(f"model file is inconsistent: its template reads column {max(template.columns)} "
                          f"of {n} columns", path)
+    if any(m.col == label_col for m in template.macros):     # as Template.check_columns refuses at training
+        raise CrftkError(f"model file is inconsistent: its template reads column {label_col}, its label column",
+                         path)
     missing = sorted(set(template.lexicons) - set(meta.get("lexicons", {})))
     if missing:
         raise CrftkError(f"model file is inconsistent: its template uses lexicon {shown(missing[0])}, "

@@ -258,7 +258,7 @@ def test_bags_on_different_label_sets_are_refused(files, tmp_path):
     with pytest.raises(CrftkError, match="bags must share one label set"):
         Bag([members[0], narrow], ["a", "c"], {})
     # and a model file whose parts disagree is refused at load, in one line
-    forged = Bag(members, ["a", "b"], {"members": ["a", "b"]}).to_model()
+    forged = Bag(members, ["a", "b"], {**m1.info["bag"], "members": ["a", "b"]}).to_model()
     forged.parts[1].space = narrow.space
     forged.parts[1].weights = narrow.weights
     path = tmp_path / "forged.bag"
