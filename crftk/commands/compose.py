@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from crftk import _product, params
+from crftk.ensemble.bag import is_bag
 from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace, Positions
 from crftk.io.conll import Sentence, describe_widths, input_batches, model_widths
@@ -39,6 +40,7 @@ from crftk.model import Model, Part, _check_kind
 from crftk.progress import plural
 from crftk.structures import STRUCTURES, joint
 from crftk.structures.composed import Composed
+from crftk.structures.factorial import Factorial
 
 #: Pipelines of more stages than this would need more than 8 chains in the product kernel.
 MAX_STAGES = 8
@@ -549,6 +551,12 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
     for i, m in enumerate(models):
         if m.structure_name == Composed.name:
             raise CrftkError(f"{_name(names, i)} is itself a pipeline; compose its models instead", path)
+        if m.structure_name == Factorial.name:
+            raise CrftkError(f"{_name(names, i)} is a factorial CRF ({len(m.output_labels)} label columns): a "
+                             f"pipeline composes models of one label column (train one per column)", path)
+        if is_bag(m):
+            raise CrftkError(f"{_name(names, i)} is a bag of CRFs: a pipeline composes single models (compose "
+                             f"the one CRF that 'crftk bag --export' writes)", path)
     last = models[-1].space
     n_in = last.n_columns - 1 if last.label_col == last.n_columns - 1 else last.n_columns
     for i, (up, down, feed) in enumerate(zip(models, models[1:], feeds)):
