@@ -590,10 +590,12 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
                                  f"model's {plural(n_in, 'input column')}) does not have", path)
 
 
-def compose(model_paths, feeds, output, *, log=_quiet):
+def compose(model_paths, feeds, output, *, log=_quiet, max_joint_labels=params.MAX_JOINT):
     """Write the pipeline of the given model files (``feeds[i]``: the column of model i+1
-    that model i's labels fill) to ``output``; returns the Pipeline."""
+    that model i's labels fill) to ``output``; returns the Pipeline. A joint label set (the
+    product of the stages' label counts) of more than ``max_joint_labels`` is refused."""
     from crftk.io.conll import check_inputs, check_output
+    max_joint_labels = params.MAX_JOINT_LABELS.check(max_joint_labels)
     check_output(output, "pipeline")
     check_inputs(model_paths)
     models = []
@@ -602,6 +604,7 @@ def compose(model_paths, feeds, output, *, log=_quiet):
         models.append(m)
     names = [str(p) for p in model_paths]
     pipeline = Pipeline.from_models(models, list(feeds), names=names, log=log)
+    _check_joint_size([len(s.labels) for s in pipeline.stages], max_joint_labels)
     pipeline.info["composed_from"] = names
     for s, p in zip(pipeline.stages, names):
         s.name = p
@@ -723,3 +726,13 @@ def _log_accuracy(log, pipeline, correct, scored):
         acc = [f"stage {c + 1} {100 * correct[c] / scored:.2f}" for c in range(C)]
         log(f"token accuracy against the input's columns {pipeline.gold_cols}: {', '.join(acc)}, "
             f"all stages together {100 * correct[C] / scored:.2f}")
+
+
+def _check_joint_size(label_counts, most):
+    """CrftkError when the product of the stages' label counts exceeds ``most`` (it would
+    only fail at tag time, out of memory)."""
+    joint = math.prod(label_counts)
+    if joint > most:
+        raise CrftkError(f"the joint label set has {joint:,} labels ({' x '.join(map(str, label_counts))}), more "
+                         f"than --max-joint-labels {most:,}: joint decoding keeps tables of that many labels "
+                         f"per token (raise the limit if the memory is there)")

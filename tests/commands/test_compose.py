@@ -231,6 +231,20 @@ def test_compose_refuses_a_factorial_crf_or_a_bag_in_one_line(files, tmp_path):
         assert not (tmp_path / "p").exists()
 
 
+def test_compose_bounds_the_joint_label_set(files, tmp_path):
+    d, _, _, m = files
+    n_pos, n_chunk = (len(Model.load(m[x]).output_labels) for x in ("pos", "chunk0"))
+    joint = n_pos * n_chunk
+    code, _, err = cli("compose", "-m", m["pos"], "-m", m["chunk0"], "--feed", 1, "--max-joint-labels", joint - 1,
+                       "-o", tmp_path / "p")
+    assert (code, err.count("\n")) == (1, 1) and not (tmp_path / "p").exists()
+    assert err.startswith(f"crftk: error: the joint label set has {joint:,} labels ({n_pos} x {n_chunk}), more "
+                          f"than --max-joint-labels {joint - 1:,}: ")
+    code, _, err = cli("compose", "-m", m["pos"], "-m", m["chunk0"], "--feed", 1, "--max-joint-labels", joint,
+                       "-o", tmp_path / "p")
+    assert code == 0 and (tmp_path / "p").exists()
+
+
 def test_tag_errors_write_nothing(files):
     d, _, test, m = files
     pipe = compose_file(files)
