@@ -137,7 +137,19 @@ def _file_option(*names, help, required=False):
 
 
 def max_sentence_option(f):
-    return _option(params.MAX_SENTENCE_TOKENS)(f)
+    return _option(params.MAX_SENTENCE_TOKENS)(max_line_option(f))
+
+
+def _set_max_line_bytes(ctx, param, value):
+    from crftk.io.conll import set_max_line_bytes
+    set_max_line_bytes(value)
+
+
+def max_line_option(f):
+    """--max-line-bytes: every reader of the process takes it (set as the option is parsed)."""
+    p = params.MAX_LINE_BYTES
+    return click.option(p.option, type=p.type, default=p.default, show_default=True, help=p.help,
+                        metavar="N", expose_value=False, callback=_set_max_line_bytes)(f)
 
 
 def _param_options(declarations, multiple=()):
@@ -305,11 +317,12 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
                    "predictions fill (e.g. 1, the POS column of a chunker fed by a POS tagger).")
 @click.option("--output", "-o", required=True, metavar="PIPELINE",
               help="The pipeline's model file (written atomically); tag it with crftk tag -m.")
-def compose(models, feeds, output):
+@_option(params.MAX_JOINT_LABELS, metavar="N")
+def compose(models, feeds, output, max_joint_labels):
     """Compose trained models into a pipeline (Sutton & McCallum 2005): each model's predictions
     fill an input column of the next. `crftk tag -m PIPELINE` decodes it in cascade or jointly."""
     from crftk.commands.compose import compose as run
-    run(list(models), list(feeds), output, log=_log)
+    run(list(models), list(feeds), output, log=_log, max_joint_labels=max_joint_labels)
 
 
 @main.command(context_settings=CONTEXT)
@@ -364,6 +377,7 @@ def bag(train_files, templates, model_path, dev_file, weights_file, export_path,
               help="What McNemar's test compares: per-token or per-sentence correctness.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the scores as JSON (precision, recall, F1 and accuracies in percent).")
+@max_line_option
 def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     """Score labels like conlleval: chunk P/R/F1 per type, token and sentence accuracy.
 
@@ -428,6 +442,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
 @click.option("--icase", is_flag=True, help="Match ignoring case.")
 @click.option("--min-count", type=Integer(1, MAX_COUNT), default=1, show_default=True,
               help="Keep entries seen at least this many times.")
+@max_line_option
 def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
     """Build one lexicon per entity type from labeled CoNLL files (WebListing's seed step).
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import click
 
+from crftk.io.conll import MAX_LINE_BYTES as MAX_LINE
 from crftk.io.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
 from crftk.errors import CrftkError, shown
 from crftk.features.templates import MAX_COLUMNS
@@ -355,6 +356,16 @@ CHECKPOINT_EVERY = Param("checkpoint_every", 0, Integer(0, MAX_ITER),
 MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")
+MAX_LINE_BYTES = Param("max_line_bytes", MAX_LINE, Integer(1, MAX_COUNT),
+                       "Longest line accepted in any text file read (data, templates, lexicons, weight "
+                       "files), in bytes: a longer one is an error (a stream without line ends, such as "
+                       "/dev/zero, would never end).")
+#: Default most labels of a pipeline's joint label set (the product of its stages').
+MAX_JOINT = 1_000_000
+MAX_JOINT_LABELS = Param("max_joint_labels", MAX_JOINT, Integer(1, 10**15),
+                         "Most labels in a pipeline's joint label set (the product of its stages' label "
+                         "counts): a larger product is refused, since joint decoding keeps tables of that "
+                         "many labels per token.")
 
 #: Message-passing sweeps per sentence (each sweep passes every message of the grid once or twice).
 MAX_SWEEPS = 100_000

@@ -25,6 +25,8 @@ ERR_NONE = 0
 ERR_UTF8 = 1
 ERR_COLUMNS = 2
 ERR_TOO_LONG = 3
+ERR_LINE_TOO_LONG = 4      # a line of more than max_line bytes (or that many without a line end yet)
+ERR_CR_ONLY = 5            # line 1 goes on past a CR: the file's line ends are CR alone
 
 cdef uint8_t WS[256]
 for _c in range(256):
@@ -94,6 +96,19 @@ cdef inline int split_fields(const uint8_t* p, Py_ssize_t n, Py_ssize_t* starts,
         i = j
 
 
+cdef inline bint text_after_cr(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Whether p[:n] holds a CR followed, later, by something other than white space (a CR that
+    ends a line of a file with CR-only line ends; a CRLF line end leaves only white space)."""
+    cdef const uint8_t* cr = <const uint8_t*> memchr(p, 13, n)
+    cdef Py_ssize_t i
+    if cr == NULL:
+        return False
+    for i in range(cr - p, n):
+        if not WS[p[i]]:
+            return True
+    return False
+
+
 cdef class Grow:
     """A growable int64 array."""
     cdef int64_t* data
@@ -139,7 +154,7 @@ cdef class Reader:
     figures the message needs.
     """
 
-    cdef public Py_ssize_t lineno, doc, fixed, fixed_at, limit, error_line, error_found, error_start
+    cdef public Py_ssize_t lineno, doc, fixed, fixed_at, limit, max_line, error_line, error_found, error_start
     cdef public int error
     cdef public bint doc_used, after_kept, started
     cdef public object separator, allowed
@@ -147,8 +162,9 @@ cdef class Reader:
     cdef bint any_count
     cdef Py_ssize_t min_columns
 
-    def __init__(self, allowed, min_columns=1, first_doc=0, limit=None):
-        """allowed: a set of column counts or None (any); limit: longest sentence or None."""
+    def __init__(self, allowed, min_columns=1, first_doc=0, limit=None, max_line=None):
+        """allowed: a set of column counts or None (any); limit: longest sentence or None;
+        max_line: longest line in bytes, without its end, or None."""
         cdef int k
         self.lineno = 0
         self.doc = first_doc
@@ -159,6 +175,7 @@ cdef class Reader:
         self.fixed_at = 0
         self.min_columns = min_columns
         self.limit = -1 if limit is None else limit
+        self.max_line = -1 if max_line is None else max_line
         self.separator = None
         self.allowed = allowed
         self.any_count = allowed is None
@@ -194,6 +211,11 @@ cdef class Reader:
             nl_ptr = <const uint8_t*> memchr(p + pos, 10, n - pos)
             if nl_ptr == NULL:
                 if not eof:
+                    if 0 <= self.max_line < n - pos:     # an endless line (/dev/zero): stop waiting
+                        self.error, self.error_line = ERR_LINE_TOO_LONG, lineno + 1
+                        if lineno == 0 and text_after_cr(p + pos, n - pos):
+                            self.error = ERR_CR_ONLY
+                        return 0, None
                     break                # an incomplete line: wait for more bytes
                 nl = n
             else:
@@ -207,6 +229,12 @@ cdef class Reader:
                     line_start += 3
             lineno += 1
             pos = nl + 1 if nl < n else n
+            if lineno == 1 and text_after_cr(p + line_start, line_end - line_start):
+                self.error, self.error_line = ERR_CR_ONLY, lineno
+                return 0, None
+            if 0 <= self.max_line < line_end - line_start:
+                self.error, self.error_line = ERR_LINE_TOO_LONG, lineno
+                return 0, None
             bad = utf8_invalid(p + line_start, line_end - line_start)
             if bad >= 0:
                 self.error, self.error_line, self.error_start = ERR_UTF8, lineno, bad
@@ -601,21 +629,29 @@ cdef class Encoder:
 
 def field_strings(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end, int col,
                   const int64_t[::1] tokens):
-    """The value of file column ``col`` on each of the given token lines, as str."""
-    cdef Py_ssize_t starts[64]
-    cdef Py_ssize_t ends[64]
+    """The value of file column ``col`` (>= 0) on each of the given token lines, as str."""
     cdef Py_ssize_t k, t
     cdef const uint8_t* line
     cdef char* base = <char*> &block[0] if block.shape[0] else NULL
-    if not 0 <= col < 64:
-        raise ValueError("field_strings reads one of the first 64 columns")
+    if not 0 <= col < 2**31 - 1:
+        raise ValueError(f"field_strings: column {col} is not a column index")
+    cdef Py_ssize_t* starts = <Py_ssize_t*> malloc((col + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* ends = <Py_ssize_t*> malloc((col + 1) * sizeof(Py_ssize_t))
     out = []
-    for k in range(tokens.shape[0]):
-        t = tokens[k]
-        line = &block[0] + tok_start[t]
-        if split_fields(line, tok_end[t] - tok_start[t], starts, ends, col + 1) <= col:
-            raise ValueError(f"token line {t} has no column {col}")
-        out.append(base[tok_start[t] + starts[col]:tok_start[t] + ends[col]].decode("utf-8", "surrogatepass"))
+    try:
+        if starts == NULL or ends == NULL:
+            raise MemoryError()
+        for k in range(tokens.shape[0]):
+            t = tokens[k]
+            if not 0 <= t < tok_start.shape[0]:
+                raise ValueError(f"field_strings: no token line {t}")
+            line = &block[0] + tok_start[t]
+            if split_fields(line, tok_end[t] - tok_start[t], starts, ends, col + 1) <= col:
+                raise ValueError(f"token line {t} has no column {col}")
+            out.append(base[tok_start[t] + starts[col]:tok_start[t] + ends[col]].decode("utf-8", "surrogatepass"))
+    finally:
+        free(starts)
+        free(ends)
     return out
 
 
@@ -801,47 +837,59 @@ cdef class Interner:
 def column_ids(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
                columns, tables):
     """int64 [N, C]: for each token line, the id of its value in each of ``columns`` (file column
-    indices): looked up in the matching :class:`ColumnIds` (-1: not there), or interned in the
-    matching :class:`Interner` (new values get new ids)."""
+    indices, any number of them, each >= 0): looked up in the matching :class:`ColumnIds` (-1:
+    not there, or the line has no such column), or interned in the matching :class:`Interner`
+    (new values get new ids)."""
     cdef Py_ssize_t N = tok_start.shape[0], C = len(columns), t, i
     out_np = np.empty((N, max(C, 1)), dtype=np.int64)
     cdef int64_t[:, ::1] out = out_np
-    cdef Py_ssize_t starts[64]
-    cdef Py_ssize_t ends[64]
-    cdef int32_t col[64]
-    cdef void* found[64]
-    cdef bint grows[64]
     cdef int cap = 0, nf
     cdef const uint8_t* line
     cdef int64_t v
     cdef bint failed = False
-    if C > 64 or (C and max(columns) >= 64):
-        raise ValueError("column_ids reads at most 64 columns")
+    if len(tables) != C:
+        raise ValueError("column_ids takes one table per column")
     for i in range(C):
         if not isinstance(tables[i], (ColumnIds, Interner)):
             raise TypeError("column_ids takes a ColumnIds or an Interner per column")
-        col[i] = columns[i]
-        if col[i] < 0:      # counted from 0: rows are split into fields 0..cap-1 only
-            raise ValueError(f"column_ids reads columns from 0, not {col[i]}")
-        found[i] = <void*> tables[i]
-        grows[i] = isinstance(tables[i], Interner)
-        cap = max(cap, col[i] + 1)
+        if not 0 <= columns[i] < 2**31 - 1:
+            raise ValueError(f"column_ids: column {columns[i]!r} is not a column index")
+        cap = max(cap, columns[i] + 1)
     if N == 0 or C == 0:
         return out_np[:, :C]
-    with nogil:
-        for t in range(N):
-            line = &block[0] + tok_start[t]
-            nf = split_fields(line, tok_end[t] - tok_start[t], starts, ends, cap)
-            for i in range(C):
-                if col[i] >= nf:        # a column the batch's rows lack
-                    v = -1
-                elif grows[i]:
-                    v = (<Interner> found[i]).intern(line + starts[col[i]], ends[col[i]] - starts[col[i]])
-                    if v < 0:
-                        failed = True
-                else:
-                    v = (<ColumnIds> found[i])._find(line + starts[col[i]], ends[col[i]] - starts[col[i]])
-                out[t, i] = v
+    # the bounds of the first cap fields of a line, and per column its index, table and kind
+    cdef Py_ssize_t* starts = <Py_ssize_t*> malloc(cap * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* ends = <Py_ssize_t*> malloc(cap * sizeof(Py_ssize_t))
+    cdef int32_t* col = <int32_t*> malloc(C * sizeof(int32_t))
+    cdef void** found = <void**> malloc(C * sizeof(void*))
+    cdef bint* grows = <bint*> malloc(C * sizeof(bint))
+    try:
+        if starts == NULL or ends == NULL or col == NULL or found == NULL or grows == NULL:
+            raise MemoryError()
+        for i in range(C):
+            col[i] = columns[i]
+            found[i] = <void*> tables[i]
+            grows[i] = isinstance(tables[i], Interner)
+        with nogil:
+            for t in range(N):
+                line = &block[0] + tok_start[t]
+                nf = split_fields(line, tok_end[t] - tok_start[t], starts, ends, cap)
+                for i in range(C):
+                    if col[i] >= nf:        # a column the batch's rows lack
+                        v = -1
+                    elif grows[i]:
+                        v = (<Interner> found[i]).intern(line + starts[col[i]], ends[col[i]] - starts[col[i]])
+                        if v < 0:
+                            failed = True
+                    else:
+                        v = (<ColumnIds> found[i])._find(line + starts[col[i]], ends[col[i]] - starts[col[i]])
+                    out[t, i] = v
+    finally:
+        free(starts)
+        free(ends)
+        free(col)
+        free(found)
+        free(grows)
     if failed:
         raise MemoryError()
     return out_np[:, :C]

@@ -549,8 +549,10 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
         if m.structure_name == Composed.name:
             raise CrftkError(f"{_name(names, i)} is itself a pipeline; compose its models instead", path)
         if m.kind != "crf":
+            hint = {"bag": ": compose the one CRF that 'crftk bag --export' writes",
+                    "factorial": ": train one CRF per label column"}.get(m.kind, "")
             raise CrftkError(f"{_name(names, i)} is {m.describe()}; the stages of a pipeline are CRFs (a chain "
-                             "of any order or an MEMM)", path)
+                             f"of any order or an MEMM){hint}", path)
     last = models[-1].space
     n_in = last.n_columns - 1 if last.label_col == last.n_columns - 1 else last.n_columns
     for i, (up, down, feed) in enumerate(zip(models, models[1:], feeds)):
@@ -584,11 +586,13 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
                                  f"model's {plural(n_in, 'input column')}) does not have", path)
 
 
-def compose(model_paths, feeds, output, *, log=_quiet):
+def compose(model_paths, feeds, output, *, log=_quiet, max_joint_labels=params.MAX_JOINT):
     """Write the pipeline of the given model files (``feeds[i]``: the column of model i+1
-    that model i's labels fill) to ``output``; returns the Pipeline."""
+    that model i's labels fill) to ``output``; returns the Pipeline. A joint label set (the
+    product of the stages' label counts) of more than ``max_joint_labels`` is refused."""
     from crftk.io.conll import check_inputs, check_output
     from crftk.io.outputs import check_apart
+    max_joint_labels = params.MAX_JOINT_LABELS.check(max_joint_labels)
     check_output(output, "pipeline")
     check_inputs(model_paths)
     check_apart([("pipeline", output)], [("stage model", list(model_paths))])
@@ -598,6 +602,7 @@ def compose(model_paths, feeds, output, *, log=_quiet):
         models.append(m)
     names = [str(p) for p in model_paths]
     pipeline = Pipeline.from_models(models, list(feeds), names=names, log=log)
+    _check_joint_size([len(s.labels) for s in pipeline.stages], max_joint_labels)
     pipeline.info["composed_from"] = names
     for s, p in zip(pipeline.stages, names):
         s.name = p
@@ -719,3 +724,13 @@ def _log_accuracy(log, pipeline, correct, scored):
         acc = [f"stage {c + 1} {100 * correct[c] / scored:.2f}" for c in range(C)]
         log(f"token accuracy against the input's columns {pipeline.gold_cols}: {', '.join(acc)}, "
             f"all stages together {100 * correct[C] / scored:.2f}")
+
+
+def _check_joint_size(label_counts, most):
+    """CrftkError when the product of the stages' label counts exceeds ``most`` (it would
+    only fail at tag time, out of memory)."""
+    joint = math.prod(label_counts)
+    if joint > most:
+        raise CrftkError(f"the joint label set has {joint:,} labels ({' x '.join(map(str, label_counts))}), more "
+                         f"than --max-joint-labels {most:,}: joint decoding keeps tables of that many labels "
+                         f"per token (raise the limit if the memory is there)")

@@ -445,6 +445,9 @@ def _check_cluster(scheduler, workers, opt):
     if scheduler is not None and workers:
         raise CrftkError("give either --scheduler ADDRESS or --workers N, not both")
     require()
+    if scheduler is not None:
+        from crftk.distributed.cluster import check_address
+        check_address(scheduler)
     check_algorithm(opt["algorithm"])
 
 

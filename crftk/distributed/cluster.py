@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, UsageError, shown
 from crftk.params import available_cores
 
 INSTALL = "pip install crftk[dask]"
@@ -51,6 +51,9 @@ class Cluster:
         if bool(scheduler) == bool(workers):
             raise CrftkError("give either --scheduler ADDRESS or --workers N, not both"
                              if scheduler else "a cluster needs --scheduler ADDRESS or --workers N")
+        if scheduler:
+            require()
+            check_address(scheduler)
         self.scheduler = scheduler
         self.workers = int(workers or 0)
         self.threads = int(threads or 0)
@@ -161,6 +164,36 @@ class Cluster:
             if type(e).__name__ == "KilledWorker":
                 raise CrftkError(f"a task killed every worker it ran on ({_reason(e)}); {outcome}") from None
             raise
+
+
+def check_address(address):
+    """UsageError unless ``address`` is one Dask can connect to ([SCHEME://]HOST:PORT, a scheme it
+    knows): Dask's client, given a malformed one, fails only after it is made, and its
+    finalizer then blocks the exit for 40 seconds."""
+    from distributed.comm import parse_address, registry
+    from distributed.comm.addressing import parse_host_port
+    what = f"--scheduler {shown(address)}"
+    try:
+        scheme, location = parse_address(address)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"{what} is not a scheduler address ({_reason(e)})") from None
+    try:
+        registry.get_backend(scheme)
+    except ValueError:
+        known = ", ".join(sorted(set(registry.backends) - {"inproc"}))
+        raise UsageError(f"{what}: Dask knows no scheme {scheme!r} (it knows {known})") from None
+    if scheme == "inproc":
+        raise UsageError(f"{what}: an inproc address is only reachable inside the process that made it")
+    if scheme == "ucx":
+        return              # ucx resolves its own addresses
+    try:
+        host, port = parse_host_port(location)
+    except ValueError:
+        raise UsageError(f"{what} has no valid port: give HOST:PORT or {scheme}://HOST:PORT "
+                         f"(a scheduler listens on port 8786 by default)") from None
+    if not host or not 1 <= port <= 65535:
+        raise UsageError(f"{what} is not a scheduler address: give HOST:PORT or {scheme}://HOST:PORT with "
+                         f"a port from 1 to 65535")
 
 
 def worker_threads(threads):

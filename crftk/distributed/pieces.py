@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 
 from crftk.errors import CrftkError
+from crftk.io.conll import bounded_lines
 
 _DOCSTART = "-DOCSTART-"
 _ANNOTATIONS = ("prob", "nbest")
@@ -58,7 +59,7 @@ def first_token_line(path, name=None):
     """The first token line of a file (which fixes its separator and column count for the reader):
     (column separator, column count, the line's bytes, its line number), or Nones."""
     with _open(path, name) as f:
-        for lineno, raw in enumerate(f, 1):
+        for lineno, raw in enumerate(bounded_lines(f, name or path), 1):
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             if line_kind(raw) == TOKEN:

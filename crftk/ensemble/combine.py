@@ -145,8 +145,9 @@ def check_weights(weights, n_members, where=None):
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
     if w.size != n_members:
         raise CrftkError(f"{w.size} weights for {n_members} bags", *(where or ()))
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
         raise CrftkError("bag weights must be finite, non-negative and not all 0", *(where or ()))
+    w = w / w.max()             # first: the sum of weights near the float maximum overflows
     return w / w.sum()
 
 

@@ -125,9 +125,10 @@ def read_weight_file(path, names):
     """Weights from a text file: one ``NAME WEIGHT`` line per bag member (``#`` comments), or
     ``COMBINATION NAME=WEIGHT ...`` lines for several combinations; returns {method or None: w}."""
     from crftk.ensemble.combine import METHODS
+    from crftk.io.conll import bounded_lines
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+        with open(path, "rb") as fh:
+            lines = b"".join(bounded_lines(fh, path)).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise CrftkError(f"cannot read the weight file ({e.strerror if isinstance(e, OSError) else 'not UTF-8'})",
                          path) from None

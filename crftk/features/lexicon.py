@@ -277,8 +277,9 @@ class Lexicon:
             f = open(fspath, "rb")
         except OSError as e:
             raise CrftkError(f"cannot open for reading ({e.strerror or e})", fspath) from None
+        from crftk.io.conll import bounded_lines
         with f:
-            return cls._parse(f, name, ignore_case, fspath)
+            return cls._parse(bounded_lines(f, fspath), name, ignore_case, fspath)
 
     @classmethod
     def _parse(cls, lines, name, ignore_case, path):

@@ -364,10 +364,11 @@ def _make_macro(name, args, anchored, path, lineno):
 
 
 def read_template(path):
+    from crftk.io.conll import bounded_lines
     """Read and parse a template file (UTF-8)."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read()
+            data = b"".join(bounded_lines(fh, path))      # /dev/zero: an error, not a hang
         # decoded whole (not by a text-mode file) so that an undecodable byte has a line
         text = data.decode("utf-8").replace("\r\n", "\n")
     except FileNotFoundError:

@@ -74,6 +74,72 @@ _DOCSTART = "-DOCSTART-"
 #: Longest sentence read by default. CoNLL sentences are tens of tokens; a "sentence"
 #: of 100,000 is a file with its blank lines missing, whose lattice would take gigabytes.
 MAX_SENTENCE_TOKENS = 100_000
+#: Longest line (bytes, without its line end) the readers take unless told otherwise: past it a
+#: stream without line ends (/dev/zero, a binary file) is an error, not a read that never ends.
+MAX_LINE_BYTES = 1 << 20
+_max_line_bytes = MAX_LINE_BYTES
+
+
+def max_line_bytes():
+    """The longest line every reader of text files takes now (bytes, without its line end)."""
+    return _max_line_bytes
+
+
+def set_max_line_bytes(n):
+    """Set the longest line every reader of text files takes (``--max-line-bytes``); returns the
+    value it replaces."""
+    global _max_line_bytes
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"max_line_bytes must be a positive int, not {n!r}")
+    previous, _max_line_bytes = _max_line_bytes, n
+    return previous
+
+
+def line_too_long(name, lineno, limit=None):
+    """The CrftkError of a line longer than the limit (or as long without a line end yet)."""
+    limit = _max_line_bytes if limit is None else limit
+    return CrftkError(f"a line of more than {limit:,} bytes: is this a text file with line ends? "
+                      f"(--max-line-bytes raises the limit)", name, lineno)
+
+
+def bounded_lines(lines, name, limit=None):
+    """The lines of a binary file object (or of any iterable of lines), each checked against the
+    line limit as it is read: a file object's endless line is never read whole."""
+    limit = _max_line_bytes if limit is None else limit
+    readline = getattr(lines, "readline", None)
+    if readline is None or isinstance(lines, io.TextIOBase):
+        for lineno, line in enumerate(lines, 1):
+            if len(line) > limit + 1 or len(line) == limit + 1 and line[-1:] not in (b"\n", "\n"):
+                raise _overlong(line, name, lineno, limit)
+            yield line
+        return
+    lineno = 0
+    while True:
+        line = readline(limit + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > limit and line[-1:] != b"\n":
+            raise _overlong(line, name, lineno, limit)
+        yield line
+
+
+def _overlong(line, name, lineno, limit):
+    """The error of a line past the limit: a CR-only file's first line is one when long."""
+    if lineno == 1 and text_after_cr(line if isinstance(line, bytes) else line.encode("utf-8", "replace")):
+        return cr_only(name)
+    return line_too_long(name, lineno, limit)
+
+
+def text_after_cr(line):
+    """Whether a (first) line goes on past a CR: the file's line ends are CR alone."""
+    i = line.find(b"\r")
+    return i >= 0 and bool(line[i:].strip())
+
+
+def cr_only(name):
+    return CrftkError("the line ends are CR (\\r) only, as in old Mac files: convert them to \\n "
+                      "(tr '\\r' '\\n' < FILE > NEW)", name, 1)
 _ANNOTATIONS = ("prob", "nbest")
 
 # Every ASCII character str.split() treats as whitespace becomes a plain
@@ -198,7 +264,12 @@ def _utf8_error(name, lineno, err):
 def _text_stream_lines(stream, name):
     """Bytes lines from a text stream, turning decode errors into CrftkError."""
     lineno = 0
-    it = iter(stream)
+    readline = getattr(stream, "readline", None)
+    limit = _max_line_bytes
+    if readline is not None:            # a line longer than the limit is never read whole
+        it = iter(lambda: readline(limit + 1) or None, None)
+    else:
+        it = iter(stream)
     while True:
         try:
             line = next(it)
@@ -218,13 +289,13 @@ def _text_stream_lines(stream, name):
             raise CrftkError("not valid UTF-8", name, lineno) from None
 
 
-def _raw_stream_lines(raw):
+def _raw_stream_lines(raw, name):
     """Lines of an unbuffered binary stream, read through a buffer that is
     detached at the end so that the caller's stream is not closed."""
     buffered = io.BufferedReader(raw, 1 << 16)
     try:
         # Not "yield from": closing this generator would then close the stream.
-        for line in buffered:
+        for line in bounded_lines(buffered, name):
             yield line
     finally:
         buffered.detach()
@@ -254,7 +325,7 @@ def _open_input(path):
         # Binary file objects are iterated directly; anything else (an iterable
         # of lines, str or bytes) goes through the converting wrapper.
         if isinstance(path, io.RawIOBase):
-            return _raw_stream_lines(path), name, None
+            return _raw_stream_lines(path, name), name, None
         if isinstance(path, io.BufferedIOBase):
             return path, name, None
         return _text_stream_lines(path, name), name, None
@@ -317,12 +388,14 @@ def _finished(held, rows, doc, start, name):
 def _iter_sentences(lines, name, close, allowed, min_columns, doc, passthrough=False, layout=None,
                     max_sentence_tokens=None):
     try:
-        it = iter(lines)
+        it = bounded_lines(lines, name)
         first = next(it, None)
         if first is None:
             return
         if first.startswith(b"\xef\xbb\xbf"):
             first = first[3:]
+        if text_after_cr(first):
+            raise cr_only(name)
         rows = []
         start = 0
         doc_used = False  # does document `doc` have a sentence yet?
@@ -465,7 +538,7 @@ def _split_columns(s):
     return [x for x in s.translate(_ASCII_WS).split(" ") if x]
 
 
-def _byte_blocks(lines, size):
+def _byte_blocks(lines, size, name):
     """Blocks of about ``size`` bytes of whole lines or more, from a binary file or the line
     iterator of :func:`_open_input`; a block may end inside a line."""
     read = getattr(lines, "read", None)
@@ -476,7 +549,7 @@ def _byte_blocks(lines, size):
                 return
             yield bytes(block)
     parts, n = [], 0
-    for line in lines:
+    for line in bounded_lines(lines, name):
         parts.append(line)
         n += len(line)
         if n >= size:
@@ -505,8 +578,8 @@ def read_batches(path, *, n_columns=None, min_columns=1, first_doc=0, layout=Non
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{label} must be a positive int, not {value!r}")
     lines, name, close = _open_input(path)
-    reader = _textio.Reader(allowed, min_columns, first_doc, limit)
-    return _iter_batches(reader, _byte_blocks(lines, block_size), name, close, allowed, min_columns,
+    reader = _textio.Reader(allowed, min_columns, first_doc, limit, _max_line_bytes)
+    return _iter_batches(reader, _byte_blocks(lines, block_size, name), name, close, allowed, min_columns,
                          layout, batch_tokens, max_sentences, limit)
 
 
@@ -543,6 +616,10 @@ def _reader_error(reader, data, name, allowed, min_columns, limit):
     lineno, kind = reader.error_line, reader.error
     if kind == _textio.ERR_UTF8:
         return CrftkError(f"not valid UTF-8 (byte {reader.error_start + 1} of the line)", name, lineno)
+    if kind == _textio.ERR_LINE_TOO_LONG:
+        return line_too_long(name, lineno, reader.max_line)
+    if kind == _textio.ERR_CR_ONLY:
+        return cr_only(name)
     if kind == _textio.ERR_TOO_LONG:
         return CrftkError(f"a sentence of more than {limit:,} tokens (from line {reader.error_start}): is a "
                           f"blank line missing between sentences? (--max-sentence-tokens raises "

@@ -72,6 +72,7 @@ Lists of strings (vocabularies) are stored as two arrays with
 :func:`pack_strings` / :func:`unpack_strings`.
 """
 
+import contextlib
 import hashlib
 import io
 import json
@@ -343,16 +344,23 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME, version=FORM
 # ---------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
 def _open_for_reading(path):
+    """The open file; an error opening or reading it (EIO from /proc/self/mem, a failing disk) is
+    CrftkError."""
     try:
-        return open(path, "rb")
+        f = open(path, "rb")
     except FileNotFoundError:
         raise CrftkError("model file not found", path=path) from None
     except IsADirectoryError:
         raise CrftkError("is a directory, not a model file", path=path) from None
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise CrftkError(f"cannot read model file: {reason}", path=path) from None
+        raise CrftkError(f"cannot read model file: {exc.strerror or exc}", path=path) from None
+    with f:
+        try:
+            yield f
+        except OSError as exc:
+            raise CrftkError(f"cannot read model file: {exc.strerror or exc}", path=path) from None
 
 
 def _reject_constant(name):

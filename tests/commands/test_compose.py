@@ -211,6 +211,40 @@ def test_compose_refuses_a_feed_the_template_never_reads(files, tmp_path):
     assert code == 1 and "never reads column 1" in err and not (tmp_path / "p").exists()
 
 
+def test_compose_refuses_a_factorial_crf_or_a_bag_in_one_line(files, tmp_path):
+    # a factorial model upstream was a TypeError (its labels are a list per chain)
+    d, train, _, m = files
+    (tmp_path / "a.tmpl").write_text("U0:%x[0,0]\nB\n")
+    (tmp_path / "b.tmpl").write_text("U0:%x[0,0]\nU1:%x[1,0]\nB\n")
+    code, _, err = cli("train", "-t", tmp_path / "a.tmpl", "-m", tmp_path / "f.model", "--label-col", 1,
+                       "--label-col", 2, "--max-iter", 2, "-q", "-p", 1, train)
+    assert code == 0, err
+    code, _, err = cli("bag", "-t", tmp_path / "a.tmpl", "-t", tmp_path / "b.tmpl", "-m", tmp_path / "b.bag",
+                       "--weights-by", "uniform", "--max-iter", 2, "-q", train)
+    assert code == 0, err
+    for kind, models in (("a factorial CRF (2 chains)", [tmp_path / "f.model", m["chunk0"]]),
+                         ("a factorial CRF (2 chains)", [m["pos"], tmp_path / "f.model"]),
+                         ("a feature bag (2 members)", [tmp_path / "b.bag", m["chunk0"]])):
+        code, _, err = cli("compose", "-m", models[0], "-m", models[1], "--feed", 1, "-o", tmp_path / "p")
+        odd = next(x for x in models if x.parent == tmp_path)
+        assert (code, err.count("\n")) == (1, 1) and err.startswith(f"crftk: error: {odd} is {kind}; "), err
+        assert not (tmp_path / "p").exists()
+
+
+def test_compose_bounds_the_joint_label_set(files, tmp_path):
+    d, _, _, m = files
+    n_pos, n_chunk = (len(Model.load(m[x]).output_labels) for x in ("pos", "chunk0"))
+    joint = n_pos * n_chunk
+    code, _, err = cli("compose", "-m", m["pos"], "-m", m["chunk0"], "--feed", 1, "--max-joint-labels", joint - 1,
+                       "-o", tmp_path / "p")
+    assert (code, err.count("\n")) == (1, 1) and not (tmp_path / "p").exists()
+    assert err.startswith(f"crftk: error: the joint label set has {joint:,} labels ({n_pos} x {n_chunk}), more "
+                          f"than --max-joint-labels {joint - 1:,}: ")
+    code, _, err = cli("compose", "-m", m["pos"], "-m", m["chunk0"], "--feed", 1, "--max-joint-labels", joint,
+                       "-o", tmp_path / "p")
+    assert code == 0 and (tmp_path / "p").exists()
+
+
 def test_tag_errors_write_nothing(files):
     d, _, test, m = files
     pipe = compose_file(files)

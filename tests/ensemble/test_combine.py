@@ -152,3 +152,26 @@ def test_weights_that_do_not_fit_are_refused():
         combine(ev, "trans-poe", [-0.5, 1.5])
     with pytest.raises(CrftkError, match="seq-mixture only"):
         combine(ev, "trans-poe", [0.5, 0.5], decode="max-marginal")
+
+
+@pytest.mark.parametrize("weights, expected", [
+    ([1e308, 1e308], [0.5, 0.5]),             # their sum overflows
+    ([1.7e308, 0.0, 1.7e308], [0.5, 0.0, 0.5]),
+    ([5e-324, 1e-323], [1 / 3, 2 / 3]),        # subnormal
+])
+def test_weights_near_the_float_limits_normalize_without_a_warning(weights, expected):
+    import warnings
+    from crftk.ensemble.combine import check_weights
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(check_weights(weights, len(weights)), expected)
+
+
+def test_a_weight_file_of_huge_weights_tags_as_equal_weights(tmp_path):
+    import warnings
+    from crftk.ensemble.weights import read_weight_file
+    path = tmp_path / "w"
+    path.write_text("a 1e308\nb 1e308\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(read_weight_file(path, ["a", "b"])[None], [0.5, 0.5])

@@ -594,6 +594,15 @@ def test_directory_instead_of_file(tmp_path):
     assert ei.value.path == str(tmp_path)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux's /proc")
+@pytest.mark.parametrize("reader", [read_container, read_header])
+def test_a_file_that_fails_to_read_is_one_error(reader):
+    # /proc/self/mem opens, then its first read fails with EIO
+    with pytest.raises(CrftkError) as ei:
+        reader("/proc/self/mem")
+    assert str(ei.value) == "/proc/self/mem: cannot read model file: Input/output error"
+
+
 class _Evil:
     """Unpickling this would create a marker file."""
 

@@ -1,0 +1,34 @@
+"""Scheduler addresses that Dask cannot use: one line, exit status 2, at once."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("distributed.client", reason="Dask is not installed (pip install crftk[dask])")
+
+from corpora import REPO
+
+DEMO_TEST = str(REPO / "data" / "demo.test")
+
+
+@pytest.mark.parametrize("address, says", [
+    ("garbage!!", "has no valid port"),
+    ("127.0.0.1", "has no valid port"),
+    ("tcp://localhost", "has no valid port"),
+    ("udp://127.0.0.1:8786", "Dask knows no scheme 'udp'"),
+    ("tcp://127.0.0.1:99999", "a port from 1 to 65535"),
+])
+def test_a_malformed_scheduler_address_is_one_line_and_no_wait(address, says, tmp_path):
+    # Before the check, Dask's half-made client blocked the exit for 40 s and printed a traceback of
+    # Client.__del__: the timeout makes that a failure rather than a hang.
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for command in (["tag", "-m", str(REPO / "tests" / "data" / "model-v1.crftk")],
+                    ["train", "-t", str(REPO / "templates" / "chunking-crfpp.tmpl"), "-m", str(tmp_path / "m")]):
+        run = subprocess.run([sys.executable, "-m", "crftk.cli", *command, "--scheduler", address, DEMO_TEST],
+                             capture_output=True, text=True, timeout=30, env=env, cwd=tmp_path)
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.count("\n") == 1, run.stderr
+        assert run.stderr.startswith(f"crftk: error: --scheduler '{address}'") and says in run.stderr
+        assert os.listdir(tmp_path) == []
