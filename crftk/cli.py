@@ -283,8 +283,13 @@ def tag(**options):
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
     at sentence boundaries.
     """
-    # every option goes to one function, which tags here or on the cluster from the same options
-    from crftk.commands.tag import run
+    # both paths take every option, and build the same TagJob from them
+    if options["scheduler"] is not None or options["workers"]:
+        from crftk.distributed.tagging import run
+    else:
+        from crftk.commands.tag import run
+        for name in ("scheduler", "workers", "piece_bytes"):      # how to cut the files for a cluster
+            del options[name]
     run(log=_log, **options)
 
 

@@ -263,15 +263,12 @@ class TagJob:
             log_scores(gold[0], gold[1], self.decoder.structure.label_cols, log)
 
 
-def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000, combine=None, weights=None,
-        decode=None, nbest_upstream=None, threads=0, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
-        inference=None, tolerance=None, max_sweeps=None, scheduler=None, workers=0,
-        piece_bytes=params.PIECE_BYTES.default):
-    """crftk tag: a TagJob of the model and options tags the inputs here, or with ``scheduler`` or
-    ``workers`` on a Dask cluster, in pieces of ``piece_bytes`` (crftk.distributed.tagging.run_job). ``output`` ("-": stdout)
+def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
+        **options):
+    """crftk tag (here; crftk.distributed.tagging.run on a cluster, from the same options): a
+    TagJob of the model and ``options`` (JOB_OPTIONS) tags the inputs. ``output`` ("-": stdout)
     is written whole or not at all; an existing directory gets one output per input, named like
-    it (all written, or none). Progress goes to stderr when it is a terminal. ``inference``,
-    ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own)."""
+    it (all written, or none). Progress goes to stderr when it is a terminal."""
     inputs = list(inputs) or ["-"]
     output = os.fsdecode(os.fspath(output))
     targets = None
@@ -279,27 +276,27 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         targets = directory_outputs(inputs, output)
     else:
         check_output(output)
-    check_inputs([model_path, *inputs, weights if isinstance(weights, (str, os.PathLike)) else None])
-    model = Model.load(model_path)
-    job = TagJob(model, model_path, marginals=marginals, nbest=nbest, combine=combine, weights=weights,
-                 decode=decode, nbest_upstream=nbest_upstream, threads=threads, inference=inference,
-                 tolerance=tolerance, max_sweeps=max_sweeps)
-    read = dict(batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens)
-    if scheduler is not None or workers:
-        from crftk.distributed.tagging import run_job
-        run_job(job, inputs, output, scheduler=scheduler, workers=workers, piece_bytes=piece_bytes, log=log,
-                **read)
-        return
+    job = load_job(model_path, inputs, **options)
     progress = tty_progress()
     job.announce(log)
+    read = dict(batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log)
     if targets is None:
         with AtomicWriter(output) as out:
-            job.report(log, job.tag(out, inputs, progress=progress, log=log, **read)[2])
+            job.report(log, job.tag(out, inputs, **read)[2])
     else:
         with AtomicFiles(targets) as files:
             for i, path in enumerate(inputs):
-                job.report(log, job.tag(files.open(i), [path], progress=progress, log=log, **read)[2])
+                job.report(log, job.tag(files.open(i), [path], **read)[2])
     end_progress_line(progress)
+
+
+def load_job(model_path, inputs=(), **options):
+    """The TagJob of a model file and crftk tag's options (JOB_OPTIONS; all of them reach it
+    here, wherever the files are then tagged), once the model, ``inputs`` and a weight file are
+    found readable."""
+    weights = options.get("weights")
+    check_inputs([model_path, *inputs, weights if isinstance(weights, (str, os.PathLike)) else None])
+    return TagJob(Model.load(model_path), model_path, **options)
 
 
 def end_progress_line(progress):

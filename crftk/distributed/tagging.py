@@ -17,7 +17,7 @@ import pickle
 import sys
 import time
 
-from crftk.commands.tag import TagJob, end_progress_line
+from crftk.commands.tag import TagJob, end_progress_line, load_job
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
@@ -317,10 +317,20 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
             return tag_files(cluster, job, inputs, out, **kw)
 
 
+def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PIECE_BYTES, batch_tokens=50_000,
+        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, **options):
+    """``crftk tag --scheduler/--workers``: the TagJob that :func:`crftk.commands.tag.run` builds
+    from the model and ``options`` (every option of crftk tag that says how to tag), run on a
+    cluster by :func:`run_job`."""
+    require()
+    job = load_job(model_path, **options)
+    run_job(job, inputs, output, scheduler=scheduler, workers=workers, piece_bytes=piece_bytes,
+            batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, log=log)
+
+
 def run_job(job, inputs, output, *, scheduler=None, workers=0, batch_tokens=50_000, piece_bytes=PIECE_BYTES,
             max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
-    """``crftk tag --scheduler/--workers`` (from :func:`crftk.commands.tag.run`, which built the
-    TagJob from every tag option): :func:`tag`, with a progress line on a terminal."""
+    """:func:`tag` of a TagJob, with a progress line on a terminal."""
     progress = tty_progress()
     tag(job, list(inputs), output, scheduler=scheduler, workers=workers, batch_tokens=batch_tokens,
         piece_bytes=piece_bytes, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
