@@ -171,8 +171,8 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
         raise ValueError("give out (a text stream) or out_dir, not both")
     outputs = _Outputs(inputs, out, out_dir)
     files = []
-    for i, path in enumerate(inputs):
-        sep, _, line, lineno = _pieces.first_token_line(path)
+    for path in inputs:
+        _, _, line, lineno = _pieces.first_token_line(path)
         files.append({"path": os.path.abspath(path), "name": path, "first_line": line, "first_line_number": lineno})
     client = cluster.client
     model_bytes = job.model.to_bytes()
