@@ -274,7 +274,7 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @click.option("--batch-tokens", type=Integer(1, MAX_COUNT), default=50_000, show_default=True,
               help="Tokens decoded per batch: memory stays bounded on any input size.")
 @_option(params.TAG_COMBINE)
-@click.option("--weights", "weights_file", metavar="FILE",
+@click.option("--weights", "weights", metavar="FILE",
               help="For a bag: its weights from this file ('NAME WEIGHT' per bag, or 'COMBINATION "
                    "NAME=WEIGHT ...' lines) instead of those crftk bag chose.")
 @max_sentence_option
@@ -288,25 +288,21 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @_option(params.WORKERS, metavar="N")
 @_option(params.PIECE_BYTES, metavar="N")
 @_factorial_options(params.FACTORIAL)
-def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, weights_file, max_sentence_tokens,
-        threads, decode, nbest_upstream, scheduler, workers, piece_bytes, inference, tolerance, max_sweeps):
+def tag(**options):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
     of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
 
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
     at sentence boundaries.
     """
-    if scheduler is not None or workers:
-        from crftk.distributed.tagging import run as tag_on_cluster
-        tag_on_cluster(model_path, inputs, output, scheduler=scheduler, workers=workers, threads=threads,
-                       marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
-                       max_sentence_tokens=max_sentence_tokens, log=_log)
-        return
-    from crftk.commands.tag import run
-    run(model_path, inputs, output, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, combine=combine,
-        weights=weights_file, decode=decode, nbest_upstream=nbest_upstream, threads=threads,
-        max_sentence_tokens=max_sentence_tokens, log=_log, inference=inference, tolerance=tolerance,
-        max_sweeps=max_sweeps)
+    # both paths take every option, and build the same TagJob from them
+    if options["scheduler"] is not None or options["workers"]:
+        from crftk.distributed.tagging import run
+    else:
+        from crftk.commands.tag import run
+        for name in ("scheduler", "workers", "piece_bytes"):      # how to cut the files for a cluster
+            del options[name]
+    run(log=_log, **options)
 
 
 @main.command(context_settings=CONTEXT)

@@ -625,9 +625,21 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     only): each stage's label is followed by its joint marginal, and each sentence by a line
     ``# prob P``, the probability of the joint labeling. ``nbest`` K (exact joint decoding
     only): the K best joint labelings of each sentence, each after a line ``# nbest k P``."""
-    from crftk.io.conll import MAX_SENTENCE_TOKENS
-    if max_sentence_tokens is None:
-        max_sentence_tokens = MAX_SENTENCE_TOKENS
+    decode, nbest_upstream, nbest = check_tag_options(pipeline, decode, nbest_upstream, marginals, nbest)
+    line = decoding_line(pipeline, decode, nbest_upstream)
+    if log is not None and line:
+        log(line)
+    n_sent, n_tok, (correct, scored) = tag_checked(pipeline, inputs, out, decode=decode,
+                                                   nbest_upstream=nbest_upstream, marginals=marginals,
+                                                   nbest=nbest, batch_tokens=batch_tokens, progress=progress,
+                                                   log=log, max_sentence_tokens=max_sentence_tokens)
+    log_accuracy(log, pipeline, correct, scored)
+    return n_sent, n_tok, (correct, scored)
+
+
+def check_tag_options(pipeline, decode, nbest_upstream, marginals, nbest):
+    """(decode, nbest_upstream, nbest) checked for tagging with ``pipeline``: UsageError for a
+    combination it cannot print."""
     decode = params.DECODE.check(decode)
     if marginals and (decode != "joint" or marginals > 1):
         raise UsageError("a pipeline prints probabilities with -v and --decode joint only (each stage's "
@@ -639,20 +651,31 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     if nbest:
         nbest = params.Integer(1, params.MAX_NBEST).check(nbest, "--nbest")
         pipeline._need_exact("n-best lists (-n)")
+    if decode == "normalized" or (decode == "joint" and pipeline.joint_mode() is not None):
+        nbest_upstream = _nbest_check(nbest_upstream)
+    return decode, nbest_upstream, nbest
+
+
+def decoding_line(pipeline, decode, nbest_upstream):
+    """What tag logs about the decoding before tagging (None: nothing)."""
     if decode == "joint":
         if pipeline.joint_mode() is not None:
-            nbest_upstream = _nbest_check(nbest_upstream)
-        if log is not None and pipeline.joint_mode() is not None:
-            log(f"joint decoding: {pipeline.describe_joint(nbest_upstream)}")
-    elif decode == "normalized":
-        nbest_upstream = _nbest_check(nbest_upstream)
-        if log is not None:
-            log(f"normalized decoding: the {nbest_upstream} best labelings of each upstream stage, each "
+            return f"joint decoding: {pipeline.describe_joint(nbest_upstream)}"
+        return None
+    if decode == "normalized":
+        return (f"normalized decoding: the {nbest_upstream} best labelings of each upstream stage, each "
                 f"with the best labeling of the next, rescored by the sum of the stages' log-probabilities "
                 f"(log p(y1|x) + log p(y2|y1,x) + ...)")
-    elif decode == "cascade":
-        if log is not None:
-            log("cascade decoding: each stage's Viterbi labels feed the next")
+    return "cascade decoding: each stage's Viterbi labels feed the next"
+
+
+def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbest, batch_tokens=50_000,
+                progress=None, log=None, max_sentence_tokens=None):
+    """tag_pipeline with options from check_tag_options, without its log lines about decoding and
+    accuracy: (sentences, tokens, (correct per stage and all stages, tokens scored))."""
+    from crftk.io.conll import MAX_SENTENCE_TOKENS
+    if max_sentence_tokens is None:
+        max_sentence_tokens = MAX_SENTENCE_TOKENS
     allowed = pipeline.input_widths()
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
@@ -673,7 +696,6 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
         for ok, n in found:
             correct += ok
             scored += n
-        _log_accuracy(log, pipeline, correct, scored)
         return n_sent, n_tok, (correct, scored)
     counts = [0, 0]
     by_document = any(s.space.template.anchored for s in pipeline.stages)
@@ -714,11 +736,10 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
                 correct[:C] += ok.sum(axis=0)
                 correct[C] += ok.all(axis=1).sum()
                 scored += len(rows)
-    _log_accuracy(log, pipeline, correct, scored)
     return counts[0], counts[1], (correct, scored)
 
 
-def _log_accuracy(log, pipeline, correct, scored):
+def log_accuracy(log, pipeline, correct, scored):
     if scored and log is not None:
         C = len(pipeline.stages)
         acc = [f"stage {c + 1} {100 * correct[c] / scored:.2f}" for c in range(C)]

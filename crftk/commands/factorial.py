@@ -305,14 +305,31 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
     chain's accuracy and the joint accuracy are logged and returned."""
     decoder = FactorialDecoder(model, threads=threads, inference=inference, tolerance=tolerance,
                                max_sweeps=max_sweeps)
+    if log is not None and decoding_line(decoder):
+        log(decoding_line(decoder))
+    n_sent, n_tok, (gold, pred) = tag_with_decoder(decoder, inputs, out, batch_tokens=batch_tokens,
+                                                   progress=progress, log=log,
+                                                   max_sentence_tokens=max_sentence_tokens)
+    return n_sent, n_tok, log_scores(gold, pred, decoder.structure.label_cols, log)
+
+
+def decoding_line(decoder):
+    """What tag logs about a decoder's inference before tagging (None: nothing, for exact Viterbi)."""
+    if decoder.options["inference"] != "exact":
+        return f"decoding with max-product, --inference {decoder.options['inference']}"
+    return None
+
+
+def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None, log=None,
+                     max_sentence_tokens=MAX_SENTENCE_TOKENS):
+    """tag_factorial with a FactorialDecoder, without its log lines: (sentences, tokens, (gold, pred)),
+    per chain the gold and predicted labels of each sentence that had the gold columns."""
     st = decoder.structure
     n = st.space.n_columns
     cols = st.label_cols
     allowed = {n}
     if sorted(cols) == list(range(n - len(cols), n)):
         allowed.add(n - len(cols))
-    if log is not None and decoder.options["inference"] != "exact":
-        log(f"decoding with max-product, --inference {decoder.options['inference']}")
     gold, pred = [[] for _ in cols], [[] for _ in cols]
     if st.raw_encodable():
         n_sent, n_tok, found = tag_stream(lambda batch, sep: _tag_raw(decoder, batch, sep), inputs, out, allowed,
@@ -322,7 +339,7 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
             for c in range(len(cols)):
                 gold[c] += g[c]
                 pred[c] += p[c]
-        return n_sent, n_tok, _log_scores(gold, pred, cols, log)
+        return n_sent, n_tok, (gold, pred)
     counts = [0, 0]
     anchored = any(s.template.anchored for s in st.chains)
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=anchored,
@@ -341,10 +358,10 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
                 for c, col in enumerate(cols):
                     gold[c].append([r[col] for r in rows])
                     pred[c].append(labels[c])
-    return counts[0], counts[1], _log_scores(gold, pred, cols, log)
+    return counts[0], counts[1], (gold, pred)
 
 
-def _log_scores(gold, pred, cols, log):
+def log_scores(gold, pred, cols, log):
     """The ChainScores of the sentences that had gold labels (None when none had), logged."""
     if not gold[0]:
         return None

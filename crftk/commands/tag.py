@@ -146,14 +146,130 @@ class BagTagger(Tagger):
                             self.n_threads)
 
 
-def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000, combine=None, weights=None,
-        decode=None, nbest_upstream=None, threads=0, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
-        inference=None, tolerance=None, max_sweeps=None):
-    """crftk tag (here; crftk.distributed.tagging.run on a cluster): the model's kind (one CRF,
-    a bag, a pipeline, a factorial CRF) chooses the tagger; ``output`` ("-": stdout) is written
-    whole or not at all; an existing directory gets one output per input, named like it (all
-    written, or none). Progress goes to stderr when it is a terminal. ``inference``,
-    ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own)."""
+#: The options of crftk tag that say how a model tags, as TagJob takes them. A TagJob is built from
+#: them wherever the files are tagged (here, or from the model's bytes on each Dask worker), so an
+#: option cannot reach one path and not the other.
+JOB_OPTIONS = ("marginals", "nbest", "combine", "weights", "decode", "nbest_upstream", "threads", "inference",
+               "tolerance", "max_sweeps")
+
+#: The options of crftk tag that say how files are read, taken alike by both paths.
+READ_OPTIONS = ("batch_tokens", "max_sentence_tokens")
+
+
+class TagJob:
+    """What crftk tag does with one model and its options (JOB_OPTIONS), wherever it runs: the
+    model's kind (one CRF, a bag, a pipeline, a factorial CRF) chooses the tagger; options that
+    do not apply to it are errors, raised here, before anything is read or written.
+
+    ``options`` holds the options as checked (a bag's weight file read), ready to build the same
+    job elsewhere: ``TagJob(Model.from_bytes(...), name, **job.options)``.
+    """
+
+    def __init__(self, model, name, *, marginals=0, nbest=0, combine=None, weights=None, decode=None,
+                 nbest_upstream=None, threads=0, inference=None, tolerance=None, max_sweeps=None):
+        self.model, self.name = model, name
+        kind = model.structure_name
+        if kind != "factorial" and (inference, tolerance, max_sweeps) != (None, None, None):
+            raise CrftkError(f"--inference, --tolerance and --max-sweeps are for factorial models; {name} "
+                             f"is a {kind} model")
+        if kind == "factorial":
+            from crftk.commands.factorial import FactorialDecoder
+            if marginals or nbest or decode is not None or combine not in (None, "chosen") or weights:
+                raise UsageError("a factorial model tags with the best joint labeling only: drop -v, -n, "
+                                 "--decode, --combine and --weights")
+            self.decoder = FactorialDecoder(model, threads=threads, inference=inference, tolerance=tolerance,
+                                            max_sweeps=max_sweeps)
+            self.by_document = any(s.template.anchored for s in self.decoder.structure.chains)
+        elif kind == "composed":
+            from crftk.commands.compose import Pipeline, check_tag_options
+            if decode not in (None,) + params.DECODE.choices:
+                raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {name} "
+                                 "is a pipeline (cascade, joint or normalized)")
+            if combine not in (None, "chosen") or weights is not None:
+                raise UsageError(f"--combine and --weights are for bags (crftk bag); {name} is a pipeline")
+            self.pipeline = Pipeline.from_model(model, name, threads=threads)
+            if nbest_upstream is None:
+                nbest_upstream = params.NBEST_UPSTREAM.default
+            decode, nbest_upstream, nbest = check_tag_options(self.pipeline, decode or params.DECODE.default,
+                                                              nbest_upstream, marginals, nbest)
+            self.by_document = any(s.space.template.anchored for s in self.pipeline.stages)
+        else:
+            if decode in params.DECODE.choices:
+                raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {name} "
+                                 "is not a pipeline")
+            decode = decode or "chosen"
+            if isinstance(weights, (str, os.PathLike)) and is_bag(model):
+                weights = read_weight_file(weights, Bag.from_model(model).names)
+            self.tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
+            spaces = ([m.space for m in self.tagger.bag.members] if isinstance(self.tagger, BagTagger)
+                      else [model.space])
+            self.by_document = any(s.template.anchored for s in spaces)
+        self.kind = kind
+        self.options = dict(marginals=marginals, nbest=nbest, combine=combine, weights=weights, decode=decode,
+                            nbest_upstream=nbest_upstream, threads=threads, inference=inference,
+                            tolerance=tolerance, max_sweeps=max_sweeps)
+
+    def announce(self, log):
+        """Log what is said once before tagging (how a pipeline or a factorial model decodes)."""
+        line = None
+        if self.kind == "factorial":
+            from crftk.commands.factorial import decoding_line
+            line = decoding_line(self.decoder)
+        elif self.kind == "composed":
+            from crftk.commands.compose import decoding_line
+            line = decoding_line(self.pipeline, self.options["decode"], self.options["nbest_upstream"])
+        if log is not None and line:
+            log(line)
+
+    def tag(self, out, inputs, *, batch_tokens=50_000, progress=None, log=None,
+            max_sentence_tokens=MAX_SENTENCE_TOKENS):
+        """Tag CoNLL files (``-`` is stdin) into the text stream ``out``: (sentences, tokens, gold),
+        ``gold`` what :meth:`report` scores against the input's gold columns (None: nothing)."""
+        kw = dict(batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+        o = self.options
+        if self.kind == "factorial":
+            from crftk.commands.factorial import tag_with_decoder
+            return tag_with_decoder(self.decoder, inputs, out, **kw)
+        if self.kind == "composed":
+            from crftk.commands.compose import tag_checked
+            return tag_checked(self.pipeline, inputs, out, decode=o["decode"], nbest_upstream=o["nbest_upstream"],
+                               marginals=o["marginals"], nbest=o["nbest"], **kw)
+        return tag_with(self.tagger, inputs, out, marginals=o["marginals"], nbest=o["nbest"], **kw) + (None,)
+
+    def merge(self, gold, more):
+        """The gold evidence of two runs together (``more`` after ``gold``)."""
+        if gold is None or more is None:
+            return more if gold is None else gold
+        if self.kind == "composed":
+            return gold[0] + more[0], gold[1] + more[1]
+        return [g + m for g, m in zip(gold[0], more[0])], [p + m for p, m in zip(gold[1], more[1])]
+
+    def without(self, gold, first):
+        """The gold evidence of a run without that of its first sentences, whose evidence is ``first``."""
+        if first is None or gold is None:
+            return gold
+        if self.kind == "composed":
+            return gold[0] - first[0], gold[1] - first[1]
+        return [g[len(f):] for g, f in zip(gold[0], first[0])], [p[len(f):] for p, f in zip(gold[1], first[1])]
+
+    def report(self, log, gold):
+        """Log the accuracy against the input's gold columns (pipelines and factorial models)."""
+        if gold is None:
+            return
+        if self.kind == "composed":
+            from crftk.commands.compose import log_accuracy
+            log_accuracy(log, self.pipeline, *gold)
+        elif self.kind == "factorial":
+            from crftk.commands.factorial import log_scores
+            log_scores(gold[0], gold[1], self.decoder.structure.label_cols, log)
+
+
+def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
+        **options):
+    """crftk tag (here; crftk.distributed.tagging.run on a cluster, from the same options): a
+    TagJob of the model and ``options`` (JOB_OPTIONS) tags the inputs. ``output`` ("-": stdout)
+    is written whole or not at all; an existing directory gets one output per input, named like
+    it (all written, or none). Progress goes to stderr when it is a terminal."""
     inputs = list(inputs) or ["-"]
     output = os.fsdecode(os.fspath(output))
     targets = None
@@ -161,57 +277,36 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         targets = directory_outputs(inputs, output)
     else:
         check_output(output)
+    weights = options.get("weights")
     weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
     check_inputs([model_path, *inputs, weights_file])
     check_apart([("output", targets or output)], tag_inputs(model_path, inputs, weights_file))
-    model = Model.load(model_path)
+    job = load_job(model_path, inputs, **options)
     progress = tty_progress()
-    factorial = model.structure_name == "factorial"
-    if not factorial and (inference, tolerance, max_sweeps) != (None, None, None):
-        raise CrftkError(f"--inference, --tolerance and --max-sweeps are for factorial models; {model_path} "
-                         f"is a {model.structure_name} model")
-    if factorial:
-        from crftk.commands.factorial import tag_factorial      # here: only factorial models need it
-        if marginals or nbest or decode is not None or combine not in (None, "chosen") or weights:
-            raise UsageError("a factorial model tags with the best joint labeling only: drop -v, -n, --decode, "
-                             "--combine and --weights")
-
-        def tag_into(out, inputs, **kw):
-            return tag_factorial(model, inputs, out, threads=threads, inference=inference, tolerance=tolerance,
-                                 max_sweeps=max_sweeps, **kw)
-    elif model.structure_name == "composed":
-        from crftk.commands.compose import Pipeline, tag_pipeline    # here: only pipelines need it
-        if decode not in (None,) + params.DECODE.choices:
-            raise UsageError(f"--decode {decode} applies to bags combined by seq-mixture; {model_path} "
-                             "is a pipeline (cascade, joint or normalized)")
-        pipeline = Pipeline.from_model(model, model_path, threads=threads)
-
-        def tag_into(out, inputs, **kw):
-            return tag_pipeline(pipeline, inputs, out, decode=decode or params.DECODE.default,
-                                nbest_upstream=(params.NBEST_UPSTREAM.default if nbest_upstream is None
-                                                else nbest_upstream),
-                                marginals=marginals, nbest=nbest, **kw)
-    elif decode in params.DECODE.choices:
-        raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
-                         "is not a pipeline")
-    else:
-        def tag_into(out, inputs, **kw):
-            return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
-                             combine=combine, decode=decode or "chosen", weights=weights, **kw)
-    kw = dict(batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+    job.announce(log)
+    read = dict(batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log)
     if targets is None:
         with AtomicWriter(output) as out:
-            tag_into(out, inputs, **kw)
+            job.report(log, job.tag(out, inputs, **read)[2])
     else:
         with AtomicFiles(targets) as files:
             for i, path in enumerate(inputs):
-                tag_into(files.open(i), [path], **kw)
+                job.report(log, job.tag(files.open(i), [path], **read)[2])
     end_progress_line(progress)
 
 
 def tag_inputs(model_path, inputs, weights_file=None):
     """What tag reads, for io.outputs.check_apart: no output may be one of them."""
     return [("model", model_path), ("input", list(inputs)), ("weights file", weights_file)]
+
+
+def load_job(model_path, inputs=(), **options):
+    """The TagJob of a model file and crftk tag's options (JOB_OPTIONS; all of them reach it
+    here, wherever the files are then tagged), once the model, ``inputs`` and a weight file are
+    found readable."""
+    weights = options.get("weights")
+    check_inputs([model_path, *inputs, weights if isinstance(weights, (str, os.PathLike)) else None])
+    return TagJob(Model.load(model_path), model_path, **options)
 
 
 def end_progress_line(progress):
@@ -255,12 +350,18 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     file, or {combination or None: weights}: see crftk.ensemble.weights.read_weight_file).
     """
     tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
-    space = model.space
+    return tag_with(tagger, inputs, out, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens,
+                    progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+
+
+def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, progress=None, log=None,
+             max_sentence_tokens=MAX_SENTENCE_TOKENS):
+    """tag_files with a Tagger or BagTagger; (sentences, tokens)."""
     allowed = input_widths(tagger)
     if not marginals and not nbest and _compiled_path(tagger):
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
     counts = [0, 0]
-    for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=space.template.anchored,
+    for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=tagger.space.template.anchored,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                                     counts=counts):
         tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)

@@ -13,15 +13,16 @@ so the output equals ``crftk tag``'s byte for byte.
 import hashlib
 import io
 import os
+import pickle
 import sys
 import time
 
-from crftk.commands.tag import Tagger, end_progress_line, tag_inputs, tag_files as tag_text
+from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, directory_outputs,
-                            fsync_directory, open_temp_beside, read_sentences)
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, check_output, directory_outputs, fsync_directory,
+                            open_temp_beside)
 from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
@@ -35,20 +36,20 @@ PIECE_BYTES = 1 << 20
 #: Pieces in flight (tagging, or tagged and waiting their turn) per worker thread.
 WINDOW_PER_SLOT = 2
 
-# On each worker: the model digest -> Tagger of the model it last loaded, and how many
-# models it has loaded.
-_TAGGERS = {}
+# On each worker: the key (digest of the model and the job's options) -> the TagJob it last
+# built, and how many models it has loaded.
+_JOBS = {}
 _LOADS = [0]
 
 
-def _tagger(key, model_bytes, threads):
-    tagger = _TAGGERS.get((key, threads))
-    if tagger is None:
-        _TAGGERS.clear()         # one model at a time: a new run's model replaces the last one
-        tagger = _TAGGERS[(key, threads)] = Tagger(Model.from_bytes(model_bytes, name="<model>"),
-                                                   threads=threads)
+def _job(key, model_bytes, name, options):
+    job = _JOBS.get(key)
+    if job is None:
+        _JOBS.clear()         # one job at a time: a new run's job replaces the last one
+        options = dict(options, threads=worker_threads(options["threads"]))
+        job = _JOBS[key] = TagJob(Model.from_bytes(model_bytes, name=name), name, **options)
         _LOADS[0] += 1
-    return tagger
+    return job
 
 
 def models_loaded():
@@ -57,33 +58,25 @@ def models_loaded():
 
 
 def tag_piece(model_bytes, key, piece, options):
-    """On a worker: (output text, sentences, tokens) of one piece of a file."""
-    tagger = _tagger(key, model_bytes, worker_threads(options["threads"]))
+    """On a worker: (output text, sentences, tokens, gold evidence) of one piece of a file, tagged by
+    the TagJob that ``crftk tag`` builds from the same model and options."""
+    job = _job(key, model_bytes, options["name"], options["job"])
+    read = dict(batch_tokens=options["batch_tokens"], max_sentence_tokens=options["max_sentence_tokens"])
     with open(piece.path, "rb") as f:
         f.seek(piece.start)
         data = f.read(piece.size)
     first = options["first_line"]
     # A piece after the file's first token line starts with a copy of that line, as a sentence of
-    # its own that is dropped: the reader then holds the piece's lines to the file's column count
-    # (and says so) exactly as it does reading the whole file.
+    # its own: the reader then holds the piece's lines to the file's column count and separator
+    # (and says so) exactly as it does reading the whole file. What the copy alone gives (its
+    # text, counts and gold evidence; whatever the kind of model and the options) is cut off.
     prefix = piece.start > 0 and first is not None
-    stream = io.BytesIO(first + b"\n" + data if prefix else data)
-    stream.name = piece.name
-    out = io.StringIO()
     try:
-        if options["marginals"] or options["nbest"]:
-            n_sent, n_tok = _write_piece(tagger, stream, out, prefix, options)
-            text = out.getvalue()
-        else:
-            # crftk tag's own path (the compiled one where it applies); the copied line's output,
-            # the text's first line and a blank one, is cut off
-            n_sent, n_tok = tag_text(tagger.model, [stream], out, threads=tagger.n_threads,
-                                     batch_tokens=options["batch_tokens"],
-                                     max_sentence_tokens=options["max_sentence_tokens"])
-            text = out.getvalue()
-            if prefix:
-                text = text[text.index("\n\n") + 2:]
-                n_sent, n_tok = n_sent - 1, n_tok - 1
+        head = None
+        if prefix:
+            head = _tag_bytes(job, first + b"\n", piece.name, read)
+            data = first + b"\n" + data
+        text, n_sent, n_tok, gold = _tag_bytes(job, data, piece.name, read)
     except CrftkError as e:
         if e.path == piece.name and e.line is not None and prefix:
             # the piece's line numbers, as the file's
@@ -91,23 +84,20 @@ def tag_piece(model_bytes, key, piece, options):
             message = e.message.replace(" as on line 1 ", f" as on line {options['first_line_number']} ")
             raise CrftkError(message, e.path, line) from None
         raise
-    return text, n_sent, n_tok
+    if head is not None:
+        if not text.startswith(head[0]):
+            raise RuntimeError(f"{piece.name}: the copy of the first token line tagged otherwise within a piece")
+        text = text[len(head[0]):]
+        n_sent, n_tok, gold = n_sent - head[1], n_tok - head[2], job.without(gold, head[3])
+    return text, n_sent, n_tok, gold
 
 
-def _write_piece(tagger, stream, out, prefix, options):
-    """Tag a piece with probabilities or n-best lists (Tagger.write_batch); (sentences, tokens)."""
-    n_sent = n_tok = 0
-    sentences = read_sentences(stream, n_columns=options["n_columns"], passthrough=True, layout=Layout(),
-                               max_sentence_tokens=options["max_sentence_tokens"])
-    if prefix:
-        next(sentences)
-    for batch in chunked(sentences, options["batch_tokens"], by_document=options["by_document"]):
-        tagger.write_batch(batch, out, marginals=options["marginals"], nbest=options["nbest"],
-                           sep=options["separator"])
-        sents = [s for s in batch if not isinstance(s, str)]
-        n_sent += len(sents)
-        n_tok += sum(len(s) for s in sents)
-    return n_sent, n_tok
+def _tag_bytes(job, data, name, read):
+    stream = io.BytesIO(data)
+    stream.name = name
+    out = io.StringIO()
+    n_sent, n_tok, gold = job.tag(out, [stream], **read)
+    return out.getvalue(), n_sent, n_tok, gold
 
 
 class _Outputs:
@@ -167,16 +157,19 @@ class _Outputs:
         self.temps = []
 
 
-def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nbest=0, batch_tokens=50_000,
-              piece_bytes=PIECE_BYTES, progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS):
+def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50_000, piece_bytes=PIECE_BYTES,
+              progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
     """Tag CoNLL files on ``cluster`` (an entered :class:`~crftk.distributed.Cluster`).
 
-    Writes every file's output, in input order, to the text stream ``out`` (what
-    :func:`crftk.commands.tag.tag_files` writes), or with ``out_dir`` to one file per
-    input named like it (all renamed into place at the end: an error or a lost
-    scheduler leaves none). ``progress(files_done, n_files, n_sent, n_tok)``, ``log``
-    a warning for an input without sentences. Returns (sentences, tokens).
+    ``model``: a :class:`~crftk.commands.tag.TagJob`, or a Model tagged with ``options`` (those of
+    TagJob: marginals, nbest, combine, ...). Writes every file's output, in input order, to the
+    text stream ``out`` (what :func:`crftk.commands.tag.run` writes), or with ``out_dir`` to one
+    file per input named like it (all renamed into place at the end: an error or a lost
+    scheduler leaves none). ``progress(files_done, n_files, n_sent, n_tok)``, ``log`` a warning
+    for an input without sentences, and the accuracy against the input's gold columns (of a
+    pipeline or factorial model: per output, as crftk tag logs it). Returns (sentences, tokens).
     """
+    job = model if isinstance(model, TagJob) else TagJob(model, "<model>", **options)
     inputs = [os.fspath(p) for p in inputs]
     if "-" in inputs:
         raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
@@ -184,26 +177,23 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nb
     if (out is None) == (out_dir is None):
         raise ValueError("give out (a text stream) or out_dir, not both")
     outputs = _Outputs(inputs, out, out_dir)
-    space = model.space
-    allowed = space.input_widths()
-    by_document = space.template.anchored
     files = []
-    for i, path in enumerate(inputs):
-        sep, _, line, lineno = _pieces.first_token_line(path)
-        files.append({"path": os.path.abspath(path), "name": path, "separator": sep or "\t",
-                      "first_line": line, "first_line_number": lineno})
+    for path in inputs:
+        _, _, line, lineno = _pieces.first_token_line(path)
+        files.append({"path": os.path.abspath(path), "name": path, "first_line": line, "first_line_number": lineno})
     client = cluster.client
-    model_bytes = model.to_bytes()
-    key = hashlib.sha256(model_bytes).hexdigest()
-    options = {"threads": cluster.task_threads(), "n_columns": allowed, "marginals": marginals, "nbest": nbest,
-               "batch_tokens": batch_tokens, "max_sentence_tokens": max_sentence_tokens,
-               "by_document": by_document}
+    model_bytes = job.model.to_bytes()
+    shipped = dict(job.options, threads=cluster.task_threads())
+    key = hashlib.sha256(model_bytes + pickle.dumps((job.name, sorted(shipped.items())))).hexdigest()
+    options = {"job": shipped, "name": job.name, "batch_tokens": batch_tokens,
+               "max_sentence_tokens": max_sentence_tokens, "by_document": job.by_document}
     counts = [[0, 0] for _ in inputs]
+    golds = [None for _ in inputs]
     totals = [0, 0]
     try:
         with cluster.guard():
             shared = client.scatter(model_bytes, broadcast=True)
-            _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, totals, progress)
+            _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, golds, totals, progress, job)
         outputs.commit()
     except BaseException:
         outputs.abort()
@@ -212,10 +202,18 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nb
         for path, (n_sent, _) in zip(inputs, counts):
             if n_sent == 0:
                 log(f"crftk: warning: {path} has no sentences to tag")
+        if out_dir is not None:
+            for gold in golds:
+                job.report(log, gold)
+        else:
+            gold = None
+            for more in golds:
+                gold = job.merge(gold, more)
+            job.report(log, gold)
     return totals[0], totals[1]
 
 
-def _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, totals, progress):
+def _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, golds, totals, progress, job):
     """Submit pieces (a bounded window), write their texts in order as they come back."""
     from distributed import as_completed
 
@@ -243,8 +241,7 @@ def _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, tot
                 break
             piece, last = nxt
             f = files[piece.file]
-            opts = dict(options, separator=f["separator"], first_line=f["first_line"],
-                        first_line_number=f["first_line_number"])
+            opts = dict(options, first_line=f["first_line"], first_line_number=f["first_line_number"])
             fut = client.submit(tag_piece, shared, key, piece, opts, pure=False)
             futures[fut.key] = len(order)
             order.append((piece, last))
@@ -256,8 +253,9 @@ def _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, tot
         position = futures.pop(fut.key)
         results[position] = fut            # an error is raised when its turn comes, in input order
         while written in results:
-            text, n_sent, n_tok = results.pop(written).result()
+            text, n_sent, n_tok, gold = results.pop(written).result()
             piece, last = order[written]
+            golds[piece.file] = job.merge(golds[piece.file], gold)
             if piece.index == 0:
                 outputs.start(piece.file)
             outputs.write(text)
@@ -289,14 +287,15 @@ def tty_progress(stream=None):
     return report
 
 
-def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marginals=0, nbest=0,
-        batch_tokens=50_000, piece_bytes=PIECE_BYTES, progress=None, log=None,
-        max_sentence_tokens=MAX_SENTENCE_TOKENS):
+def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50_000, piece_bytes=PIECE_BYTES,
+        progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
     """``crftk tag --scheduler/--workers``: tag files on a cluster started (or joined) for the run.
 
-    ``model``: a Model or a model path. ``output``: a directory (one output per input,
-    named like it), a file, or ``-`` (standard output); every output is checked before
-    the cluster starts and written only when all of it is tagged. Returns (sentences, tokens).
+    ``model``: a :class:`~crftk.commands.tag.TagJob`, or a Model or model path tagged with
+    ``options`` (those of TagJob: marginals, nbest, combine, weights, decode, ..., threads: kernel
+    threads per task). ``output``: a directory (one output per input, named like it), a file, or
+    ``-`` (standard output); every output is checked before the cluster starts and written only
+    when all of it is tagged. Returns (sentences, tokens).
     """
     require()
     workers = WORKERS.check(workers)
@@ -311,24 +310,41 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
         check_output(output)
     for path in inputs:
         _pieces.first_token_line(path)      # every input readable before the cluster starts
+    if isinstance(model, TagJob):
+        model_path, weights = (None if model.name == "<model>" else model.name), model.options.get("weights")
+    else:
+        model_path, weights = (None if isinstance(model, Model) else model), options.get("weights")
     check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
-                tag_inputs(model if not isinstance(model, Model) else None, inputs))
-    if not isinstance(model, Model):
-        model = Model.load(model)
-    kw = dict(marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
-              progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
-    with Cluster(scheduler, workers, threads=threads) as cluster:
+                tag_inputs(model_path, inputs, weights if isinstance(weights, (str, os.PathLike)) else None))
+    if not isinstance(model, TagJob):
+        name = "<model>" if isinstance(model, Model) else os.fspath(model)
+        model = TagJob(model if isinstance(model, Model) else Model.load(model), name, **options)
+    job = model
+    job.announce(log)
+    kw = dict(batch_tokens=batch_tokens, piece_bytes=piece_bytes, progress=progress, log=log,
+              max_sentence_tokens=max_sentence_tokens)
+    with Cluster(scheduler, workers, threads=job.options["threads"]) as cluster:
         if out_dir is not None:
-            return tag_files(cluster, model, inputs, out_dir=out_dir, **kw)
+            return tag_files(cluster, job, inputs, out_dir=out_dir, **kw)
         with AtomicWriter(output) as out:
-            return tag_files(cluster, model, inputs, out, **kw)
+            return tag_files(cluster, job, inputs, out, **kw)
 
 
-def run(model_path, inputs, output, *, scheduler=None, workers=0, threads=0, marginals=0, nbest=0,
-        batch_tokens=50_000, piece_bytes=PIECE_BYTES, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
-    """``crftk tag --scheduler/--workers``: :func:`tag`, with a progress line on a terminal."""
+def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PIECE_BYTES, batch_tokens=50_000,
+        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, **options):
+    """``crftk tag --scheduler/--workers``: the TagJob that :func:`crftk.commands.tag.run` builds
+    from the model and ``options`` (every option of crftk tag that says how to tag), run on a
+    cluster by :func:`run_job`."""
+    require()
+    job = load_job(model_path, **options)
+    run_job(job, inputs, output, scheduler=scheduler, workers=workers, piece_bytes=piece_bytes,
+            batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, log=log)
+
+
+def run_job(job, inputs, output, *, scheduler=None, workers=0, batch_tokens=50_000, piece_bytes=PIECE_BYTES,
+            max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
+    """:func:`tag` of a TagJob, with a progress line on a terminal."""
     progress = tty_progress()
-    tag(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
-        marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes, progress=progress,
-        log=log, max_sentence_tokens=max_sentence_tokens)
+    tag(job, list(inputs), output, scheduler=scheduler, workers=workers, batch_tokens=batch_tokens,
+        piece_bytes=piece_bytes, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
     end_progress_line(progress)

@@ -259,7 +259,9 @@ def test_tag_errors_write_nothing(files):
                           (["-m", pipe, "-v", "--decode", "normalized"], "-v and --decode joint only"),
                           (["-m", pipe, "-n", 2, "--decode", "normalized"], "n-best lists with --decode joint"),
                           (["-m", m["pos"], "--decode", "normalized"], "--decode normalized applies to pipelines"),
-                          (["-m", pipe, "--nbest-upstream", 0], "--nbest-upstream")):
+                          (["-m", pipe, "--nbest-upstream", 0], "--nbest-upstream"),
+                          (["-m", pipe, "--combine", "seq-poe"], "--combine and --weights are for bags"),
+                          (["-m", pipe, "--weights", test], "--combine and --weights are for bags")):
         code, _, err = cli("tag", *args, "-o", out, test)
         assert code in (1, 2) and message in err and err.count("\n") == 1, err
         assert not out.exists()

@@ -227,3 +227,161 @@ def test_a_model_that_reads_the_words_only_tags_the_words_alone(cluster, tmp_pat
     tag_files(cluster, pos, [str(words)], out, piece_bytes=3_000, **kw)
     assert out.getvalue() == local(pos, [str(words)], **kw)
     assert {len(line.split()) for line in out.getvalue().splitlines() if line and line[0] != "#"} == {2 + len(kw)}
+
+
+# Every model kind and every option of crftk tag, here and on the cluster: the same bytes.
+
+BAG_TEMPLATES = ["conll2000-np-bag-base.tmpl", "conll2000-np-bag-pos.tmpl"]
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory):
+    """{kind: model path} of tiny models of every kind, and the inputs and weight files."""
+    d = tmp_path_factory.mktemp("kinds")
+    lines = open(DEMO_TRAIN).read().splitlines(keepends=True)
+    test = open(DEMO_TEST).read().splitlines(keepends=True)
+    (d / "train.txt").write_text("".join(lines[:1500]))
+    (d / "dev.txt").write_text("".join(test[:400]))
+    (d / "a.txt").write_text("".join(test[400:1600]))
+    (d / "b.txt").write_text("".join(test[1600:2600]).replace(" ", "\t"))     # another separator
+    tmpl = REPO / "templates"
+    train = str(d / "train.txt")
+    runs = {
+        "crf": ["train", "-t", tmpl / "chunking-pos0.tmpl", train],
+        "order2": ["train", "-t", tmpl / "chunking-pos0.tmpl", "--order", "2", train],
+        "memm": ["train", "-t", tmpl / "chunking-pos0.tmpl", "--model-type", "memm", train],
+        "bag": ["bag", *[x for t in BAG_TEMPLATES for x in ("-t", tmpl / t)], "--dev", d / "dev.txt", train],
+        "factorial": ["train", "-t", tmpl / "fcrf-np.tmpl", "--label-col", "1", "--label-col", "2", train],
+        "pos": ["train", "-t", tmpl / "pos-words.tmpl", "--label-col", "1", train],
+        "chunk": ["train", "-t", tmpl / "chunking-crfpp.tmpl", train],
+    }
+    paths = {kind: str(d / f"{kind}.model") for kind in [*runs, "pipeline", "pipeline-kbest"]}
+    for kind, args in runs.items():
+        result = CliRunner().invoke(main, [str(a) for a in args] + ["-m", paths[kind], "-q", "--max-iter", "3",
+                                                                    "-p", "1"])
+        assert result.exit_code == 0, result.output
+    for kind, downstream in (("pipeline", "crf"), ("pipeline-kbest", "chunk")):
+        result = CliRunner().invoke(main, ["compose", "-m", paths["pos"], "-m", paths[downstream], "--feed", "1",
+                                           "-o", paths[kind]])
+        assert result.exit_code == 0, result.output
+    names = [t.removesuffix(".tmpl") for t in BAG_TEMPLATES]
+    (d / "w1.txt").write_text(f"{names[0]} 0.2\n{names[1]} 0.8\n")
+    (d / "w2.txt").write_text(f"seq-mixture {names[0]}=0.7 {names[1]}=0.3\n")
+    paths.update(dir=d, inputs=[str(d / "a.txt"), str(d / "b.txt")], w1=str(d / "w1.txt"), w2=str(d / "w2.txt"))
+    return paths
+
+
+# (model kind, tag options); {w1} and {w2} are weight files
+TAG_CASES = [
+    ("crf", []), ("crf", ["-v"]), ("crf", ["-vv"]), ("crf", ["-n", "3"]), ("crf", ["-n", "2", "-v"]),
+    ("crf", ["--batch-tokens", "40", "-p", "1"]), ("crf", ["--max-sentence-tokens", "20"]),
+    ("crf", ["--combine", "seq-poe"]), ("crf", ["--decode", "joint"]), ("crf", ["--inference", "bp"]),
+    ("order2", []), ("order2", ["-v", "-n", "2"]),
+    ("memm", []), ("memm", ["-v"]),
+    ("bag", []), ("bag", ["-vv"]), ("bag", ["-n", "2"]),
+    ("bag", ["--combine", "seq-poe"]), ("bag", ["--combine", "seq-mixture", "--decode", "max-marginal"]),
+    ("bag", ["--combine", "seq-mixture", "--decode", "viterbi", "-v"]), ("bag", ["--combine", "trans-mixture"]),
+    ("bag", ["--combine", "trans-poe", "-n", "2", "-v"]), ("bag", ["--weights", "{w1}"]),
+    ("bag", ["--combine", "seq-mixture", "--weights", "{w2}"]),
+    ("bag", ["--combine", "trans-poe", "--weights", "{w2}"]),
+    ("factorial", []), ("factorial", ["--inference", "trp", "--max-sweeps", "5"]),
+    ("factorial", ["--inference", "bp", "--tolerance", "0.01", "--max-sweeps", "30"]),
+    ("factorial", ["-v"]), ("factorial", ["--combine", "seq-poe"]),
+    ("pipeline", []), ("pipeline", ["--decode", "cascade"]), ("pipeline", ["-v"]), ("pipeline", ["-n", "2"]),
+    ("pipeline", ["--decode", "normalized", "--nbest-upstream", "3"]), ("pipeline", ["--decode", "cascade", "-v"]),
+    ("pipeline", ["--weights", "{w1}"]), ("pipeline", ["--decode", "max-marginal"]),
+    ("pipeline-kbest", ["--nbest-upstream", "2"]), ("pipeline-kbest", ["--decode", "normalized"]),
+]
+
+
+def _tag_both(kinds, address, kind, options, where):
+    """(exit code, stdout, stderr, outputs) of crftk tag here and on the cluster, writing to ``where``:
+    "-" (stdout), "file" or "dir"."""
+    results = []
+    for tag_on in ("here", "dask"):
+        out = kinds["dir"] / f"out-{tag_on}"
+        out.mkdir(exist_ok=True)
+        for f in out.iterdir():
+            f.unlink()
+        target = {"-": "-", "file": str(out / "tagged.txt"), "dir": str(out)}[where]
+        args = ["tag", "-m", kinds[kind], "-o", target, *[a.format(**kinds) for a in options], *kinds["inputs"]]
+        if tag_on == "dask":
+            args += ["--scheduler", address, "--piece-bytes", "3000"]
+        result = CliRunner().invoke(main, args)
+        files = {f.name: f.read_text() for f in sorted(out.iterdir())}
+        results.append((result.exit_code, result.stdout, result.stderr, files))
+    return results
+
+
+def test_every_kind_and_option_tags_on_dask_as_here(cluster, kinds):
+    address = cluster.client.scheduler.address
+    failed, codes = [], {}
+    for i, (kind, options) in enumerate(TAG_CASES):
+        here, dask = _tag_both(kinds, address, kind, options, ["-", "file", "dir"][i % 3])
+        if here != dask:
+            failed.append((kind, options, here[0], dask[0], here[2], dask[2]))
+        codes[kind, *options] = here[0]
+        # not vacuous: a case tags something, or is a one-line error
+        assert (here[0] == 0 and (here[1] or here[3])) or here[2].count("\n") == 1, (kind, options)
+    assert not failed
+    assert list(codes.values()).count(0) == 29
+    assert codes["crf", "--combine", "seq-poe"] == 1 and codes["factorial", "-v"] == 2
+
+
+def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
+    """Each option of the tag command (introspected) is set to a value other than its default, and
+    must arrive in what the Dask path gets: the TagJob (whose options every worker builds its own
+    TagJob from) or run_job's arguments. A new option fails here until it is forwarded (or
+    refused under Dask, with a case that says so). The local path builds its TagJob alike
+    (crftk.commands.tag.load_job)."""
+    import inspect
+    import crftk.distributed.tagging as dask_tagging
+    from crftk.commands.tag import JOB_OPTIONS, TagJob
+    from crftk.ensemble.bag import Bag
+    from crftk.ensemble.weights import read_weight_file
+    from crftk.model import Model
+    seen = {}
+
+    def run_job(job, inputs, output, **kw):
+        seen.update(job.options, **kw, model_path=job.name, inputs=inputs, output=output)
+
+    monkeypatch.setattr(dask_tagging, "run_job", run_job)
+    bag_names = Bag.from_model(Model.load(kinds["bag"])).names
+    a, b = kinds["inputs"]
+    out = str(tmp_path / "out.txt")
+    # option: (model kind, arguments, the value that must arrive)
+    cases = {
+        "model_path": ("memm", [], kinds["memm"]),
+        "inputs": ("crf", [b, a], (b, a)),
+        "output": ("crf", ["-o", out], out),
+        "marginals": ("crf", ["-vv"], 2),
+        "nbest": ("crf", ["-n", "4"], 4),
+        "batch_tokens": ("crf", ["--batch-tokens", "77"], 77),
+        "max_sentence_tokens": ("crf", ["--max-sentence-tokens", "99"], 99),
+        "threads": ("crf", ["-p", "3"], 3),
+        "combine": ("bag", ["--combine", "trans-poe"], "trans-poe"),
+        "weights": ("bag", ["--weights", kinds["w1"]], read_weight_file(kinds["w1"], bag_names)),
+        "decode": ("pipeline", ["--decode", "cascade"], "cascade"),
+        "nbest_upstream": ("pipeline", ["--decode", "normalized", "--nbest-upstream", "7"], 7),
+        "inference": ("factorial", ["--inference", "trp"], "trp"),
+        "tolerance": ("factorial", ["--inference", "bp", "--tolerance", "0.5"], 0.5),
+        "max_sweeps": ("factorial", ["--inference", "bp", "--max-sweeps", "9"], 9),
+        "scheduler": ("crf", ["--scheduler", "tcp://127.0.0.1:9"], "tcp://127.0.0.1:9"),
+        "workers": ("crf", ["--workers", "3"], 3),
+        "piece_bytes": ("crf", ["--piece-bytes", "5000"], 5000),
+    }
+    options = {p.name for p in main.commands["tag"].params}
+    assert options == set(cases), "a tag option that the Dask path may not get: forward it and add a case"
+    assert set(inspect.signature(TagJob).parameters) == {"model", "name", *JOB_OPTIONS}
+    for name, (kind, args, value) in cases.items():
+        seen.clear()
+        inputs = [] if name == "inputs" else [a]
+        cluster_args = [] if name in ("scheduler", "workers") else ["--workers", "2"]
+        result = CliRunner().invoke(main, ["tag", "-m", kinds[kind], *cluster_args, *args, *inputs])
+        assert result.exit_code == 0, (name, result.output)
+        assert set(JOB_OPTIONS) <= set(seen), name
+        got = tuple(seen[name]) if name == "inputs" else seen[name]
+        if name == "weights":
+            assert got.keys() == value.keys() and all(np.array_equal(got[k], value[k]) for k in value)
+        else:
+            assert got == value, name
