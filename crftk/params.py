@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import click
 
-from crftk.io.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS as MAX_SENTENCE, codec
 from crftk.errors import CrftkError, shown
 from crftk.features.templates import MAX_COLUMNS
 
@@ -191,6 +191,22 @@ class Threads(Integer):
         return self._capped(n, option, lambda msg: click.echo(msg, err=True))
 
 
+class Encoding(click.ParamType):
+    """The name of a text encoding crftk reads CoNLL files in (crftk.io.conll.codec): the
+    value is the codec's own name ("latin-1" gives "iso8859-1")."""
+
+    name = "encoding"
+
+    def check(self, value, option, warn=None):
+        return codec(value)
+
+    def convert(self, value, param, ctx):
+        try:
+            return codec(value)
+        except CrftkError as e:
+            self.fail(e.message, param, ctx)
+
+
 @dataclass(frozen=True)
 class Param:
     """An option of train or induce, declared once: the CLI builds its option from it and
@@ -198,7 +214,7 @@ class Param:
 
     name: str
     default: object
-    type: object        # str, int (with choices), or a bounded number (Integer, Real, Threads)
+    type: object        # str, int (with choices), a bounded number (Integer, Real, Threads), Encoding
     help: str
     choices: tuple = ()
 
@@ -213,7 +229,7 @@ class Param:
                 raise CrftkError(f"{self.option} must be one of {', '.join(map(str, self.choices))} "
                                  f"(got {_got(value)})")
             return value
-        if isinstance(self.type, _Bounded):
+        if isinstance(self.type, (_Bounded, Encoding)):
             return self.type.check(value, self.option, warn)
         return value
 
@@ -307,6 +323,13 @@ CHECKPOINT_EVERY = Param("checkpoint_every", 0, Integer(0, MAX_ITER),
 MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")
+
+#: The encoding of the CoNLL files a command reads (and of tag's output, which follows its input).
+ENCODING = Param("encoding", DEFAULT_ENCODING, Encoding(),
+                 "Encoding of the CoNLL files the command reads (stdin included), e.g. latin-1 for "
+                 "CoNLL-2002 Spanish and Dutch; any encoding that writes ASCII as single bytes (not "
+                 "UTF-16). Output made from the input (tag's, --cross-output) is written in it too; "
+                 "templates, lexicons and models are always UTF-8.")
 
 #: Message-passing sweeps per sentence (each sweep passes every message of the grid once or twice).
 MAX_SWEEPS = 100_000

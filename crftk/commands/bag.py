@@ -24,7 +24,7 @@ from crftk.ensemble.merge import seq_poe_model
 from crftk.ensemble.weights import HeldOut, em, f1, grid_search, read_weight_file
 from crftk.errors import CrftkError
 from crftk.features.templates import parse_template, read_template
-from crftk.io.conll import MAX_SENTENCE_TOKENS, check_output, read_corpus
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_output, read_corpus
 from crftk.progress import plural
 
 
@@ -37,24 +37,25 @@ def _silent(msg):
 
 
 def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=None, export_path=None,
-        log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
-    """Train a bag from CoNLL files and template files; saves it to model_path (if given), the
-    seq-poe model to export_path (if given), and returns the bag's Model.
+        log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING, **options):
+    """Train a bag from CoNLL files (in ``encoding``) and template files; saves it to model_path (if
+    given), the seq-poe model to export_path (if given), and returns the bag's Model.
 
     ``options``: the bag options (params.BAG) and the training options (params.TRAIN).
     Every output is checked before work starts and written only when all of it is done.
     """
     log = log or _silent
+    encoding = params.ENCODING.check(encoding)
     check_output(model_path, "model")
     check_output(export_path, "exported model")
     train_files = training_files(train_files)
     if isinstance(templates, (str, os.PathLike)):
         templates = [templates]
     parsed = [read_template(str(t)) for t in templates]
-    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens)
+    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     dev = None
     if dev_file is not None:
-        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens) or None
+        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding) or None
         if dev is None:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
     model = fit_bag(sentences, parsed, dev=dev, weights_file=weights_file, log=log, source=train_files[0],

@@ -596,8 +596,8 @@ def compose(model_paths, feeds, output, *, log=_quiet):
 
 
 def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, marginals=0, nbest=0,
-                 batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=None):
-    """Tag CoNLL files with a pipeline, appending one label column per stage; returns
+                 batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=None, encoding="utf-8"):
+    """Tag CoNLL files (in ``encoding``) with a pipeline, appending one label column per stage; returns
     (sentences, tokens, accuracy counts). When the input holds every stage's gold labels
     (the fed columns and the last stage's gold column), the counts give each stage's token
     accuracy and the accuracy of all stages together. ``marginals`` (exact joint decoding
@@ -648,7 +648,7 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
 
         n_sent, n_tok, found = tag_stream(tag_batch, inputs, out, allowed, pipeline.n_threads,
                                           batch_tokens=batch_tokens, progress=progress, log=log,
-                                          max_sentence_tokens=max_sentence_tokens)
+                                          max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         for ok, n in found:
             correct += ok
             scored += n
@@ -659,7 +659,7 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     gold_cols = pipeline.gold_cols
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=by_document,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
-                                    counts=counts):
+                                    counts=counts, encoding=encoding):
         sents = [it for it in batch if not isinstance(it, str)]
         if nbest:
             lists = iter(pipeline.tag_nbest(sents, nbest))

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_output, input_batches
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_output, input_batches
 from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
 from crftk.model import Model
@@ -146,12 +146,15 @@ class BagTagger(Tagger):
 
 def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000, combine=None, weights=None,
         decode=None, nbest_upstream=None, threads=0, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
-        inference=None, tolerance=None, max_sweeps=None):
+        inference=None, tolerance=None, max_sweeps=None, encoding=DEFAULT_ENCODING):
     """crftk tag (here; crftk.distributed.tagging.run on a cluster): the model's kind (one CRF,
     a bag, a pipeline, a factorial CRF) chooses the tagger; ``output`` ("-": stdout) is written
     whole or not at all. Progress goes to stderr when it is a terminal. ``inference``,
-    ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own)."""
+    ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own). The inputs
+    are read in ``encoding`` and the output is written in it (a file and its tagged copy
+    compare line by line)."""
     inputs = list(inputs) or ["-"]
+    encoding = params.ENCODING.check(encoding)
     check_output(output)
     model = Model.load(model_path)
     progress = tty_progress()
@@ -187,8 +190,9 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         def tag_into(out, **kw):
             return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
                              combine=combine, decode=decode or "chosen", weights=weights, **kw)
-    with AtomicWriter(output) as out:
-        tag_into(out, batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+    with AtomicWriter(output, encoding=encoding) as out:
+        tag_into(out, batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens,
+                 encoding=encoding)
     end_progress_line(progress)
 
 
@@ -213,7 +217,7 @@ def _rows_text(rows, extra, sep):
 
 def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_tokens=50_000,
               progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, combine="chosen",
-              decode="chosen", weights=None):
+              decode="chosen", weights=None, encoding=DEFAULT_ENCODING):
     """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts.
 
     Lines that are not tokens (``-DOCSTART-``, ``# prob`` annotations) are copied
@@ -221,6 +225,8 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     ``log`` receives a warning for an input without sentences. A bag is tagged with the
     combination ``combine`` (default: its own choice), ``decode`` and ``weights`` (a weight
     file, or {combination or None: weights}: see crftk.ensemble.weights.read_weight_file).
+    The inputs are read in ``encoding``; what is written to ``out`` is text (or UTF-8 bytes to
+    its buffer when it writes UTF-8), so ``out``'s encoding is the output's.
     """
     tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
     space = model.space
@@ -228,11 +234,12 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     if space.label_col == space.n_columns - 1:
         allowed.add(space.n_columns - 1)
     if not marginals and not nbest and _compiled_path(tagger):
-        return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
+        return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens,
+                             encoding)
     counts = [0, 0]
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=space.template.anchored,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
-                                    counts=counts):
+                                    counts=counts, encoding=encoding):
         tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
     return tuple(counts)
 
@@ -260,7 +267,7 @@ def _tag_batch(tagger, batch, sep):
     return format_batch(batch, pred, [tagger.labels.tolist()], sep), None
 
 
-def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens):
+def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens, encoding):
     return tag_stream(lambda batch, sep: _tag_batch(tagger, batch, sep), inputs, out, allowed, tagger.n_threads,
                       batch_tokens=batch_tokens, progress=progress, log=log,
-                      max_sentence_tokens=max_sentence_tokens)[:2]
+                      max_sentence_tokens=max_sentence_tokens, encoding=encoding)[:2]

@@ -20,8 +20,8 @@ from crftk.commands.tag import Tagger, end_progress_line, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked, fsync_directory,
-                            open_temp_beside, read_sentences)
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked,
+                            codec, fsync_directory, open_temp_beside, read_sentences)
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
 from crftk.params import WORKERS
@@ -78,7 +78,8 @@ def tag_piece(model_bytes, key, piece, options):
             # the text's first line and a blank one, is cut off
             n_sent, n_tok = tag_text(tagger.model, [stream], out, threads=tagger.n_threads,
                                      batch_tokens=options["batch_tokens"],
-                                     max_sentence_tokens=options["max_sentence_tokens"])
+                                     max_sentence_tokens=options["max_sentence_tokens"],
+                                     encoding=options["encoding"])
             text = out.getvalue()
             if prefix:
                 text = text[text.index("\n\n") + 2:]
@@ -97,7 +98,7 @@ def _write_piece(tagger, stream, out, prefix, options):
     """Tag a piece with probabilities or n-best lists (Tagger.write_batch); (sentences, tokens)."""
     n_sent = n_tok = 0
     sentences = read_sentences(stream, n_columns=options["n_columns"], passthrough=True, layout=Layout(),
-                               max_sentence_tokens=options["max_sentence_tokens"])
+                               max_sentence_tokens=options["max_sentence_tokens"], encoding=options["encoding"])
     if prefix:
         next(sentences)
     for batch in chunked(sentences, options["batch_tokens"], by_document=options["by_document"]):
@@ -111,10 +112,11 @@ def _write_piece(tagger, stream, out, prefix, options):
 
 class _Outputs:
     """One output per input file in ``out_dir`` (temporary files, all renamed at the end), or
-    every file's text on one stream ``out``."""
+    every file's text on one stream ``out``; the files in ``encoding``."""
 
-    def __init__(self, inputs, out=None, out_dir=None):
+    def __init__(self, inputs, out=None, out_dir=None, encoding=DEFAULT_ENCODING):
         self.out, self.out_dir = out, out_dir
+        self.encoding = encoding
         self.targets = []
         self.temps = []
         self._file = None
@@ -137,7 +139,7 @@ class _Outputs:
             return
         tmp, fd = open_temp_beside(self.targets[i])
         self.temps.append(tmp)
-        self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        self._file = os.fdopen(fd, "w", encoding=self.encoding, newline="\n")
 
     def write(self, text):
         (self.out if self.out_dir is None else self._file).write(text)
@@ -170,22 +172,25 @@ class _Outputs:
 
 
 def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nbest=0, batch_tokens=50_000,
-              piece_bytes=PIECE_BYTES, progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS):
+              piece_bytes=PIECE_BYTES, progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS,
+              encoding=DEFAULT_ENCODING):
     """Tag CoNLL files on ``cluster`` (an entered :class:`~crftk.distributed.Cluster`).
 
     Writes every file's output, in input order, to the text stream ``out`` (what
     :func:`crftk.commands.tag.tag_files` writes), or with ``out_dir`` to one file per
     input named like it (all renamed into place at the end: an error or a lost
     scheduler leaves none). ``progress(files_done, n_files, n_sent, n_tok)``, ``log``
-    a warning for an input without sentences. Returns (sentences, tokens).
+    a warning for an input without sentences. Returns (sentences, tokens). The inputs are
+    read in ``encoding`` and the files of ``out_dir`` written in it.
     """
+    encoding = codec(encoding)
     inputs = [os.fspath(p) for p in inputs]
     if "-" in inputs:
         raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
                          "sent to them; save it to a file first")
     if (out is None) == (out_dir is None):
         raise ValueError("give out (a text stream) or out_dir, not both")
-    outputs = _Outputs(inputs, out, out_dir)
+    outputs = _Outputs(inputs, out, out_dir, encoding)
     space = model.space
     allowed = {space.n_columns}
     if space.label_col == space.n_columns - 1:
@@ -201,7 +206,7 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nb
     key = hashlib.sha256(model_bytes).hexdigest()
     options = {"threads": cluster.task_threads(), "n_columns": allowed, "marginals": marginals, "nbest": nbest,
                "batch_tokens": batch_tokens, "max_sentence_tokens": max_sentence_tokens,
-               "by_document": by_document}
+               "by_document": by_document, "encoding": encoding}
     counts = [[0, 0] for _ in inputs]
     totals = [0, 0]
     try:
@@ -295,7 +300,7 @@ def tty_progress(stream=None):
 
 def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marginals=0, nbest=0,
         batch_tokens=50_000, piece_bytes=PIECE_BYTES, progress=None, log=None,
-        max_sentence_tokens=MAX_SENTENCE_TOKENS):
+        max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
     """``crftk tag --scheduler/--workers``: tag files on a cluster started (or joined) for the run.
 
     ``model``: a Model or a model path. ``output``: a directory (one output per input,
@@ -304,6 +309,7 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
     """
     require()
     workers = WORKERS.check(workers)
+    encoding = codec(encoding)
     piece_bytes = PIECE_PARAM.check(piece_bytes)
     inputs = [os.fspath(p) for p in inputs]
     if not inputs or "-" in inputs:
@@ -318,19 +324,20 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
     if not isinstance(model, Model):
         model = Model.load(model)
     kw = dict(marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,
-              progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+              progress=progress, log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     with Cluster(scheduler, workers, threads=threads) as cluster:
         if out_dir is not None:
             return tag_files(cluster, model, inputs, out_dir=out_dir, **kw)
-        with AtomicWriter(output) as out:
+        with AtomicWriter(output, encoding=encoding) as out:
             return tag_files(cluster, model, inputs, out, **kw)
 
 
 def run(model_path, inputs, output, *, scheduler=None, workers=0, threads=0, marginals=0, nbest=0,
-        batch_tokens=50_000, piece_bytes=PIECE_BYTES, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
+        batch_tokens=50_000, piece_bytes=PIECE_BYTES, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
+        encoding=DEFAULT_ENCODING):
     """``crftk tag --scheduler/--workers``: :func:`tag`, with a progress line on a terminal."""
     progress = tty_progress()
     tag(model_path, list(inputs), output, scheduler=scheduler, workers=workers, threads=threads,
         marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes, progress=progress,
-        log=log, max_sentence_tokens=max_sentence_tokens)
+        log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     end_progress_line(progress)
