@@ -209,3 +209,21 @@ def test_a_call_failing_before_the_client_sees_the_scheduler_gone_is_a_lost_sche
     with pytest.raises(ZeroDivisionError):          # other errors pass through (after the wait)
         with cluster.guard("x"):
             1 / 0
+
+
+def test_latin1_files_are_read_and_written_in_latin1(cluster, model, tmp_path):
+    """Pieces of a Latin-1 file (cut at sentence boundaries in its bytes) tag as the whole file
+    does locally, and each output file is Latin-1 (the --encoding of crftk tag --workers)."""
+    text = open(DEMO_TEST, encoding="utf-8").read().replace("\nthe\t", "\nthé\t").replace("Mr.", "Señor")
+    latin1, utf8 = tmp_path / "demo.latin1", tmp_path / "demo.utf8"
+    latin1.write_bytes(text.encode("latin-1"))
+    utf8.write_bytes(text.encode("utf-8"))
+    want = local(model, [str(utf8)])
+    assert "Señor" in want
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    tag_files(cluster, model, [str(latin1)], out_dir=str(out_dir), piece_bytes=16_000, encoding="latin-1")
+    assert (out_dir / "demo.latin1").read_bytes() == want.encode("latin-1")
+    out = io.StringIO()
+    tag_files(cluster, model, [str(latin1)], out, piece_bytes=16_000, encoding="latin-1")
+    assert out.getvalue() == want
