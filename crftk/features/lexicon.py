@@ -291,7 +291,8 @@ class Lexicon:
                 try:
                     raw = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise CrftkError(f"not valid UTF-8 (byte {e.start + 1} of the line)",
+                    raise CrftkError(f"not valid UTF-8 (byte {e.start + 1} of the line): lexicon files are UTF-8 "
+                                     f"whatever the data's encoding (convert it, e.g. iconv -f latin1 -t utf-8)",
                                      path, lineno) from None
             elif lineno == 1 and raw.startswith("\ufeff"):
                 raw = raw[1:]

@@ -35,12 +35,12 @@ def corpus_text(n_sentences=40, seed=0):
     return "-DOCSTART- -X- O\n\n" + "".join("".join(" ".join(r) + "\n" for r in s) + "\n" for s in sents)
 
 
-def crftk(*args, ok=True):
+def crftk(*args, ok=True, input=None):
     try:
         runner = CliRunner(mix_stderr=False)     # click < 8.2
     except TypeError:
         runner = CliRunner()
-    result = runner.invoke(main, [str(a) for a in args], catch_exceptions=True)
+    result = runner.invoke(main, [str(a) for a in args], input=input, catch_exceptions=True)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     if ok:
@@ -85,6 +85,9 @@ def test_tag_writes_latin1_output_identical_to_the_utf8_run(data, flags, monkeyp
     out = data / f"out{len(flags)}"
     crftk("tag", "-m", data / "latin1.model", "--encoding", "latin1", *flags, "-o", out, data / "es.latin1")
     assert out.read_bytes() == latin1
+    stdin = crftk("tag", "-m", data / "latin1.model", "--encoding", "latin-1", *flags, "-",
+                  input=(data / "es.latin1").read_bytes())
+    assert stdin.stdout_bytes == latin1
 
 
 def test_eval_reads_tagged_latin1(data):
@@ -145,6 +148,21 @@ def test_cross_prediction_output_follows_the_encoding(data, tmp_path):
 def test_lexicons_are_utf8_whatever_the_input_encoding(data, tmp_path):
     crftk("lexicon", "-o", tmp_path, "--encoding", "latin-1", data / "es.latin1")
     assert "Logroño" in (tmp_path / "LOC.lex").read_bytes().decode("utf-8")
+
+
+def test_a_lexicon_file_stays_utf8_under_another_encoding(data, tmp_path):
+    """Templates and the lexicons they name are UTF-8 whatever --encoding says: a Latin-1
+    gazetteer is an error at its first non-ASCII line, not a lexicon that silently never matches."""
+    (tmp_path / "places.lex").write_bytes("Cádiz\nLogroño\n".encode("latin-1"))
+    (tmp_path / "lex.tmpl").write_text(f"@lexicon places {tmp_path / 'places.lex'}\nU0:%x[0,0]\nU1:%lex[0,places]\nB\n")
+    r = crftk("train", "-t", tmp_path / "lex.tmpl", "-m", tmp_path / "m", "--encoding", "latin-1", "--max-iter", 3,
+              data / "es.latin1", ok=False)
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"crftk: error: {tmp_path / 'places.lex'}:1: not valid UTF-8 (byte 2 of the line): "
+                               "lexicon files are UTF-8")
+    (tmp_path / "places.lex").write_bytes("Cádiz\nLogroño\n".encode("utf-8"))
+    crftk("train", "-t", tmp_path / "lex.tmpl", "-m", tmp_path / "m", "--encoding", "latin-1", "--max-iter", 3,
+          "-q", "-p", 1, data / "es.latin1")
 
 
 def test_help_describes_the_option():
