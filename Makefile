@@ -10,15 +10,17 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas
 
 all: test
 
 help:
 	@echo "make install     build the Cython kernels and install crftk (editable) with test deps"
 	@echo "make test        install, then run the test suite"
+	@echo "make test-blas   the numeric tests again under another OpenBLAS kernel (BLAS_OTHER=Haswell, ...)"
 	@echo "make fuzz        the fuzz properties at 100,000 cases (FUZZ_EXAMPLES=N): cases and failures"
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
+	@echo "make readme-check  every sh and python block of README.md, run on small stand-ins (in make test too)"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
@@ -42,14 +44,25 @@ help:
 	@echo "make fcrf-speed   seconds per iteration and to convergence per inference method, full CoNLL-2000"
 
 # Rebuilt only when the build inputs change.
+# pip -q is silent while the kernels compile: say what the wait is for.
 $(OUT)/.installed: setup.py pyproject.toml $(wildcard csrc/*.pyx csrc/*.pxd)
+	@echo "installing crftk: building its Cython kernels (csrc/, a few minutes on 2 cores; pip is quiet meanwhile) ..."
 	$(PYTHON) -m pip install -q -e '.[test]'
+	@echo "crftk installed"
 	@mkdir -p $(OUT) && touch $@
 
 install: $(OUT)/.installed
 
 test: install
 	$(PYTHON) -m pytest -q
+
+# The numeric tests (optimizers, objectives, structures) once more under another OpenBLAS kernel
+# than the one OpenBLAS picks for this CPU (AVX2 on an AVX-512 CPU, AVX on an AVX2 one, SSE3
+# otherwise): a test whose outcome depends on the BLAS kernel fails here. CI runs it after make test.
+BLAS_OTHER ?= $(shell if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then echo Haswell; \
+	elif grep -qw avx2 /proc/cpuinfo 2>/dev/null; then echo Sandybridge; else echo Prescott; fi)
+test-blas: install
+	OPENBLAS_CORETYPE=$(BLAS_OTHER) $(PYTHON) -m pytest -q tests/optimize tests/objectives tests/structures
 
 # The fuzz properties of the test suite with the "fuzz" Hypothesis profile: 100,000 cases over
 # all properties (CRFTK_FUZZ_EXAMPLES overrides), random seeds, shrinking; prints each
@@ -63,6 +76,12 @@ demo: install
 	$(CRFTK) train -t templates/chunking-crfpp.tmpl -m $(OUT)/demo.model --max-iter 100 data/demo.train
 	$(CRFTK) tag -m $(OUT)/demo.model -o $(OUT)/demo.tagged data/demo.test
 	$(CRFTK) eval $(OUT)/demo.tagged
+
+# The README's sh and python blocks as written, in a fresh-clone layout with small stand-ins of the
+# corpora (tests/test_readme.py, which make test runs too).
+.PHONY: readme-check
+readme-check: install
+	$(PYTHON) -m pytest -q tests/test_readme.py
 
 bench: install
 	$(PYTHON) -m pip install -q python-crfsuite

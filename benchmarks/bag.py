@@ -227,6 +227,7 @@ def main(argv=None):
     lexdir = os.path.join(REPO, "out", "bag", args.task)
     out = os.path.join(args.out, args.task)
     os.makedirs(out, exist_ok=True)
+    os.makedirs(lexdir, exist_ok=True)      # crftk lexicon -o makes only the last directory
     if args.task == "np":
         train, dev, pos = np_data(train, dev, lexdir)
         crftk("lexicon", "-o", os.path.join(lexdir, "lex"), "--folds", "10", train)

@@ -8,21 +8,26 @@ shape. The estimator trains through :func:`crftk.commands.train.fit` and decodes
 :class:`crftk.commands.tag.Tagger`, so it gives exactly what ``crftk train`` and
 ``crftk tag`` give, and its model files are theirs.
 
-scikit-learn is not needed: :class:`CRF` follows its conventions (parameters
-stored as given, ``get_params``/``set_params``, ``fit``/``predict``/``score``),
-so ``sklearn.base.clone`` and ``sklearn.model_selection.cross_val_score`` work
-with it when scikit-learn is installed.
+scikit-learn is not needed: the estimators follow its conventions (parameters
+stored as given, ``get_params``/``set_params``, ``fit``/``predict``/``score``,
+pickled as their model file's bytes), so ``sklearn.base.clone``, joblib and
+``sklearn.model_selection`` work with them when scikit-learn is installed. Errors
+name the parameters as the keywords they are here (``c2``, not ``--c2``).
 """
 
+import functools
 import inspect
 import os
 import re
 import warnings
+from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
 
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, read_corpus
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, describe_widths,
+                            read_corpus)
+from crftk.io.outputs import check_apart
 from crftk.commands.tag import Tagger
 from crftk.errors import CrftkError, shown
 from crftk.evaluation.conlleval import evaluate as _evaluate
@@ -30,11 +35,12 @@ from crftk.evaluation.conlleval import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.templates import parse_template, read_template
-from crftk.params import CHECKPOINT_EVERY, SCHEDULER, TRAIN, WORKERS, Param
+from crftk.params import BAG, CHECKPOINT_EVERY, FACTORIAL, SCHEDULER, TRAIN, WORKERS, Param, python_names
+from crftk.params import python_spelling
 from crftk.commands.train import check_options
 from crftk.commands.train import fit as _fit
 
-__all__ = ["CRF", "Bag", "FactorialCRF", "NotFittedError", "read_conll", "evaluate"]
+__all__ = ["CRF", "Bag", "FactorialCRF", "Pipeline", "Labelings", "NotFittedError", "read_conll", "evaluate"]
 
 #: Tokens decoded at once by predict and its relatives (as ``crftk tag --batch-tokens``).
 BATCH_TOKENS = 50_000
@@ -74,13 +80,134 @@ API_PARAMS = (
 PARAMS = API_PARAMS[:1] + TRAIN + API_PARAMS[1:]
 _BY_NAME = {p.name: p for p in PARAMS}
 _TRAIN_NAMES = tuple(p.name for p in TRAIN)
+VERBOSE = _BY_NAME["verbose"]
+
+#: Bag's parameters: its templates, crftk bag's options, the training options, verbose.
+BAG_PARAMS = (Param("templates", None, object,
+                    "The bags' templates: a list of templates (paths, text or lists of lines, as CRF's), "
+                    "or one with random_bags=K."),) + BAG + TRAIN + (VERBOSE,)
+#: FactorialCRF's parameters: the template, crftk train's factorial options, the training
+#: options a factorial CRF takes (not label_col: each label sequence list is a chain), verbose.
+FACTORIAL_PARAMS = (API_PARAMS[0],) + FACTORIAL + (
+    Param("warm_start", False, bool,
+          "inference trp: every objective evaluation starts message passing from the previous "
+          "one's messages (crftk train --warm-start)."),
+) + tuple(p for p in TRAIN if p.name != "label_col") + (VERBOSE,)
 
 
 class NotFittedError(CrftkError, ValueError):
     """The estimator is used before it was fitted (a ValueError, as scikit-learn's is)."""
 
 
-class CRF:
+def _keywords(method):
+    """The method with options named as Python keywords in its errors and warnings (c2, not --c2)."""
+    @functools.wraps(method)
+    def named(*args, **kwargs):
+        with python_names():
+            return method(*args, **kwargs)
+    return named
+
+
+class Labelings(list):
+    """What ``predict`` returns: a list of label lists, one per sentence, that numpy takes as a
+    one-dimensional array of sentences (dtype object) rather than a table of tokens, which
+    sentences of different lengths are not. So scikit-learn can join and reorder the folds of
+    ``cross_val_predict``; it is a list in every other way."""
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.empty(len(self), dtype=object)
+        for i, labels in enumerate(self):
+            out[i] = labels
+        return out if dtype is None else out.astype(dtype)
+
+
+class _Estimator:
+    """scikit-learn's parameter protocol over the declarations ``_PARAMS`` (each stored as an
+    attribute of its name, as given), and pickling as ``_state``/``_restore`` say: a model
+    travels as its file's bytes, checked again when unpickled, never as pickled objects."""
+
+    _PARAMS = ()
+
+    def get_params(self, deep=True):
+        """The constructor's arguments, by name."""
+        return {p.name: getattr(self, p.name) for p in self._PARAMS}
+
+    def set_params(self, **params):
+        """Set constructor arguments; returns self. An unknown name is a ValueError (as in sklearn)."""
+        names = {p.name for p in self._PARAMS}
+        for name in params:
+            if name not in names:
+                raise ValueError(f"invalid parameter {name!r} for estimator {self!r}; valid parameters: "
+                                 f"{', '.join(sorted(names))}")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def _init_params(self, given, positional=1):
+        """Store the declared parameters (those after the ``positional`` ones) from ``given``,
+        defaults for the others; an unknown name is a TypeError, as for any function."""
+        names = {p.name for p in self._PARAMS[positional:]}
+        for name in given:
+            if name not in names:
+                raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {name!r}")
+        for p in self._PARAMS[positional:]:
+            setattr(self, p.name, given.get(p.name, p.default))
+
+    def __repr__(self):
+        args = []
+        for p in self._PARAMS:
+            value = getattr(self, p.name, p.default)
+            if not _same(value, p.default):
+                args.append(f"{p.name}={_short(value)}")
+        return f"{type(self).__name__}({', '.join(args)})"
+
+    def __sklearn_tags__(self):
+        # only scikit-learn calls this, so scikit-learn is there to import; crftk never imports it
+        from sklearn.utils import InputTags, Tags, TargetTags
+        return Tags(estimator_type=None, target_tags=TargetTags(required=True), transformer_tags=None,
+                    regressor_tags=None, classifier_tags=None,
+                    input_tags=InputTags(two_d_array=False, string=True))
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "model_")
+
+    def _input_files(self):
+        """(description, path) of the files this estimator's parameters name (templates, init and
+        stage models): nothing it writes may replace them (io.outputs.check_apart)."""
+        return []
+
+    def _check_apart(self, path, what="model"):
+        check_apart([(what, path)], self._input_files())
+
+    def __getstate__(self):
+        state = {"crftk": 1, "params": self.get_params()}
+        if hasattr(self, "model_"):
+            state["model"] = self.model_.to_bytes()
+        return state
+
+    def __setstate__(self, state):
+        kind = type(self).__name__
+        if not isinstance(state, dict) or state.get("crftk") != 1:
+            raise CrftkError(f"not the pickled state of a crftk {kind} (or of a newer version)")
+        self.__init__(**state["params"])
+        if "model" in state:
+            self._set_model(Model.from_bytes(state["model"], name=f"<pickled {kind}>"))
+
+
+def _signature(cls, positional, required=()):
+    """``help(cls)`` shows every declared parameter with its default (the first ``positional``
+    may be given by position; the ``required`` ones have no default)."""
+    kind = inspect.Parameter
+
+    def parameter(i, p):
+        how = kind.POSITIONAL_OR_KEYWORD if i < positional else kind.KEYWORD_ONLY
+        return kind(p.name, how) if p.name in required else kind(p.name, how, default=p.default)
+
+    cls.__init__.__signature__ = inspect.Signature(
+        [kind("self", kind.POSITIONAL_OR_KEYWORD)] + [parameter(i, p) for i, p in enumerate(cls._PARAMS)])
+
+
+class CRF(_Estimator):
     """A linear-chain CRF estimator with scikit-learn's conventions.
 
     ``X`` is a list of sentences, a sentence a list of token rows, a row a
@@ -96,48 +223,14 @@ class CRF:
     (the labels, in the column order of ``predict_marginals(..., as_arrays=True)``).
     """
 
+    _PARAMS = PARAMS
+
     def __init__(self, template=None, **params):
-        for name in params:
-            if name not in _BY_NAME:
-                raise TypeError(f"CRF.__init__() got an unexpected keyword argument {name!r}")
         self.template = template
-        for p in PARAMS[1:]:
-            setattr(self, p.name, params.get(p.name, p.default))
-
-    # parameters (scikit-learn's protocol) -------------------------------------
-    def get_params(self, deep=True):
-        """The constructor's arguments, by name."""
-        return {p.name: getattr(self, p.name) for p in PARAMS}
-
-    def set_params(self, **params):
-        """Set constructor arguments; returns self. An unknown name is a ValueError (as in sklearn)."""
-        for name in params:
-            if name not in _BY_NAME:
-                raise ValueError(f"invalid parameter {name!r} for estimator {self!r}; valid parameters: "
-                                 f"{', '.join(sorted(_BY_NAME))}")
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self):
-        args = []
-        for p in PARAMS:
-            value = getattr(self, p.name, p.default)
-            if not _same(value, p.default):
-                args.append(f"{p.name}={_short(value)}")
-        return f"CRF({', '.join(args)})"
-
-    def __sklearn_tags__(self):
-        # only scikit-learn calls this, so scikit-learn is there to import; crftk never imports it
-        from sklearn.utils import InputTags, Tags, TargetTags
-        return Tags(estimator_type=None, target_tags=TargetTags(required=True), transformer_tags=None,
-                    regressor_tags=None, classifier_tags=None,
-                    input_tags=InputTags(two_d_array=False, string=True))
-
-    def __sklearn_is_fitted__(self):
-        return hasattr(self, "model_")
+        self._init_params(params)
 
     # training ---------------------------------------------------------------
+    @_keywords
     def fit(self, X, y, X_dev=None, y_dev=None, *, docs=None, dev_docs=None):
         """Train on sentences X with labels y; with X_dev/y_dev, score that set every iteration.
 
@@ -177,8 +270,8 @@ class CRF:
         log = _Log(self.verbose)
         if dev is not None and not dev:
             log("crftk: warning: the development set has no tokens; it is not used")
-        if self.trace is not None and not hasattr(self.trace, "write"):
-            check_output(self.trace, "trace")
+        trace_path = None if self.trace is None or hasattr(self.trace, "write") else self.trace
+        check_output(trace_path, "trace")
         checkpoint = None
         if self.checkpoint_every:
             every = _BY_NAME["checkpoint_every"].check(self.checkpoint_every)
@@ -186,6 +279,10 @@ class CRF:
                 raise CrftkError("checkpoint_every needs checkpoint, the path to save the weights to")
             checkpoint = (os.fspath(self.checkpoint), int(every))
             check_output(checkpoint[0], "checkpoint")
+        # the checkpoint may be init: fitting from a checkpoint resumes, and updates it
+        check_apart([("trace", trace_path), ("checkpoint", checkpoint and checkpoint[0])],
+                    [i for i in self._input_files() if i[0] != "init model"])
+        check_apart([("trace", trace_path)], self._input_files())
         trace = self.trace
         with _trace_file(trace) as out:
             model = _fit(train, template, dev=dev or None, init=init, log=log, trace=out,
@@ -206,6 +303,7 @@ class CRF:
                         f"not {type(init).__name__}")
 
     def _set_model(self, model):
+        model.require_kind("crf", "crftk.CRF")
         self.model_ = model
         self.classes_ = list(Tagger(model, threads=1).output_names)
 
@@ -220,7 +318,8 @@ class CRF:
         """(tagger, batch of Sentences, their indices in X) for the non-empty sentences of X."""
         model = self._model()
         space = model.space
-        index, sentences = _sentences(X, "X", space.n_columns - 1, space.label_col, None, None, docs, "docs")
+        index, sentences = _sentences(X, "X", None, space.label_col, None, None, docs, "docs",
+                                      space.input_widths())
         anchored = space.template.anchored
         if anchored and docs is not None:
             # a batch must hold whole documents: bring each document's sentences together, in order
@@ -233,14 +332,16 @@ class CRF:
             yield tagger, batch, index[start:start + len(batch)]
             start += len(batch)
 
+    @_keywords
     def predict(self, X, *, docs=None):
-        """The best labeling of each sentence: a list of label lists."""
-        out = [[] for _ in range(_count(X, "X"))]
+        """The best labeling of each sentence: a list of label lists (a :class:`Labelings`)."""
+        out = Labelings([] for _ in range(_count(X, "X")))
         for tagger, batch, index in self._batches(X, docs):
             for i, labels in zip(index, tagger.tag(batch)):
                 out[i] = labels
         return out
 
+    @_keywords
     def predict_marginals(self, X, *, as_arrays=False, docs=None):
         """Each token's probability of every label (forward-backward marginals).
 
@@ -259,6 +360,7 @@ class CRF:
                 out[i] = marg[sl] if as_arrays else [dict(zip(names, row)) for row in marg[sl].tolist()]
         return out
 
+    @_keywords
     def predict_nbest(self, X, k, *, docs=None):
         """The k best labelings of each sentence: per sentence a list of (labels, probability),
         best first (fewer than k when the sentence has fewer labelings)."""
@@ -280,6 +382,7 @@ class CRF:
         if self._model().model_type == "memm":
             raise CrftkError(f"{what} are computed for CRFs only, not MEMMs")
 
+    @_keywords
     def score(self, X, y, *, docs=None):
         """Chunk F1 in percent of the predictions on X against y (conlleval's, as crftk eval)."""
         self._model()
@@ -287,14 +390,22 @@ class CRF:
         return _evaluate(gold, self.predict(X, docs=docs)).overall.f1
 
     # model files and pickling -----------------------------------------------
+    def _input_files(self):
+        return [("template", _template_path(self.template)),
+                ("init model", self.init if isinstance(self.init, (str, os.PathLike)) else None)]
+
     def save(self, path):
         """Write the model file (the format of crftk train -m; written atomically)."""
-        self._model().save(path)
+        model = self._model()
+        self._check_apart(path)
+        model.save(path)
 
     @classmethod
     def load(cls, path):
         """A fitted CRF from a model file (from save, crftk train or crftk induce)."""
-        return cls._from_model(Model.load(path))
+        model = Model.load(path)
+        model.require_kind("crf", "crftk.CRF.load")
+        return cls._from_model(model)
 
     @classmethod
     def _from_model(cls, model):
@@ -305,82 +416,74 @@ class CRF:
         return crf
 
     def __getstate__(self):
-        # the model file's bytes, never the objects inside: unpickling runs the model checks
-        params = self.get_params()
-        state = {"crftk": 1, "params": params}
-        if isinstance(params["init"], Model):
-            state["init"] = params["init"].to_bytes()
-            params["init"] = None
-        if hasattr(self, "model_"):
-            state["model"] = self.model_.to_bytes()
+        state = super().__getstate__()
+        if isinstance(self.init, Model):
+            state["init"] = self.init.to_bytes()
+            state["params"]["init"] = None
         return state
 
     def __setstate__(self, state):
-        if not isinstance(state, dict) or state.get("crftk") != 1:
-            raise CrftkError("not the pickled state of a crftk CRF (or of a newer version)")
-        self.__init__(**state["params"])
-        if "init" in state:
-            self.init = Model.from_bytes(state["init"], name="<pickled init model>")
-        if "model" in state:
-            self._set_model(Model.from_bytes(state["model"], name="<pickled CRF>"))
+        init = state.get("init") if isinstance(state, dict) else None
+        super().__setstate__(state)
+        if init is not None:
+            self.init = Model.from_bytes(init, name="<pickled init model>")
 
 
-class Bag:
+class Bag(_Estimator):
     """Feature bagging (``crftk bag``): one CRF per template, combined by seq-poe, seq-mixture,
     trans-mixture or trans-poe (Sutton, Sindelar & McCallum 2006).
 
     ``templates``: a list of templates (paths, text or lists of lines, as CRF's), or one
     with ``random_bags=K``. The other keyword arguments are crftk bag's options
-    (crftk.params.BAG) and the training options (crftk.params.TRAIN). ``fit`` chooses
-    each combination's weights on ``X_dev``/``y_dev`` (or by ``cv=K`` folds of the
+    (crftk.params.BAG), the training options (crftk.params.TRAIN) and ``verbose``. ``fit``
+    chooses each combination's weights on ``X_dev``/``y_dev`` (or by ``cv=K`` folds of the
     training data); ``predict`` combines as chosen unless told otherwise. Fitted
     attributes: ``model_`` (one Model holding every bag) and ``classes_``.
     """
 
-    def __init__(self, templates, **params):
-        from crftk.params import BAG
-        known = {p.name for p in BAG} | set(_TRAIN_NAMES) | {"verbose"}
-        for name in params:
-            if name not in known:
-                raise TypeError(f"Bag.__init__() got an unexpected keyword argument {name!r}")
-        self.templates = templates
-        self.params = params
+    _PARAMS = BAG_PARAMS
 
+    def __init__(self, templates, **params):
+        self.templates = templates
+        self._init_params(params)
+
+    @_keywords
     def fit(self, X, y, X_dev=None, y_dev=None, *, docs=None, dev_docs=None, weights=None):
         """Train the bags on X, y; ``weights``: a weight file to use instead of choosing. Returns self."""
-        from crftk.commands.bag import fit_bag
-        if isinstance(self.templates, (str, os.PathLike)):
+        from crftk.commands.bag import check_bag_options, fit_bag
+        options = {p.name: getattr(self, p.name) for p in BAG + TRAIN}
+        check_bag_options(options, log=lambda message: None)  # a bad value fails before the data are read
+        if isinstance(self.templates, (str, os.PathLike)) or self.templates is None:
             raise CrftkError("templates must be a list (one template per bag)")
         templates = [_template(t) for t in self.templates]
-        label_col = self.params.get("label_col", -1)
-        _, train = _sentences(X, "X", None, label_col, y, "y", docs, "docs")
+        _, train = _sentences(X, "X", None, self.label_col, y, "y", docs, "docs")
         if not train:
             raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
         dev = None
         if X_dev is not None or y_dev is not None:
             if X_dev is None or y_dev is None:
                 raise CrftkError("a development set needs both X_dev and y_dev")
-            _, dev = _sentences(X_dev, "X_dev", len(train[0].rows[0]) - 1, label_col, y_dev, "y_dev",
+            _, dev = _sentences(X_dev, "X_dev", len(train[0].rows[0]) - 1, self.label_col, y_dev, "y_dev",
                                 dev_docs, "dev_docs")
-        log = _Log(self.params.get("verbose", 0))
-        self._set_model(fit_bag(train, templates, dev=dev or None, weights_file=weights, log=log,
-                                **{k: v for k, v in self.params.items() if k != "verbose"}))
+        self._set_model(fit_bag(train, templates, dev=dev or None, weights_file=weights,
+                                log=_Log(self.verbose), **options))
         return self
 
     def _set_model(self, model):
         from crftk.ensemble.bag import Bag as _Bag
-        self.model_ = model
+        model.require_kind("bag", "crftk.Bag")
         self.classes_ = list(_Bag.from_model(model).labels)
+        self.model_ = model
 
     def _tagged(self, X, docs, combine, decode, weights):
-        from crftk.commands.tag import tagger_for
+        from crftk.commands.tag import input_widths, tagger_for
         model = getattr(self, "model_", None)
         if model is None:
             raise NotFittedError("this Bag is not fitted yet: call fit(X, y) first, or Bag.load(path)")
-        space = model.space
-        index, sentences = _sentences(X, "X", space.n_columns - 1, space.label_col, None, None, docs, "docs")
         tagger = tagger_for(model, combine=combine, decode=decode, weights=weights,
-                            threads=self.params.get("threads", 0))
+                            threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+        index, sentences = _sentences(X, "X", None, model.space.label_col, None, None, docs, "docs",
+                                      input_widths(tagger))
         anchored = any(m.space.template.anchored for m in tagger.bag.members)
         if anchored and docs is not None:
             order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
@@ -390,14 +493,16 @@ class Bag:
             yield tagger, batch, index[start:start + len(batch)]
             start += len(batch)
 
+    @_keywords
     def predict(self, X, *, combine="chosen", decode="chosen", weights=None, docs=None):
         """The best labeling of each sentence under a combination (default: the one fit chose)."""
-        out = [[] for _ in range(_count(X, "X"))]
+        out = Labelings([] for _ in range(_count(X, "X")))
         for tagger, batch, index in self._tagged(X, docs, combine, decode, weights):
             for i, labels in zip(index, tagger.tag(batch)):
                 out[i] = labels
         return out
 
+    @_keywords
     def predict_marginals(self, X, *, combine="chosen", weights=None, docs=None):
         """Per sentence a float array [tokens, labels] (columns in classes_ order): the
         combination's marginals."""
@@ -409,6 +514,7 @@ class Bag:
                 out[i] = marg[sl]
         return out
 
+    @_keywords
     def score(self, X, y, *, combine="chosen", docs=None):
         """Chunk F1 in percent of a combination's predictions on X against y."""
         return _evaluate(_label_lists(y, "y", X), self.predict(X, combine=combine, docs=docs)).overall.f1
@@ -421,18 +527,29 @@ class Bag:
         bag = _Bag.from_model(self.model_)
         model = seq_poe_model(bag, bag.weights("seq-poe") if weights is None else weights)
         if path is not None:
+            self._check_apart(path, "exported model")
             model.save(path)
         return model
 
+    def _input_files(self):
+        templates = [self.templates] if isinstance(self.templates, (str, os.PathLike)) else self.templates or []
+        return [("template", [_template_path(t) for t in templates])]
+
     def save(self, path):
-        self.model_.save(path)
+        model = self.model_
+        self._check_apart(path)
+        model.save(path)
 
     @classmethod
     def load(cls, path):
         model = Model.load(path)
-        bag = cls(model.info.get("bag", {}).get("templates", []))
+        model.require_kind("bag", "crftk.Bag.load")
+        bag = cls(model.info["bag"].get("templates", []))
         bag._set_model(model)
         return bag
+
+
+_signature(Bag, 1, required={"templates"})
 
 
 def _parameters_doc():
@@ -449,10 +566,7 @@ def _parameters_doc():
 
 
 CRF.__doc__ += _parameters_doc()
-CRF.__init__.__signature__ = inspect.Signature(
-    [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-     inspect.Parameter("template", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)]
-    + [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, default=p.default) for p in PARAMS[1:]])
+_signature(CRF, 1)
 
 
 class _Log:
@@ -469,7 +583,8 @@ class _Log:
         if self.reporter is not None:
             self.reporter(message)
         elif message.startswith(self.WARNING):
-            warnings.warn(message[len(self.WARNING):], UserWarning, stacklevel=4)
+            # a Python warning names options as the keywords they are here
+            warnings.warn(python_spelling(message[len(self.WARNING):]), UserWarning, stacklevel=4)
 
 
 class _trace_file:
@@ -486,6 +601,13 @@ class _trace_file:
 
     def __exit__(self, *exc):
         return False if self.writer is None else self.writer.__exit__(*exc)
+
+
+def _template_path(spec):
+    """The file a template parameter names, or None (template text, a list of lines)."""
+    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and "\n" not in spec and os.path.isfile(spec)):
+        return spec
+    return None
 
 
 def _template(spec):
@@ -510,43 +632,80 @@ def _count(X, name):
     if isinstance(X, (str, bytes, os.PathLike)):
         raise CrftkError(f"{name} is a path or a string, not a list of sentences: read a file with "
                          f"crftk.read_conll(path, label_col=-1)")
+    if isinstance(X, Mapping):
+        raise CrftkError(f"{name} is a dict: it must be a list with one entry per sentence")
     try:
         return len(X)
     except TypeError:
-        raise TypeError(f"{name} must be a list of sentences, not {type(X).__name__}") from None
+        raise CrftkError(f"{name} must be a list with one entry per sentence, not {_a(X)}") from None
 
 
-def _label_lists(y, name, X=None):
-    """y as a list of label lists, checked against the sentences of X."""
+def _a(value):
+    """A value's type for a message: "None", "an int", "a dict"."""
+    if value is None:
+        return "None"
+    kind = type(value).__name__
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
+def _is_sequence(value):
+    """Whether a sentence or a row can be a list of rows or of strings (a dict or a number cannot)."""
+    if value is None or isinstance(value, Mapping):
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _label_lists(y, name, X=None, *, training=False):
+    """y as a list of label lists, checked against the sentences of X; with ``training``, every
+    label must be able to be a column of a CoNLL file (what a model file must hold)."""
     n = _count(y, name)
-    if X is not None and n != _count(X, "X"):
-        raise CrftkError(f"X has {_count(X, 'X')} sentences but {name} has {n} label sequences")
+    if X is not None:
+        X = list(X)
+        if n != len(X):
+            raise CrftkError(f"X has {len(X)} sentences but {name} has {n} label sequences")
     out = []
     for i, labels in enumerate(y):
         if isinstance(labels, str):
             raise CrftkError(f"{name}[{i}] is a str: {name} holds one sequence of labels per sentence")
+        if isinstance(labels, bytes) or not _is_sequence(labels):
+            raise CrftkError(f"{name}[{i}] is {_a(labels)}: {name} holds one sequence of labels (strings) "
+                             f"per sentence")
         labels = list(labels)
         try:
             "".join(labels)
         except TypeError:
             bad = next(x for x in labels if not isinstance(x, str))
             raise CrftkError(f"{name}[{i}] holds a {type(bad).__name__} ({shown(bad)}); labels are strings") from None
-        if X is not None and not isinstance(X[i], (str, bytes)) and len(labels) != len(X[i]):
-            raise CrftkError(f"X[{i}] has {len(X[i])} tokens but {name}[{i}] has {len(labels)} labels")
+        if training:
+            for t, label in enumerate(labels):
+                if not label or any(c.isspace() for c in label):
+                    what = "is an empty label" if not label else f"({shown(label)}) holds white space"
+                    raise CrftkError(f"{name}[{i}][{t}] {what}: a label is one column of a CoNLL file, and a "
+                                     f"model file holds no other")
+        sentence = None if X is None else X[i]
+        if sentence is not None and not isinstance(sentence, (str, bytes)) and hasattr(sentence, "__len__") \
+                and len(labels) != len(sentence):
+            raise CrftkError(f"X[{i}] has {len(sentence)} tokens but {name}[{i}] has {len(labels)} labels")
         out.append(labels)
     return out
 
 
-def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
+def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=None):
     """(indices in X, Sentences) of the non-empty sentences of X, rows checked.
 
     ``width``: the number of input columns every row must have (None: the first
     row's). With labels ``y``, each row gets its label inserted at ``label_col``
     (a column of the full row, as in a file); without, a placeholder goes there
-    unless the label column is the last one, which a row may lack.
+    when columns follow it (a row may lack the label and the columns after the ones
+    the model reads). ``widths`` (with ``width`` None): the model's input widths
+    (crftk.io.conll.Widths, in a file's columns) that the first row's must give.
     """
     n = _count(X, name)
-    labels = _label_lists(y, y_name, X) if y is not None else None
+    labels = _label_lists(y, y_name, X, training=True) if y is not None else None
     if docs is not None:
         if _count(docs, docs_name) != n:
             raise CrftkError(f"{name} has {n} sentences but {docs_name} has {_count(docs, docs_name)} entries")
@@ -558,19 +717,32 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
     first = None
     index, out = [], []
     for i, sent in enumerate(X):
-        if isinstance(sent, (str, bytes)):
-            raise CrftkError(f"{name}[{i}] is a {type(sent).__name__}: a sentence is a list of token "
+        if isinstance(sent, (str, bytes)) or not _is_sequence(sent):
+            raise CrftkError(f"{name}[{i}] is {_a(sent)}: a sentence is a list of token "
                              f"rows (for one column, a list of strings)")
         rows = []
         for t, row in enumerate(sent):
+            if isinstance(row, Mapping):
+                raise CrftkError(f"{name}[{i}][{t}] is a dict of features (python-crfsuite's input): "
+                                 f"{_NO_FEATURE_INPUT}")
+            if not _is_sequence(row):
+                raise CrftkError(f"{name}[{i}][{t}] is {_a(row)}: a token row is a list of column strings "
+                                 f"(for one column, a string)")
             row = [row] if isinstance(row, str) else list(row)
+            message = None
             if width is None:
                 width, first = len(row), (i, t)
-            if len(row) != width:
-                raise CrftkError(_width_message(name, i, t, len(row), width, first, labels is None))
+                if widths is not None and _file_width(width, label_col) not in widths:
+                    message = _widths_message(name, i, t, width, widths, label_col, labels is None)
+            elif len(row) != width:
+                message = _width_message(name, i, t, len(row), width, first, labels is None)
+            if message is not None:
+                if _looks_like_features(row):
+                    message = f"{message}; its strings look like python-crfsuite features: {_NO_FEATURE_INPUT}"
+                raise CrftkError(message)
             if at is None:
                 c = label_col + width + 1 if label_col < 0 else label_col
-                if not 0 <= c <= width:
+                if not 0 <= c <= width and widths is None:
                     raise CrftkError(f"label_col {label_col} is not a column of rows of {width} input "
                                      f"columns and the label")
                 at = c
@@ -582,13 +754,40 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name):
                                  f"columns are strings") from None
             if labels is not None:
                 row.insert(at, labels[i][t])
-            elif at != width:
+            elif at < width:
                 row.insert(at, "")          # the label column, which the template never reads
             rows.append(row)
         if rows:
             index.append(i)
             out.append(Sentence(rows, 0 if docs is None else int(docs[i]), 0, f"{name}[{i}]"))
     return index, out
+
+
+#: Feature dicts or lists per token (python-crfsuite's input) are not read yet (issue 30).
+_NO_FEATURE_INPUT = ("feature dicts and feature lists are not accepted yet. A token row holds the column "
+                     "strings of a CoNLL line (the label split off), and the template makes the features "
+                     "from them: see the \"Python API\" section of crftk's README.md")
+_FEATURE_STRING = re.compile(r"^[^=\s]+=")
+
+
+def _looks_like_features(row):
+    """Whether a row is a list of python-crfsuite feature strings ('word.lower=the', 'bias')."""
+    return any(isinstance(x, str) and _FEATURE_STRING.match(x) for x in row)
+
+
+def _file_width(width, label_col):
+    """The columns in a file of an input row of ``width`` columns (the label column inserted
+    when columns follow it)."""
+    return width + 1 if label_col < width else width
+
+
+def _widths_message(name, i, t, found, widths, label_col, predicting):
+    """The error of a first row whose width the model cannot read."""
+    own = sorted(w for w in range(max(widths) + 1) if _file_width(w, label_col) in widths)
+    hint = ""
+    if predicting and own and found == own[-1] + 1:
+        hint = "; rows hold the input columns only: crftk.read_conll(path, label_col=-1) splits the label off"
+    return f"{name}[{i}][{t}] has {found} columns, rows of {describe_widths(own)} are expected: {widths.needs}{hint}"
 
 
 def _width_message(name, i, t, found, width, first, predicting):
@@ -613,41 +812,116 @@ def _short(value):
     return shown(value, 60) if isinstance(value, str) else repr(value)
 
 
-class Pipeline:
+class Pipeline(_Estimator):
     """A pipeline of CRFs (``crftk compose``) in memory: stages trained apart, decoded in cascade
     or jointly (Sutton & McCallum 2005).
 
-    ``Pipeline.load(path)`` reads a file of ``crftk compose``; ``Pipeline.compose(models, feeds)``
-    builds one from CRFs, Models or model paths, ``feeds[i]`` being the input column of model i+1
-    that model i's labels fill. X holds sentences of token rows in the last model's input
-    columns, as ``read_conll(path, label_col=-1)`` gives them. ``decode``: "joint" (exact over
-    the product of the label sets when every fed column is read at offset 0 only, else by
-    rescoring the ``nbest_upstream`` best upstream labelings: ``joint_mode``), "normalized" (the
+    ``Pipeline(models, feeds)`` (or ``Pipeline.compose``) builds one from Models or model paths
+    (``compose`` also takes fitted CRFs), ``feeds[i]`` being the input column of model i+1 that
+    model i's labels fill; ``names`` names the stages; ``Pipeline.load(path)`` reads a file of
+    ``crftk compose``. X holds sentences of token rows in the last model's input columns, as
+    ``read_conll(path, label_col=-1)`` gives them, or fewer: down to the last
+    column a stage reads that no stage fills (a POS -> chunk pipeline takes the words alone).
+    ``decode``: "joint" (exact over the product
+    of the label sets when every fed column is read at offset 0 only, else by rescoring the
+    ``nbest_upstream`` best upstream labelings: ``joint_mode``), "normalized" (the
     ``nbest_upstream`` best upstream labelings rescored by the sum of the stages'
     log-probabilities, log p(y1|x) + log p(y2|y1,x)) or "cascade".
+
+    The stages come trained, so a pipeline has no ``fit``: it is built (``pipeline_``) when
+    made, and again by ``set_params``. It pickles as its pipeline file's bytes.
     """
 
-    def __init__(self, pipeline):
-        self.pipeline_ = pipeline
+    _PARAMS = (
+        Param("models", None, object, "The stages: Models or model paths (compose also takes fitted CRFs)."),
+        Param("feeds", None, object, "feeds[i]: the input column of model i+1 that model i's labels fill "
+                                     "(an int for two stages)."),
+        Param("names", None, object, "The stages' names (None: unnamed)."),
+        replace(_BY_NAME["threads"], help="Worker threads of decoding; 0 uses all cores."),
+    )
 
-    @classmethod
-    def load(cls, path, *, threads=0):
-        from crftk.commands.compose import Pipeline as _Pipeline
-        return cls(_Pipeline.load(path, threads=_BY_NAME["threads"].check(threads, warn=_Log(False))))
+    @_keywords
+    def __init__(self, models, feeds, *, names=None, threads=0):
+        self.models, self.feeds, self.names, self.threads = models, feeds, names, threads
+        self._build()
 
-    @classmethod
-    def compose(cls, models, feeds, *, threads=0):
+    def _build(self):
         from crftk.commands.compose import Pipeline as _Pipeline
         loaded = []
-        for m in models:
+        for m in self.models:
             if isinstance(m, CRF):
                 m = m._model()
             elif not isinstance(m, Model):
                 m = Model.load(m)
             loaded.append(m)
-        feeds = [feeds] if isinstance(feeds, int) else list(feeds)
-        return cls(_Pipeline.from_models(loaded, feeds, threads=_BY_NAME["threads"].check(threads, warn=_Log(False)),
-                                         log=_Log(False)))
+        feeds = [self.feeds] if isinstance(self.feeds, (int, np.integer)) else list(self.feeds)
+        threads = _BY_NAME["threads"].check(self.threads, warn=_Log(False))
+        self.pipeline_ = _Pipeline.from_models(loaded, feeds, names=self.names, threads=threads, log=_Log(False))
+
+    @_keywords
+    def set_params(self, **params):
+        """Set constructor arguments and build the pipeline again; returns self (unchanged if
+        the new pipeline cannot be built)."""
+        before = self.get_params()
+        super().set_params(**params)
+        try:
+            self._build()
+        except BaseException:
+            super().set_params(**before)
+            raise
+        return self
+
+    @classmethod
+    @_keywords
+    def load(cls, path, *, threads=0):
+        """The pipeline of a file written by crftk compose (or save)."""
+        from crftk.commands.compose import Pipeline as _Pipeline
+        return cls._from_pipeline(_Pipeline.load(path, threads=_BY_NAME["threads"].check(threads, warn=_Log(False))),
+                                  threads)
+
+    @classmethod
+    def _from_pipeline(cls, pipeline, threads):
+        """The estimator of a built pipeline: its stages' Models as ``models``."""
+        est = cls.__new__(cls)
+        stages = pipeline.stages
+        est.models = [s.model for s in stages]
+        est.feeds = [s.feed for s in stages[1:]]
+        est.names = [s.name for s in stages] if any(s.name is not None for s in stages) else None
+        est.threads = threads
+        est.pipeline_ = pipeline
+        return est
+
+    @classmethod
+    def compose(cls, models, feeds, *, names=None, threads=0):
+        """A pipeline of CRFs, Models or model paths (a CRF gives its fitted model)."""
+        models = [m._model() if isinstance(m, CRF) else m for m in models]
+        return cls(models, feeds, names=names, threads=threads)
+
+    def __getstate__(self):
+        # the pipeline file's bytes; the stages' Models among the parameters are those of the
+        # pipeline, named by their place rather than written twice
+        params = self.get_params()
+        stages = [s.model for s in self.pipeline_.stages]
+        params["models"] = [_StageRef(stages.index(m)) if any(m is x for x in stages) else m
+                            for m in params["models"]]
+        return {"crftk": 1, "params": params, "pipeline": self.pipeline_.to_model().to_bytes()}
+
+    def __setstate__(self, state):
+        from crftk.commands.compose import Pipeline as _Pipeline
+        if not isinstance(state, dict) or state.get("crftk") != 1 or "pipeline" not in state:
+            raise CrftkError("not the pickled state of a crftk Pipeline (or of a newer version)")
+        params = dict(state["params"])
+        with python_names():
+            model = Model.from_bytes(state["pipeline"], name="<pickled Pipeline>")
+            pipeline = _Pipeline.from_model(model, "<pickled Pipeline>",
+                                            threads=_BY_NAME["threads"].check(params["threads"]))
+        stages = [s.model for s in pipeline.stages]
+        params["models"] = [stages[m.index] if isinstance(m, _StageRef) else m for m in params["models"]]
+        self.__dict__.update(params)
+        self.pipeline_ = pipeline
+
+    def __sklearn_is_fitted__(self):
+        return True         # its stages come trained
 
     @property
     def joint_mode(self):
@@ -661,24 +935,26 @@ class Pipeline:
 
     def _batches(self, X):
         last = self.pipeline_.stages[-1].space
-        width = last.n_columns - 1 if self.pipeline_.optional_gold else last.n_columns
-        index, sentences = _sentences(X, "X", width, last.label_col if self.pipeline_.optional_gold else width,
-                                      None, None, None, "docs")
+        label_col = last.label_col if self.pipeline_.optional_gold else last.n_columns
+        index, sentences = _sentences(X, "X", None, label_col, None, None, None, "docs",
+                                      self.pipeline_.input_widths())
         start = 0
         for batch in chunked(sentences, BATCH_TOKENS):
             yield batch, index[start:start + len(batch)]
             start += len(batch)
 
+    @_keywords
     def predict(self, X, *, decode="joint", nbest_upstream=20, stages=False):
-        """The last stage's labels of each sentence; with ``stages``, per sentence a list of every
-        stage's labels."""
+        """The last stage's labels of each sentence (a :class:`Labelings`); with ``stages``, per
+        sentence a list of every stage's labels."""
         n = len(self.pipeline_.stages)
-        out = [[[] for _ in range(n)] if stages else [] for _ in range(_count(X, "X"))]
+        out = Labelings([[] for _ in range(n)] if stages else [] for _ in range(_count(X, "X")))
         for batch, index in self._batches(X):
             for i, labels in zip(index, self.pipeline_.tag(batch, decode, nbest_upstream)):
                 out[i] = labels if stages else labels[-1]
         return out
 
+    @_keywords
     def predict_marginals(self, X):
         """Exact joint marginals: per sentence, per stage a float array [tokens, labels] (columns
         in ``stage_labels`` order), and the log partition function of each sentence."""
@@ -692,6 +968,7 @@ class Pipeline:
                 logz[i] = lz[k]
         return out, logz
 
+    @_keywords
     def predict_nbest(self, X, k):
         """The k best joint labelings of each sentence (exact joint decoding): per sentence a list
         of (per stage its labels, probability), best first."""
@@ -701,9 +978,23 @@ class Pipeline:
                 out[i] = [(labels, prob) for prob, labels in lists]
         return out
 
+    def _input_files(self):
+        return [("stage model", [m for m in self.models if isinstance(m, (str, os.PathLike))])]
+
     def save(self, path):
         """Write the pipeline file (the format of crftk compose; written atomically)."""
+        self._check_apart(path, "pipeline")
         self.pipeline_.save(path)
+
+
+class _StageRef:
+    """In a pickled Pipeline's parameters: the Model of stage ``index`` of its pipeline file."""
+
+    def __init__(self, index):
+        self.index = index
+
+
+_signature(Pipeline, 2, required={"models", "feeds"})
 
 
 # readers and scoring ------------------------------------------------------------
@@ -761,7 +1052,7 @@ def evaluate(gold, pred=None, *, scheme="auto", gold_col=None, pred_col=-1, nbes
 
 
 
-class FactorialCRF:
+class FactorialCRF(_Estimator):
     """A factorial CRF estimator (Sutton et al. 2004): one label chain per label sequence
     list, adjacent chains coupled at every token (``crftk train`` with several --label-col).
 
@@ -770,39 +1061,41 @@ class FactorialCRF:
     of a row of X from 0; chain c's labels are column ``width + c`` (which it must not read);
     its ``P`` lines condition the pair factors on observations. ``inference``,
     ``tolerance``, ``max_sweeps``, ``warm_start``: as crftk train's; other keyword arguments are
-    training options of :class:`CRF` (c2, max_iter, threads, ...).
+    training options of :class:`CRF` (c2, max_iter, threads, ...) but label_col.
+
+    Y and predict's output are chain-major, which scikit-learn's cross-validation helpers do
+    not split: ``clone`` works, and cross-validation is a loop over ``KFold`` splits (README).
     """
 
-    def __init__(self, template=None, *, inference="exact", tolerance=1e-3, max_sweeps=100, warm_start=False,
-                 verbose=False, **params):
-        for name in params:
-            if name not in _TRAIN_NAMES or name == "label_col":
-                raise TypeError(f"FactorialCRF.__init__() got an unexpected keyword argument {name!r}")
+    _PARAMS = FACTORIAL_PARAMS
+
+    def __init__(self, template=None, **params):
         self.template = template
-        self.inference, self.tolerance, self.max_sweeps = inference, tolerance, max_sweeps
-        self.warm_start = warm_start
-        self.verbose = verbose
-        self.params = dict(params)
+        self._init_params(params)
+
+    def _training_options(self):
+        return {p.name: getattr(self, p.name) for p in TRAIN if p.name != "label_col"}
 
     @staticmethod
     def _rows(X, Y, name, width=None):
         _, sentences = _sentences(X, name, width, -1, None, None, None, None)
         if Y is not None:
-            Y = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
+            Y = [_label_lists(y, f"Y[{c}]", X, training=True) for c, y in enumerate(Y)]
             nonempty = [i for i, s in enumerate(X) if len(s)]
             for k, i in enumerate(nonempty):
                 for t, row in enumerate(sentences[k].rows):
                     row.extend(y[i][t] for y in Y)
         return sentences
 
+    @_keywords
     def fit(self, X, Y, X_dev=None, Y_dev=None):
         """Train on sentences X with one list of label sequences per chain in Y; returns self."""
         from crftk.commands.factorial import fit_factorial
-        if Y is None or len(Y) < 2:
+        if Y is None or _count(Y, "Y") < 2:
             raise CrftkError("a factorial CRF needs two or more label sequence lists (one per chain) in Y")
         if self.template is None:
             raise CrftkError("FactorialCRF needs a template")
-        opt = check_options(dict(self.params), log=lambda message: None)
+        opt = check_options(self._training_options(), log=lambda message: None)
         train = self._rows(X, Y, "X")
         if not train:
             raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
@@ -814,9 +1107,13 @@ class FactorialCRF:
                               dev=dev or None, log=_Log(self.verbose), keep_on_interrupt=True,
                               inference=self.inference, tolerance=self.tolerance, max_sweeps=self.max_sweeps,
                               warm_start=self.warm_start)
+        self._set_model(model)
+        return self
+
+    def _set_model(self, model):
+        model.require_kind("factorial", "crftk.FactorialCRF")
         self.model_ = model
         self.classes_ = [list(x) for x in model.structure.output_labels]
-        return self
 
     def _model(self):
         model = getattr(self, "model_", None)
@@ -824,6 +1121,7 @@ class FactorialCRF:
             raise NotFittedError("this FactorialCRF is not fitted yet: call fit(X, Y) first, or load(path)")
         return model
 
+    @_keywords
     def predict(self, X):
         """Per chain, per sentence of X, the labels of the best joint labeling."""
         from crftk.commands.factorial import FactorialDecoder
@@ -831,10 +1129,10 @@ class FactorialCRF:
         st = model.structure
         width = st.space.n_columns - st.n_chains
         n = _count(X, "X")
-        out = [[[] for _ in range(n)] for _ in range(st.n_chains)]
+        out = [Labelings([] for _ in range(n)) for _ in range(st.n_chains)]
         index, sentences = _sentences(X, "X", width, -1, None, None, None, None)
-        decoder = FactorialDecoder(model, threads=self.params.get("threads", 0), inference=self.inference,
-                                   tolerance=self.tolerance, max_sweeps=self.max_sweeps)
+        decoder = FactorialDecoder(model, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)),
+                                   inference=self.inference, tolerance=self.tolerance, max_sweeps=self.max_sweeps)
         start = 0
         for batch in chunked(sentences, BATCH_TOKENS):
             labels, _ = decoder.decode(batch)
@@ -844,6 +1142,7 @@ class FactorialCRF:
             start += len(batch)
         return out
 
+    @_keywords
     def score(self, X, Y):
         """Joint token accuracy in percent (every chain right) of the predictions on X against Y."""
         from crftk.commands.factorial import score_chains
@@ -851,15 +1150,21 @@ class FactorialCRF:
         gold = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
         return 100 * score_chains(gold, pred).joint_accuracy
 
+    def _input_files(self):
+        return [("template", _template_path(self.template))]
+
     def save(self, path):
-        self._model().save(path)
+        model = self._model()
+        self._check_apart(path)
+        model.save(path)
 
     @classmethod
     def load(cls, path, **kw):
         model = Model.load(path)
-        if model.structure_name != "factorial":
-            raise CrftkError(f"{path} is a {model.structure_name} model, not a factorial CRF", path)
+        model.require_kind("factorial", "crftk.FactorialCRF.load")
         est = cls(model.space.template.text, **kw)
-        est.model_ = model
-        est.classes_ = [list(x) for x in model.structure.output_labels]
+        est._set_model(model)
         return est
+
+
+_signature(FactorialCRF, 1)

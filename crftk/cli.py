@@ -36,7 +36,10 @@ class CrftkGroup(click.Group):
             ctx = getattr(e, "ctx", None)
             if ctx is not None:
                 where = f" (see '{ctx.command_path} --help')"
-            click.echo(f"crftk: error: {_sentence(e.format_message())}{where}", err=True)
+            message = _sentence(e.format_message())
+            if isinstance(e, click.NoSuchOption) and ctx is not None:
+                message = _foreign_option_message(e, ctx) or message
+            click.echo(f"crftk: error: {message}{where}", err=True)
             sys.exit(e.exit_code)
         except click.Abort:
             click.echo("crftk: interrupted", err=True)
@@ -76,6 +79,17 @@ def main():
       crftk tag -m chunk.model test.txt > tagged.txt
       crftk eval tagged.txt
     """
+
+
+def _foreign_option_message(error, ctx):
+    """For an option of another CRF tool (--iterations, -c, --maxiter ...), the message that
+    names crftk's option for it, or None (then click's guess by spelling stands)."""
+    known = {opt for p in ctx.command.params for opt in p.opts + p.secondary_opts}
+    hit = params.foreign_option(error.option_name, known)
+    if hit is None:
+        return None
+    option, note = hit
+    return f"no such option {error.option_name!r}: did you mean {option}?" + (f" ({note})" if note else "")
 
 
 def _interrupt_on_termination():
@@ -175,7 +189,8 @@ _induce_options = _param_options(params.INDUCE)
                    "passes, seconds, objective, dev F1 (with --dev).")
 @click.option("--init", "init_model", metavar="MODEL",
               help="Start from this model's weights and feature space (MAP weights for --objective "
-                   "mce, or a checkpoint to resume from); no --template then.")
+                   "mce, or a checkpoint to resume from); --template may be omitted, and if given must be "
+                   "the model's own.")
 @_option(params.CHECKPOINT_EVERY, metavar="N")
 @_option(params.CROSS_PREDICT, metavar="K")
 @click.option("--cross-output", "cross_output", metavar="FILE",
@@ -241,8 +256,9 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, metavar="[FILE...]")
 @click.option("--model", "-m", "model_path", required=True, metavar="FILE", help="Trained model.")
-@click.option("--output", "-o", default="-", show_default=True, metavar="FILE",
-              help="Output file ('-' for stdout); a file is written atomically.")
+@click.option("--output", "-o", default="-", show_default=True, metavar="FILE|DIR",
+              help="Output file ('-' for stdout), or an existing directory: one output per input file, "
+                   "named like it. Written atomically (into a directory: all the outputs, or none).")
 @click.option("--marginals", "-v", count=True, type=click.IntRange(0, 2),
               help="-v: add the probability of each predicted label and a '# prob P' line with the "
                    "sequence probability per sentence; -vv: also every label's probability "
@@ -274,7 +290,7 @@ def tag(inputs, model_path, output, marginals, nbest, batch_tokens, combine, wei
     of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
 
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
-    at sentence boundaries; -o may then be a directory (one output per input file).
+    at sentence boundaries.
 
     The output is written in the input's --encoding.
     """
@@ -339,15 +355,17 @@ def bag(train_files, templates, model_path, dev_file, weights_file, export_path,
 @click.argument("files", nargs=-1, required=True, metavar="FILE [PRED_FILE]")
 @click.option("--gold-col", type=column_index(), multiple=True,
               help="Gold label column (default: second to last with one file, last with two). "
-                   "Repeat it with --pred-col to score several pairs of one file (the chains of a "
-                   "factorial CRF) and their joint accuracy.")
+                   "Repeat it with --pred-col to score several pairs of one file (the stages of a "
+                   "pipeline, the chains of a factorial CRF) and their joint accuracy.")
 @click.option("--pred-col", type=column_index(), multiple=True,
-              help="Predicted label column [default: -1]. Output of 'crftk tag -v' (and of -n with -v) "
-                   "ends with gold, predicted, probability: pass --gold-col -3 --pred-col -2; eval says "
-                   "what to pass for -vv.")
+              help="Predicted label column [default: -1]. 'crftk tag' appends one column per stage of a "
+                   "pipeline or chain of a factorial model, and -v/-vv add probabilities after each: "
+                   "eval refuses columns that cannot be a gold and a predicted labeling (probabilities, "
+                   "labels of two tasks) and says which to pass.")
 @click.option("--nbest-rank", type=Integer(0, MAX_NBEST - 1), default=0, show_default=True,
-              help="Of 'crftk tag -n K' output, score the labelings of this rank (0: the best one "
-                   "of each sentence).")
+              help="Of 'crftk tag -n K' output, score the labelings of this rank, counted from 0 as in "
+                   "the '# nbest RANK P' lines: 0 is the best labeling of each sentence, K-1 the last. "
+                   "Every sentence needs one (a sentence with fewer than K labelings lists fewer).")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
               default="auto", show_default=True,
               help="Chunk encoding; auto follows conlleval's rules (handles IOB1/IOB2/IOE/IOBES).")
@@ -363,8 +381,10 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json, e
 
     With one FILE, gold and predicted labels are its last two columns (conlleval's
     convention, as `crftk tag` writes them). With two files, the gold labels come
-    from FILE and the predictions from PRED_FILE. Columns that cannot be labels
-    (probabilities, a file of gold labels only) are an error that says what to pass.
+    from FILE and the predictions from PRED_FILE. Columns that cannot be a gold and
+    a predicted labeling (probabilities, labels of two tasks such as the chunk and
+    NER columns of an untagged file) are an error that says what to pass. Labels
+    without chunk prefixes (POS tags) get token accuracy only.
     """
     from crftk.evaluation.conlleval import evaluate, evaluate_columns, mcnemar, read_labels
     if len(files) > 2:
@@ -384,7 +404,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json, e
     labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank, encoding=encoding)
     if labels.nbest:
         _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "
-             f"labeling of rank {nbest_rank} of each sentence (--nbest-rank)")
+             f"labeling of rank {nbest_rank} of each sentence (--nbest-rank; 0 is the best)")
     result = evaluate(labels.gold, labels.pred, scheme=scheme, locate=labels.locate)
     test = None
     if other:
@@ -408,7 +428,8 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json, e
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True, metavar="LABELED_FILE...")
 @click.option("--output", "-o", "out_dir", required=True, metavar="DIR",
-              help="Directory for the lexicons: one TYPE.lex file per entity type.")
+              help="Directory for the lexicons: one TYPE.lex file per entity type (made if missing; its "
+                   "parent must exist, as for every output).")
 @click.option("--label-col", type=column_index(), default=-1, show_default=True, help="Gold label column.")
 @click.option("--scheme", type=click.Choice(["auto", "iob1", "iob2", "ioe1", "ioe2", "iobes"]),
               default="auto", show_default=True, help="Chunk encoding of the labels.")
@@ -455,8 +476,10 @@ def info(model_path, as_json):
 def dump(model_path, output, min_abs):
     """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""
     from crftk.io.conll import AtomicWriter, check_output
+    from crftk.io.outputs import check_apart
     from crftk.model import Model
     check_output(output)
+    check_apart([("output", output)], [("model", model_path)])
     model = Model.load(model_path)
     with AtomicWriter(output) as out:
         model.dump(out, min_abs=min_abs)

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crftk import params
 from crftk.errors import CrftkError, shown
 from crftk.features.space import FeatureSpace
 from crftk.io.container import dumps, loads, read_container, read_header, write_container
@@ -17,6 +18,12 @@ FORMAT = "crftk-model"
 MODEL_KIND = "model"
 #: meta["kind"] of the first files: one feature space and weight vector, the structure in info
 LEGACY_KIND = "linear-chain"
+#: each kind of model file (Model.kind): its name, and the Python call that loads it
+KINDS = {"crf": ("a CRF", "crftk.CRF.load"), "bag": ("a feature bag", "crftk.Bag.load"),
+         "pipeline": ("a pipeline", "crftk.Pipeline.load"),
+         "factorial": ("a factorial CRF", "crftk.FactorialCRF.load")}
+#: structures over one chain of labels (what crftk train trains from one label column)
+CHAIN_STRUCTURES = ("chain", "pairs", "memm")
 #: version of a part's layout (a feature space's arrays + a weight vector); a reader refuses newer ones
 PART_VERSION = 1
 
@@ -70,6 +77,37 @@ class Model:
     @property
     def order(self):
         return int(self.info.get("order", 1))
+
+    @property
+    def kind(self):
+        """What the file holds, which says how to load it: "crf" (one chain CRF of any order, or
+        an MEMM), "bag", "pipeline" or "factorial" (KINDS)."""
+        if self.structure_name == "factorial":
+            return "factorial"
+        if self.structure_name == "composed":
+            return "pipeline"
+        return "bag" if isinstance(self.info.get("bag"), dict) else "crf"
+
+    def describe(self):
+        """The kind in words, with its size: "a feature bag (4 members)"."""
+        n = len(self.parts)
+        if self.kind == "crf":
+            return {"pairs": "a second-order CRF", "memm": "an MEMM"}.get(self.structure_name, "a CRF")
+        if self.kind == "factorial":
+            chains = sum(p.name.startswith("chain") for p in self.parts)
+            return f"a factorial CRF ({chains} chains)"
+        return f"{KINDS[self.kind][0]} ({n} {'members' if self.kind == 'bag' else 'stages'})"
+
+    def require_kind(self, kind, entry, hint=None, path=None):
+        """Raise CrftkError unless the model is of ``kind``: ``entry`` (what is loading it) takes
+        that kind; the message names the kind found and how to load or tag it, and the file
+        (``path``, else the one the model was loaded from)."""
+        if self.kind == kind:
+            return
+        found = self.kind
+        hint = hint or f"load it with {KINDS[found][1]} (crftk tag tags with any kind)"
+        raise CrftkError(f"{entry} takes {KINDS[kind][0]}; this file is {self.describe()}: {hint}",
+                         self.source if path is None else path)
 
     @property
     def structure(self):
@@ -133,7 +171,12 @@ class Model:
                 raise CrftkError(f"model file is inconsistent: its array {shown(flat[0])} is not one-dimensional",
                                  path)
             space_type = getattr(STRUCTURES.get(structure), "part_space", lambda name: FeatureSpace)(name)
-            space = space_type.from_arrays(space_meta, space_arrays, path)
+            try:
+                space = space_type.from_arrays(space_meta, space_arrays, path)
+            except CrftkError as e:
+                if len(parts) == 1:
+                    raise
+                raise CrftkError(f"{e.message} (part {shown(name)})", e.path, e.line) from None
             if "weights" not in space_arrays:
                 raise CrftkError(f"model file has no weights for its part {shown(name)}", path)
             loaded.append(Part(space, space_arrays["weights"], name))
@@ -145,15 +188,15 @@ class Model:
         for part in model.parts:
             _check_space(part.space, info, path)
             _check_weights(part.weights, path)
-            if model.structure_name == "memm" and any(cl.line.macros for cl in part.space.bigram_lines):
-                # train refuses these; a file that has one was not written by crftk
-                raise CrftkError("model file is inconsistent: an MEMM whose template has a B line with macros",
-                                 path)
+            if model.structure_name in CHAIN_STRUCTURES:
+                check_chain_model(model.structure_name, info, part.space, path)
+        _check_parts(model, path)
         if model.structure_name == "factorial":
             try:            # the parts must make one factorial structure
                 model.structure
             except CrftkError as e:
                 raise CrftkError(f"model file is inconsistent: {e.message}", path) from None
+            _check_factorial_record(info, path)
         model.source = path
         return model
 
@@ -190,6 +233,13 @@ class Model:
             from crftk.structures.factorial import dump
             return dump(self, out, min_abs=min_abs,
                         dump_chain=lambda space, weights: Model(space, weights).dump(out, min_abs=min_abs))
+        if len(self.parts) > 1:       # a bag's members, a pipeline's stages: each part in turn
+            role = "member" if self.kind == "bag" else "stage"
+            out.write(f"# crftk {self.describe()[2:]}\n")
+            for i, part in enumerate(self.parts):
+                out.write(f"\n[{role} {i}] {part.name}\n")
+                Model(part.space, part.weights).dump(out, min_abs=min_abs)
+            return
         s, w = self.space, self.weights
         lay = s.layout()
         labels = s.labels
@@ -279,6 +329,63 @@ def _check_kind(info, path):
         raise CrftkError(f"model file is inconsistent: unknown model type {shown(model_type)}", path)
     if type(order) is not int or order not in (1, 2):
         raise CrftkError(f"model file is inconsistent: order {order!r:.40} is not 1 or 2", path)
+
+
+def chain_record(structure):
+    """The training record's order and model type of a chain structure (CHAIN_STRUCTURES)."""
+    return {"order": 2 if structure == "pairs" else 1, "model_type": "memm" if structure == "memm" else "crf"}
+
+
+def check_chain_model(structure, info, space, path, where=""):
+    """Refuse a chain structure (CHAIN_STRUCTURES) other than the one its training record (order,
+    model type) names, or one its feature space cannot have; ``where``: which stage, in a pipeline."""
+    def bad(what):
+        return CrftkError(f"model file is inconsistent: {where}{what}", path)
+
+    expected = structure_name(info.get("order", 1), info.get("model_type", "crf"))
+    if structure != expected:
+        trained = {"chain": "a first-order CRF", "pairs": "a second-order CRF", "memm": "an MEMM"}[expected]
+        raise bad(f"its structure is {shown(structure)}, but its training record is that of {trained}")
+    if structure == "pairs" and not all(SEP in x for x in space.labels):
+        raise bad("an order-2 model's labels must be tag pairs")
+    if structure == "memm" and any(cl.line.macros for cl in space.bigram_lines):
+        # train refuses these; a file that has one was not written by crftk
+        raise bad("an MEMM whose template has a B line with macros")
+
+
+def _check_parts(model, path):
+    """The parts a structure takes: one for a chain (a bag: two or more, first-order chains), two
+    or more for a pipeline (factorial models check theirs in Factorial.from_parts)."""
+    def bad(what):
+        return CrftkError(f"model file is inconsistent: {what}", path)
+
+    n, name = len(model.parts), model.structure_name
+    if "bag" in model.info and model.kind != "bag":
+        raise bad(f"a {name} model with a bag's record")
+    if model.kind == "bag":
+        if name != "chain":
+            raise bad(f"a bag of {name} models (a bag holds first-order chain CRFs)")
+        if n < 2:
+            raise bad(f"a bag needs at least two members, this one has {n}")
+    elif model.kind == "crf" and n != 1:
+        raise bad(f"a {name} model has one part, this file has {n} (and no bag's record)")
+    elif model.kind == "pipeline" and n < 2:
+        raise bad(f"a pipeline has at least two stages, this one has {n}")
+
+
+def _check_factorial_record(info, path):
+    """The inference options a factorial model was trained with, which tagging takes by default."""
+    record = info.get("factorial", {})
+    if not isinstance(record, dict):
+        raise CrftkError("model file is inconsistent: its factorial record is not an object", path)
+    for option in (params.INFERENCE, params.TOLERANCE, params.MAX_SWEEPS_PARAM):
+        value = record.get(option.name)
+        if value is not None:
+            try:
+                option.check(value)
+            except CrftkError:
+                raise CrftkError(f"model file is inconsistent: its training record's {option.name} "
+                                 f"{shown(value)} is not a valid {option.name}", path) from None
 
 
 def _check_weights(weights, path):

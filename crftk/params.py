@@ -18,6 +18,9 @@ that a typo or a fuzzer cannot reach an overflow, a hang or gigabytes of memory.
 import math
 import numbers
 import os
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import click
@@ -207,6 +210,46 @@ class Encoding(click.ParamType):
             self.fail(e.message, param, ctx)
 
 
+#: How messages name an option: "cli" (--max-iter, the command line's) or "python" (max_iter,
+#: the keyword of crftk's Python API, which sets it through python_names()).
+_SPELLING = ContextVar("crftk_option_spelling", default="cli")
+#: The names of every declared option (a Param registers its own): what python_names respells.
+_DECLARED = set()
+#: Repeated command-line options whose Python keyword is a plural list (compose --feed COL ...).
+_KEYWORDS = {"feed": "feeds"}
+_CLI_OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+
+
+def spelled(name):
+    """An option as its caller writes it: --max-iter on the command line, max_iter from Python."""
+    return name if _SPELLING.get() == "python" else "--" + name.replace("_", "-")
+
+
+def python_spelling(text):
+    """The text with every declared option's command-line name replaced by its keyword."""
+    def keyword(m):
+        name = m.group(1).replace("-", "_")
+        name = _KEYWORDS.get(name, name)
+        return name if name in _DECLARED else m.group(0)
+    return _CLI_OPTION.sub(keyword, text)
+
+
+@contextmanager
+def python_names():
+    """Within it, options are named as Python keywords (c2, max_iter): the checks of the
+    declarations spell them so, and a CrftkError from a layer whose message names an option
+    as the command line does (--algorithm sgd needs --c2 > 0) has it respelled on its way out."""
+    token = _SPELLING.set("python")
+    try:
+        yield
+    except CrftkError as error:
+        error.message = python_spelling(error.message)
+        error.args = (str(error),)
+        raise
+    finally:
+        _SPELLING.reset(token)
+
+
 @dataclass(frozen=True)
 class Param:
     """An option of train or induce, declared once: the CLI builds its option from it and
@@ -218,19 +261,24 @@ class Param:
     help: str
     choices: tuple = ()
 
+    def __post_init__(self):
+        _DECLARED.add(self.name)
+
     @property
     def option(self):
+        """The command-line option: --max-iter."""
         return "--" + self.name.replace("_", "-")
 
     def check(self, value, warn=None):
-        """The value, checked (and for thread counts capped); CrftkError when it is out of range."""
+        """The value, checked (and for thread counts capped); CrftkError when it is out of range,
+        naming the option as the caller spells it (:func:`spelled`)."""
         if self.choices:
             if value not in self.choices:
-                raise CrftkError(f"{self.option} must be one of {', '.join(map(str, self.choices))} "
+                raise CrftkError(f"{spelled(self.name)} must be one of {', '.join(map(str, self.choices))} "
                                  f"(got {_got(value)})")
             return value
         if isinstance(self.type, (_Bounded, Encoding)):
-            return self.type.check(value, self.option, warn)
+            return self.type.check(value, spelled(self.name), warn)
         return value
 
 
@@ -510,3 +558,34 @@ def check_params(params, options, what, warn=None):
     if unknown:
         raise TypeError(f"unknown {what} options: {sorted(unknown)}")
     return {p.name: p.check(options.get(p.name, p.default), warn) for p in params}
+
+
+# What users of other CRF tools type for crftk's options, for the suggestion of an unknown
+# option (click's own guess, by spelling, offers --period for --iterations). Keys are
+# spelled without leading dashes, lower case, '_' as '-'; values: (crftk's option, a note).
+# They never become options: one name per option keeps --help and the docs short.
+_CRFPP_C = "CRF++'s -c C is --c2 1/(2C)"
+FOREIGN_OPTIONS = {
+    **{name: ("--max-iter", None) for name in (
+        "iterations", "iteration", "iter", "iters", "maxiter", "max-iterations", "max-iteration",
+        "max-iters", "n-iter", "num-iterations", "epochs")},
+    "c": ("--c2", _CRFPP_C), "cost": ("--c2", _CRFPP_C), "l2": ("--c2", None), "rho2": ("--c2", None),
+    "l1": ("--c1", None), "rho1": ("--c1", None),
+    "f": ("--min-freq", None), "freq": ("--min-freq", None), "minfreq": ("--min-freq", None),
+    "feature.minfreq": ("--min-freq", None), "cutoff": ("--min-freq", None),
+    "e": ("--epsilon", None), "eta": ("--epsilon", None), "stopeps": ("--epsilon", None),
+    "delta": ("--epsilon", None), "stopwin": ("--period", None),
+    "a": ("--algorithm", None), "algo": ("--algorithm", None), "type": ("--model-type", None),
+    "nthread": ("--threads", None), "thread": ("--threads", None), "nthreads": ("--threads", None),
+    "devel": ("--dev", None), "pattern": ("--template", None),
+    "num-memories": ("--history", None), "m-memory": ("--history", None),
+}
+
+
+def foreign_option(name, known):
+    """crftk's option for an unknown option ``name`` that another CRF tool has (CRF++'s -c,
+    CRFsuite's max_iterations, Wapiti's --maxiter ...), as (option, note or None), if the
+    command has that option (``known``: its option strings); else None."""
+    key = name.lstrip("-").lower().replace("_", "-")
+    hit = FOREIGN_OPTIONS.get(key)
+    return hit if hit is not None and hit[0] in known else None

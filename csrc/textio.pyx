@@ -821,6 +821,8 @@ def column_ids(const uint8_t[::1] block, const int64_t[::1] tok_start, const int
         if not isinstance(tables[i], (ColumnIds, Interner)):
             raise TypeError("column_ids takes a ColumnIds or an Interner per column")
         col[i] = columns[i]
+        if col[i] < 0:      # counted from 0: rows are split into fields 0..cap-1 only
+            raise ValueError(f"column_ids reads columns from 0, not {col[i]}")
         found[i] = <void*> tables[i]
         grows[i] = isinstance(tables[i], Interner)
         cap = max(cap, col[i] + 1)

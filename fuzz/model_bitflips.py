@@ -41,7 +41,7 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from crftk import container  # noqa: E402
+from crftk.io import container  # noqa: E402
 from crftk.io.conll import read_corpus  # noqa: E402
 from crftk.commands.tag import Tagger  # noqa: E402
 from crftk.errors import CrftkError  # noqa: E402

@@ -191,10 +191,57 @@ def test_bad_data_and_options_are_crftk_errors():
         with pytest.raises(CrftkError, match=message):
             crf.fit(*args)
     for name, value in [("c2", -1), ("algorithm", "newton"), ("max_iter", 0)]:
-        with pytest.raises(CrftkError, match=name.replace("_", "-")):
+        with pytest.raises(CrftkError, match=rf"^{name} must be"):     # the keyword, not --max-iter
             CRF(SMALL_TEMPLATE, **{name: value}).fit(TINY_X, TINY_Y)
     with pytest.raises(TypeError, match="unexpected keyword argument 'c3'"):
         CRF(SMALL_TEMPLATE, c3=1)
+
+
+@pytest.mark.parametrize("label, message", [
+    ("", r"y\[1\]\[2\] is an empty label"),
+    ("B NP", r"y\[1\]\[2\] \('B NP'\) holds white space"),
+    ("O\t", r"y\[1\]\[2\] \('O\\t'\) holds white space"),
+    ("\u2003", r"y\[1\]\[2\] .* holds white space"),
+])
+def test_fit_refuses_a_label_that_no_model_file_can_hold(tmp_path, label, message):
+    # issue 31: fit took it and save wrote the model, which CRF.load, crftk tag and pickle refused
+    y = [list(TINY_Y[0]), list(TINY_Y[1]), list(TINY_Y[2])]
+    y[1][2] = label
+    with pytest.raises(CrftkError, match=message):
+        CRF(SMALL_TEMPLATE, **OPTIONS).fit(TINY_X, y)
+    with pytest.raises(CrftkError, match=message.replace("y", "y_dev", 1)):
+        CRF(SMALL_TEMPLATE, **OPTIONS).fit(TINY_X, TINY_Y, TINY_X, y)
+
+
+@pytest.mark.parametrize("X, y, message", [
+    # each was a raw TypeError (or KeyError) from inside the estimator
+    ([None, TINY_X[1]], TINY_Y[:2], r"X\[0\] is None: a sentence is a list of token rows"),
+    ([[None, ["cat", "NN"]]], [["B-NP", "I-NP"]], r"X\[0\]\[0\] is None: a token row is a list"),
+    ([[["The", "DT"], 7]], [["B-NP", "I-NP"]], r"X\[0\]\[1\] is an int: a token row is a list"),
+    ([1, 2], [["O"], ["O"]], r"X\[0\] is an int: a sentence is a list of token rows"),
+    ({"a": 1, "b": 2}, [["O"], ["O"]], "X is a dict: it must be a list with one entry per sentence"),
+    ({0: TINY_X[0], 1: TINY_X[1]}, TINY_Y[:2], "X is a dict"),
+    (7, TINY_Y, "X must be a list with one entry per sentence, not an int"),
+    (TINY_X, [None, TINY_Y[1], TINY_Y[2]], r"y\[0\] is None: y holds one sequence of labels"),
+    (TINY_X, {0: TINY_Y[0]}, "y is a dict"),
+])
+def test_input_of_the_wrong_shape_is_a_crftk_error(X, y, message):
+    with pytest.raises(CrftkError, match=message):
+        CRF(SMALL_TEMPLATE, **OPTIONS).fit(X, y)
+
+
+def test_predict_and_score_refuse_input_of_the_wrong_shape(fitted_tiny):
+    for X, message in [([None], r"X\[0\] is None"), ([[None]], r"X\[0\]\[0\] is None"), ([3], r"X\[0\] is an int"),
+                       ({"a": 1}, "X is a dict")]:
+        with pytest.raises(CrftkError, match=message):
+            fitted_tiny.predict(X)
+    with pytest.raises(CrftkError, match=r"y\[0\] is None"):
+        fitted_tiny.score(TINY_X, [None, TINY_Y[1], TINY_Y[2]])
+
+
+@pytest.fixture(scope="module")
+def fitted_tiny():
+    return CRF(SMALL_TEMPLATE, **OPTIONS).fit(TINY_X, TINY_Y)
 
 
 def test_training_warnings_are_python_warnings_and_verbose_logs(capsys):
@@ -227,7 +274,7 @@ def test_trace_and_checkpoint_files(tmp_path):
         CRF(SMALL_TEMPLATE, trace=tmp_path / "no" / "t.tsv").fit(TINY_X, TINY_Y)
     with pytest.raises(CrftkError, match="needs checkpoint"):
         CRF(SMALL_TEMPLATE, checkpoint_every=2).fit(TINY_X, TINY_Y)
-    with pytest.raises(CrftkError, match="checkpoint-every must be an integer from 0"):
+    with pytest.raises(CrftkError, match="^checkpoint_every must be an integer from 0"):
         CRF(SMALL_TEMPLATE, checkpoint_every=-1, checkpoint=checkpoint).fit(TINY_X, TINY_Y)
 
 
@@ -302,9 +349,11 @@ def test_score_is_conlleval_chunk_f1(fitted, data):
 
 def test_predict_errors(fitted, data):
     X, _, _, _ = data
-    with pytest.raises(CrftkError, match=r"has 3 columns, the model reads 2 \(rows hold the input"):
+    with pytest.raises(CrftkError, match=r"has 3 columns, rows of 2 columns are expected: the model reads "
+                                         r"columns 0 and 1 of the 3 it was trained on; rows hold the input"):
         fitted.predict([[[*X[0][0], "B-NP"]]])
-    with pytest.raises(CrftkError, match=r"X\[0\]\[0\] has 1 columns"):
+    with pytest.raises(CrftkError, match=r"X\[0\]\[0\] has 1 columns, rows of 2 columns are expected: the "
+                                         r"model reads columns 0 and 1"):
         fitted.predict([["word"]])
     for method in ("predict", "predict_marginals", "score"):
         with pytest.raises(NotFittedError, match="not fitted") as e:
@@ -550,3 +599,18 @@ def test_scikit_learn_clone_cross_validation_and_grid_search(data):
     check_is_fitted(search.best_estimator_)
     with pytest.raises(sklearn.exceptions.NotFittedError):
         check_is_fitted(CRF(TEMPLATE))
+
+
+def test_a_crf_that_reads_the_words_only_predicts_from_the_words_alone():
+    # a POS tagger trained on `word POS chunk` rows (the POS tag its label, column 1)
+    X = [[[w, c] for (w, _), c in zip(rows, chunks)] for rows, chunks in zip(TINY_X, TINY_Y)]
+    y = [[p for _, p in rows] for rows in TINY_X]
+    crf = CRF("U0:%x[0,0]\nU1:%x[-1,0]\nB\n", label_col=1, **OPTIONS).fit(X, y)
+    words = [[[w] for w, _ in rows] for rows in X]
+    assert crf.predict(words) == crf.predict(X) == y
+    assert crf.predict([["The", "dog"]]) == [["DT", "NN"]]
+    marg, want = crf.predict_marginals(words, as_arrays=True), crf.predict_marginals(X, as_arrays=True)
+    assert all(np.array_equal(a, b) for a, b in zip(marg, want))
+    with pytest.raises(CrftkError, match=r"X\[0\]\[0\] has 3 columns, rows of 1 or 2 columns are expected: the "
+                                         r"model reads column 0 of the 3 it was trained on; rows hold the input"):
+        crf.predict([[["The", "DT", "B-NP"]]])

@@ -180,3 +180,14 @@ def test_commands_on_a_damaged_model_end_in_one_line(models, sandbox, fuzz_dir, 
         if result["exit_code"] != 0:
             assert result["exit_code"] == 1, result["stderr"]
             assert f"crftk: error: {model}" in result["stderr"], result["stderr"]
+
+
+def test_make_fuzz_model_script_starts():
+    # make fuzz-model runs this script outside pytest: an import it lost went unnoticed once
+    import subprocess
+    import sys
+    from corpora import REPO
+    run = subprocess.run([sys.executable, str(REPO / "fuzz" / "model_bitflips.py"), "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "--cases" in run.stdout

@@ -164,10 +164,12 @@ def test_the_structure_and_parts_of_a_file_are_checked(edit, fragment):
 def test_a_model_with_several_parts_round_trips():
     from crftk.model import Part
     a, b = make_model(0), make_model(1)
-    two = Model(a.space, a.weights, a.info, more_parts=[Part(b.space, b.weights * 2, "second")])
+    # a chain file holds several parts only as a bag (one per member), which its record says
+    two = Model(a.space, a.weights, {**a.info, "bag": {"members": ["main", "second"]}},
+                more_parts=[Part(b.space, b.weights * 2, "second")])
     back = Model.from_bytes(two.to_bytes())
     assert [p.name for p in back.parts] == ["main", "second"]
-    assert back.structure_name == "chain"
+    assert back.structure_name == "chain" and back.kind == "bag"
     assert np.array_equal(back.parts[1].weights, b.weights * 2)
     assert back.parts[1].space.labels == b.space.labels
     with pytest.raises(CrftkError, match="distinct names"):
@@ -355,6 +357,9 @@ def test_a_label_that_cannot_be_a_column_is_refused_at_load(label):
     (lambda meta, arrays: meta.update(n_columns=0), "label column 2 of 0 columns"),
     (lambda meta, arrays: meta.update(n_columns=1), "label column 2 of 1 columns"),
     (lambda meta, arrays: meta.update(label_col=3), "label column 3 of 3 columns"),
+    # issue 31: a negative label column reached the compiled readers, which index rows unchecked
+    (lambda meta, arrays: meta.update(label_col=-1), "label column -1 of 3 columns"),
+    (lambda meta, arrays: meta.update(label_col=1), "its template reads column 1, its label column"),
     (lambda meta, arrays: meta.update(template=meta["template"] + "U9:%x[0,5]\n"),
      "its template reads column 5 of 3 columns"),
     (lambda meta, arrays: meta.update(template=meta["template"] + "@lexicon CITY city.lex\nUlex:%lex[0,CITY]\n"),
@@ -366,7 +371,10 @@ def test_columns_and_lexicons_of_the_header_must_fit_the_template(edit, fragment
 
 def test_an_memm_file_whose_template_has_a_b_line_with_macros_is_refused_at_load():
     # found by the fuzz suite: such a forged file loaded, then tagging failed without naming it
-    data = crafted_file(lambda meta, arrays: meta.update(structure="memm"))    # TEMPLATE has B01:%x[0,1]
+    def memm(meta, arrays):     # TEMPLATE has B01:%x[0,1]
+        meta.update(structure="memm")
+        meta["info"]["model_type"] = "memm"
+    data = crafted_file(memm)
     assert "an MEMM whose template has a B line with macros" in load_error(data)
 
 

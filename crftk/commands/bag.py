@@ -12,19 +12,22 @@ as one ordinary model (crftk.ensemble.merge).
 import concurrent.futures
 import os
 import sys
+import threading
 import time
 
 import numpy as np
 
 from crftk import params
-from crftk.commands.train import check_options, fit, resolve_threads, training_files
+from crftk.commands.train import check_options, data_inputs, fit, resolve_threads, template_inputs, training_files
 from crftk.ensemble.bag import Bag
 from crftk.ensemble.combine import METHODS, MIXTURES, Evidence
 from crftk.ensemble.merge import seq_poe_model
 from crftk.ensemble.weights import HeldOut, em, f1, grid_search, read_weight_file
 from crftk.errors import CrftkError
+from crftk.features.extract import load_lexicons
 from crftk.features.templates import parse_template, read_template
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_output, read_corpus
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, check_output, read_corpus
+from crftk.io.outputs import check_apart
 from crftk.progress import plural
 
 
@@ -51,15 +54,26 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
     train_files = training_files(train_files)
     if isinstance(templates, (str, os.PathLike)):
         templates = [templates]
+    check_inputs([*train_files, *templates, dev_file, weights_file])
     parsed = [read_template(str(t)) for t in templates]
+    for t in parsed:
+        load_lexicons(t)          # every input before any work (fit_bag checks them again, cheaply)
+    check_apart([("model", model_path), ("exported model", export_path)],
+                [*data_inputs(train_files, dev_file), ("weights file", weights_file),
+                 *(i for t in parsed for i in template_inputs(t))])
     sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     dev = None
     if dev_file is not None:
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding) or None
         if dev is None:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
-    model = fit_bag(sentences, parsed, dev=dev, weights_file=weights_file, log=log, source=train_files[0],
-                    **options)
+    try:
+        model = fit_bag(sentences, parsed, dev=dev, weights_file=weights_file, log=log, source=train_files[0],
+                        keep_on_interrupt=model_path is not None, **options)
+    except BagInterrupted as e:
+        if model_path is not None:
+            _save_members(e, model_path, log)
+        raise
     exported = None
     if export_path is not None:
         exported = seq_poe_model(Bag.from_model(model), model.info["bag"]["weights"]["seq-poe"])
@@ -70,7 +84,32 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
     if exported is not None:
         exported.save(export_path)
         log(f"saved the seq-poe model (one CRF, the weighted average of the bags) to {export_path}")
+    if model.info["bag"].get("interrupted"):
+        raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+class BagInterrupted(KeyboardInterrupt):
+    """Training stopped before every member had weights: ``members`` holds the Model of each
+    member that has some (finished or interrupted), None for the others, in ``names``' order."""
+
+    def __init__(self, names, members):
+        super().__init__()
+        self.names, self.members = names, members
+
+
+def _save_members(interrupted, model_path, log):
+    """An interrupted bag without weights for every member: the members that have some, each as
+    an ordinary model beside the bag (to resume with crftk train --init)."""
+    saved = []
+    for name, member in zip(interrupted.names, interrupted.members):
+        if member is not None:
+            path = f"{model_path}.{name}.model"
+            member.save(path)
+            saved.append(path)
+    missing = [n for n, m in zip(interrupted.names, interrupted.members) if m is None]
+    log(f"interrupted before {', '.join(missing)} had weights: no bag saved"
+        + (f"; the members trained so far saved to {', '.join(saved)}" if saved else ""))
 
 
 def check_bag_options(options, log=_stderr_log):
@@ -115,11 +154,15 @@ def member_names(templates, random):
     return names
 
 
-def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_log, source=None, **options):
+def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_log, source=None,
+            keep_on_interrupt=False, **options):
     """Train a bag on in-memory sentences (a list) and parsed templates; returns its Model (not saved).
 
     ``dev``: a list of Sentence on which the weights are chosen (unless ``cv``);
     ``weights_file``: weights to use instead (see ensemble.weights.read_weight_file).
+    With ``keep_on_interrupt``, Ctrl-C stops every member's training at once, and once every
+    member has weights the bag is returned with uniform weights (``info["bag"]["interrupted"]``);
+    before that, BagInterrupted carries the members that have some.
     """
     log = log or _silent
     bag_opt, train_opt = check_bag_options(options, log)
@@ -135,6 +178,8 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
     if len(templates) < 2:
         raise CrftkError("a bag needs at least two feature bags: give -t twice or more, or "
                          "--random-bags K with one template")
+    for t in templates:
+        load_lexicons(t)          # a missing lexicon found now, not after the first bags trained
     names = member_names(templates, bool(bag_opt["random_bags"]))
     given = read_weight_file(weights_file, names) if weights_file is not None else {}
     if dev is not None:
@@ -149,23 +194,40 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
     log(f"bag: {plural(len(templates), 'bag')} ({', '.join(names)}), trained "
         + ("in parallel" if mode == "bags" else "one after another, each with every thread"))
     start = time.perf_counter()
-    members = train_members(sentences, templates, names, train_opt, mode, log)
+    interrupted = False
+    try:
+        members = train_members(sentences, templates, names, train_opt, mode, log, keep_on_interrupt)
+    except BagInterrupted as e:
+        if not keep_on_interrupt or any(m is None for m in e.members):
+            raise
+        members, interrupted = e.members, True
     train_seconds = time.perf_counter() - start
     bag_ = Bag(members, names, {})
     labels = np.asarray(bag_.labels, dtype=object)
 
     n_threads = resolve_threads(train_opt["threads"])
     blocks, held = [], None
-    if bag_opt["cv"]:
-        held = f"{bag_opt['cv']}-fold cross-validation on the training data"
-        blocks = cross_validation_blocks(sentences, templates, names, train_opt, bag_opt["cv"], mode,
-                                         n_threads, log)
-    elif dev is not None:
-        held = "the development set"
-        blocks = [held_out_block(members, dev, train_opt["label_col"], n_threads)]
+    try:
+        if interrupted:
+            pass
+        elif bag_opt["cv"]:
+            held = f"{bag_opt['cv']}-fold cross-validation on the training data"
+            blocks = cross_validation_blocks(sentences, templates, names, train_opt, bag_opt["cv"], mode,
+                                             n_threads, log)
+        elif dev is not None:
+            held = "the development set"
+            blocks = [held_out_block(members, dev, train_opt["label_col"], n_threads)]
+    except KeyboardInterrupt:
+        if not keep_on_interrupt:
+            raise
+        interrupted, blocks, held = True, [], None
+    if interrupted:
+        log("interrupted: every member has weights; the bag keeps them, combined with "
+            + ("the --weights file's weights" if given else "uniform weights"))
 
     record = {"members": names, "templates": [t.path for t in templates], "weights": {}, "weights_by": {},
-              "held_out": held or "none", "parallel": mode, "train_seconds": train_seconds}
+              "held_out": held or "none", "parallel": mode, "train_seconds": train_seconds,
+              "interrupted": interrupted}
     if blocks:
         record["member_dev_f1"] = {}
         for i, name in enumerate(names):
@@ -201,23 +263,44 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
 DEFAULT_PARALLEL = "bags"
 
 
-def train_members(sentences, templates, names, train_opt, mode, log):
+def train_members(sentences, templates, names, train_opt, mode, log, keep_on_interrupt=False):
     """One fitted Model per template: one after another with every thread ("threads"), or all at
-    once with the threads shared out ("bags")."""
+    once with the threads shared out ("bags"). Ctrl-C stops them all at their next evaluation and
+    raises BagInterrupted; with ``keep_on_interrupt`` the members that had finished an iteration
+    keep their weights so far."""
     cores = resolve_threads(train_opt["threads"])
+    stop = threading.Event()
 
     def one(template, name, threads):
         prefixed = lambda msg: log(f"[{name}] {msg}")  # noqa: E731
         opt = dict(train_opt, threads=threads)
-        return fit(sentences, template, log=prefixed, source=name, **opt)
+        try:
+            return fit(sentences, template, log=prefixed, source=name, keep_on_interrupt=keep_on_interrupt,
+                       stop=stop, **opt)
+        except KeyboardInterrupt:
+            return None         # no finished iteration (or nothing to keep)
 
     if mode == "threads" or len(templates) == 1:
-        return [one(t, n, cores) for t, n in zip(templates, names)]
+        members = []
+        for t, n in zip(templates, names):
+            member = one(t, n, cores)
+            members.append(member)
+            if member is None or member.info.get("interrupted"):
+                members += [None] * (len(templates) - len(members))
+                raise BagInterrupted(names, members)
+        return members
     workers = min(len(templates), cores)
     per = max(1, cores // workers)
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(one, t, n, per) for t, n in zip(templates, names)]
-        return [f.result() for f in futures]
+        try:
+            concurrent.futures.wait(futures)
+        except KeyboardInterrupt:
+            stop.set()      # the members stop at their next evaluation; wait for them below
+        members = [f.result() for f in futures]
+    if stop.is_set() or any(m is None or m.info.get("interrupted") for m in members):
+        raise BagInterrupted(names, members)
+    return members
 
 
 def held_out_block(members, sentences, label_col, n_threads):

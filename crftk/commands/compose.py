@@ -2,8 +2,9 @@
 
 ``compose`` writes one model file holding the stages (one part each) and, for each
 link, the column of stage i+1 that stage i's predictions fill. A pipeline reads
-files in the last stage's layout, with or without its gold column; every stage
-reads the columns it was trained on from them, its fed column replaced by the
+files in the last stage's layout, cut after the last column a stage reads that no
+stage before it fills (a POS tagger feeding a chunker tags the words alone); every
+stage reads the columns it was trained on from them, its fed column replaced by the
 labels of the stage before.
 
 Decoding (:class:`Pipeline`):
@@ -32,11 +33,11 @@ import numpy as np
 from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace, Positions
-from crftk.io.conll import Sentence, input_batches
+from crftk.io.conll import Sentence, describe_widths, input_batches, model_widths
 from crftk.io.stream import format_batch, gold_ids, tag_stream
-from crftk.model import Model, Part, _check_kind
+from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
 from crftk.progress import plural
-from crftk.structures import STRUCTURES, joint
+from crftk.structures import joint
 from crftk.structures.composed import Composed
 
 #: Pipelines of more stages than this would need more than 8 chains in the product kernel.
@@ -110,9 +111,7 @@ class Pipeline:
 
     @classmethod
     def from_model(cls, model, path=None, *, threads=0):
-        if model.structure_name != Composed.name:
-            raise CrftkError(f"not a pipeline: the model's structure is {model.structure_name} "
-                             f"(crftk compose makes pipelines)", path)
+        model.require_kind("pipeline", "crftk.Pipeline.load", path=path)
         spec = model.info.get("pipeline")
 
         def bad(what):
@@ -128,13 +127,14 @@ class Pipeline:
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), (str, type(None))):
                 raise bad(f"stage {i} is malformed")
             structure, info, feed = entry.get("structure"), entry.get("info"), entry.get("feed")
-            if structure not in STRUCTURES or structure == Composed.name or not isinstance(info, dict):
+            if structure not in CHAIN_STRUCTURES or not isinstance(info, dict):
                 raise bad(f"stage {i} has no valid structure or record")
             if i == 0 and feed is not None or i > 0 and (type(feed) is not int
                                                          or not 0 <= feed < part.space.n_columns
                                                          or feed == part.space.label_col):
                 raise bad(f"stage {i} has no valid fed column")
             _check_kind(info, path)
+            check_chain_model(structure, info, part.space, path, where=f"stage {i}: ")
             stages.append(Stage(Model(part.space, part.weights, info, structure=structure), feed,
                                 entry.get("name")))
         pipeline = cls(stages, model.info, threads=threads, path=path)
@@ -175,15 +175,25 @@ class Pipeline:
                 "composed_from": self.info.get("composed_from")}
 
     # input ---------------------------------------------------------------------------
+    def input_widths(self):
+        """The column counts of the pipeline's input (crftk.io.conll.Widths): the last stage's
+        layout, cut after the last column a stage reads that no stage before it fills (a POS
+        tagger feeding a chunker tags the words alone)."""
+        reads, fed = set(), set()
+        for s in self.stages:
+            reads |= set(s.space.template.columns) - {s.feed}
+            if s.feed is not None:
+                fed.add(s.feed)
+        return model_widths(reads, self.n_columns, "the pipeline", "the last model's {n}", sorted(fed))
+
     def input_columns(self, n):
-        """True when rows of n columns carry the last stage's gold label, False when they lack it."""
-        if n == self.n_columns:
-            return True
-        if n == self.n_columns - 1 and self.optional_gold:
-            return False
-        expect = f"{self.n_columns}" + (f" (or {self.n_columns - 1} without the label)"
-                                         if self.optional_gold else "")
-        raise CrftkError(f"the pipeline reads files in its last model's layout: {expect} columns, found {n}")
+        """True when rows of n columns carry every stage's gold labels (the last stage's layout in
+        full), False when they lack some; raises for a count the pipeline cannot read."""
+        widths = self.input_widths()
+        if n in widths:
+            return n == self.n_columns
+        raise CrftkError(f"the pipeline reads files in its last model's layout: {describe_widths(widths)}, "
+                         f"found {n}: {widths.needs}")
 
     # decoding ------------------------------------------------------------------------
     def links(self):
@@ -538,6 +548,9 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
     for i, m in enumerate(models):
         if m.structure_name == Composed.name:
             raise CrftkError(f"{_name(names, i)} is itself a pipeline; compose its models instead", path)
+        if m.kind != "crf":
+            raise CrftkError(f"{_name(names, i)} is {m.describe()}; the stages of a pipeline are CRFs (a chain "
+                             "of any order or an MEMM)", path)
     last = models[-1].space
     n_in = last.n_columns - 1 if last.label_col == last.n_columns - 1 else last.n_columns
     for i, (up, down, feed) in enumerate(zip(models, models[1:], feeds)):
@@ -574,8 +587,11 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
 def compose(model_paths, feeds, output, *, log=_quiet):
     """Write the pipeline of the given model files (``feeds[i]``: the column of model i+1
     that model i's labels fill) to ``output``; returns the Pipeline."""
-    from crftk.io.conll import check_output
+    from crftk.io.conll import check_inputs, check_output
+    from crftk.io.outputs import check_apart
     check_output(output, "pipeline")
+    check_inputs(model_paths)
+    check_apart([("pipeline", output)], [("stage model", list(model_paths))])
     models = []
     for p in model_paths:
         m = Model.load(p)
@@ -632,7 +648,7 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     elif decode == "cascade":
         if log is not None:
             log("cascade decoding: each stage's Viterbi labels feed the next")
-    allowed = {pipeline.n_columns} | ({pipeline.n_columns - 1} if pipeline.optional_gold else set())
+    allowed = pipeline.input_widths()
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
     scored = 0

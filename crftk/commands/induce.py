@@ -41,7 +41,8 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_output, read_corpus
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output, read_corpus
+from crftk.io.outputs import check_apart
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
@@ -49,8 +50,9 @@ from crftk.objectives import Likelihood
 from crftk.structures.chain import Chain
 from crftk.optimize import lbfgs
 from crftk.progress import status
+from crftk.features.extract import load_lexicons
 from crftk.features.templates import read_template
-from crftk.commands.train import DevScorer, resolve_threads, _stderr_log
+from crftk.commands.train import DevScorer, data_inputs, resolve_threads, template_inputs, _stderr_log
 
 INDUCE_PARAMS = params.INDUCE
 DEFAULTS = params.defaults(INDUCE_PARAMS)
@@ -404,8 +406,12 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         train_files = [train_files]
     check_output(model_path, "model")
     check_output(report_path, "report")
+    check_inputs([*train_files, dev_file, template_path])
     t0 = time.perf_counter()
     template = read_template(template_path)
+    load_lexicons(template)            # every input before any work
+    check_apart([("model", model_path), ("report", report_path)],
+                [*data_inputs(train_files, dev_file), *template_inputs(template)])
     if not template.label_bigram:
         raise CrftkError("induce needs a label bigram: add a line 'B' to the template", template_path)
     status(log, "reading and encoding the training data ...")

@@ -7,7 +7,9 @@ import sys
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_output, input_batches
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs,
+                            check_output, directory_outputs, input_batches, model_widths)
+from crftk.io.outputs import check_apart
 from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
 from crftk.model import Model
@@ -149,13 +151,22 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         inference=None, tolerance=None, max_sweeps=None, encoding=DEFAULT_ENCODING):
     """crftk tag (here; crftk.distributed.tagging.run on a cluster): the model's kind (one CRF,
     a bag, a pipeline, a factorial CRF) chooses the tagger; ``output`` ("-": stdout) is written
-    whole or not at all. Progress goes to stderr when it is a terminal. ``inference``,
+    whole or not at all; an existing directory gets one output per input, named like it (all
+    written, or none). Progress goes to stderr when it is a terminal. ``inference``,
     ``tolerance``, ``max_sweeps``: factorial CRFs only (default: the model's own). The inputs
-    are read in ``encoding`` and the output is written in it (a file and its tagged copy
+    are read in ``encoding`` and the outputs are written in it (a file and its tagged copy
     compare line by line)."""
     inputs = list(inputs) or ["-"]
     encoding = params.ENCODING.check(encoding)
-    check_output(output)
+    output = os.fsdecode(os.fspath(output))
+    targets = None
+    if output != "-" and os.path.isdir(output):     # -o DIR: one output per input, named like it
+        targets = directory_outputs(inputs, output)
+    else:
+        check_output(output)
+    weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
+    check_inputs([model_path, *inputs, weights_file])
+    check_apart([("output", targets or output)], tag_inputs(model_path, inputs, weights_file))
     model = Model.load(model_path)
     progress = tty_progress()
     factorial = model.structure_name == "factorial"
@@ -168,7 +179,7 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
             raise UsageError("a factorial model tags with the best joint labeling only: drop -v, -n, --decode, "
                              "--combine and --weights")
 
-        def tag_into(out, **kw):
+        def tag_into(out, inputs, **kw):
             return tag_factorial(model, inputs, out, threads=threads, inference=inference, tolerance=tolerance,
                                  max_sweeps=max_sweeps, **kw)
     elif model.structure_name == "composed":
@@ -178,7 +189,7 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
                              "is a pipeline (cascade, joint or normalized)")
         pipeline = Pipeline.from_model(model, model_path, threads=threads)
 
-        def tag_into(out, **kw):
+        def tag_into(out, inputs, **kw):
             return tag_pipeline(pipeline, inputs, out, decode=decode or params.DECODE.default,
                                 nbest_upstream=(params.NBEST_UPSTREAM.default if nbest_upstream is None
                                                 else nbest_upstream),
@@ -187,13 +198,24 @@ def run(model_path, inputs, output, *, marginals=0, nbest=0, batch_tokens=50_000
         raise UsageError(f"--decode {decode} applies to pipelines (crftk compose); {model_path} "
                          "is not a pipeline")
     else:
-        def tag_into(out, **kw):
+        def tag_into(out, inputs, **kw):
             return tag_files(model, inputs, out, marginals=marginals, nbest=nbest, threads=threads,
                              combine=combine, decode=decode or "chosen", weights=weights, **kw)
-    with AtomicWriter(output, encoding=encoding) as out:
-        tag_into(out, batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens,
-                 encoding=encoding)
+    kw = dict(batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens,
+              encoding=encoding)
+    if targets is None:
+        with AtomicWriter(output, encoding=encoding) as out:
+            tag_into(out, inputs, **kw)
+    else:
+        with AtomicFiles(targets, encoding=encoding) as files:
+            for i, path in enumerate(inputs):
+                tag_into(files.open(i), [path], **kw)
     end_progress_line(progress)
+
+
+def tag_inputs(model_path, inputs, weights_file=None):
+    """What tag reads, for io.outputs.check_apart: no output may be one of them."""
+    return [("model", model_path), ("input", list(inputs)), ("weights file", weights_file)]
 
 
 def end_progress_line(progress):
@@ -209,6 +231,16 @@ def tagger_for(model, *, combine="chosen", decode="chosen", weights=None, thread
     if combine not in (None, "chosen") or decode not in (None, "chosen") or weights is not None:
         raise CrftkError("--combine, --decode and --weights are for bags (crftk bag); this model is one CRF")
     return Tagger(model, threads=threads)
+
+
+def input_widths(tagger):
+    """The column counts a tagger's input may have (crftk.io.conll.Widths): from the last column
+    any of its models reads to the training width."""
+    if not isinstance(tagger, BagTagger):
+        return tagger.space.input_widths()
+    widths = [m.space.input_widths() for m in tagger.bag.members]
+    reads = {c for m in tagger.bag.members for c in m.space.template.columns}
+    return model_widths(reads, min(max(w) for w in widths), "the bag")
 
 
 def _rows_text(rows, extra, sep):
@@ -230,9 +262,7 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     """
     tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
     space = model.space
-    allowed = {space.n_columns}
-    if space.label_col == space.n_columns - 1:
-        allowed.add(space.n_columns - 1)
+    allowed = input_widths(tagger)
     if not marginals and not nbest and _compiled_path(tagger):
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens,
                              encoding)

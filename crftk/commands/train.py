@@ -11,9 +11,10 @@ import numpy as np
 from crftk import params
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_output, iter_corpus,
-                             read_corpus)
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_inputs,
+                            check_output, iter_corpus, read_corpus)
 from crftk.errors import CrftkError, UsageError, shown
+from crftk.io.outputs import check_apart
 from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
@@ -24,7 +25,8 @@ from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.params import available_cores, resolve_threads  # noqa: F401 (re-exported)
 from crftk.structures.pairs import current_tags, pair_sentences
 from crftk.progress import plural, status
-from crftk.features.templates import read_template
+from crftk.features.extract import load_lexicons
+from crftk.features.templates import read_template, template_difference
 from crftk.commands.factorial import refuse_factorial_options
 
 
@@ -68,6 +70,21 @@ class DevScorer:
         pred, _ = self.inference.best(w)
         names = self.labels[pred]
         return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
+
+
+class _StopWhenSet:
+    """The objective, raising KeyboardInterrupt in place of an evaluation once ``stop`` is set."""
+
+    def __init__(self, objective, stop):
+        self.objective, self.stop = objective, stop
+
+    def __call__(self, w):
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        return self.objective(w)
+
+    def __getattr__(self, name):         # n_evals and the like, as the objective has them
+        return getattr(self.objective, name)
 
 
 class Trace:
@@ -169,7 +186,12 @@ def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_
     if max_sentence_tokens is not None:
         max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
-    return train_factorial(training_files(train_files), read_template(template_path), model_path, opt,
+    train_files = training_files(train_files)
+    check_inputs([*train_files, dev_file, template_path])
+    template = read_template(template_path)
+    load_lexicons(template)            # every input before any work
+    check_apart([("model", model_path)], [*data_inputs(train_files, dev_file), *template_inputs(template)])
+    return train_factorial(train_files, template, model_path, opt,
                            label_cols=label_cols, dev_file=dev_file, log=log,
                            max_sentence_tokens=max_sentence_tokens, inference=inference, tolerance=tolerance,
                            max_sweeps=max_sweeps, warm_start=warm_start, encoding=encoding)
@@ -229,17 +251,25 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
     train_files = training_files(train_files)
+    check_inputs([*train_files, dev_file, init_model, template_path])
     init = None
-    if init_model is not None:
-        if template_path is not None:
-            raise UsageError("--init starts from the model's own template and feature space: "
-                             "drop --template (or drop --init to train from the template)")
-        init = Model.load(init_model)
-        template = None
-    elif template_path is None:
+    if init_model is None and template_path is None:
         raise UsageError("train needs --template (or --init MODEL)")
-    else:
-        template = read_template(template_path)
+    template = None if template_path is None else read_template(template_path)
+    lexicons = None if template is None else load_lexicons(template)   # all inputs before any work
+    inputs = [*data_inputs(train_files, dev_file), ("--init model", init_model),
+              *([] if template is None else template_inputs(template))]
+    outputs = [("model", model_path), ("cross-prediction output", cross_output),
+               ("trace", None if hasattr(trace_file, "write") else trace_file)]
+    check_apart(outputs, inputs)
+    if checkpoint is not None:      # it may be the --init model: resuming from a checkpoint updates it
+        check_apart([*outputs, ("checkpoint", checkpoint[0])], [i for i in inputs if i[0] != "--init model"])
+    if init_model is not None:
+        init = Model.load(init_model)
+        _check_init_kind(init)
+        if template is not None:
+            check_init_template(template, lexicons, init, init_model)
+        template = None
     dev = None
     if dev_file is not None:
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
@@ -253,24 +283,57 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         trace = trace_file
         if trace_file is not None and not hasattr(trace_file, "write"):
             trace = stack.enter_context(AtomicWriter(trace_file))
-        model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding), template, dev=dev or None, init=init, log=log,
-                    trace=trace, source=train_files[0], dev_source=dev_file,
-                    keep_on_interrupt=model_path is not None, checkpoint=checkpoint, scheduler=scheduler,
-                    workers=workers, **opt)
+        try:
+            model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding),
+                        template, dev=dev or None, init=init, log=log, trace=trace, source=train_files[0],
+                        dev_source=dev_file, keep_on_interrupt=model_path is not None, checkpoint=checkpoint,
+                        scheduler=scheduler, workers=workers, **opt)
+        except KeyboardInterrupt:
+            if cross_text is not None:        # every fold finished: their predictions stand
+                _write_cross_output(cross_text, cross_output, cross_predict, log, encoding)
+            raise
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
                       init_model=None if init_model is None else str(init_model))
     if model_path is not None:
         model.save(model_path)
         log(f"saved {model_path} ({model.info['seconds_in_all']:.1f}s in all)")
-        if checkpoint is not None and not model.info["interrupted"] and os.path.exists(checkpoint[0]):
-            os.unlink(checkpoint[0])          # the finished model supersedes it
-    if cross_text is not None and not model.info["interrupted"]:
-        with AtomicWriter(cross_output, encoding=encoding) as out:
-            out.write(cross_text)
-        log(f"wrote the out-of-fold predictions of {cross_predict} folds to {cross_output}")
+        if checkpoint is not None and not model.info["interrupted"] and os.path.isfile(checkpoint[0]):
+            os.unlink(checkpoint[0])          # the finished model supersedes it (a FIFO or device stays)
+    if cross_text is not None:
+        _write_cross_output(cross_text, cross_output, cross_predict, log, encoding)
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+def _write_cross_output(text, path, folds, log, encoding):
+    with AtomicWriter(path, encoding=encoding) as out:
+        out.write(text)
+    log(f"wrote the out-of-fold predictions of {folds} folds to {path}")
+
+
+def _check_init_kind(init):
+    """--init continues the training of one CRF: a bag, pipeline or factorial file is refused (its
+    first part is not the model)."""
+    init.require_kind("crf", "--init", hint="tag with it (crftk tag), or train from a template")
+
+
+def check_init_template(template, lexicons, init, init_path):
+    """--init with --template: the template must be the --init model's own (the model's feature
+    space is what training starts from); a different one is an error naming where it differs."""
+    own = init.space.template
+    diff = template_difference(template, own)
+    if diff is None:
+        embedded = init.space.extractor.lexicons
+        for name, lex in lexicons.items():
+            if lex.to_lines() != embedded[name].to_lines():
+                diff = f"lexicon {name}'s entries differ from those the model embeds", template.lexicon_lines[name]
+                break
+    if diff is not None:
+        what, line = diff
+        raise UsageError(f"--template is not the template of the --init model {init_path}: {what} "
+                         "(--init trains the model's own features: drop --template, or drop --init to "
+                         "train from this template)", template.path, line)
 
 
 def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log,
@@ -331,6 +394,17 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
     return "".join(parts)
 
 
+def data_inputs(train_files, dev_file=None):
+    """The training and development files as inputs for io.outputs.check_apart."""
+    return [("training file", list(train_files)), ("development file", dev_file)]
+
+
+def template_inputs(template):
+    """A parsed template's file and its lexicons' files, as inputs for io.outputs.check_apart."""
+    return [("template", template.path),
+            *((f"lexicon {name}", path) for name, (path, _) in template.lexicons.items())]
+
+
 def training_files(train_files):
     """The training file paths as a list of str (one path may be given alone); at least one."""
     if isinstance(train_files, (str, os.PathLike)):
@@ -378,7 +452,7 @@ def _check_cluster(scheduler, workers, opt):
 
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
-        tolerance=None, max_sweeps=None, warm_start=False, **options):
+        tolerance=None, max_sweeps=None, warm_start=False, stop=None, **options):
     """Train a CRF on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -387,7 +461,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     an open text file for the per-evaluation trace. ``source``/``dev_source``
     name the data in error messages. With ``keep_on_interrupt``, a
     KeyboardInterrupt after the first iteration ends training with the weights
-    it would keep at that point (``info["interrupted"]`` is then True).
+    it would keep at that point (``info["interrupted"]`` is then True). ``stop``: a
+    threading.Event; once it is set, training ends before its next objective evaluation as
+    if interrupted (Ctrl-C reaches the main thread only, and a bag trains members in others).
     ``checkpoint``: (path, N) saves the current weights as a model to path every
     N iterations. ``scheduler`` (a Dask scheduler's address) or ``workers`` (N: a local
     cluster of N processes): the objective is evaluated data-parallel there
@@ -410,8 +486,9 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
+        _check_init_kind(init)
         if init.order != 1 or init.model_type != "crf":
-            raise CrftkError("--init takes a first-order CRF model")
+            raise CrftkError("--init takes a first-order CRF model", init.source)
         template = init.space.template
     elif template.pairs or template.pair_plain:
         line = template.pairs[0].lineno if template.pairs else template.pair_plain
@@ -542,10 +619,14 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
                 "history": history}).save(checkpoint[0])
             log(f"checkpoint: iteration {info.iteration} saved to {checkpoint[0]}")
         clock[0] = time.perf_counter()
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt
         return False
 
     start = time.perf_counter()
     fun = objective if trace is None else Trace(objective, trace, scorer, to_weights)
+    if stop is not None:
+        fun = _StopWhenSet(fun, stop)
     try:
         result = _run_algorithm(opt, objective, fun, w0, frozen, template, on_iteration, log)
     except KeyboardInterrupt:

@@ -32,7 +32,10 @@ def require():
     """The ``distributed`` module; CrftkError saying what to install when Dask is missing."""
     try:
         import distributed
-    except ImportError:
+        # A folder named distributed on the path (a user's project, crftk's tests/distributed) is
+        # an empty namespace package, not Dask.
+        distributed.Client
+    except (ImportError, AttributeError):
         raise CrftkError(f"--scheduler and --workers run on Dask, which is not installed: {INSTALL}") from None
     return distributed
 

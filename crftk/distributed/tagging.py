@@ -16,12 +16,13 @@ import os
 import sys
 import time
 
-from crftk.commands.tag import Tagger, end_progress_line, tag_files as tag_text
+from crftk.commands.tag import Tagger, end_progress_line, tag_inputs, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
 from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked,
-                            codec, fsync_directory, open_temp_beside, read_sentences)
+                            codec, directory_outputs, fsync_directory, open_temp_beside, read_sentences)
+from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
 from crftk.params import WORKERS
@@ -118,28 +119,24 @@ class _Outputs:
         self.out, self.out_dir = out, out_dir
         self.encoding = encoding
         self.targets = []
-        self.temps = []
+        self.temps = []         # (temporary file, the file it replaces)
         self._file = None
+        self._file_is_temp = False
         if out_dir is not None:
             if not os.path.isdir(out_dir):
                 raise CrftkError("the output directory does not exist", out_dir)
-            seen = {}
-            for path in inputs:
-                target = os.path.join(out_dir, os.path.basename(path))
-                if target in seen:
-                    raise CrftkError(f"{seen[target]} and {path} would both be written to {target}: "
-                                     "give inputs distinct file names", path)
-                if os.path.exists(target) and os.path.samefile(target, path):
-                    raise CrftkError(f"the output {target} would replace its input", path)
-                seen[target] = path
-                self.targets.append(target)
+            self.targets = directory_outputs(inputs, out_dir)     # named as crftk tag -o DIR names them
 
     def start(self, i):
         if self.out_dir is None:
             return
-        tmp, fd = open_temp_beside(self.targets[i])
-        self.temps.append(tmp)
-        self._file = os.fdopen(fd, "w", encoding=self.encoding, newline="\n")
+        where = output_target(self.targets[i])
+        if not where.atomic:        # a FIFO or device: written directly, never replaced
+            self._file, self._file_is_temp = open_direct(where, encoding=self.encoding), False
+            return
+        tmp, fd = open_temp_beside(where.where)
+        self.temps.append((tmp, where.where))
+        self._file, self._file_is_temp = os.fdopen(fd, "w", encoding=self.encoding, newline="\n"), True
 
     def write(self, text):
         (self.out if self.out_dir is None else self._file).write(text)
@@ -147,13 +144,14 @@ class _Outputs:
     def finish(self):
         if self._file is not None:
             self._file.flush()
-            os.fsync(self._file.fileno())
+            if self._file_is_temp:
+                os.fsync(self._file.fileno())
             self._file.close()
             self._file = None
 
     def commit(self):
         """Every output in place, at once at the end: a failure before leaves none of them."""
-        for tmp, target in zip(self.temps, self.targets):
+        for tmp, target in self.temps:
             os.replace(tmp, target)
         if self.temps:
             fsync_directory(self.out_dir)
@@ -163,7 +161,7 @@ class _Outputs:
         if self._file is not None:
             self._file.close()
             self._file = None
-        for tmp in self.temps:
+        for tmp, _ in self.temps:
             try:
                 os.unlink(tmp)
             except OSError:
@@ -192,9 +190,7 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, marginals=0, nb
         raise ValueError("give out (a text stream) or out_dir, not both")
     outputs = _Outputs(inputs, out, out_dir, encoding)
     space = model.space
-    allowed = {space.n_columns}
-    if space.label_col == space.n_columns - 1:
-        allowed.add(space.n_columns - 1)
+    allowed = space.input_widths()
     by_document = space.template.anchored
     files = []
     for i, path in enumerate(inputs):
@@ -321,6 +317,8 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, threads=0, marg
         check_output(output)
     for path in inputs:
         _pieces.first_token_line(path)      # every input readable before the cluster starts
+    check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
+                tag_inputs(model if not isinstance(model, Model) else None, inputs))
     if not isinstance(model, Model):
         model = Model.load(model)
     kw = dict(marginals=marginals, nbest=nbest, batch_tokens=batch_tokens, piece_bytes=piece_bytes,

@@ -19,7 +19,7 @@ import numpy as np
 
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError
-from crftk.model import Model
+from crftk.model import Model, chain_record
 from crftk.objectives import Likelihood, Penalty
 from crftk.objectives.mce import MCE, MCEF, _sigmoid, chunk_table, labeling_chunks
 from crftk.progress import plural
@@ -177,7 +177,8 @@ class ShardedObjective:
                 raise CrftkError("MCE-F needs chunks (target segments) in the gold labels; found none")
         self._corpus = corpus
         self._bounds = shard_bounds(corpus, len(slots))
-        space_model = Model(structure.space, np.zeros(structure.space.n_params), {}, structure=structure.name)
+        space_model = Model(structure.space, np.zeros(structure.space.n_params), chain_record(structure.name),
+                            structure=structure.name)
         self._space_bytes = space_model.to_bytes()
         self._opt = {k: opt[k] for k in ("objective", "mce_alpha", "mce_beta", "mce_smoothing", "mce_gamma")}
         self._threads = cluster.task_threads()

@@ -9,8 +9,6 @@ per member), how they were chosen (``weights_by``) and the F1 they reached
 (best labels, marginals, n-best) for one combination on a batch of sentences.
 """
 
-import numpy as np
-
 from crftk.errors import CrftkError, shown
 from crftk.ensemble.combine import DECODINGS, METHODS, Evidence, check_weights, combine
 from crftk.model import Model, Part
@@ -54,10 +52,11 @@ class Bag:
         return self.record.get("decode", "viterbi")
 
     def weights(self, method):
-        """The weights chosen for a combination (uniform if none was chosen)."""
+        """The weights chosen for a combination (crftk bag chooses them for every one)."""
         w = self.record.get("weights", {}).get(method)
-        return check_weights(w, len(self.members)) if w is not None else np.full(len(self.members),
-                                                                                1 / len(self.members))
+        if w is None:
+            raise CrftkError(f"the bag has no weights for {shown(method)}")
+        return check_weights(w, len(self.members))
 
     # model files ---------------------------------------------------------
     def to_model(self, info=None):
@@ -82,9 +81,12 @@ class Bag:
 
         if record.get("members") != names:
             raise bad("the bag's member list does not match its parts")
-        weights = record.get("weights", {})
+        weights = record.get("weights")
         if not isinstance(weights, dict):
             raise bad("the bag's weights are not a table")
+        missing = [m for m in METHODS if m not in weights]
+        if missing:     # crftk bag writes every combination's: tagging would fall back on others
+            raise bad(f"the bag's weights table has no weights for {', '.join(missing)}")
         for method, w in weights.items():
             if method not in METHODS or not isinstance(w, list) or len(w) != len(names) or \
                     not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in w):

@@ -131,24 +131,29 @@ def read_weight_file(path, names):
     except (OSError, UnicodeDecodeError) as e:
         raise CrftkError(f"cannot read the weight file ({e.strerror if isinstance(e, OSError) else 'not UTF-8'})",
                          path) from None
-    single, per_method = {}, {}
+    # each line is checked as it is read, so that an error names the first bad line
+    single, out = {}, {}
     for n, line in enumerate(lines, 1):
         words = line.split()
         if not words or words[0].startswith("#"):
             continue
         if words[0] in METHODS:
+            if words[0] in out:
+                raise CrftkError(f"combination {words[0]} is given twice", path, n)
             w = {}
             for item in words[1:]:
                 name, sep, value = item.partition("=")
+                if name in w:
+                    raise CrftkError(f"bag {name!r} is given twice", path, n)
                 w[name] = _weight(value if sep else "", path, n)
-            per_method[words[0]] = (_ordered(w, names, path, n), n)
+            out[words[0]] = check_weights(_ordered(w, names, path, n), len(names), (path, n))
             continue
         if len(words) != 2:
             raise CrftkError("expected 'NAME WEIGHT' or 'COMBINATION NAME=WEIGHT ...'", path, n)
         if words[0] in single:
             raise CrftkError(f"bag {words[0]!r} is given twice", path, n)
+        _known(words[0], names, path, n)
         single[words[0]] = (_weight(words[1], path, n), n)
-    out = {m: check_weights(w, len(names), (path, n)) for m, (w, n) in per_method.items()}
     if single:
         last = max(n for _, n in single.values())
         w = _ordered({k: v for k, (v, _) in single.items()}, names, path, last)
@@ -168,10 +173,14 @@ def _weight(text, path, line):
     return x
 
 
+def _known(name, names, path, line):
+    if name not in names:
+        raise CrftkError(f"the bag has no member {name!r} (its members: {' '.join(names)})", path, line)
+
+
 def _ordered(weights, names, path, line):
-    unknown = sorted(set(weights) - set(names))
-    if unknown:
-        raise CrftkError(f"the bag has no member {unknown[0]!r} (its members: {' '.join(names)})", path, line)
+    for name in weights:
+        _known(name, names, path, line)
     missing = [n for n in names if n not in weights]
     if missing:
         raise CrftkError(f"no weight for bag member {missing[0]!r}", path, line)

@@ -29,6 +29,7 @@ a check that every tag uses a prefix of that scheme; the rules are the same.
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from crftk.io.conll import codec, read_sentences
@@ -39,6 +40,7 @@ from crftk.io.schemes import split
 
 __all__ = [
     "SCHEMES",
+    "are_chunk_tags",
     "chunks",
     "evaluate",
     "Evaluation",
@@ -225,6 +227,7 @@ class Evaluation:
     overall: ChunkScores = field(default_factory=ChunkScores)
     per_type: dict = field(default_factory=dict)
     scheme: str = "auto"
+    chunk_tags: bool = True  # False: no label has a chunk prefix (POS tags), only accuracy applies
 
     @property
     def token_accuracy(self):
@@ -239,6 +242,7 @@ class Evaluation:
     def to_dict(self):
         return {
             "scheme": self.scheme,
+            "chunk_tags": self.chunk_tags,
             "n_tokens": self.n_tokens,
             "n_sentences": self.n_sentences,
             "n_correct_tokens": self.n_correct_tokens,
@@ -250,8 +254,16 @@ class Evaluation:
         }
 
     def format(self):
-        """A text report laid out like conlleval's output."""
+        """A text report laid out like conlleval's output; token accuracy alone when the labels
+        are not chunk tags."""
         o = self.overall
+        sentences = (f"sentence accuracy: {100.0 * self.sentence_accuracy:6.2f}% "
+                     f"({self.n_correct_sentences} of {self.n_sentences} sentences correct)")
+        if not self.chunk_tags:
+            return (f"processed {self.n_tokens} tokens; the labels are not chunk tags (none has a B-, I-, "
+                    f"E- or S- prefix), so chunk precision, recall and F1 do not apply: token accuracy\n"
+                    f"accuracy: {100.0 * self.token_accuracy:6.2f}% ({self.n_correct_tokens} of "
+                    f"{self.n_tokens} tokens correct)\n{sentences}\n")
         lines = [
             f"processed {self.n_tokens} tokens with {o.n_gold} phrases; "
             f"found: {o.n_pred} phrases; correct: {o.n_correct}.",
@@ -265,10 +277,7 @@ class Evaluation:
                 f"{t:>17}: precision: {s.precision:6.2f}%; recall: {s.recall:6.2f}%; "
                 f"FB1: {s.f1:6.2f}  {s.n_pred}"
             )
-        lines.append(
-            f"sentence accuracy: {100.0 * self.sentence_accuracy:6.2f}% "
-            f"({self.n_correct_sentences} of {self.n_sentences} sentences correct)"
-        )
+        lines.append(sentences)
         return "\n".join(lines) + "\n"
 
     def __str__(self):
@@ -280,7 +289,8 @@ def evaluate(gold_sentences, pred_sentences, scheme="auto", locate=None):
 
     Both arguments are lists of sentences, each a list of tag strings, and must
     have the same shape.  A predicted chunk is correct when a gold chunk has the
-    same type, start and end. ``locate("gold"|"predicted", sentence, token)``
+    same type, start and end; when no label has a chunk prefix (POS tags) only the
+    accuracies apply (``chunk_tags`` is False). ``locate("gold"|"predicted", sentence, token)``
     gives the (file, line) of a tag for error messages (see :class:`Labels`).
     """
     scheme = _check_scheme(scheme)
@@ -299,6 +309,12 @@ def evaluate(gold_sentences, pred_sentences, scheme="auto", locate=None):
     if scheme != "auto":
         _validate(gold_sentences, scheme, "gold", locate)
         _validate(pred_sentences, scheme, "predicted", locate)
+
+    labels = set()
+    for s in gold_sentences:
+        labels.update(s)
+    for s in pred_sentences:
+        labels.update(s)
 
     n_tokens = n_correct_tokens = n_correct_sentences = 0
     gold_count = {}
@@ -350,6 +366,7 @@ def evaluate(gold_sentences, pred_sentences, scheme="auto", locate=None):
         overall=overall,
         per_type=per_type,
         scheme=scheme,
+        chunk_tags=are_chunk_tags(labels),
     )
 
 
@@ -494,10 +511,9 @@ class _Sentences:
         self.ends = []  # line number that closed each sentence
         self.last_line = 0
         self.n_columns = 0
-        self.first_line = 0  # line of the first token
-        self.first_row = []  # the columns of the first token
         self.nbest = 0  # labelings per sentence in n-best output (0: not n-best output)
         self.annotated = False  # has "# prob" lines: crftk tag -v output
+        self.sample = []  # whole rows of the first sentences read, to say which columns pair up
 
 
 def _source_name(source):
@@ -508,11 +524,15 @@ def _source_name(source):
     return name if isinstance(name, str) else "<input>"
 
 
+_SAMPLE_TOKENS = 5000  # rows kept whole for the diagnosis of columns that cannot pair up
+
+
 def _read(source, cols, nbest_rank=0, max_sentence_tokens=None, encoding="utf-8"):
     """Read a column file (in ``encoding``), keeping columns ``cols`` (indices, negative allowed).
 
     Of n-best output (``# nbest K P`` before each labeling) only the labelings
-    of rank ``nbest_rank`` are kept.
+    of rank ``nbest_rank`` are kept; every sentence must have one. Outside
+    n-best output ``nbest_rank`` must be 0.
     """
     name = _source_name(source)
     encoding = codec(encoding)
@@ -524,6 +544,9 @@ def _read(source, cols, nbest_rank=0, max_sentence_tokens=None, encoding="utf-8"
     need = max(max(c + 1, -c) for c in cols)
     rank = None
     end = 0
+    sampled = 0
+    group = None  # [first line, labelings] of the n-best list being read
+    short = None  # the first n-best list without rank nbest_rank
     for item in read_sentences(source, passthrough=True, max_sentence_tokens=max_sentence_tokens,
                                encoding=encoding):
         if isinstance(item, str):
@@ -531,14 +554,20 @@ def _read(source, cols, nbest_rank=0, max_sentence_tokens=None, encoding="utf-8"
             if len(fields) >= 3 and fields[:2] == ["#", "nbest"] and fields[2].isdigit():
                 rank = int(fields[2])
                 out.nbest = max(out.nbest, rank + 1)
+                if rank == 0:
+                    if short is None and group is not None and group[1] <= nbest_rank:
+                        short = group
+                    group = [None, 0]
+                if group is not None:
+                    group[1] = max(group[1], rank + 1)
             elif fields[:2] == ["#", "prob"]:
                 out.annotated = True
             continue
         first = item.line
+        if group is not None and group[0] is None:
+            group[0] = first
         if not out.n_columns:
             out.n_columns = len(item.rows[0])
-            out.first_line = first
-            out.first_row = item.rows[0]
             if out.n_columns < need:
                 raise CrftkError(
                     f"{out.n_columns} column{'s' if out.n_columns != 1 else ''} but column "
@@ -550,8 +579,30 @@ def _read(source, cols, nbest_rank=0, max_sentence_tokens=None, encoding="utf-8"
         out.sentences.append([tuple(row[c] for c in cols) for row in item.rows])
         out.lines.append(list(range(first, end)))
         out.ends.append(end)
+        if sampled < _SAMPLE_TOKENS:
+            out.sample.append(item.rows)
+            sampled += len(item.rows)
     out.last_line = end
+    if short is None and group is not None and group[1] <= nbest_rank:
+        short = group
+    _check_rank(out, nbest_rank, short)
     return out
+
+
+def _check_rank(data, nbest_rank, short):
+    """Raise unless every sentence of ``data`` has a labeling of rank ``nbest_rank``."""
+    counted = "ranks count from 0, the best labeling, as the file's '# nbest RANK P' lines do"
+    if nbest_rank and not data.nbest and data.n_columns:
+        raise CrftkError(f"nbest rank {nbest_rank} was asked for, but this is not n-best output (no "
+                         f"'# nbest' lines, which 'crftk tag -n K' writes): leave the rank at 0",
+                         data.name)
+    if nbest_rank >= data.nbest > 0:
+        raise CrftkError(f"no labeling of nbest rank {nbest_rank} here: the n-best lists have ranks 0 to "
+                         f"{data.nbest - 1} ({counted})", data.name)
+    if short is not None:
+        raise CrftkError(f"this sentence has {plural(short[1], 'labeling')} (ranks 0 to {short[1] - 1}), "
+                         f"so none of nbest rank {nbest_rank}; 'crftk tag -n K' lists fewer than K "
+                         f"labelings for a sentence that has fewer ({counted})", data.name, short[0])
 
 
 def _col_desc(cols, ncols):
@@ -561,39 +612,176 @@ def _col_desc(cols, ncols):
 
 _PROBABILITY = re.compile(r"^[01]\.\d+$")
 _LABEL_PROBABILITY = re.compile(r"^.+/[01]\.\d+$")
+_CHUNK_PREFIXES = frozenset("BIES[]")
+
+#: Tokens with a label other than O that each of two columns needs before sharing no such label
+#: and no chunk type proves that they are not the gold and predicted labels of one task: a poor
+#: tagger can miss every gold type of a sentence or two, not of this many tokens.
+_MIN_EVIDENCE = 20
 
 
-def _check_labels(gold, pred, where, gold_col, pred_col, first_row):
-    """Raise when the columns asked for cannot be gold and predicted labels.
+def _chunk_type(label):
+    """The type of a chunk tag (``B-NP``: ``NP``), None for a label that is not one."""
+    prefix, dash, kind = label.partition("-")
+    return kind if dash and kind and prefix in _CHUNK_PREFIXES else None
 
-    Catches the usual slips: the probabilities of ``crftk tag -v``/``-vv``
-    output taken for labels, one column given twice, and a file of gold labels
-    only (its last two columns hold, say, POS tags and chunk labels, which
-    share no value).
+
+def are_chunk_tags(labels):
+    """Whether chunk scores apply to ``labels``: one has a chunk prefix, or all are ``O``.
+
+    POS tags (``NN``, ``PRP$``, ``-LRB-``) have none: of those only token accuracy means anything.
     """
-    g_values = {t for s in gold for t in s}
-    p_values = {t for s in pred for t in s}
-    hint = " (crftk eval --help explains --gold-col and --pred-col)"
-    if p_values and all(_PROBABILITY.match(v) for v in p_values) and not \
-            all(_PROBABILITY.match(v) for v in g_values):
-        raise CrftkError(f"the predicted column ({pred_col}) holds probabilities, not labels: this "
-                         f"looks like 'crftk tag -v' output, whose rows end with the gold label, the "
-                         f"predicted label and its probability: pass --gold-col -3 --pred-col -2", where)
-    if p_values and all(_LABEL_PROBABILITY.match(v) for v in p_values):
-        k = 0
-        while k < len(first_row) and _LABEL_PROBABILITY.match(first_row[-1 - k]):
-            k += 1        # one label/probability column per label
-        advice = f"pass --gold-col {-(k + 3)} --pred-col {-(k + 2)}"
-        raise CrftkError(f"the predicted column ({pred_col}) holds label/probability pairs: this looks "
-                         f"like 'crftk tag -vv' output, whose rows end with the gold label, the predicted "
-                         f"label, its probability and one label/probability column per label: {advice}",
+    labels = set(labels)
+    return labels <= {"O"} or any(_chunk_type(t) is not None for t in labels)
+
+
+def _counts(sentences):
+    counts = Counter()
+    for s in sentences:
+        counts.update(s)
+    return counts
+
+
+def _unrelated(gold_counts, pred_counts, min_tokens=_MIN_EVIDENCE):
+    """Why two label columns (value counts) cannot be gold and predicted labels of one task, or None.
+
+    They can unless both have labels other than O, share none of those and no chunk type, and each
+    has ``min_tokens`` tokens of them. So predictions of all O, a gold column without chunks, IOB2
+    predictions against IOBES gold (B-PER and S-PER share PER) and a poor tagger on a sentence or
+    two pass; chunk against NER tags (sharing O only) and POS against chunk tags do not.
+    """
+    gold = {v: n for v, n in gold_counts.items() if v != "O"}
+    pred = {v: n for v, n in pred_counts.items() if v != "O"}
+    if not gold or not pred or gold.keys() & pred.keys():
+        return None
+    gold_types = {_chunk_type(v) for v in gold} - {None}
+    pred_types = {_chunk_type(v) for v in pred} - {None}
+    if gold_types & pred_types:
+        return None
+    if sum(gold.values()) < min_tokens or sum(pred.values()) < min_tokens:
+        return None
+    if gold_types and pred_types:
+        return f"share no chunk type (gold: {_sample(gold_types)}; predicted: {_sample(pred_types)})"
+    shared = " but O" if "O" in gold_counts and "O" in pred_counts else ""
+    return f"share no label{shared} (gold: {_sample(gold)}; predicted: {_sample(pred)})"
+
+
+def _label_columns(sample):
+    """Indices of the sample's columns that may hold labels: not the word (column 0 of three or
+    more), not probabilities (``tag -v``), not label/probability pairs (``tag -vv``)."""
+    if not sample:
+        return []
+    n = len(sample[0][0])
+    out = []
+    for c in range(1 if n >= 3 else 0, n):
+        values = {row[c] for s in sample for row in s}
+        if not all(_PROBABILITY.match(v) for v in values) and \
+                not all(_LABEL_PROBABILITY.match(v) for v in values):
+            out.append(c)
+    return out
+
+
+def _column_pairs(gold_sample, pred_sample):
+    """The (gold, predicted) column pairs (indices from 0) that look like a gold and a predicted
+    labeling of one task, the pair of the last label column first.
+
+    One file (the two samples the same): each label column, from the last, is paired with the
+    earlier column of related labels (see :func:`_unrelated`) it agrees with on most tokens, so
+    that the columns 'crftk tag' appends (one per stage of a pipeline, one per chain of a
+    factorial model) find their gold columns. Two files: one pair at most.
+    """
+    same = gold_sample is pred_sample
+    gold_cols, pred_cols = _label_columns(gold_sample), _label_columns(pred_sample)
+    if not gold_cols or not pred_cols:
+        return []
+    gold_rows = [row for s in gold_sample for row in s]
+    pred_rows = [row for s in pred_sample for row in s]
+    n = min(len(gold_rows), len(pred_rows))
+    counts = {}
+
+    def column_counts(rows, c, side):
+        if (side, c) not in counts:
+            counts[side, c] = Counter(row[c] for row in rows[:n])
+        return counts[side, c]
+
+    pairs, used = [], set()
+    for p in reversed(pred_cols):
+        if p in used:
+            continue
+        best, best_agree = None, 0
+        for g in gold_cols:
+            if same and (g >= p or g in used):
+                continue
+            if _unrelated(column_counts(gold_rows, g, "gold"), column_counts(pred_rows, p, "pred"), 1):
+                continue
+            agree = sum(1 for i in range(n) if gold_rows[i][g] == pred_rows[i][p])
+            if agree > best_agree:
+                best, best_agree = g, agree
+        if best is not None:
+            pairs.append((best, p))
+            used.update((best, p))
+            if not same:
+                break
+    return pairs
+
+
+def _advice(gdata, pdata):
+    """What to pass instead of the columns asked for, or None when no columns pair up."""
+    pairs = _column_pairs(gdata.sample, pdata.sample)
+    if not pairs:
+        return None
+    ng, np_ = gdata.n_columns, pdata.n_columns
+    g, p = pairs[0]
+    text = f"pass --gold-col {g - ng} --pred-col {p - np_}"
+    if len(pairs) > 1:
+        every = " ".join(f"--gold-col {g - ng} --pred-col {p - np_}" for g, p in sorted(pairs))
+        text += (f" (the last label column), or {every} to score each of the {len(pairs)} label columns "
+                 f"and their joint accuracy (a pipeline appends one column per stage, a factorial "
+                 f"model one per chain)")
+    last = _label_columns(pdata.sample)[-1]
+    if gdata is pdata and all(p != last for _, p in pairs):
+        text += f"; column {last - np_} has no gold column of its kind here"
+    return text
+
+
+def _check_labels(gold, pred, gdata, pdata, gold_col, pred_col):
+    """Raise when the columns asked for cannot be gold and predicted labels, saying what to pass.
+
+    Catches the usual slips: the probabilities of ``crftk tag -v``/``-vv`` output taken for
+    labels, columns of two different tasks (the last two columns of a pipeline's or factorial
+    model's output, of a file with gold labels only, or of a file tagged for another task).
+    """
+    where = pdata.name
+    same = gdata is pdata
+    g_values, p_values = _counts(gold), _counts(pred)
+
+    def instead(untagged):
+        advice = _advice(gdata, pdata)
+        if advice is not None:
+            return advice
+        if not untagged:
+            return "no column here holds gold labels of the predictions' kind (was the input tagged " \
+                   "without its gold column?)"
+        if same:
+            return ("is the file tagged? A file with gold labels only must be tagged first (crftk tag -m "
+                    "MODEL FILE), or scored against another file (crftk eval GOLD PREDICTED)")
+        return "are both files labeled for the same task? --gold-col and --pred-col pick other columns"
+
+    for what, col, values in (("predicted", pred_col, p_values), ("gold", gold_col, g_values)):
+        if values and all(_PROBABILITY.match(v) for v in values):
+            raise CrftkError(f"the {what} column ({col}) holds probabilities, not labels: this looks like "
+                             f"'crftk tag -v' output, which follows each label column it appends with "
+                             f"that label's probability: {instead(False)}", where)
+        if values and all(_LABEL_PROBABILITY.match(v) for v in values):
+            raise CrftkError(f"the {what} column ({col}) holds label/probability pairs: this looks like "
+                             f"'crftk tag -vv' output, whose rows end with the gold label, the predicted "
+                             f"label, its probability and one label/probability column per label: "
+                             f"{instead(False)}", where)
+    reason = _unrelated(g_values, p_values)
+    if reason is not None:
+        raise CrftkError(f"the gold column ({gold_col}) and the predicted column ({pred_col}) {reason}, "
+                         f"so they cannot be the gold and predicted labels of one task: {instead(True)}",
                          where)
-    n_tokens = sum(len(s) for s in gold)
-    if n_tokens >= 10 and g_values.isdisjoint(p_values):
-        raise CrftkError(f"the gold column ({gold_col}) and the predicted column ({pred_col}) share no "
-                         f"label (gold: {_sample(g_values)}; predicted: {_sample(p_values)}): is the file "
-                         f"tagged? A file with gold labels only must be tagged first (crftk tag -m MODEL "
-                         f"FILE), or scored against another file (crftk eval GOLD PREDICTED){hint}", where)
 
 
 def _sample(values, n=4):
@@ -640,18 +828,20 @@ def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_
     One file: gold in ``gold_col`` (default -2), predictions in ``pred_col``.
     Two files: gold from ``gold_file`` (default column -1), predictions from
     ``pred_file``; they must line up sentence by sentence and token by token.
-    Of n-best output only the labelings of rank ``nbest_rank`` (0: the best)
-    are read. With ``check``, columns that cannot be a gold and a predicted
-    label column (probabilities, the same column twice, a file of gold labels
-    only) and input without tokens raise CrftkError saying what to pass. ``encoding``: of
-    both files.
+    Of n-best output only the labelings of rank ``nbest_rank`` are read (0: the
+    best, as in the ``# nbest RANK P`` lines); a sentence without one is an error.
+    With ``check``, columns that cannot be a gold and a predicted label column
+    (probabilities, the same column twice, labels of two different tasks, such
+    as a file of gold labels only) and input without tokens raise CrftkError
+    saying what to pass. ``encoding``: of both files.
     """
     if pred_file is None:
         gold_col = -2 if gold_col is None else gold_col
         data = _read(gold_file, (gold_col, pred_col), nbest_rank, encoding=encoding)
         if check and data.n_columns and gold_col % data.n_columns == pred_col % data.n_columns:
+            advice = _advice(data, data)
             raise CrftkError(f"--gold-col {gold_col} and --pred-col {pred_col} are the same column of "
-                             f"{data.n_columns}", data.name)
+                             f"{data.n_columns}{': ' + advice if advice else ''}", data.name)
         gold = [[t[0] for t in s] for s in data.sentences]
         pred = [[t[1] for t in s] for s in data.sentences]
         gdata = pdata = data
@@ -665,7 +855,7 @@ def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_
     if check:
         if not any(gold):
             raise CrftkError("no tokens to score (the input is empty)", pdata.name)
-        _check_labels(gold, pred, pdata.name, gold_col, pred_col, pdata.first_row)
+        _check_labels(gold, pred, gdata, pdata, gold_col, pred_col)
     return Labels(gold, pred, pdata.nbest, nbest_rank, (gdata, pdata))
 
 

@@ -15,7 +15,9 @@ words (McCallum & Li's "firstmention" tests).
 """
 
 import itertools
+import os
 import re
+from functools import partial
 from array import array
 from dataclasses import dataclass
 
@@ -30,7 +32,8 @@ MULTI = {"shape", "ngram"}
 
 
 def string_test(kind, args):
-    """The function of one string a derived source computes."""
+    """The function of one string a derived source computes: a module function or a partial
+    of one (no closures), so that it pickles by name and arguments."""
     if kind == "X":
         return str.lower
     if kind in "tTmM":
@@ -43,11 +46,11 @@ def string_test(kind, args):
     if kind == "cshape":
         return obs.collapsed_shape
     if kind == "pre":
-        return lambda w, n=args[0]: obs.prefix(w, n)
+        return partial(obs.prefix, n=args[0])
     if kind == "suf":
-        return lambda w, n=args[0]: obs.suffix(w, n)
+        return partial(obs.suffix, n=args[0])
     if kind == "ngram":
-        return lambda w, lo=args[0], hi=args[1]: obs.char_ngrams(w, lo, hi)
+        return partial(obs.char_ngrams, lo=args[0], hi=args[1])
     raise ValueError(kind)
 
 
@@ -96,10 +99,13 @@ class Values:
         return self.multi[key] if key in self.multi else self.single[key]
 
     def sentences(self, a, b):
-        """The values of sentences a..b-1 (of single-valued sources, without anchors)."""
+        """The values of sentences a..b-1 (without anchors: first mentions may lie before a)."""
         ptr = np.concatenate([[0], np.cumsum(self.lengths)])
         lo, hi = int(ptr[a]), int(ptr[b])
-        return Values({k: v[lo:hi] for k, v in self.single.items()}, {}, None, self.lengths[a:b], None)
+        multi = {}
+        for k, (vptr, vals) in self.multi.items():
+            multi[k] = (vptr[lo:hi + 1] - vptr[lo], vals[vptr[lo]:vptr[hi]])
+        return Values({k: v[lo:hi] for k, v in self.single.items()}, multi, None, self.lengths[a:b], None)
 
 
 def _csr(lists):
@@ -330,11 +336,22 @@ class Extractor:
 
 
 def load_lexicons(template):
-    """Read the lexicon files a template declares."""
+    """Read the lexicon files a template declares; a file that cannot be opened is an error at
+    the template's @lexicon line (commands call this before any work, so that a missing
+    lexicon is not found after minutes of training)."""
     out = {}
     for name, (path, icase) in template.lexicons.items():
         try:
-            out[name] = Lexicon.read(path, name=name, ignore_case=icase)
-        except FileNotFoundError:
-            raise CrftkError(f"cannot open lexicon {name!r}: no such file", path) from None
+            open(path, "rb").close()
+        except OSError as e:
+            shown_path = os.path.normpath(path)    # templates/../lex/X.lex as lex/X.lex, unless a link
+            if os.path.realpath(shown_path) != os.path.realpath(path):     # makes them differ
+                shown_path = path
+            if isinstance(e, FileNotFoundError):
+                what = (f"lexicon {name}: {shown_path} not found (build it from labeled data with "
+                        f"crftk lexicon -o {os.path.dirname(shown_path) or '.'} LABELED_FILE...)")
+            else:
+                what = f"lexicon {name}: cannot open {shown_path} ({e.strerror or e})"
+            raise CrftkError(what, template.path, template.lexicon_lines.get(name)) from None
+        out[name] = Lexicon.read(path, name=name, ignore_case=icase)
     return out

@@ -57,7 +57,8 @@ import os
 
 from crftk.errors import CrftkError
 from crftk.evaluation.conlleval import chunks
-from crftk.io.conll import AtomicWriter, codec, iter_corpus
+from crftk.io.conll import AtomicWriter, check_inputs, codec, iter_corpus
+from crftk.io.outputs import check_apart
 from crftk.progress import status
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "fold_of",
     "build_lexicons",
     "write_lexicons",
+    "check_lexicon_directory",
     "lexicon_command",
     "LEXICON_SUFFIX",
 ]
@@ -462,15 +464,32 @@ def _file_name(name):
     return name + LEXICON_SUFFIX
 
 
+def check_lexicon_directory(out_dir):
+    """Raise CrftkError unless ``out_dir`` is a directory the lexicons can be written to, or can
+    be made one: as for every crftk output, its parent directory must exist (a mistyped path
+    is refused, not created)."""
+    out_dir = os.fsdecode(os.fspath(out_dir))
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise CrftkError("cannot write the lexicons: not a directory", out_dir)
+    where = out_dir if os.path.isdir(out_dir) else os.path.dirname(os.path.normpath(out_dir)) or "."
+    if not os.path.isdir(where):
+        raise CrftkError(f"cannot write the lexicons: directory {where} does not exist", out_dir)
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise CrftkError(f"cannot write the lexicons: no permission to write in {where}", out_dir)
+
+
 def write_lexicons(lexicons, out_dir):
     """Write each lexicon to ``out_dir/<name>.lex`` (atomically; ``out_dir`` is
-    created if needed).  ``lexicons`` is a dict ``{name: Lexicon}`` (the file
-    is named after the key).  Returns the paths written, in key order."""
+    created if missing, its parent must exist).  ``lexicons`` is a dict ``{name: Lexicon}``
+    (the file is named after the key).  Returns the paths written, in key order."""
     out_dir = os.fsdecode(os.fspath(out_dir))
     names = sorted(lexicons)
     files = [_file_name(n) for n in names]  # check every name before writing anything
+    check_lexicon_directory(out_dir)
     try:
-        os.makedirs(out_dir, exist_ok=True)
+        os.mkdir(out_dir)
+    except FileExistsError:
+        pass
     except OSError as e:
         raise CrftkError(f"cannot create directory ({e.strerror or e})", out_dir) from None
     paths = []
@@ -523,6 +542,8 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
     if not inputs:
         raise CrftkError("no input files")
     _check_build_options(folds, min_count)
+    check_lexicon_directory(out_dir)
+    check_inputs(inputs)
     where = [None]
     stats = {"sentences": 0, "docs": set()}
 
@@ -548,6 +569,8 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
             log(f"crftk: warning: no chunks found in {stats['sentences']} sentences: no lexicon written")
         paths = []
     else:
+        # the files' names come from the entity types read: known only now, before any is written
+        check_apart([("lexicon", [os.path.join(out_dir, _file_name(n)) for n in lexicons])], [("input", inputs)])
         if log is not None:
             status(log, f"writing {len(lexicons)} lexicons to {os.fsdecode(os.fspath(out_dir))} ...")
         paths = write_lexicons(lexicons, out_dir)

@@ -3,6 +3,8 @@
 Each function maps a string to a value string, to ``None`` (the test does not
 apply: no attribute), or, for the multi-valued tests, to a list of values
 (one attribute each). The template macros of crftk/features/templates.py name them.
+A test with arguments is a ``functools.partial`` of a module function, never a
+closure: a compiled template pickles as its declaration (function name, arguments).
 
 Character classes are Unicode-aware: an upper-case letter is ``A``, a
 lower-case (or caseless) letter ``a``, a digit ``D``; anything else stands for
@@ -12,7 +14,7 @@ Aa+Aa*, A., D+"; WORD_CLASSES is such a set, written over that class string.
 """
 
 import re
-from functools import lru_cache
+from functools import lru_cache, partial
 
 
 @lru_cache(maxsize=1 << 16)
@@ -95,12 +97,18 @@ def char_ngrams(word, lo, hi):
 
 def regex_test(rx):
     """Wapiti's %t: 'true' when the regex matches anywhere in the value, else 'false'."""
-    return lambda word: "true" if rx.search(word) else "false"
+    return partial(_regex_holds, rx)
+
+
+def _regex_holds(rx, word):
+    return "true" if rx.search(word) else "false"
 
 
 def regex_match(rx):
     """Wapiti's %m: the text the regex matches first, or None."""
-    def f(word):
-        m = rx.search(word)
-        return m.group(0) if m and m.group(0) else None
-    return f
+    return partial(_regex_first, rx)
+
+
+def _regex_first(rx, word):
+    m = rx.search(word)
+    return m.group(0) if m and m.group(0) else None

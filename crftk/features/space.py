@@ -26,7 +26,7 @@ from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.lexicon import Lexicon
 from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
-from crftk.io.conll import _split_columns
+from crftk.io.conll import _split_columns, describe_widths, model_widths
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.structures.layout import ChainLayout, PairLayout
 
@@ -657,15 +657,18 @@ class FeatureSpace:
             out[key] = self.extractor.test_ids(key, single[c], words[c])
         return out
 
+    def input_widths(self):
+        """The column counts of rows this space encodes (crftk.io.conll.Widths): from the last
+        column its template reads to its training width; the gold label is there when its
+        column is (a POS tagger trained on ``word POS chunk`` tags the words alone)."""
+        return model_widths(self.template.columns, self.n_columns)
+
     def input_columns(self, n):
         """True when rows of n columns carry the gold label, False when they lack it; else raise."""
-        if n == self.n_columns:
-            return True
-        if n == self.n_columns - 1 and self.label_col == self.n_columns - 1:
-            return False
-        expect = f"{self.n_columns}" + (f" (or {self.n_columns - 1} without the label)"
-                                         if self.label_col == self.n_columns - 1 else "")
-        raise CrftkError(f"the model expects {expect} columns, found {n}")
+        widths = self.input_widths()
+        if n in widths:
+            return self.label_col < n
+        raise CrftkError(f"the model expects {describe_widths(widths)}, found {n}: {widths.needs}")
 
     def encode(self, sentences):
         """Encode sentences with the frozen dictionaries (gold labels kept when present)."""
@@ -800,11 +803,15 @@ def _check_meta_types(meta, path):
 def _check_columns(meta, template, path):
     """Refuse a header whose column count, label column or lexicons do not fit its template."""
     n, label_col = meta["n_columns"], meta["label_col"]
-    if not 1 <= n <= MAX_COLUMNS or not -n <= label_col < n:
+    # crftk writes the label column counted from 0; the compiled readers index rows with it unchecked
+    if not 1 <= n <= MAX_COLUMNS or not 0 <= label_col < n:
         raise CrftkError(f"model file is inconsistent: label column {label_col} of {n} columns", path)
     if template.columns and max(template.columns) >= n:
         raise CrftkError(f"model file is inconsistent: its template reads column {max(template.columns)} "
                          f"of {n} columns", path)
+    if any(m.col == label_col for m in template.macros):     # as Template.check_columns refuses at training
+        raise CrftkError(f"model file is inconsistent: its template reads column {label_col}, its label column",
+                         path)
     missing = sorted(set(template.lexicons) - set(meta.get("lexicons", {})))
     if missing:
         raise CrftkError(f"model file is inconsistent: its template uses lexicon {shown(missing[0])}, "

@@ -125,6 +125,7 @@ class Template:
     bigrams: list = field(default_factory=list)    # TemplateLine, kind B, with macros
     label_bigram: bool = False                     # a B line without macros
     lexicons: dict = field(default_factory=dict)   # name -> (path, ignore_case)
+    lexicon_lines: dict = field(default_factory=dict)  # name -> line of its @lexicon directive
     pairs: list = field(default_factory=list)      # TemplateLine, kind P: factorial pair factors
     pair_plain: int = 0                            # line number of a P line without macros (0: none)
 
@@ -237,6 +238,7 @@ def _directive(tmpl, line, path, lineno):
         raise CrftkError(f"lexicon {name!r} declared twice", path, lineno)
     base = os.path.dirname(str(path)) if path and not str(path).startswith("<") else ""
     tmpl.lexicons[name] = (os.path.join(base, file), len(words) == 4)
+    tmpl.lexicon_lines[name] = lineno
 
 
 def _with_prefix(parts, k, kind):
@@ -378,6 +380,36 @@ def read_template(path):
     except OSError as e:
         raise CrftkError(f"cannot open template: {e.strerror}", path) from None
     return parse_template(text, path)
+
+
+def template_difference(given, own):
+    """How template ``given`` differs from ``own`` in the attributes it makes, or None when it
+    makes the same ones (comments, line order, repeated lines and lexicon paths aside): a pair
+    (what differs, the line of ``given`` that shows it, or None)."""
+    def lines(t):
+        return {line.text: line.lineno for line in t.unigrams + t.bigrams + t.pairs}
+
+    mine, theirs = lines(given), lines(own)
+    for text, lineno in sorted(mine.items(), key=lambda kv: kv[1]):
+        if text not in theirs:
+            return f"line {shown(text)} is not in the model's template", lineno
+    for text in sorted(theirs, key=theirs.get):
+        if text not in mine:
+            return f"the model's template line {shown(text)} is missing", None
+    if given.label_bigram != own.label_bigram:
+        return (f"the model's template {'has' if own.label_bigram else 'has no'} plain B line "
+                "(label bigram)"), None
+    if bool(given.pair_plain) != bool(own.pair_plain):
+        return f"the model's template {'has' if own.pair_plain else 'has no'} plain P line", None
+    for name in sorted(set(given.lexicons) | set(own.lexicons)):
+        if name not in own.lexicons:
+            return f"the model's template declares no lexicon {name}", given.lexicon_lines.get(name)
+        if name not in given.lexicons:
+            return f"the model's template declares lexicon {name}", None
+        if given.lexicons[name][1] != own.lexicons[name][1]:
+            return (f"the model's template matches lexicon {name} "
+                    f"{'ignoring' if own.lexicons[name][1] else 'respecting'} case"), given.lexicon_lines[name]
+    return None
 
 
 def padding_value(distance):

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence
 
 from crftk.errors import CrftkError, shown
+from crftk.io.outputs import check_special_output, open_direct, output_target
 
 __all__ = [
     "Layout",
@@ -111,6 +112,42 @@ class Sentence:
         return [row[j] for row in self.rows]
 
 
+class Widths(frozenset):
+    """Column counts a reader accepts, with ``needs``: what the model reading the file needs of
+    it, said by the error for a line with too few columns."""
+
+    def __new__(cls, counts, needs=""):
+        self = super().__new__(cls, counts)
+        self.needs = needs
+        return self
+
+    def __reduce__(self):
+        return Widths, (frozenset(self), self.needs)
+
+
+def _column_list(cols):
+    cols = [str(c) for c in cols]
+    return f"column {cols[0]}" if len(cols) == 1 else f"columns {', '.join(cols[:-1])} and {cols[-1]}"
+
+
+def model_widths(reads, n_columns, who="the model", of="the {n} it was trained on", filled=()):
+    """The Widths of the input of a model that reads columns ``reads`` of rows of ``n_columns``:
+    every count from its last column read to ``n_columns`` (the columns after the ones it reads,
+    gold labels among them, may be left out). ``filled``: the columns it makes itself (a
+    pipeline's fed columns)."""
+    reads = sorted(set(reads))
+    needs = (f"{who} reads {_column_list(reads)} of {of.format(n=n_columns)}" if reads
+             else f"{who} reads no column")
+    if filled:
+        needs += f"; its stages fill {_column_list(sorted(filled))}"
+    return Widths(range(max(reads, default=0) + 1, n_columns + 1), needs)
+
+
+def describe_widths(widths):
+    """'N columns' or 'N, M or K columns', as the readers' errors say it."""
+    return _describe_counts(widths)
+
+
 def _allowed_counts(n_columns, min_columns):
     """Normalize ``n_columns`` to a frozenset of counts (or None)."""
     if not isinstance(min_columns, int) or isinstance(min_columns, bool) or min_columns < 1:
@@ -134,13 +171,15 @@ def _allowed_counts(n_columns, min_columns):
         raise ValueError(
             f"no allowed column count in {sorted(counts)} is at least min_columns={min_columns}"
         )
-    return allowed
+    return Widths(allowed, n_columns.needs) if isinstance(n_columns, Widths) else allowed
 
 
 def _describe_counts(counts):
     counts = sorted(counts)
     if len(counts) == 1:
         text = str(counts[0])
+    elif len(counts) > 3 and counts[-1] - counts[0] == len(counts) - 1:
+        text = f"{counts[0]} to {counts[-1]}"
     else:
         text = ", ".join(map(str, counts[:-1])) + " or " + str(counts[-1])
     noun = "column" if counts == [1] else "columns"
@@ -151,6 +190,8 @@ def _column_error(name, lineno, found, allowed, min_columns):
     if found < min_columns:
         noun = "column" if min_columns == 1 else "columns"
         message = f"expected at least {min_columns} {noun}, found {found}"
+    elif getattr(allowed, "needs", "") and found < min(allowed):
+        message = f"expected at least {_describe_counts((min(allowed),))}, found {found}: {allowed.needs}"
     else:
         message = f"expected {_describe_counts(allowed)}, found {found}"
     return CrftkError(message, name, lineno)
@@ -851,22 +892,40 @@ def chunked(items: Iterable, max_tokens=50_000, max_sentences=5_000, *, by_docum
         yield batch
 
 
+def check_inputs(paths):
+    """Raise CrftkError unless every path can be opened for reading: run before any long work,
+    so that a missing second file is not found after the first one's work. ``"-"`` (standard
+    input), None and file objects pass."""
+    for path in paths:
+        if path is None or not isinstance(path, (str, bytes, os.PathLike)):
+            continue
+        fspath = os.fsdecode(os.fspath(path))
+        if fspath == "-":
+            continue
+        try:
+            open(fspath, "rb").close()
+        except OSError as e:
+            raise CrftkError(f"cannot open for reading ({e.strerror or e})", fspath) from None
+
+
 def check_output(path, what="output"):
     """Raise CrftkError unless ``path`` can be written: run before any long work.
 
-    ``"-"`` (standard output) always can. The file's directory must exist and
-    be writable, and the path must not be a directory; the file itself is
-    replaced atomically, so its own permissions do not matter.
+    ``"-"`` (standard output) always can. A regular file's directory must exist and be
+    writable (the file itself is replaced atomically, so its own permissions do not matter);
+    a FIFO or character device must be writable itself (it is written directly, never
+    replaced: see crftk.io.outputs); a directory, a block device or a socket is refused.
     """
     if path is None:
         return
     path = os.fsdecode(os.fspath(path))
     if path == "-":
         return
-    target = os.path.realpath(path) if os.path.islink(path) else path
-    if os.path.isdir(target):
-        raise CrftkError(f"cannot write the {what}: is a directory", path)
-    directory = os.path.dirname(target) or "."
+    target = output_target(path, what)
+    if not target.atomic:
+        check_special_output(target, path, what)
+        return
+    directory = os.path.dirname(target.where) or "."
     if not os.path.isdir(directory):
         raise CrftkError(f"cannot write the {what}: directory {directory} does not exist", path)
     if not os.access(directory, os.W_OK | os.X_OK):
@@ -883,7 +942,10 @@ class AtomicWriter:
     ``os.replace``; if the block raises, the temporary file is removed and an
     existing file at ``path`` is left untouched.  A new file gets the usual
     permissions (0666 minus the umask); a replaced file keeps its mode.  If
-    ``path`` is a symbolic link, the file it points to is replaced.
+    ``path`` is a symbolic link, the file it points to is replaced.  A FIFO, a
+    character device or an open descriptor's name (``/dev/stdout``) is written
+    directly and never replaced (crftk.io.outputs); a failure can then leave
+    part of the output there, as on standard output.
 
     ``path`` ``"-"`` writes to ``sys.stdout`` (``sys.stdout.buffer`` with
     ``binary=True``, or through a wrapper of it when stdout has another
@@ -900,6 +962,7 @@ class AtomicWriter:
         self._file = None
         self._tmp = None
         self._target = None
+        self._direct = False
         #: Path of the temporary file while the ``with`` block runs, else None.
         self.temp_path = None
 
@@ -914,9 +977,17 @@ class AtomicWriter:
                 self._stdout = self._file = io.TextIOWrapper(sys.stdout.buffer, encoding=self.encoding,
                                                              newline="\n")
             return self._file
-        target = os.path.realpath(self.path) if os.path.islink(self.path) else self.path
-        if os.path.isdir(target):
+        if os.path.isdir(self.path):
             raise CrftkError("cannot open for writing (is a directory)", self.path)
+        where = output_target(self.path)
+        if not where.atomic:        # a FIFO, a device, /dev/stdout: written directly, never replaced
+            try:
+                self._file = open_direct(where, self.binary, encoding=self.encoding)
+            except OSError as e:
+                raise CrftkError(f"cannot open for writing ({e.strerror or e})", self.path) from None
+            self._direct = True
+            return self._file
+        target = where.where
         old_mode = None
         try:
             old_mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -952,14 +1023,24 @@ class AtomicWriter:
     def __exit__(self, exc_type, exc, tb):
         f, tmp, target = self._file, self._tmp, self._target
         self._file = self._tmp = self._target = self.temp_path = None
-        if tmp is None:  # standard output
-            wrapper, self._stdout = self._stdout, None
-            if f is not None:
+        if tmp is None:  # standard output, or an output written directly
+            if f is None:
+                return False
+            direct, self._direct = self._direct, False
+            if not direct:
+                wrapper, self._stdout = self._stdout, None
                 try:
                     f.flush()
                 finally:
                     if wrapper is not None:
                         wrapper.detach()
+                return self._unwritable(exc)
+            try:
+                f.close()           # flushes
+            except OSError as e:
+                if exc_type is None:
+                    raise CrftkError(f"cannot write ({e.strerror or e})", self.path) from None
+            self._raise_if_full(exc)
             return self._unwritable(exc)
         if exc_type is not None:
             try:
@@ -967,6 +1048,7 @@ class AtomicWriter:
             except Exception:
                 pass
             _unlink_quietly(tmp)
+            self._raise_if_full(exc)
             return self._unwritable(exc)
         try:
             if not f.closed:
@@ -985,7 +1067,6 @@ class AtomicWriter:
         fsync_directory(os.path.dirname(target))
         return False
 
-
     def _unwritable(self, exc):
         """Text the encoding cannot write (a model's label, in tag's output) as a CrftkError."""
         if isinstance(exc, UnicodeEncodeError) and _codec_of(exc) == self.encoding:
@@ -994,6 +1075,11 @@ class AtomicWriter:
                              STDOUT_NAME if self.path == "-" else self.path) from None
         return False
 
+    def _raise_if_full(self, exc):
+        """A write that failed for want of room (a full disk, /dev/full) is one line, not a traceback."""
+        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+            raise CrftkError(f"cannot write ({exc.strerror})", self.path) from None
+
 
 def _codec_of(x):
     """The codec name of a stream's or a UnicodeError's encoding (None if it has none)."""
@@ -1001,6 +1087,106 @@ def _codec_of(x):
         return codecs.lookup(x.encoding).name
     except (AttributeError, LookupError, TypeError):
         return None
+
+
+#: errors of a write that found no room: only writing the output raises them
+_NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def directory_outputs(inputs, out_dir):
+    """The output path of each input file in directory ``out_dir`` (``-o DIR``): the input's
+    file name in ``out_dir``. Raises CrftkError before any work for standard input (no name),
+    two inputs of one name, or an output that would replace its input."""
+    targets, seen = [], {}
+    for path in inputs:
+        if not isinstance(path, (str, bytes, os.PathLike)) or os.fsdecode(os.fspath(path)) == "-":
+            raise CrftkError("standard input has no file name to give its output in the output directory "
+                             "(-o DIR): tag it to -o FILE or stdout", out_dir)
+        path = os.fsdecode(os.fspath(path))
+        target = os.path.join(out_dir, os.path.basename(path))
+        if target in seen:
+            raise CrftkError(f"{seen[target]} and {path} would both be written to {target}: "
+                             "give inputs distinct file names", path)
+        if os.path.exists(target) and os.path.samefile(target, path):
+            raise CrftkError(f"the output {target} would replace its input", path)
+        seen[target] = path
+        targets.append(target)
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise CrftkError("cannot write the outputs: no permission to write in the directory", out_dir)
+    return targets
+
+
+class AtomicFiles:
+    """Several outputs, each written to a temporary file beside it (as by AtomicWriter) and all
+    renamed into place when the ``with`` block ends cleanly: a failure leaves none of them.
+
+    ``with AtomicFiles(paths) as files: f = files.open(i); f.write(...)``; opening the next
+    file closes the one before (one file open at a time, however many outputs). The files are
+    text in ``encoding`` (UTF-8 by default); text it cannot write is a CrftkError.
+    """
+
+    def __init__(self, paths, encoding=DEFAULT_ENCODING):
+        self.paths = [os.fsdecode(os.fspath(p)) for p in paths]
+        self.encoding = codec(encoding)
+        self._temps = {}        # output number: (temporary file, the file it replaces)
+        self._file = None
+        self._file_is_temp = False
+        self._current = 0       # the output being written
+
+    def __enter__(self):
+        return self
+
+    def open(self, i):
+        self._close()
+        self._current = i
+        where = output_target(self.paths[i])
+        try:
+            if not where.atomic:        # a FIFO or device: written directly, never replaced
+                self._file = open_direct(where, encoding=self.encoding)
+                self._file_is_temp = False
+                return self._file
+            tmp, fd = open_temp_beside(where.where)
+        except OSError as e:
+            raise CrftkError(f"cannot open for writing ({e.strerror or e})", self.paths[i]) from None
+        self._temps[i] = (tmp, where.where)
+        self._file = os.fdopen(fd, "w", encoding=self.encoding, newline="\n")
+        self._file_is_temp = True
+        return self._file
+
+    def _close(self):
+        f, self._file = self._file, None
+        if f is not None:
+            f.flush()
+            if self._file_is_temp:
+                os.fsync(f.fileno())
+            f.close()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                self._close()
+                for i, (tmp, target) in sorted(self._temps.items()):
+                    os.replace(tmp, target)
+                for directory in {os.path.dirname(target) for _, target in self._temps.values()}:
+                    fsync_directory(directory)
+                self._temps = {}
+        except OSError as e:
+            raise CrftkError(f"cannot write ({e.strerror or e})", self.paths[0]) from None
+        finally:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError:
+                    pass
+                self._file = None
+            for tmp, _ in self._temps.values():
+                _unlink_quietly(tmp)
+            self._temps = {}
+        if isinstance(exc, UnicodeEncodeError) and _codec_of(exc) == self.encoding:
+            text = exc.object[exc.start:exc.end]
+            raise CrftkError(f"cannot write {shown(text)} in {self.encoding}, the output's encoding",
+                             self.paths[self._current]) from None
+        return False
 
 
 def _host_tag():

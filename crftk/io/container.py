@@ -66,7 +66,7 @@ file size) is rejected on reading.
 
 Files are written atomically (temp file in the same directory, fsync,
 ``os.replace``), so a crash or error never leaves a half-written model under
-the target name.
+the target name; FIFOs and devices are written directly (crftk.io.outputs).
 
 Lists of strings (vocabularies) are stored as two arrays with
 :func:`pack_strings` / :func:`unpack_strings`.
@@ -81,6 +81,7 @@ import struct
 import numpy as np
 
 from crftk.io.conll import fsync_directory, open_temp_beside
+from crftk.io.outputs import open_direct, output_target
 from crftk.errors import CrftkError
 
 __all__ = [
@@ -295,7 +296,8 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME, version=FORM
     The data go to a temporary file in the same directory, which is flushed,
     fsynced and then renamed over ``path`` with ``os.replace``.  On any error
     the temporary file is removed and an existing file at ``path`` is left
-    untouched.
+    untouched. A symbolic link's file is replaced (the link stays); a FIFO or
+    a character device is written directly, never replaced (crftk.io.outputs).
 
     Raises TypeError/ValueError for invalid ``meta``/``arrays`` (programming
     errors, detected before anything is written) and CrftkError (with the
@@ -303,6 +305,16 @@ def write_container(path, meta, arrays, *, format_name=FORMAT_NAME, version=FORM
     """
     path = os.fspath(path)
     chunks = _chunks(meta, arrays, format_name, version)
+    where = output_target(path, "model")
+    if not where.atomic:        # a FIFO or device (/dev/null): written directly, never replaced
+        try:
+            with open_direct(where, binary=True) as f:
+                for chunk in chunks:
+                    f.write(chunk)
+        except OSError as exc:
+            raise CrftkError(f"cannot write model file: {exc.strerror or exc}", path=path) from exc
+        return
+    path = where.where          # a symbolic link's file is replaced, not the link
 
     tmp = None
     try:

@@ -23,6 +23,11 @@ _NONFINITE_SHRINK = 0.25
 # OWL-QN backtracking factor.
 _BACKTRACK = 0.5
 MAX_STEP = 1e20
+# Where phi(a) and phi(0) differ by less than this fraction of |phi(0)|, their
+# difference is rounding noise (a sum over a corpus, a BLAS kernel's order of
+# operations) and sufficient decrease is judged from the slopes instead: Hager
+# and Zhang's approximate Wolfe conditions.
+FLAT_OBJECTIVE = 1e-12
 
 
 class LineSearchFailed(Exception):
@@ -107,6 +112,7 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
     armijo_seen = False
     trials = 0
     wolfe_slope = -curvature * slope0  # |phi'(a)| must not exceed this
+    flat_tolerance = FLAT_OBJECTIVE * max(1.0, abs(f0))
 
     def evaluate(a, *known):
         nonlocal trials
@@ -129,11 +135,23 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
     def sufficient(t):
         return t.f <= f0 + ARMIJO * t.step * slope0
 
+    def flat(t):
+        # The values no longer resolve the decrease: only the slopes, which stay accurate, can
+        # say on which side of the step the minimum lies.
+        return math.isfinite(t.f) and abs(t.f - f0) <= flat_tolerance
+
+    def approximate_wolfe(t):
+        # phi'(a) <= (2*ARMIJO - 1) * phi'(0) is sufficient decrease for a quadratic, read off the
+        # gradients.
+        return flat(t) and t.slope <= (2.0 * ARMIJO - 1.0) * slope0 and abs(t.slope) <= wolfe_slope
+
     def zoom(lo, hi):
         nonlocal armijo_seen
         while True:
             t = evaluate(_zoom_step(lo, hi), lo.x, hi.x)
-            if not math.isfinite(t.f) or not sufficient(t) or t.f >= lo.f:
+            if approximate_wolfe(t):
+                return t
+            if not math.isfinite(t.f) or not (flat(t) or sufficient(t) and t.f < lo.f):
                 hi = t
                 continue
             armijo_seen = True
@@ -147,9 +165,11 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
     a = step
     while True:
         t = evaluate(a, prev.x)
+        if approximate_wolfe(t):
+            return t
         if not math.isfinite(t.f):
             return zoom(prev, t)
-        if not sufficient(t) or t.f >= prev.f:
+        if not (flat(t) or sufficient(t) and t.f < prev.f):
             return zoom(prev, t)
         armijo_seen = True
         if abs(t.slope) <= wolfe_slope:
@@ -187,6 +207,7 @@ def orthant_search(obj, x, F0, pg, d, step, max_trials, c1, mask):
     """
     orthant = np.sign(x)
     np.copyto(orthant, np.negative(np.sign(pg)), where=x == 0.0)
+    flat_tolerance = FLAT_OBJECTIVE * max(1.0, abs(F0))
     last = x
     a = step
     for trial in range(max_trials):
@@ -205,12 +226,22 @@ def orthant_search(obj, x, F0, pg, d, step, max_trials, c1, mask):
         last = xt
         if is_finite(f, g):
             F = f + l1(xt, c1, mask)
-            if F <= F0 + ARMIJO * float(pg @ (xt - x)):
+            step = xt - x
+            decrease = float(pg @ step)
+            if F <= F0 + ARMIJO * decrease or (abs(F - F0) <= flat_tolerance
+                                               and _orthant_slope(g, step, orthant, c1, mask)
+                                               <= (2.0 * ARMIJO - 1.0) * decrease):
                 return _Trial(a, xt, f, g, None), F
         a *= _BACKTRACK
     raise LineSearchFailed(
         f"line search failed to find a sufficient decrease after {max_trials} trials"
     )
+
+
+def _orthant_slope(g, step, orthant, c1, mask):
+    """Slope of f + c1*|x|_1 along step at its end, within the orthant (approximate Wolfe)."""
+    along = orthant * step
+    return float(g @ step) + c1 * float(along.sum() if mask is None else along.sum(where=mask))
 
 
 def l1(x, c1, mask):

@@ -172,6 +172,16 @@ class Factorial(Structure):
         for s in chains[1:] + pairs:
             if s.n_columns != chains[0].n_columns:
                 raise CrftkError("the parts of a factorial model disagree on the column count")
+        cols = [s.label_col for s in chains]
+        if len(set(cols)) != len(cols):
+            raise CrftkError(f"its chains share a label column ({', '.join(map(str, cols))})")
+        for c, p in enumerate(pairs):
+            if p.label_col != cols[c]:
+                raise CrftkError(f"pair part {c} reads label column {p.label_col}, chain {c + 1} column {cols[c]}")
+        for s in chains + pairs:        # as check_template refuses at training
+            read = sorted({m.col for m in s.template.macros} & set(cols))
+            if read:
+                raise CrftkError(f"a template reads column {read[0]}, a label column")
         return cls(chains, pairs)
 
     @property

@@ -169,6 +169,8 @@ class FedLink:
         V = len(self.values)
         single = {k: np.tile(v, V) for k, v in values.single.items() if k not in self.fed_sources}
         for key in self.fed_sources:
+            if key in values.multi:     # read by other lines (encoded value by value), not by these
+                continue
             single[key] = np.repeat(np.array([self._fed_id(key, v) for v in self.values], dtype=np.int64), n)
         anchor = values.anchor
         if anchor is not None:

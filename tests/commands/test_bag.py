@@ -213,6 +213,13 @@ def test_weight_file_for_tagging(files, bagged, tmp_path):
     ("words 0\ntags 0\n", "2: bag weights must be finite"),
     ("words one\ntags 1\n", "1: 'one' is not a weight"),
     ("words 1 2\n", "1: expected 'NAME WEIGHT'"),
+    # several bad lines: the first one is reported
+    ("other 2\nwords 1\ntags 1\n", "1: the bag has no member 'other'"),
+    ("words 1\nzz 1\ntags 1\nyy 1\n", "2: the bag has no member 'zz'"),
+    ("seq-poe words=0 tags=0\ntrans-poe words=1 tags=1\nwords x\n", "1: bag weights must be finite"),
+    ("seq-poe words=0 tags=0\nseq-poe words=1 tags=1\n", "1: bag weights must be finite"),
+    ("seq-poe words=1 tags=1\nseq-poe words=1 tags=2\n", "2: combination seq-poe is given twice"),
+    ("seq-poe words=1 tags=1 words=2\n", "1: bag 'words' is given twice"),
 ])
 def test_weight_file_that_does_not_match_is_one_line_exit_1(files, bagged, tmp_path, text, message):
     _, _, dev = files
@@ -251,7 +258,7 @@ def test_bags_on_different_label_sets_are_refused(files, tmp_path):
     with pytest.raises(CrftkError, match="bags must share one label set"):
         Bag([members[0], narrow], ["a", "c"], {})
     # and a model file whose parts disagree is refused at load, in one line
-    forged = Bag(members, ["a", "b"], {"members": ["a", "b"]}).to_model()
+    forged = Bag(members, ["a", "b"], {**m1.info["bag"], "members": ["a", "b"]}).to_model()
     forged.parts[1].space = narrow.space
     forged.parts[1].weights = narrow.weights
     path = tmp_path / "forged.bag"

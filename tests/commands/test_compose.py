@@ -97,6 +97,23 @@ def test_joint_output_and_log_say_which_mode_ran(files):
     assert [r[2:] for r in columns(out3)] == [r[3:] for r in columns(out)]
 
 
+def test_the_shipped_pos_words_template_upstream_tags_with_the_default_decoding(files, tmp_path):
+    # pos-words.tmpl reads %shape, a multi-valued test: the compiled exact joint path lost its values
+    _, train, test, _ = files
+    pos, chunk, pipe = tmp_path / "pos.model", tmp_path / "chunk.model", tmp_path / "p.pipeline"
+    for args in (["-t", REPO / "templates" / "pos-words.tmpl", "--label-col", 1, "-m", pos],
+                 ["-t", REPO / "templates" / "chunking-pos0.tmpl", "-m", chunk]):
+        code, _, err = cli("train", "-q", "--max-iter", 3, "-p", 1, *args, train)
+        assert code == 0, err
+    assert cli("compose", "-m", pos, "-m", chunk, "--feed", 1, "-o", pipe)[0] == 0
+    code, out, err = cli("tag", "-m", pipe, test)
+    assert code == 0 and "joint decoding: exact" in err, err
+    assert len(columns(out)) == sum(1 for line in test.read_text().splitlines() if line.strip())
+    code, out_v, err = cli("tag", "-m", pipe, "-v", test)        # the Python path: the same labels
+    assert code == 0, err
+    assert [r[-4::2] for r in columns(out_v) if r[0] != "#"] == [r[-2:] for r in columns(out)]
+
+
 def test_normalized_decoding_from_the_command_line_and_python(files):
     _, _, test, m = files
     kbest = compose_file(files, "window", "kbest.pipeline")
@@ -215,7 +232,7 @@ def test_tag_errors_write_nothing(files):
     wide = d / "wide.txt"
     wide.write_text("a b c d\n\n")
     code, _, err = cli("tag", "-m", pipe, "-o", out, wide)
-    assert code == 1 and err.splitlines()[-1].endswith("wide.txt:1: expected 2 or 3 columns, found 4")
+    assert code == 1 and err.splitlines()[-1].endswith("wide.txt:1: expected 1, 2 or 3 columns, found 4")
     assert err.count("crftk: error") == 1 and not out.exists()
 
 
@@ -351,3 +368,75 @@ def test_the_compiled_path_writes_and_scores_as_the_python_path(files, tmp_path,
             results.append((out.getvalue(), n_sent, n_tok, correct.tolist(), scored, logged))
     assert results[0] == results[1]
     assert (results[0][4] > 0) == gold and results[0][1] == 60 and "-DOCSTART-" in results[0][0]
+
+
+def _words(text, n=1):
+    """The first n columns of every line of a CoNLL text."""
+    return "\n".join(" ".join(line.split()[:n]) for line in text.splitlines()) + "\n"
+
+
+@pytest.mark.parametrize("args", [[], ["--decode", "cascade"], ["--decode", "normalized"], ["-v"], ["-n", 2]],
+                         ids=["joint", "cascade", "normalized", "-v", "-n"])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_pipeline_tags_the_words_alone(files, monkeypatch, args, compiled):
+    # POS tagger -> chunker: every column the pipeline reads after the words is made by its stages
+    from crftk.commands import compose
+    _, _, test, _ = files
+    pipe = compose_file(files)
+    full = test.read_text()
+    outputs = {}
+    with monkeypatch.context() as m:
+        if not compiled:
+            m.setattr(compose.Pipeline, "raw_decodable", lambda self, mode: False)
+        for n in (1, 2, 3):
+            r = CliRunner().invoke(main, ["tag", "-m", str(pipe), *map(str, args), "-"], input=_words(full, n))
+            assert r.exit_code == 0, r.stderr
+            outputs[n] = [row for row in columns(r.stdout)]
+    stages = 4 if "-v" in args else 2
+    for n, rows in outputs.items():
+        assert {len(r) for r in rows if r[0] != "#"} == {n + stages}
+        assert [r[n:] for r in rows if r[0] != "#"] == [r[3:] for r in outputs[3] if r[0] != "#"]
+        assert [r for r in rows if r[0] == "#"] == [r for r in outputs[3] if r[0] == "#"]
+
+
+def test_pipeline_predict_takes_the_words_alone(files):
+    _, _, test, m = files
+    pipeline = crftk.Pipeline.compose([m["pos"], m["chunk0"]], [1])
+    X = crftk.read_conll(test, label_col=-1)[0]
+    words = [[[r[0]] for r in s] for s in X]
+    for decode in ("joint", "cascade", "normalized"):
+        assert pipeline.predict(words, decode=decode, stages=True) == pipeline.predict(X, decode=decode, stages=True)
+    assert pipeline.predict_nbest(words[:5], 2) == pipeline.predict_nbest(X[:5], 2)
+    marg, logz = pipeline.predict_marginals(words[:5])
+    want, want_logz = pipeline.predict_marginals(X[:5])
+    assert np.array_equal(logz, want_logz) and all(np.array_equal(a, b) for x, y in zip(marg, want)
+                                                   for a, b in zip(x, y))
+    with pytest.raises(CrftkError, match=r"X\[0\]\[0\] has 3 columns, rows of 1 or 2 columns are expected: the "
+                                         r"pipeline reads column 0 of the last model's 3; its stages fill column 1"):
+        pipeline.predict([[[*X[0][0], "B-NP"]]])
+
+
+def test_too_few_columns_for_a_pipeline_say_which_columns_it_reads(tmp_path):
+    # word, tag, a column the first stage fills, the label: the stages read the words and the tags
+    sents = []
+    for s in read_corpus(REPO / "data" / "demo.train")[:80]:
+        for r in s.rows:
+            r.insert(2, "Y" if r[1].startswith("N") else "Z")
+        sents.append(s)
+    up = fit(sents, parse_template("U0:%x[0,0]\nU1:%x[0,1]\nB\n"), label_col=2, max_iter=3, log=lambda m: None)
+    down = fit(sents, parse_template("U0:%x[0,0]/%x[0,2]\nU1:%x[0,1]\nB\n"), max_iter=3, log=lambda m: None)
+    pipeline = Pipeline.from_models([up, down], [2])
+    with pytest.raises(CrftkError, match="layout: 2, 3 or 4 columns, found 1: the pipeline reads columns 0 and 1 "
+                                         "of the last model's 4; its stages fill column 2$"):
+        pipeline.input_columns(1)
+    path = tmp_path / "words.txt"
+    path.write_text("The\ncat\n\n")
+    pipeline.save(tmp_path / "p.pipeline")
+    code, _, err = cli("tag", "-m", tmp_path / "p.pipeline", "-o", tmp_path / "out.txt", path)
+    assert code == 1 and err.splitlines()[-1] == (f"crftk: error: {path}:1: expected at least 2 columns, found 1: "
+                                                  f"the pipeline reads columns 0 and 1 of the last model's 4; its "
+                                                  f"stages fill column 2")
+    assert not (tmp_path / "out.txt").exists()
+    path.write_text("The DT\ncat NN\n\n")
+    code, out, err = cli("tag", "-m", tmp_path / "p.pipeline", path)
+    assert code == 0 and [len(r) for r in columns(out)] == [4, 4]

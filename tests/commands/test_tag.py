@@ -133,3 +133,86 @@ def test_first_mention_templates_tag_whole_documents_per_batch(tmp_path):
     tag_files(m, [str(path)], small, batch_tokens=3)
     tag_files(m, [str(path)], big)
     assert small.getvalue() == big.getvalue()
+
+
+# A POS tagger trained on `word tag label` with the tag (column 1) as its label reads column 0
+# only: it tags the words alone, or the words and the gold tag, as it tags the training layout.
+WORDS_TEMPLATE = "U:%x[0,0]\nU1:%x[-1,0]/%x[0,0]\nUs:%shape[0,0]\nUp:%suf[0,0,1]\nB\n"
+
+
+@pytest.fixture(scope="module")
+def words_tagger():
+    space, _ = FeatureSpace.fit(random_corpus(60, seed=11), parse_template(WORDS_TEMPLATE), label_col=1)
+    return Model(space, np.random.default_rng(3).normal(size=space.n_params))
+
+
+def _labels(text):
+    """The appended label of every token line (the last column, or the one before a -v probability)."""
+    rows = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+    return [r[-2] if r[-1][0].isdigit() else r[-1] for r in rows], {len(r) for r in rows}
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("opts", [{}, {"marginals": 1}, {"nbest": 2}], ids=["labels", "-v", "-n"])
+def test_a_model_that_reads_the_words_only_tags_the_words_alone(words_tagger, tmp_path, monkeypatch, compiled,
+                                                               opts):
+    from crftk.commands import tag as tag_module
+    sents = random_corpus(15, seed=12)
+    paths = {}
+    for width in (1, 2, 3):
+        paths[width] = tmp_path / f"w{width}.txt"
+        paths[width].write_text("".join("\n".join(" ".join(r[:width]) for r in s.rows) + "\n\n" for s in sents))
+    outputs = {}
+    with monkeypatch.context() as m:
+        if not compiled:
+            m.setattr(tag_module, "_compiled_path", lambda tagger: False)
+        for width, path in paths.items():
+            out = io.StringIO()
+            assert tag_files(words_tagger, [str(path)], out, **opts)[0] == 15
+            outputs[width] = out.getvalue()
+    want = [x for labels in Tagger(words_tagger).tag(sents) for x in labels]
+    for width, text in outputs.items():
+        labels, widths = _labels(text)
+        assert widths == {width + 1 + ("marginals" in opts)}
+        if "nbest" not in opts:
+            assert labels == want
+    assert outputs[1].count("# ") == outputs[3].count("# ")
+    assert _labels(outputs[1])[0] == _labels(outputs[2])[0] == _labels(outputs[3])[0]
+
+
+def test_too_few_columns_say_which_columns_the_model_reads(model, tmp_path, monkeypatch):
+    from crftk.commands import tag as tag_module
+    from crftk.errors import CrftkError
+    path = tmp_path / "words.txt"
+    path.write_text("w1\nw2\n\n")
+    for compiled in (True, False):
+        with monkeypatch.context() as m:
+            if not compiled:
+                m.setattr(tag_module, "_compiled_path", lambda tagger: False)
+            with pytest.raises(CrftkError) as e:
+                tag_files(model, [str(path)], io.StringIO())
+        assert (e.value.path, e.value.line) == (str(path), 1)
+        assert e.value.message == ("expected at least 2 columns, found 1: the model reads columns 0 and 1 of "
+                                   "the 3 it was trained on")
+
+
+def test_a_bag_reads_the_columns_its_members_read(words_tagger, tmp_path):
+    from crftk.ensemble.bag import Bag
+    from crftk.errors import CrftkError
+    sents = random_corpus(60, seed=11)
+    members = [words_tagger]
+    for i, text in enumerate(["U:%x[0,0]\nB\n", "U:%x[0,0]\nU2:%x[0,2]\nB\n"]):
+        space, _ = FeatureSpace.fit(sents, parse_template(text), label_col=1)
+        members.append(Model(space, np.random.default_rng(i).normal(size=space.n_params)))
+    record = {"members": ["a", "b"], "combine": "seq-poe", "decode": "viterbi", "weights": {"seq-poe": [0.6, 0.4]}}
+    words = tmp_path / "words.txt"
+    words.write_text("w1\nw2\n\n")
+    bag = Bag(members[:2], ["a", "b"], record).to_model()
+    out, probs = io.StringIO(), io.StringIO()
+    tag_files(bag, [str(words)], out)                       # the compiled path
+    tag_files(bag, [str(words)], probs, marginals=1)        # the Python path
+    assert [len(line.split()) for line in out.getvalue().splitlines() if line] == [2, 2]
+    assert _labels(out.getvalue())[0] == _labels(probs.getvalue())[0]
+    with pytest.raises(CrftkError, match=r"expected at least 3 columns, found 1: the bag reads columns "
+                                         r"0 and 2 of the 3 it was trained on"):
+        tag_files(Bag([members[0], members[2]], ["a", "b"], record).to_model(), [str(words)], io.StringIO())

@@ -146,7 +146,8 @@ def bag_model():
         space, _ = FeatureSpace.fit(sents, parse_template(tmpl))
         members.append(Model(space, rng.normal(size=space.n_params)))
     record = {"members": ["a", "b"], "combine": "seq-poe", "decode": "viterbi",
-              "weights": {"seq-poe": [0.7, 0.3], "seq-mixture": [0.4, 0.6]}}
+              "weights": {"seq-poe": [0.7, 0.3], "seq-mixture": [0.4, 0.6], "trans-mixture": [0.5, 0.5],
+                          "trans-poe": [0.5, 0.5]}}      # a bag file has every combination's weights
     return Bag(members, ["a", "b"], record).to_model()
 
 

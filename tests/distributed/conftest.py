@@ -9,7 +9,8 @@ import pytest
 
 from corpora import REPO
 
-pytest.importorskip("distributed")
+# The modules that need a cluster skip themselves without Dask (test_pieces.py needs none); a skip
+# here, in the conftest, would be a collection error.
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,10 @@ import signal
 
 import numpy as np
 import pytest
+
+# "distributed.client", not "distributed": with tests/ on the path, tests/distributed itself is a
+# namespace package of that name, which imports without Dask.
+pytest.importorskip("distributed.client", reason="Dask is not installed (pip install crftk[dask])")
 from click.testing import CliRunner
 
 from corpora import REPO
@@ -224,3 +228,17 @@ def test_latin1_files_are_read_and_written_in_latin1(cluster, model, tmp_path):
     out_dir.mkdir()
     tag_files(cluster, model, [str(latin1)], out_dir=str(out_dir), piece_bytes=16_000, encoding="latin-1")
     assert (out_dir / "demo.latin1").read_bytes() == want.encode("latin-1")
+
+
+@pytest.mark.parametrize("kw", [{}, {"marginals": 1}])
+def test_a_model_that_reads_the_words_only_tags_the_words_alone(cluster, tmp_path, kw):
+    from crftk.features.templates import parse_template
+    pos = fit(read_corpus(DEMO_TRAIN)[:200], parse_template("U0:%x[0,0]\nU1:%x[-1,0]/%x[0,0]\nB\n"), label_col=1,
+              log=lambda m: None, max_iter=5, threads=1)
+    words = tmp_path / "words.txt"
+    words.write_text("".join(line.split()[0] + "\n" if line.strip() else "\n"
+                             for line in open(DEMO_TEST).read().splitlines()[:2000]))
+    out = io.StringIO()
+    tag_files(cluster, pos, [str(words)], out, piece_bytes=3_000, **kw)
+    assert out.getvalue() == local(pos, [str(words)], **kw)
+    assert {len(line.split()) for line in out.getvalue().splitlines() if line and line[0] != "#"} == {2 + len(kw)}

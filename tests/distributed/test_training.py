@@ -4,6 +4,10 @@ import os
 
 import numpy as np
 import pytest
+
+# "distributed.client", not "distributed": with tests/ on the path, tests/distributed itself is a
+# namespace package of that name, which imports without Dask.
+pytest.importorskip("distributed.client", reason="Dask is not installed (pip install crftk[dask])")
 from click.testing import CliRunner
 
 from corpora import REPO

@@ -11,7 +11,9 @@ import sys
 import pytest
 
 from crftk.errors import CrftkError
-from crftk.evaluation.conlleval import chunks, evaluate, mcnemar, read_pairs, read_two
+import crftk
+from crftk.evaluation.conlleval import (are_chunk_tags, chunks, evaluate, mcnemar, read_labels, read_pairs,
+                                       read_two)
 
 
 def scores(obj):
@@ -437,3 +439,125 @@ def test_read_two_sentence_mismatch(tmp_path):
     with pytest.raises(CrftkError) as ei:
         read_two(str(g), str(p))
     assert f"{p}:4" in str(ei.value) and str(g) in str(ei.value)
+
+
+# ---------------------------------------------------------------------------
+# labels that are not chunk tags: token accuracy only
+
+
+def test_pos_tags_are_not_chunk_tags():
+    assert not are_chunk_tags(["NN", "PRP$", "-LRB-", "NN-TL", "O"])   # a dash, but no chunk prefix
+    assert are_chunk_tags(["NN", "B-NP"]) and are_chunk_tags(["O"]) and are_chunk_tags(["S-PER", "E-LOC"])
+    assert not are_chunk_tags(["B-"])                                    # a prefix without a type
+
+
+def test_pos_labels_are_scored_by_token_accuracy():
+    # 3 of 4 tokens right, 1 of 2 sentences
+    e = evaluate([["DT", "NN"], ["VB", "-LRB-"]], [["DT", "NN"], ["VB", "NN"]])
+    assert e.chunk_tags is False and e.token_accuracy == 0.75
+    text = e.format()
+    assert "not chunk tags" in text and "accuracy:  75.00% (3 of 4 tokens correct)" in text
+    assert "FB1" not in text and "LRB" not in text
+    assert e.to_dict()["chunk_tags"] is False
+    chunked = evaluate([["B-NP", "I-NP"]], [["B-NP", "O"]])
+    assert chunked.chunk_tags is True and "FB1" in chunked.format()
+    assert crftk.evaluate([["NN"]], [["VB"]]).chunk_tags is False
+
+
+# ---------------------------------------------------------------------------
+# columns that cannot be a gold and a predicted labeling
+
+
+def lines(pairs, extra=()):
+    """'w EXTRA... GOLD PRED' rows, five tokens a sentence."""
+    out = []
+    for i, (g, p) in enumerate(pairs):
+        out.append(" ".join(["w", *extra, g, p]))
+        if i % 5 == 4:
+            out.append("")
+    return out
+
+
+def test_columns_of_two_tasks_are_refused():
+    # chunk and NER tags share O only; POS and chunk tags nothing: 20 tokens other than O each
+    ner = [("B-NP", "B-PER"), ("I-NP", "I-PER"), ("B-VP", "O"), ("O", "O")] * 10
+    with pytest.raises(CrftkError, match=r"share no chunk type \(gold: NP, VP; predicted: PER\).*tagged first"):
+        read_labels(lines(ner))
+    pos = [("NN", "B-NP"), ("DT", "I-NP")] * 10
+    with pytest.raises(CrftkError, match=r"share no label \(gold: DT, NN; predicted: B-NP, I-NP\)"):
+        read_labels(lines(pos))
+    # 19 tokens other than O: a poor tagger of the same task could do that on a short file
+    read_labels(lines(pos[:19]))
+    read_labels(lines(ner[:37]))         # 19 entity tokens predicted
+    with pytest.raises(CrftkError, match="share no chunk type"):
+        read_labels(lines(ner[:38]))     # 20
+
+
+@pytest.mark.parametrize("what, pairs", [
+    ("a tagger that finds nothing", [("B-PER", "O"), ("I-PER", "O"), ("O", "O")] * 20),
+    ("gold without chunks", [("O", "B-LOC"), ("O", "I-LOC"), ("O", "O")] * 20),
+    ("a poor tagger of the same types", [("B-PER", "B-LOC"), ("I-PER", "O"), ("B-LOC", "O"), ("O", "B-PER")] * 20),
+    ("one type", [("B-PER", "I-PER"), ("I-PER", "O"), ("O", "B-PER")] * 20),
+    ("IOBES gold, IOB2 predictions", [("S-PER", "B-PER"), ("O", "O")] * 30),
+    ("IOB1 gold, IOB2 predictions, no O", [("I-NP", "B-NP")] * 30),
+    ("POS tags", [("NN", "NN"), ("DT", "JJ"), ("VB", "NN")] * 20),
+    ("all O", [("O", "O")] * 30),
+])
+def test_columns_of_one_task_are_scored_however_poorly_they_agree(what, pairs):
+    labels = read_labels(lines(pairs))
+    assert sum(map(len, labels.gold)) == len(pairs)
+
+
+def test_hints_pair_each_appended_column_with_its_gold():
+    # word POS chunk NER POS' chunk' NER': three chains (or stages), the last pair first
+    rows = [("NN", "B-NP", "B-PER", "NN", "B-NP", "B-PER"), ("VB", "B-VP", "O", "NN", "B-VP", "O"),
+            ("DT", "B-NP", "O", "DT", "I-NP", "B-LOC"), ("NN", "I-NP", "O", "NN", "I-NP", "O")] * 10
+    text = [" ".join(("w",) + r) if r else "" for r in rows]
+    with pytest.raises(CrftkError) as ei:
+        read_labels(text)
+    message = str(ei.value)
+    assert "pass --gold-col -4 --pred-col -1 (the last label column), or --gold-col -6 --pred-col -3 " \
+           "--gold-col -5 --pred-col -2 --gold-col -4 --pred-col -1 to score each of the 3" in message
+    # and with a probability after each predicted column (-v)
+    text_v = [" ".join(f.split()[:4] + [f.split()[4], "0.5", f.split()[5], "0.25", f.split()[6], "1.0"])
+              if f else "" for f in text]
+    with pytest.raises(CrftkError, match=r"holds probabilities.*pass --gold-col -7 --pred-col -2 "):
+        read_labels(text_v)
+    assert read_labels(text_v, gold_col=-7, pred_col=-2).gold[0][0] == "B-PER"
+
+
+# ---------------------------------------------------------------------------
+# n-best ranks
+
+
+NBEST = """\
+# nbest 0 0.6
+a B-NP B-NP
+b I-NP I-NP
+
+# nbest 1 0.3
+a B-NP B-NP
+b I-NP O
+
+# nbest 0 0.9
+c O O
+
+"""
+
+
+def test_nbest_rank_counts_from_0_and_every_sentence_needs_one(tmp_path):
+    assert read_labels(NBEST.splitlines(), nbest_rank=0).pred == [["B-NP", "I-NP"], ["O"]]
+    # rank 1 exists for the first sentence only: the second is named by its line
+    with pytest.raises(CrftkError, match=r"^<input>:10: this sentence has 1 labeling \(ranks 0 to 0\), "
+                                         r"so none of nbest rank 1"):
+        read_labels(NBEST.splitlines(), nbest_rank=1)
+    with pytest.raises(CrftkError, match=r"no labeling of nbest rank 2 here: the n-best lists have ranks 0 to 1 "
+                                         r"\(ranks count from 0"):
+        read_labels(NBEST.splitlines(), nbest_rank=2)
+    with pytest.raises(CrftkError, match="not n-best output"):
+        read_labels(["a B-NP B-NP"], nbest_rank=1)
+    path = tmp_path / "nbest.txt"
+    path.write_text(NBEST)
+    assert crftk.evaluate(str(path), nbest_rank=0).n_sentences == 2
+    with pytest.raises(CrftkError, match="no labeling of nbest rank 2"):
+        crftk.evaluate(str(path), nbest_rank=2)

@@ -432,7 +432,7 @@ def test_build_in_memory_sentences():
 
 def test_write_lexicons_and_read_back(tmp_path):
     lexicons = build_lexicons(corpus(tmp_path, IOB1), n_folds=2)
-    out = tmp_path / "lex" / "sub"
+    out = tmp_path / "lex"              # made: its parent exists
     paths = write_lexicons(lexicons, out)
     assert paths == [str(out / "LOC.lex"), str(out / "ORG.lex"), str(out / "PER.lex")]
     for path in paths:
@@ -459,6 +459,20 @@ def test_lexicon_command(tmp_path):
     assert len(logged) == 3 and logged[0].startswith("LOC: 6 entries")
     loc = Lexicon.read(summary["lexicons"]["LOC"]["path"])
     assert loc.entries[("Oslo",)] == frozenset({0})  # document 4 -> fold 0
+
+
+def test_a_missing_parent_directory_is_refused_not_created(tmp_path):
+    # as every other output: the directory must exist (here: the output directory's parent),
+    # refused before any input is read
+    a = write(tmp_path, IOB2, "a.txt")
+    with pytest.raises(CrftkError, match=r"lex/sub: cannot write the lexicons: directory .*lex does not exist"):
+        lexicon_command([a, tmp_path / "missing.txt"], tmp_path / "lex" / "sub")
+    with pytest.raises(CrftkError, match="cannot write the lexicons: directory"):
+        write_lexicons(build_lexicons(corpus(tmp_path, IOB1)), tmp_path / "lex" / "sub")
+    assert not (tmp_path / "lex").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CrftkError, match="file: cannot write the lexicons: not a directory"):
+        lexicon_command([a], tmp_path / "file")
 
 
 def test_lexicon_command_errors_name_the_file(tmp_path):

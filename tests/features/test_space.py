@@ -120,8 +120,14 @@ def test_tag_time_column_counts():
     assert space.encode(sentences([[["a", "P"]]])).labels is None
     assert space.encode(sentences([[["a", "P", "y"]]])).labels.tolist() == [1]
     assert space.encode(sentences([[["a", "P", "zz"]]])).labels.tolist() == [-1]
-    with pytest.raises(CrftkError, match="expects 3"):
+    # the template reads column 0 only: the words alone will do
+    assert space.encode(sentences([[["a"]]])).labels is None
+    assert space.encode(sentences([[["a"]]])).attrs.tolist() == space.encode(sentences([[["a", "P"]]])).attrs.tolist()
+    space, _ = FeatureSpace.fit(sentences(rows), parse_template("U:%x[0,1]\nB\n"))
+    with pytest.raises(CrftkError, match="expects 2 or 3 columns, found 1: the model reads column 1 of the 3 it"):
         space.encode(sentences([[["a"]]]))
+    with pytest.raises(CrftkError, match="expects 2 or 3 columns, found 4"):
+        space.encode(sentences([[["a", "P", "x", "z"]]]))
 
 
 def test_bad_options():
@@ -252,3 +258,24 @@ def test_undeclared_or_missing_lexicon(tmp_path):
     p.write_text("@lexicon LOC missing.lex\nU0:%lex[0,LOC]\n")
     with pytest.raises(CrftkError, match="missing.lex"):
         FeatureSpace.fit(sentences([[["a", "O"]]]), read_template(p))
+
+
+def test_a_space_of_every_string_test_pickles_and_encodes_the_same():
+    # a compiled template's string tests are module functions or partials of them, never
+    # closures: the space pickles (as joblib and multiprocessing need) and is rebuilt from them
+    import pickle
+    from corpora import random_docs
+    from crftk.features.extract import string_test
+    tmpl = parse_template(EXTENDED)
+    space, _ = FeatureSpace.fit(random_docs(8, seed=3), tmpl)
+    test = random_docs(5, seed=4, words=["Xerxes", "1997", "quux", "Bush", "ZZ-Top", "said"])
+    before = space.encode(test)               # the lookup tables are built: they travel too
+    back = pickle.loads(pickle.dumps(space))
+    after = back.encode(test)
+    assert np.array_equal(before.attrs, after.attrs) and np.array_equal(before.attr_ptr, after.attr_ptr)
+    kinds = {k[0] for k in space.extractor.tests}
+    assert {"t", "T", "m", "M", "pre", "suf", "ngram", "shape", "fshape", "cshape", "X"} <= kinds
+    for kind, args in [("t", ("^[A-Z]",)), ("M", ("[0-9]+",)), ("pre", (2,)), ("suf", (3,)),
+                       ("ngram", (1, 2))]:
+        test_fn = pickle.loads(pickle.dumps(string_test(kind, args)))
+        assert test_fn("Abc12") == string_test(kind, args)("Abc12")

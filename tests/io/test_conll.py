@@ -236,6 +236,36 @@ def test_min_columns(tmp_path):
     assert info.value.line == 2 and "expected at least 2 columns, found 1" in str(info.value)
 
 
+@pytest.mark.parametrize("reader", ["sentences", "batches"])
+def test_model_widths_say_what_a_model_reads_when_a_line_has_too_few_columns(tmp_path, reader):
+    from crftk.io.conll import model_widths, read_batches
+    widths = model_widths([0, 2], 4)
+    assert sorted(widths) == [3, 4]
+
+    def run(text, name):
+        path = write(tmp_path, text, name)
+        if reader == "sentences":
+            return list(read_sentences(path, n_columns=widths))
+        return list(read_batches(path, n_columns=widths))
+    needs = "the model reads columns 0 and 2 of the 4 it was trained on"
+    for text, line in (("a b\n", 1), ("a b c\n\nd e\n", 3)):
+        with pytest.raises(CrftkError) as info:
+            run(text, "few.txt")
+        assert (info.value.line, info.value.message) == (line, f"expected at least 3 columns, found 2: {needs}")
+    with pytest.raises(CrftkError) as info:
+        run("a b c\n\nd e f g\n", "mixed.txt")
+    assert info.value.message == "expected 3 columns as on line 1 (a file keeps one column count), found 4"
+    with pytest.raises(CrftkError) as info:
+        run("a b c d e\n", "wide.txt")
+    assert info.value.message == "expected 3 or 4 columns, found 5"
+    assert len(run("a b c\n\nd e f\n", "ok.txt")) == 2
+    widths = model_widths([], 6)           # a template of label bigrams only reads no column
+    assert sorted(widths) == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(CrftkError) as info:
+        run("a b c d e f g\n", "seven.txt")
+    assert info.value.message == "expected 1 to 6 columns, found 7"
+
+
 def test_bad_column_arguments_are_programming_errors(tmp_path):
     path = write(tmp_path, "a A\n")
     with pytest.raises(ValueError):

@@ -156,6 +156,40 @@ def test_convex_quadratic_matches_linear_solve(minimise, gtol):
     assert_inputs_untouched(rec)
 
 
+def noisy_values(fun, ulps=8, seed=1):
+    """fun with its values off by up to ``ulps`` units in the last place (exact gradients), as a
+    sum computed in another order (another BLAS kernel, another thread count) gives them."""
+    rng = np.random.default_rng(seed)
+
+    def noisy(x):
+        f, g = fun(x)
+        return f + float(rng.integers(-ulps, ulps + 1)) * np.spacing(f), g
+
+    return noisy
+
+
+@pytest.mark.parametrize("minimise", [lbfgs, cg], ids=["lbfgs", "cg"])
+def test_tight_gradient_tolerance_reached_through_rounding_noise(minimise):
+    # Near the minimum the decrease along a step falls below the rounding of f; the line search
+    # then judges sufficient decrease from the slopes (approximate Wolfe) instead of failing.
+    A, b, fun = quadratic_problem()
+    res = minimise(noisy_values(fun), np.zeros(50), gtol=1e-8, epsilon=0.0, max_iter=500)
+    assert res.converged, res.reason
+    assert "gradient" in res.reason
+    np.testing.assert_allclose(res.x, np.linalg.solve(A, b), atol=1e-7, rtol=0)
+
+
+def test_approximate_wolfe_needs_a_flat_objective():
+    # A trial whose value is clearly worse is never accepted on its slopes alone.
+    from crftk.optimize.linesearch import LineSearchFailed, strong_wolfe_search
+
+    def rises(x):      # the slopes of a minimum at 1, but every trial value is higher by 1e-6
+        return (0.0 if x[0] == 0.0 else 1e-6), np.array([x[0] - 1.0])
+
+    with pytest.raises(LineSearchFailed):
+        strong_wolfe_search(rises, np.zeros(1), 0.0, np.ones(1), -1.0, 1.0, max_trials=20)
+
+
 @pytest.mark.parametrize("minimise", [lbfgs, cg], ids=["lbfgs", "cg"])
 @pytest.mark.parametrize("n", [2, 10])
 def test_rosenbrock_reaches_minimum(minimise, n):
@@ -373,7 +407,7 @@ def test_owlqn_steps_follow_the_pseudo_gradient_orthant(masked):
                 epsilon=0.0, callback=lambda info: accepted.append(info.x.copy()))
     assert res.converged, res.reason
     assert len(accepted) > 5
-    crossed = 0
+    crossed = decreases = 0
     for xa, xb in zip(accepted, accepted[1:]):
         pg = reference_pseudo_gradient(xa, rec.lookup(xa)[1], lam_vec)
         # every coordinate moves against the pseudo-gradient (or not at all)
@@ -381,11 +415,14 @@ def test_owlqn_steps_follow_the_pseudo_gradient_orthant(masked):
         # penalised coordinates never change sign within one step
         assert np.all(xa[mask] * xb[mask] >= 0.0)
         crossed += np.count_nonzero((xa != 0) & (xb == 0))
-        # the objective decreases at every step
+        # the objective decreases at every step (to the last few bits, which depend on the BLAS
+        # kernel: near the end the Armijo decrease is below the rounding of F)
         Fa = fun(xa)[0] + lam * np.abs(xa[mask]).sum()
         Fb = fun(xb)[0] + lam * np.abs(xb[mask]).sum()
-        assert Fb < Fa
+        assert Fb <= Fa + 8 * np.spacing(Fa)
+        decreases += Fb < Fa
     assert crossed > 0  # the orthant projection was exercised
+    assert decreases >= len(accepted) - 3
 
 
 # ---------------------------------------------------------------- stopping rules
@@ -959,11 +996,16 @@ def test_cg_never_called_twice_in_a_row_with_tight_tolerances():
     ]:
         rec = Recorder(fun)
         res = cg(rec, x0, gtol=0.0, epsilon=0.0, max_iter=3000, **kw)
-        assert not res.converged
+        # it stops where the objective no longer improves: the line search gives up, or (values
+        # flat to rounding, steps chosen on slopes) ten iterations bring no improvement at all
+        assert not res.converged or "relative improvement -" in res.reason, res.reason
+        assert res.n_iter < 3000
         assert res.n_evals == rec.calls
         assert_no_repeated_calls(rec)
         assert_inputs_untouched(rec)
-        assert res.n_evals <= 4 * res.n_iter + 25
+        # evaluations per iteration stay bounded (below the rounding of f, the line search
+        # brackets on the slopes, which noise makes longer than a line search ever is in use)
+        assert res.n_evals <= 6 * res.n_iter + 25
 
 
 # ---------------------------------------------------------------- GIS
