@@ -204,7 +204,9 @@ def test_a_bag_reads_the_columns_its_members_read(words_tagger, tmp_path):
     for i, text in enumerate(["U:%x[0,0]\nB\n", "U:%x[0,0]\nU2:%x[0,2]\nB\n"]):
         space, _ = FeatureSpace.fit(sents, parse_template(text), label_col=1)
         members.append(Model(space, np.random.default_rng(i).normal(size=space.n_params)))
-    record = {"members": ["a", "b"], "combine": "seq-poe", "decode": "viterbi", "weights": {"seq-poe": [0.6, 0.4]}}
+    record = {"members": ["a", "b"], "combine": "seq-poe", "decode": "viterbi",
+              "weights": {"seq-poe": [0.6, 0.4], "seq-mixture": [0.5, 0.5], "trans-mixture": [0.5, 0.5],
+                          "trans-poe": [0.5, 0.5]}}
     words = tmp_path / "words.txt"
     words.write_text("w1\nw2\n\n")
     bag = Bag(members[:2], ["a", "b"], record).to_model()
