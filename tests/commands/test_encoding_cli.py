@@ -3,7 +3,9 @@ PER/LOC chunks) trains the same model as its UTF-8 copy, tags to Latin-1 output 
 byte for byte the UTF-8 run's output transcoded, and is scored by eval; without the option
 it is a one-line decode error naming file and line; a bad codec is a usage error."""
 
+import os
 import random
+import threading
 
 import pytest
 from click.testing import CliRunner
@@ -191,3 +193,42 @@ def test_factorial_crfs_train_and_tag_latin1(data, tmp_path):
     utf8 = crftk("tag", "-m", tmp_path / "u", data / "es.utf8").stdout_bytes
     latin1 = crftk("tag", "-m", tmp_path / "l", "--encoding", "latin-1", data / "es.latin1").stdout_bytes
     assert latin1.decode("latin-1") == utf8.decode("utf-8") and "Ávila".encode("latin-1") in latin1
+
+
+@pytest.mark.parametrize("flags", [[], ["-v"]], ids=["compiled", "marginals"])
+def test_tag_to_a_directory_writes_each_output_in_the_encoding(data, flags, tmp_path):
+    """tag -o DIR without Dask (one output per input, crftk.io.conll.AtomicFiles)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.write_bytes((data / "es.latin1").read_bytes())
+    two.write_bytes(corpus_text(10, seed=1).encode("latin-1"))
+    out = tmp_path / "out"
+    out.mkdir()
+    crftk("tag", "-m", data / "latin1.model", "--encoding", "latin-1", *flags, "-o", out, one, two)
+    for path in (one, two):
+        want = crftk("tag", "-m", data / "latin1.model", "--encoding", "latin-1", *flags, path).stdout_bytes
+        assert (out / path.name).read_bytes() == want and "ñ".encode("latin-1") in want
+
+
+def test_a_label_the_encoding_cannot_write_leaves_no_output_in_the_directory(data, tmp_path):
+    (tmp_path / "euro").write_text((data / "es.utf8").read_text().replace(" O\n", " €\n"))
+    crftk("train", "-t", data / "t.tmpl", "-m", tmp_path / "m", "--max-iter", 3, "-p", 1, "-q", tmp_path / "euro")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = crftk("tag", "-m", tmp_path / "m", "--encoding", "latin-1", "-o", out, data / "es.latin1", ok=False)
+    assert r.exit_code == 1
+    assert r.stderr == f"crftk: error: {out / 'es.latin1'}: cannot write '€' in iso8859-1, the output's encoding\n"
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_output_is_written_in_the_encoding(data, tmp_path):
+    """An output written directly (crftk.io.outputs: a FIFO, never replaced) follows --encoding too."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    crftk("tag", "-m", data / "latin1.model", "--encoding", "latin-1", "-o", fifo, data / "es.latin1")
+    reader.join(30)
+    want = crftk("tag", "-m", data / "latin1.model", "--encoding", "latin-1", data / "es.latin1").stdout_bytes
+    assert got == [want] and "Córdoba".encode("latin-1") in want
