@@ -19,7 +19,7 @@ import time
 from crftk.commands.tag import Tagger, end_progress_line, tag_inputs, tag_files as tag_text
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, Layout, check_output, chunked,
                             codec, directory_outputs, fsync_directory, open_temp_beside, read_sentences)
 from crftk.io.outputs import check_apart, open_direct, output_target
@@ -122,6 +122,7 @@ class _Outputs:
         self.temps = []         # (temporary file, the file it replaces)
         self._file = None
         self._file_is_temp = False
+        self._current = 0       # the output being written
         if out_dir is not None:
             if not os.path.isdir(out_dir):
                 raise CrftkError("the output directory does not exist", out_dir)
@@ -130,6 +131,7 @@ class _Outputs:
     def start(self, i):
         if self.out_dir is None:
             return
+        self._current = i
         where = output_target(self.targets[i])
         if not where.atomic:        # a FIFO or device: written directly, never replaced
             self._file, self._file_is_temp = open_direct(where, encoding=self.encoding), False
@@ -139,7 +141,14 @@ class _Outputs:
         self._file, self._file_is_temp = os.fdopen(fd, "w", encoding=self.encoding, newline="\n"), True
 
     def write(self, text):
-        (self.out if self.out_dir is None else self._file).write(text)
+        if self.out_dir is None:
+            self.out.write(text)        # an AtomicWriter: it reports text its encoding cannot write
+            return
+        try:
+            self._file.write(text)
+        except UnicodeEncodeError as e:
+            raise CrftkError(f"cannot write {shown(e.object[e.start:e.end])} in {self.encoding}, the output's "
+                             "encoding", self.targets[self._current]) from None
 
     def finish(self):
         if self._file is not None:

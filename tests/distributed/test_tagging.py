@@ -242,3 +242,19 @@ def test_a_model_that_reads_the_words_only_tags_the_words_alone(cluster, tmp_pat
     tag_files(cluster, pos, [str(words)], out, piece_bytes=3_000, **kw)
     assert out.getvalue() == local(pos, [str(words)], **kw)
     assert {len(line.split()) for line in out.getvalue().splitlines() if line and line[0] != "#"} == {2 + len(kw)}
+
+
+def test_a_label_latin1_cannot_write_is_one_error_and_no_output(cluster, tmp_path):
+    from crftk.features.templates import parse_template
+    sents = read_corpus(DEMO_TRAIN)[:100]
+    for s in sents:
+        s.rows[:] = [row[:-1] + ["€" if row[-1] == "O" else row[-1]] for row in s.rows]
+    euro = fit(sents, parse_template("U0:%x[0,0]\nB\n"), log=lambda m: None, max_iter=3, threads=1)
+    latin1 = tmp_path / "demo.latin1"
+    latin1.write_bytes("".join(open(DEMO_TEST).readlines()[:400]).encode("latin-1"))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    with pytest.raises(CrftkError, match=f"^{out_dir / 'demo.latin1'}: cannot write '€' in iso8859-1, the "
+                                         "output's encoding$"):
+        tag_files(cluster, euro, [str(latin1)], out_dir=str(out_dir), piece_bytes=3_000, encoding="latin-1")
+    assert list(out_dir.iterdir()) == []
