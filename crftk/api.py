@@ -998,16 +998,18 @@ _signature(Pipeline, 2, required={"models", "feeds"})
 
 
 # readers and scoring ------------------------------------------------------------
-def read_conll(path, label_col=None, *, docs=False, max_sentence_tokens=MAX_SENTENCE_TOKENS):
+def read_conll(path, label_col=None, *, docs=False, max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding="utf-8"):
     """Sentences of a CoNLL file (or of several, concatenated) as lists of rows.
 
     Each sentence is a list of token rows, each row a list of column strings.
     With ``label_col`` (e.g. -1), that column is split off: returns ``(X, y)``
     for :meth:`CRF.fit`. With ``docs``, the document number of each sentence
     (counted by -DOCSTART- lines) comes last: ``(X, docs)`` or ``(X, y, docs)``.
+    ``encoding``: the files' (e.g. "latin-1"; the strings are the same as those of the
+    file converted to UTF-8).
     """
     sentences = read_corpus(path, min_columns=1 if label_col is None else 2,
-                            max_sentence_tokens=max_sentence_tokens)
+                            max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     X = [s.rows for s in sentences]
     out = [X]
     if label_col is not None:
@@ -1025,13 +1027,13 @@ def read_conll(path, label_col=None, *, docs=False, max_sentence_tokens=MAX_SENT
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def evaluate(gold, pred=None, *, scheme="auto", gold_col=None, pred_col=-1, nbest_rank=0):
+def evaluate(gold, pred=None, *, scheme="auto", gold_col=None, pred_col=-1, nbest_rank=0, encoding="utf-8"):
     """Chunk scores (conlleval's rules): an :class:`crftk.evaluation.conlleval.Evaluation`.
 
     In memory: ``evaluate(gold, pred)`` with two lists of label sequences. Files,
     as ``crftk eval``: ``evaluate(path)``, a tagged file with the gold and
     predicted labels in its last two columns (``gold_col``, ``pred_col``), or
-    ``evaluate(gold_path, pred_path)``. ``scheme`` checks the tags (auto: none).
+    ``evaluate(gold_path, pred_path)``, read in ``encoding``. ``scheme`` checks the tags (auto: none).
     The result has ``overall.f1`` (percent), ``per_type``, accuracies,
     ``format()`` (conlleval's report) and ``to_dict()``.
     """
@@ -1039,7 +1041,8 @@ def evaluate(gold, pred=None, *, scheme="auto", gold_col=None, pred_col=-1, nbes
     if isinstance(gold, paths):
         if pred is not None and not isinstance(pred, paths):
             raise TypeError("evaluate takes two label lists or one or two file paths, not a mixture")
-        labels = read_labels(gold, pred, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
+        labels = read_labels(gold, pred, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank,
+                             encoding=encoding)
         return _evaluate(labels.gold, labels.pred, scheme=scheme, locate=labels.locate)
     if pred is None or isinstance(pred, paths):
         raise TypeError("evaluate takes two label lists (gold, predicted) or one or two file paths")

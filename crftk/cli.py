@@ -152,6 +152,10 @@ def max_line_option(f):
                         metavar="N", expose_value=False, callback=_set_max_line_bytes)(f)
 
 
+def encoding_option(f):
+    return _option(params.ENCODING, metavar="NAME")(f)
+
+
 def _param_options(declarations, multiple=()):
     """Click options generated from Param declarations (one declaration of each parameter);
     the options named in ``multiple`` may be repeated (their value is then a tuple)."""
@@ -206,6 +210,7 @@ _induce_options = _param_options(params.INDUCE)
                    "out-of-fold predictions (written atomically).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
+@encoding_option
 @_option(params.SCHEDULER, metavar="ADDRESS")
 @_option(params.WORKERS, metavar="N")
 @_factorial_options(params.FACTORIAL)
@@ -216,7 +221,7 @@ _induce_options = _param_options(params.INDUCE)
                    "evaluations before it.")
 @_train_command_options
 def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, cross_predict,
-          cross_output, quiet, max_sentence_tokens, scheduler, workers, warm_start, **options):
+          cross_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column).
 
     With --scheduler or --workers the objective and gradient are computed data-parallel
@@ -233,7 +238,7 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
-        scheduler=scheduler, workers=workers, warm_start=warm_start, **options)
+        scheduler=scheduler, workers=workers, warm_start=warm_start, encoding=encoding, **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -248,14 +253,16 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
               help="Write the features added in each round with their gain, label and starting weight.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
+@encoding_option
 @_induce_options
-def induce(train_files, template, model_path, dev_file, report_path, quiet, max_sentence_tokens, **options):
+def induce(train_files, template, model_path, dev_file, report_path, quiet, max_sentence_tokens, encoding,
+           **options):
     """Grow a CRF's features by induction (McCallum 2003): conjunctions of atomic tests that
     raise the likelihood, a round at a time."""
     from crftk.commands.induce import induce as run
     from crftk.progress import Reporter
     run(list(train_files), template, model_path, dev_file=dev_file, report_path=report_path,
-        log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens, **options)
+        log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens, encoding=encoding, **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -278,6 +285,7 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
               help="For a bag: its weights from this file ('NAME WEIGHT' per bag, or 'COMBINATION "
                    "NAME=WEIGHT ...' lines) instead of those crftk bag chose.")
 @max_sentence_option
+@encoding_option
 @threads_option
 @click.option("--decode", type=click.Choice(params.DECODE.choices + params.TAG_DECODE.choices[1:]),
               default=None, help="Pipelines (crftk compose): cascade, joint or normalized (default joint). "
@@ -294,6 +302,8 @@ def tag(**options):
 
     With --scheduler or --workers the files are tagged on a Dask cluster, in pieces cut
     at sentence boundaries.
+
+    The output is written in the input's --encoding.
     """
     # both paths take every option, and build the same TagJob from them
     if options["scheduler"] is not None or options["workers"]:
@@ -336,17 +346,18 @@ def compose(models, feeds, output, max_joint_labels):
                                              "features: tags as fast as one CRF).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
+@encoding_option
 @_param_options(params.BAG)
 @_train_options
 def bag(train_files, templates, model_path, dev_file, weights_file, export_path, quiet, max_sentence_tokens,
-        **options):
+        encoding, **options):
     """Feature bagging (Sutton, Sindelar & McCallum 2006): one CRF per feature bag, combined by
     seq-poe, seq-mixture, trans-mixture or trans-poe (choose at tag time with --combine)."""
     from crftk.commands.bag import bag as run
     from crftk.progress import Reporter
     run(list(train_files), list(templates), model_path, dev_file=dev_file, weights_file=weights_file,
         export_path=export_path, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
-        **options)
+        encoding=encoding, **options)
 
 
 @main.command("eval", context_settings=CONTEXT)
@@ -374,7 +385,8 @@ def bag(train_files, templates, model_path, dev_file, weights_file, export_path,
 @click.option("--json", "as_json", is_flag=True,
               help="Print the scores as JSON (precision, recall, F1 and accuracies in percent).")
 @max_line_option
-def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
+@encoding_option
+def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json, encoding):
     """Score labels like conlleval: chunk P/R/F1 per type, token and sentence accuracy.
 
     With one FILE, gold and predicted labels are its last two columns (conlleval's
@@ -394,12 +406,12 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
         if len(gold_col) != len(pred_col):
             raise UsageError(f"give as many --gold-col as --pred-col (one pair per chain), not {len(gold_col)} "
                              f"and {len(pred_col)}")
-        result = evaluate_columns(files[0], list(gold_col), list(pred_col), scheme=scheme)
+        result = evaluate_columns(files[0], list(gold_col), list(pred_col), scheme=scheme, encoding=encoding)
         click.echo(json.dumps(result.to_dict(), indent=2) if as_json else result.format())
         return
     gold_col = gold_col[0] if gold_col else None
     pred_col = pred_col[0] if pred_col else -1
-    labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank)
+    labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank, encoding=encoding)
     if labels.nbest:
         _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "
              f"labeling of rank {nbest_rank} of each sentence (--nbest-rank; 0 is the best)")
@@ -407,7 +419,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
     test = None
     if other:
         theirs = read_labels(other, gold_col=-2 if gold_col is None else gold_col, pred_col=pred_col,
-                             nbest_rank=nbest_rank)
+                             nbest_rank=nbest_rank, encoding=encoding)
         theirs.check_same_gold(labels)
         test = mcnemar(labels.gold, labels.pred, theirs.pred, unit=unit)
     if as_json:
@@ -439,15 +451,17 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json):
 @click.option("--min-count", type=Integer(1, MAX_COUNT), default=1, show_default=True,
               help="Keep entries seen at least this many times.")
 @max_line_option
-def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count):
+@encoding_option
+def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count, encoding):
     """Build one lexicon per entity type from labeled CoNLL files (WebListing's seed step).
 
-    Use them in a template with '@lexicon NAME DIR/TYPE.lex' and '%lex[row,NAME]'.
+    Use them in a template with '@lexicon NAME DIR/TYPE.lex' and '%lex[row,NAME]'. The
+    lexicons are written in UTF-8 whatever the input's --encoding (templates read them so).
     """
     from crftk.features.lexicon import lexicon_command
     from crftk.progress import Reporter
     lexicon_command(list(inputs), out_dir, label_col=label_col, scheme=scheme, folds=folds,
-                    ignore_case=icase, min_count=min_count, log=Reporter())
+                    ignore_case=icase, min_count=min_count, log=Reporter(), encoding=encoding)
 
 
 @main.command(context_settings=CONTEXT)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import click
 
+from crftk.io.conll import DEFAULT_ENCODING, codec
 from crftk.io.conll import MAX_LINE_BYTES as MAX_LINE
 from crftk.io.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
 from crftk.errors import CrftkError, shown
@@ -195,6 +196,22 @@ class Threads(Integer):
         return self._capped(n, option, lambda msg: click.echo(msg, err=True))
 
 
+class Encoding(click.ParamType):
+    """The name of a text encoding crftk reads CoNLL files in (crftk.io.conll.codec): the
+    value is the codec's own name ("latin-1" gives "iso8859-1")."""
+
+    name = "encoding"
+
+    def check(self, value, option, warn=None):
+        return codec(value)
+
+    def convert(self, value, param, ctx):
+        try:
+            return codec(value)
+        except CrftkError as e:
+            self.fail(e.message, param, ctx)
+
+
 #: How messages name an option: "cli" (--max-iter, the command line's) or "python" (max_iter,
 #: the keyword of crftk's Python API, which sets it through python_names()).
 _SPELLING = ContextVar("crftk_option_spelling", default="cli")
@@ -242,7 +259,7 @@ class Param:
 
     name: str
     default: object
-    type: object        # str, int (with choices), or a bounded number (Integer, Real, Threads)
+    type: object        # str, int (with choices), a bounded number (Integer, Real, Threads), Encoding
     help: str
     choices: tuple = ()
 
@@ -262,7 +279,7 @@ class Param:
                 raise CrftkError(f"{spelled(self.name)} must be one of {', '.join(map(str, self.choices))} "
                                  f"(got {_got(value)})")
             return value
-        if isinstance(self.type, _Bounded):
+        if isinstance(self.type, (_Bounded, Encoding)):
             return self.type.check(value, spelled(self.name), warn)
         return value
 
@@ -366,6 +383,13 @@ MAX_JOINT_LABELS = Param("max_joint_labels", MAX_JOINT, Integer(1, 10**15),
                          "Most labels in a pipeline's joint label set (the product of its stages' label "
                          "counts): a larger product is refused, since joint decoding keeps tables of that "
                          "many labels per token.")
+
+#: The encoding of the CoNLL files a command reads (and of tag's output, which follows its input).
+ENCODING = Param("encoding", DEFAULT_ENCODING, Encoding(),
+                 "Encoding of the CoNLL files the command reads (stdin included), e.g. latin-1 for "
+                 "CoNLL-2002 Spanish and Dutch; any encoding that writes ASCII as single bytes (not "
+                 "UTF-16). Output made from the input (tag's, --cross-output) is written in it too; "
+                 "templates, lexicons and models are always UTF-8.")
 
 #: Message-passing sweeps per sentence (each sweep passes every message of the grid once or twice).
 MAX_SWEEPS = 100_000

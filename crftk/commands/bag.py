@@ -26,7 +26,7 @@ from crftk.ensemble.weights import HeldOut, em, f1, grid_search, read_weight_fil
 from crftk.errors import CrftkError
 from crftk.features.extract import load_lexicons
 from crftk.features.templates import parse_template, read_template
-from crftk.io.conll import MAX_SENTENCE_TOKENS, check_inputs, check_output, read_corpus
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, check_output, read_corpus
 from crftk.io.outputs import check_apart
 from crftk.progress import plural
 
@@ -40,14 +40,15 @@ def _silent(msg):
 
 
 def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=None, export_path=None,
-        log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
-    """Train a bag from CoNLL files and template files; saves it to model_path (if given), the
-    seq-poe model to export_path (if given), and returns the bag's Model.
+        log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING, **options):
+    """Train a bag from CoNLL files (in ``encoding``) and template files; saves it to model_path (if
+    given), the seq-poe model to export_path (if given), and returns the bag's Model.
 
     ``options``: the bag options (params.BAG) and the training options (params.TRAIN).
     Every output is checked before work starts and written only when all of it is done.
     """
     log = log or _silent
+    encoding = params.ENCODING.check(encoding)
     check_output(model_path, "model")
     check_output(export_path, "exported model")
     train_files = training_files(train_files)
@@ -60,10 +61,10 @@ def bag(train_files, templates, model_path=None, *, dev_file=None, weights_file=
     check_apart([("model", model_path), ("exported model", export_path)],
                 [*data_inputs(train_files, dev_file), ("weights file", weights_file),
                  *(i for t in parsed for i in template_inputs(t))])
-    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens)
+    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     dev = None
     if dev_file is not None:
-        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens) or None
+        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding) or None
         if dev is None:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
     try:

@@ -617,8 +617,8 @@ def compose(model_paths, feeds, output, *, log=_quiet, max_joint_labels=params.M
 
 
 def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, marginals=0, nbest=0,
-                 batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=None):
-    """Tag CoNLL files with a pipeline, appending one label column per stage; returns
+                 batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=None, encoding="utf-8"):
+    """Tag CoNLL files (in ``encoding``) with a pipeline, appending one label column per stage; returns
     (sentences, tokens, accuracy counts). When the input holds every stage's gold labels
     (the fed columns and the last stage's gold column), the counts give each stage's token
     accuracy and the accuracy of all stages together. ``marginals`` (exact joint decoding
@@ -632,7 +632,8 @@ def tag_pipeline(pipeline, inputs, out, *, decode="joint", nbest_upstream=20, ma
     n_sent, n_tok, (correct, scored) = tag_checked(pipeline, inputs, out, decode=decode,
                                                    nbest_upstream=nbest_upstream, marginals=marginals,
                                                    nbest=nbest, batch_tokens=batch_tokens, progress=progress,
-                                                   log=log, max_sentence_tokens=max_sentence_tokens)
+                                                   log=log, max_sentence_tokens=max_sentence_tokens,
+                                                   encoding=encoding)
     log_accuracy(log, pipeline, correct, scored)
     return n_sent, n_tok, (correct, scored)
 
@@ -670,7 +671,7 @@ def decoding_line(pipeline, decode, nbest_upstream):
 
 
 def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbest, batch_tokens=50_000,
-                progress=None, log=None, max_sentence_tokens=None):
+                progress=None, log=None, max_sentence_tokens=None, encoding="utf-8"):
     """tag_pipeline with options from check_tag_options, without its log lines about decoding and
     accuracy: (sentences, tokens, (correct per stage and all stages, tokens scored))."""
     from crftk.io.conll import MAX_SENTENCE_TOKENS
@@ -692,7 +693,7 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
 
         n_sent, n_tok, found = tag_stream(tag_batch, inputs, out, allowed, pipeline.n_threads,
                                           batch_tokens=batch_tokens, progress=progress, log=log,
-                                          max_sentence_tokens=max_sentence_tokens)
+                                          max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         for ok, n in found:
             correct += ok
             scored += n
@@ -702,7 +703,7 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
     gold_cols = pipeline.gold_cols
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=by_document,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
-                                    counts=counts):
+                                    counts=counts, encoding=encoding):
         sents = [it for it in batch if not isinstance(it, str)]
         if nbest:
             lists = iter(pipeline.tag_nbest(sents, nbest))

@@ -15,7 +15,7 @@ import numpy as np
 from crftk import params
 from crftk.errors import CrftkError, UsageError
 from crftk.evaluation.conlleval import evaluate
-from crftk.io.conll import MAX_SENTENCE_TOKENS, check_output, input_batches, read_corpus
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_output, input_batches, read_corpus
 from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.model import Model, Part
 from crftk.objectives.penalty import Penalty
@@ -272,17 +272,17 @@ def factorial_model(structure, weights, info):
 
 def train_factorial(train_files, template, model_path, opt, *, label_cols, dev_file=None, log=_stderr_log,
                     max_sentence_tokens=MAX_SENTENCE_TOKENS, inference=None, tolerance=None, max_sweeps=None,
-                    warm_start=False):
-    """``crftk train`` with several label columns: read the files, train, save."""
+                    warm_start=False, encoding=DEFAULT_ENCODING):
+    """``crftk train`` with several label columns: read the files (in ``encoding``), train, save."""
     _check_warm_start(warm_start, check_factorial(inference, tolerance, max_sweeps))
     check_output(model_path, "model")
     dev = None
     if dev_file is not None:
-        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens)
+        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
     status(log, "reading the training data ...")
-    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens)
+    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     if not sentences:
         raise CrftkError("no training sentences", train_files[0])
     model = fit_factorial(sentences, template, label_cols, opt, dev=dev or None, log=log, source=train_files[0],
@@ -299,8 +299,9 @@ def train_factorial(train_files, template, model_path, opt, *, label_cols, dev_f
 
 
 def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=None, max_sweeps=None,
-                  batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS):
-    """Tag CoNLL files with a factorial model, appending one label column per chain; returns
+                  batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS,
+                  encoding=DEFAULT_ENCODING):
+    """Tag CoNLL files (in ``encoding``) with a factorial model, appending one label column per chain; returns
     (sentences, tokens, scores or None). When the input holds the gold label columns, each
     chain's accuracy and the joint accuracy are logged and returned."""
     decoder = FactorialDecoder(model, threads=threads, inference=inference, tolerance=tolerance,
@@ -309,7 +310,7 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
         log(decoding_line(decoder))
     n_sent, n_tok, (gold, pred) = tag_with_decoder(decoder, inputs, out, batch_tokens=batch_tokens,
                                                    progress=progress, log=log,
-                                                   max_sentence_tokens=max_sentence_tokens)
+                                                   max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     return n_sent, n_tok, log_scores(gold, pred, decoder.structure.label_cols, log)
 
 
@@ -321,7 +322,7 @@ def decoding_line(decoder):
 
 
 def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None, log=None,
-                     max_sentence_tokens=MAX_SENTENCE_TOKENS):
+                     max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
     """tag_factorial with a FactorialDecoder, without its log lines: (sentences, tokens, (gold, pred)),
     per chain the gold and predicted labels of each sentence that had the gold columns."""
     st = decoder.structure
@@ -334,7 +335,7 @@ def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None
     if st.raw_encodable():
         n_sent, n_tok, found = tag_stream(lambda batch, sep: _tag_raw(decoder, batch, sep), inputs, out, allowed,
                                           decoder.n_threads, batch_tokens=batch_tokens, progress=progress,
-                                          log=log, max_sentence_tokens=max_sentence_tokens)
+                                          log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         for g, p in found:
             for c in range(len(cols)):
                 gold[c] += g[c]
@@ -344,7 +345,7 @@ def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None
     anchored = any(s.template.anchored for s in st.chains)
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=anchored,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
-                                    counts=counts):
+                                    counts=counts, encoding=encoding):
         sents = [it for it in batch if not isinstance(it, str)]
         tags = iter(decoder.decode(sents)[0] if sents else ())
         for it in batch:

@@ -41,7 +41,7 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output, read_corpus
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output, read_corpus
 from crftk.io.outputs import check_apart
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
@@ -395,9 +395,11 @@ class CrossFit:
 
 
 def induce(train_files, template_path, model_path=None, *, dev_file=None, report_path=None,
-           log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
-    """Induce features on the training files; saves the model (if model_path) and returns it."""
+           log=_stderr_log, max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING, **options):
+    """Induce features on the training files (in ``encoding``, as the dev file); saves the model
+    (if model_path) and returns it."""
     opt = check_options(options, log)
+    encoding = params.ENCODING.check(encoding)
     if max_sentence_tokens is not None:      # None: no limit
         max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     if isinstance(train_files, str):
@@ -413,15 +415,15 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     if not template.label_bigram:
         raise CrftkError("induce needs a label bigram: add a line 'B' to the template", template_path)
     status(log, "reading and encoding the training data ...")
-    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens)
+    sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     if not sentences:
         raise CrftkError("no training sentences", train_files[0])
     ind = Inducer(sentences, template, opt, log)
     log(f"read {len(sentences)} sentences, {ind.gold.size} tokens; {ind.atomic.n_labels} labels, "
         f"{ind.n_tests} atomic tests from {len(template.unigrams)} template lines "
         f"({time.perf_counter() - t0:.1f}s)")
-    dev_sents = (read_corpus(dev_file, n_columns=ind.atomic.n_columns, max_sentence_tokens=max_sentence_tokens)
-                 if dev_file else [])
+    dev_sents = (read_corpus(dev_file, n_columns=ind.atomic.n_columns, max_sentence_tokens=max_sentence_tokens,
+                             encoding=encoding) if dev_file else [])
 
     report = []
     history = []

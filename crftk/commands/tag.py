@@ -7,8 +7,8 @@ import sys
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs, check_output,
-                            directory_outputs, input_batches, model_widths)
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs,
+                            check_output, directory_outputs, input_batches, model_widths)
 from crftk.io.outputs import check_apart
 from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
@@ -152,8 +152,9 @@ class BagTagger(Tagger):
 JOB_OPTIONS = ("marginals", "nbest", "combine", "weights", "decode", "nbest_upstream", "threads", "inference",
                "tolerance", "max_sweeps")
 
-#: The options of crftk tag that say how files are read, taken alike by both paths.
-READ_OPTIONS = ("batch_tokens", "max_sentence_tokens")
+#: The options of crftk tag that say how files are read, taken alike by both paths (the output is
+#: written in the input's encoding too).
+READ_OPTIONS = ("batch_tokens", "max_sentence_tokens", "encoding")
 
 
 class TagJob:
@@ -222,10 +223,12 @@ class TagJob:
             log(line)
 
     def tag(self, out, inputs, *, batch_tokens=50_000, progress=None, log=None,
-            max_sentence_tokens=MAX_SENTENCE_TOKENS):
-        """Tag CoNLL files (``-`` is stdin) into the text stream ``out``: (sentences, tokens, gold),
-        ``gold`` what :meth:`report` scores against the input's gold columns (None: nothing)."""
-        kw = dict(batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+            max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
+        """Tag CoNLL files (``-`` is stdin; read in ``encoding``) into the text stream ``out``:
+        (sentences, tokens, gold), ``gold`` what :meth:`report` scores against the input's gold
+        columns (None: nothing)."""
+        kw = dict(batch_tokens=batch_tokens, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens,
+                  encoding=encoding)
         o = self.options
         if self.kind == "factorial":
             from crftk.commands.factorial import tag_with_decoder
@@ -265,12 +268,15 @@ class TagJob:
 
 
 def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
-        **options):
+        encoding=DEFAULT_ENCODING, **options):
     """crftk tag (here; crftk.distributed.tagging.run on a cluster, from the same options): a
     TagJob of the model and ``options`` (JOB_OPTIONS) tags the inputs. ``output`` ("-": stdout)
     is written whole or not at all; an existing directory gets one output per input, named like
-    it (all written, or none). Progress goes to stderr when it is a terminal."""
+    it (all written, or none). Progress goes to stderr when it is a terminal. The inputs are
+    read in ``encoding`` and the outputs written in it (a file and its tagged copy compare line
+    by line)."""
     inputs = list(inputs) or ["-"]
+    encoding = params.ENCODING.check(encoding)
     output = os.fsdecode(os.fspath(output))
     targets = None
     if output != "-" and os.path.isdir(output):     # -o DIR: one output per input, named like it
@@ -284,12 +290,13 @@ def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=
     job = load_job(model_path, inputs, **options)
     progress = tty_progress()
     job.announce(log)
-    read = dict(batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log)
+    read = dict(batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
+                encoding=encoding)
     if targets is None:
-        with AtomicWriter(output) as out:
+        with AtomicWriter(output, encoding=encoding) as out:
             job.report(log, job.tag(out, inputs, **read)[2])
     else:
-        with AtomicFiles(targets) as files:
+        with AtomicFiles(targets, encoding=encoding) as files:
             for i, path in enumerate(inputs):
                 job.report(log, job.tag(files.open(i), [path], **read)[2])
     end_progress_line(progress)
@@ -340,7 +347,7 @@ def _rows_text(rows, extra, sep):
 
 def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_tokens=50_000,
               progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, combine="chosen",
-              decode="chosen", weights=None):
+              decode="chosen", weights=None, encoding=DEFAULT_ENCODING):
     """Tag CoNLL files (``-`` is stdin) batch by batch, writing to ``out``; returns counts.
 
     Lines that are not tokens (``-DOCSTART-``, ``# prob`` annotations) are copied
@@ -348,22 +355,25 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     ``log`` receives a warning for an input without sentences. A bag is tagged with the
     combination ``combine`` (default: its own choice), ``decode`` and ``weights`` (a weight
     file, or {combination or None: weights}: see crftk.ensemble.weights.read_weight_file).
+    The inputs are read in ``encoding``; what is written to ``out`` is text (or UTF-8 bytes to
+    its buffer when it writes UTF-8), so ``out``'s encoding is the output's.
     """
     tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
     return tag_with(tagger, inputs, out, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens,
-                    progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+                    progress=progress, log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
 
 
 def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, progress=None, log=None,
-             max_sentence_tokens=MAX_SENTENCE_TOKENS):
+             max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
     """tag_files with a Tagger or BagTagger; (sentences, tokens)."""
     allowed = input_widths(tagger)
     if not marginals and not nbest and _compiled_path(tagger):
-        return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens)
+        return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens,
+                             encoding)
     counts = [0, 0]
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=tagger.space.template.anchored,
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
-                                    counts=counts):
+                                    counts=counts, encoding=encoding):
         tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
     return tuple(counts)
 
@@ -391,7 +401,7 @@ def _tag_batch(tagger, batch, sep):
     return format_batch(batch, pred, [tagger.labels.tolist()], sep), None
 
 
-def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens):
+def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens, encoding):
     return tag_stream(lambda batch, sep: _tag_batch(tagger, batch, sep), inputs, out, allowed, tagger.n_threads,
                       batch_tokens=batch_tokens, progress=progress, log=log,
-                      max_sentence_tokens=max_sentence_tokens)[:2]
+                      max_sentence_tokens=max_sentence_tokens, encoding=encoding)[:2]

@@ -11,8 +11,8 @@ import numpy as np
 from crftk import params
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_inputs, check_output, iter_corpus,
-                            read_corpus)
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_inputs,
+                            check_output, iter_corpus, read_corpus)
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.io.outputs import check_apart
 from crftk.evaluation.conlleval import evaluate
@@ -171,7 +171,7 @@ def _label_columns(options):
 
 def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_file, log, trace_file,
                      init_model, max_sentence_tokens, checkpoint_every, cross_predict, cross_output, scheduler,
-                     workers, inference, tolerance, max_sweeps, warm_start, options):
+                     workers, inference, tolerance, max_sweeps, warm_start, options, encoding):
     """train() for several label columns: a factorial CRF (crftk.commands.factorial)."""
     from crftk.commands.factorial import train_factorial
     opt = check_options(options, log)
@@ -194,13 +194,13 @@ def _train_factorial(train_files, template_path, model_path, label_cols, *, dev_
     return train_factorial(train_files, template, model_path, opt,
                            label_cols=label_cols, dev_file=dev_file, log=log,
                            max_sentence_tokens=max_sentence_tokens, inference=inference, tolerance=tolerance,
-                           max_sweeps=max_sweeps, warm_start=warm_start)
+                           max_sweeps=max_sweeps, warm_start=warm_start, encoding=encoding)
 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
-          max_sweeps=None, warm_start=False, **options):
+          max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -216,8 +216,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ``scheduler``/``workers``: train data-parallel on a Dask cluster (see :func:`fit`).
     ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
     (crftk.commands.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
+    ``encoding``: of the training and dev files, and of ``cross_output``.
     """
     options = dict(options)
+    encoding = params.ENCODING.check(encoding)
     label_cols = _label_columns(options)
     if label_cols is not None:
         return _train_factorial(train_files, template_path, model_path, label_cols, dev_file=dev_file, log=log,
@@ -225,7 +227,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                                 max_sentence_tokens=max_sentence_tokens, checkpoint_every=checkpoint_every,
                                 cross_predict=cross_predict, cross_output=cross_output, scheduler=scheduler,
                                 workers=workers, inference=inference, tolerance=tolerance,
-                                max_sweeps=max_sweeps, warm_start=warm_start, options=options)
+                                max_sweeps=max_sweeps, warm_start=warm_start, options=options, encoding=encoding)
     refuse_factorial_options(inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     _check_cluster(scheduler, workers, opt)
@@ -270,25 +272,25 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         template = None
     dev = None
     if dev_file is not None:
-        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens)
+        dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
     cross_text = None
     if cross_predict:
         cross_text = cross_predictions(train_files, template, cross_predict, dev=dev or None, log=log,
-                                       max_sentence_tokens=max_sentence_tokens, **opt)
+                                       max_sentence_tokens=max_sentence_tokens, encoding=encoding, **opt)
     with contextlib.ExitStack() as stack:
         trace = trace_file
         if trace_file is not None and not hasattr(trace_file, "write"):
             trace = stack.enter_context(AtomicWriter(trace_file))
         try:
-            model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens), template, dev=dev or None,
-                        init=init, log=log, trace=trace, source=train_files[0], dev_source=dev_file,
-                        keep_on_interrupt=model_path is not None, checkpoint=checkpoint, scheduler=scheduler,
-                        workers=workers, **opt)
+            model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding),
+                        template, dev=dev or None, init=init, log=log, trace=trace, source=train_files[0],
+                        dev_source=dev_file, keep_on_interrupt=model_path is not None, checkpoint=checkpoint,
+                        scheduler=scheduler, workers=workers, **opt)
         except KeyboardInterrupt:
             if cross_text is not None:        # every fold finished: their predictions stand
-                _write_cross_output(cross_text, cross_output, cross_predict, log)
+                _write_cross_output(cross_text, cross_output, cross_predict, log, encoding)
             raise
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file),
                       init_model=None if init_model is None else str(init_model))
@@ -298,14 +300,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if checkpoint is not None and not model.info["interrupted"] and os.path.isfile(checkpoint[0]):
             os.unlink(checkpoint[0])          # the finished model supersedes it (a FIFO or device stays)
     if cross_text is not None:
-        _write_cross_output(cross_text, cross_output, cross_predict, log)
+        _write_cross_output(cross_text, cross_output, cross_predict, log, encoding)
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
 
 
-def _write_cross_output(text, path, folds, log):
-    with AtomicWriter(path) as out:
+def _write_cross_output(text, path, folds, log, encoding):
+    with AtomicWriter(path, encoding=encoding) as out:
         out.write(text)
     log(f"wrote the out-of-fold predictions of {folds} folds to {path}")
 
@@ -335,7 +337,7 @@ def check_init_template(template, lexicons, init, init_path):
 
 
 def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log,
-                      max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
+                      max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING, **options):
     """The training files' text with the label column replaced by out-of-fold predictions.
 
     Sentence i (counted over all the files) belongs to fold i mod ``folds``; each fold
@@ -351,7 +353,7 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
     for path in train_files:
         layout = Layout()
         items = list(read_sentences(path, passthrough=True, first_doc=doc, layout=layout,
-                                    max_sentence_tokens=max_sentence_tokens))
+                                    max_sentence_tokens=max_sentence_tokens, encoding=encoding))
         sents = [it for it in items if not isinstance(it, str)]
         if sents:
             doc = sents[-1].doc + 1

@@ -20,9 +20,9 @@ import time
 from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
-from crftk.errors import CrftkError
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, check_output, directory_outputs, fsync_directory,
-                            open_temp_beside)
+from crftk.errors import CrftkError, shown
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_output, codec,
+                            directory_outputs, fsync_directory, open_temp_beside)
 from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
@@ -61,7 +61,8 @@ def tag_piece(model_bytes, key, piece, options):
     """On a worker: (output text, sentences, tokens, gold evidence) of one piece of a file, tagged by
     the TagJob that ``crftk tag`` builds from the same model and options."""
     job = _job(key, model_bytes, options["name"], options["job"])
-    read = dict(batch_tokens=options["batch_tokens"], max_sentence_tokens=options["max_sentence_tokens"])
+    read = dict(batch_tokens=options["batch_tokens"], max_sentence_tokens=options["max_sentence_tokens"],
+                encoding=options["encoding"])
     with open(piece.path, "rb") as f:
         f.seek(piece.start)
         data = f.read(piece.size)
@@ -102,14 +103,16 @@ def _tag_bytes(job, data, name, read):
 
 class _Outputs:
     """One output per input file in ``out_dir`` (temporary files, all renamed at the end), or
-    every file's text on one stream ``out``."""
+    every file's text on one stream ``out``; the files in ``encoding``."""
 
-    def __init__(self, inputs, out=None, out_dir=None):
+    def __init__(self, inputs, out=None, out_dir=None, encoding=DEFAULT_ENCODING):
         self.out, self.out_dir = out, out_dir
+        self.encoding = encoding
         self.targets = []
         self.temps = []         # (temporary file, the file it replaces)
         self._file = None
         self._file_is_temp = False
+        self._current = 0       # the output being written
         if out_dir is not None:
             if not os.path.isdir(out_dir):
                 raise CrftkError("the output directory does not exist", out_dir)
@@ -118,16 +121,24 @@ class _Outputs:
     def start(self, i):
         if self.out_dir is None:
             return
+        self._current = i
         where = output_target(self.targets[i])
         if not where.atomic:        # a FIFO or device: written directly, never replaced
-            self._file, self._file_is_temp = open_direct(where), False
+            self._file, self._file_is_temp = open_direct(where, encoding=self.encoding), False
             return
         tmp, fd = open_temp_beside(where.where)
         self.temps.append((tmp, where.where))
-        self._file, self._file_is_temp = os.fdopen(fd, "w", encoding="utf-8", newline="\n"), True
+        self._file, self._file_is_temp = os.fdopen(fd, "w", encoding=self.encoding, newline="\n"), True
 
     def write(self, text):
-        (self.out if self.out_dir is None else self._file).write(text)
+        if self.out_dir is None:
+            self.out.write(text)        # an AtomicWriter: it reports text its encoding cannot write
+            return
+        try:
+            self._file.write(text)
+        except UnicodeEncodeError as e:
+            raise CrftkError(f"cannot write {shown(e.object[e.start:e.end])} in {self.encoding}, the output's "
+                             "encoding", self.targets[self._current]) from None
 
     def finish(self):
         if self._file is not None:
@@ -158,7 +169,8 @@ class _Outputs:
 
 
 def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50_000, piece_bytes=PIECE_BYTES,
-              progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
+              progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING,
+              **options):
     """Tag CoNLL files on ``cluster`` (an entered :class:`~crftk.distributed.Cluster`).
 
     ``model``: a :class:`~crftk.commands.tag.TagJob`, or a Model tagged with ``options`` (those of
@@ -168,7 +180,9 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
     scheduler leaves none). ``progress(files_done, n_files, n_sent, n_tok)``, ``log`` a warning
     for an input without sentences, and the accuracy against the input's gold columns (of a
     pipeline or factorial model: per output, as crftk tag logs it). Returns (sentences, tokens).
+    The inputs are read in ``encoding`` and the files of ``out_dir`` written in it.
     """
+    encoding = codec(encoding)
     job = model if isinstance(model, TagJob) else TagJob(model, "<model>", **options)
     inputs = [os.fspath(p) for p in inputs]
     if "-" in inputs:
@@ -176,7 +190,7 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
                          "sent to them; save it to a file first")
     if (out is None) == (out_dir is None):
         raise ValueError("give out (a text stream) or out_dir, not both")
-    outputs = _Outputs(inputs, out, out_dir)
+    outputs = _Outputs(inputs, out, out_dir, encoding)
     files = []
     for path in inputs:
         _, _, line, lineno = _pieces.first_token_line(path)
@@ -186,7 +200,7 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
     shipped = dict(job.options, threads=cluster.task_threads())
     key = hashlib.sha256(model_bytes + pickle.dumps((job.name, sorted(shipped.items())))).hexdigest()
     options = {"job": shipped, "name": job.name, "batch_tokens": batch_tokens,
-               "max_sentence_tokens": max_sentence_tokens, "by_document": job.by_document}
+               "max_sentence_tokens": max_sentence_tokens, "by_document": job.by_document, "encoding": encoding}
     counts = [[0, 0] for _ in inputs]
     golds = [None for _ in inputs]
     totals = [0, 0]
@@ -288,7 +302,7 @@ def tty_progress(stream=None):
 
 
 def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50_000, piece_bytes=PIECE_BYTES,
-        progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, **options):
+        progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING, **options):
     """``crftk tag --scheduler/--workers``: tag files on a cluster started (or joined) for the run.
 
     ``model``: a :class:`~crftk.commands.tag.TagJob`, or a Model or model path tagged with
@@ -299,6 +313,7 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
     """
     require()
     workers = WORKERS.check(workers)
+    encoding = codec(encoding)
     piece_bytes = PIECE_PARAM.check(piece_bytes)
     inputs = [os.fspath(p) for p in inputs]
     if not inputs or "-" in inputs:
@@ -322,29 +337,30 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
     job = model
     job.announce(log)
     kw = dict(batch_tokens=batch_tokens, piece_bytes=piece_bytes, progress=progress, log=log,
-              max_sentence_tokens=max_sentence_tokens)
+              max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     with Cluster(scheduler, workers, threads=job.options["threads"]) as cluster:
         if out_dir is not None:
             return tag_files(cluster, job, inputs, out_dir=out_dir, **kw)
-        with AtomicWriter(output) as out:
+        with AtomicWriter(output, encoding=encoding) as out:
             return tag_files(cluster, job, inputs, out, **kw)
 
 
 def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PIECE_BYTES, batch_tokens=50_000,
-        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, **options):
+        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, encoding=DEFAULT_ENCODING, **options):
     """``crftk tag --scheduler/--workers``: the TagJob that :func:`crftk.commands.tag.run` builds
     from the model and ``options`` (every option of crftk tag that says how to tag), run on a
     cluster by :func:`run_job`."""
     require()
     job = load_job(model_path, **options)
     run_job(job, inputs, output, scheduler=scheduler, workers=workers, piece_bytes=piece_bytes,
-            batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, log=log)
+            batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, log=log, encoding=encoding)
 
 
 def run_job(job, inputs, output, *, scheduler=None, workers=0, batch_tokens=50_000, piece_bytes=PIECE_BYTES,
-            max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None):
+            max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, encoding=DEFAULT_ENCODING):
     """:func:`tag` of a TagJob, with a progress line on a terminal."""
     progress = tty_progress()
     tag(job, list(inputs), output, scheduler=scheduler, workers=workers, batch_tokens=batch_tokens,
-        piece_bytes=piece_bytes, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens)
+        piece_bytes=piece_bytes, progress=progress, log=log, max_sentence_tokens=max_sentence_tokens,
+        encoding=encoding)
     end_progress_line(progress)

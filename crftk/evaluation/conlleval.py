@@ -32,7 +32,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from crftk.io.conll import read_sentences
+from crftk.io.conll import codec, read_sentences
 from crftk.errors import CrftkError, shown
 from crftk.progress import plural
 from crftk.io import schemes
@@ -527,15 +527,17 @@ def _source_name(source):
 _SAMPLE_TOKENS = 5000  # rows kept whole for the diagnosis of columns that cannot pair up
 
 
-def _read(source, cols, nbest_rank=0, max_sentence_tokens=None):
-    """Read a column file, keeping columns ``cols`` (indices, negative allowed).
+def _read(source, cols, nbest_rank=0, max_sentence_tokens=None, encoding="utf-8"):
+    """Read a column file (in ``encoding``), keeping columns ``cols`` (indices, negative allowed).
 
     Of n-best output (``# nbest K P`` before each labeling) only the labelings
     of rank ``nbest_rank`` are kept; every sentence must have one. Outside
     n-best output ``nbest_rank`` must be 0.
     """
     name = _source_name(source)
-    if not isinstance(source, (str, bytes, os.PathLike)) and not hasattr(source, "read"):
+    encoding = codec(encoding)
+    if (encoding == "utf-8" and not isinstance(source, (str, bytes, os.PathLike))
+            and not hasattr(source, "read")):
         source = [line if isinstance(line, bytes) else line.encode("utf-8", "surrogateescape")
                   for line in source]
     out = _Sentences(name)
@@ -545,7 +547,8 @@ def _read(source, cols, nbest_rank=0, max_sentence_tokens=None):
     sampled = 0
     group = None  # [first line, labelings] of the n-best list being read
     short = None  # the first n-best list without rank nbest_rank
-    for item in read_sentences(source, passthrough=True, max_sentence_tokens=max_sentence_tokens):
+    for item in read_sentences(source, passthrough=True, max_sentence_tokens=max_sentence_tokens,
+                               encoding=encoding):
         if isinstance(item, str):
             fields = item.split()
             if len(fields) >= 3 and fields[:2] == ["#", "nbest"] and fields[2].isdigit():
@@ -818,7 +821,8 @@ class Labels:
                              "in the first output", self.sources[0].name)
 
 
-def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_rank=0, check=True):
+def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_rank=0, check=True,
+                encoding="utf-8"):
     """Gold and predicted tags from one conlleval-style file or from two files.
 
     One file: gold in ``gold_col`` (default -2), predictions in ``pred_col``.
@@ -829,11 +833,11 @@ def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_
     With ``check``, columns that cannot be a gold and a predicted label column
     (probabilities, the same column twice, labels of two different tasks, such
     as a file of gold labels only) and input without tokens raise CrftkError
-    saying what to pass.
+    saying what to pass. ``encoding``: of both files.
     """
     if pred_file is None:
         gold_col = -2 if gold_col is None else gold_col
-        data = _read(gold_file, (gold_col, pred_col), nbest_rank)
+        data = _read(gold_file, (gold_col, pred_col), nbest_rank, encoding=encoding)
         if check and data.n_columns and gold_col % data.n_columns == pred_col % data.n_columns:
             advice = _advice(data, data)
             raise CrftkError(f"--gold-col {gold_col} and --pred-col {pred_col} are the same column of "
@@ -843,7 +847,8 @@ def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_
         gdata = pdata = data
     else:
         gold_col = -1 if gold_col is None else gold_col
-        gdata, pdata = _read(gold_file, (gold_col,)), _read(pred_file, (pred_col,), nbest_rank)
+        gdata = _read(gold_file, (gold_col,), encoding=encoding)
+        pdata = _read(pred_file, (pred_col,), nbest_rank, encoding=encoding)
         _line_up(gdata, pdata)
         gold = [[t[0] for t in s] for s in gdata.sentences]
         pred = [[t[0] for t in s] for s in pdata.sentences]
@@ -932,14 +937,15 @@ class ColumnsEvaluation:
         return "\n\n".join(parts)
 
 
-def evaluate_columns(path, gold_cols, pred_cols, scheme="auto"):
-    """Score each (gold_cols[i], pred_cols[i]) pair of one file and their joint accuracy."""
+def evaluate_columns(path, gold_cols, pred_cols, scheme="auto", encoding="utf-8"):
+    """Score each (gold_cols[i], pred_cols[i]) pair of one file (in ``encoding``) and their joint
+    accuracy."""
     if len(gold_cols) != len(pred_cols):
         raise CrftkError(f"give as many --gold-col as --pred-col (one pair per chain), not {len(gold_cols)} "
                          f"and {len(pred_cols)}")
     results, ok = [], None
     for g, p in zip(gold_cols, pred_cols):
-        labels = read_labels(path, gold_col=g, pred_col=p)
+        labels = read_labels(path, gold_col=g, pred_col=p, encoding=encoding)
         results.append(evaluate(labels.gold, labels.pred, scheme=scheme, locate=labels.locate))
         right = [x == y for gs, ps in zip(labels.gold, labels.pred) for x, y in zip(gs, ps)]
         ok = right if ok is None else [a and b for a, b in zip(ok, right)]

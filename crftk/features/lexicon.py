@@ -57,7 +57,7 @@ import os
 
 from crftk.errors import CrftkError
 from crftk.evaluation.conlleval import chunks
-from crftk.io.conll import AtomicWriter, check_inputs, iter_corpus
+from crftk.io.conll import AtomicWriter, check_inputs, codec, iter_corpus
 from crftk.io.outputs import check_apart
 from crftk.progress import status
 
@@ -294,7 +294,8 @@ class Lexicon:
                 try:
                     raw = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise CrftkError(f"not valid UTF-8 (byte {e.start + 1} of the line)",
+                    raise CrftkError(f"not valid UTF-8 (byte {e.start + 1} of the line): lexicon files are UTF-8 "
+                                     f"whatever the data's encoding (convert it, e.g. iconv -f latin1 -t utf-8)",
                                      path, lineno) from None
             elif lineno == 1 and raw.startswith("\ufeff"):
                 raw = raw[1:]
@@ -500,7 +501,7 @@ def write_lexicons(lexicons, out_dir):
     return paths
 
 
-def _corpus_with_paths(inputs, min_columns, where):
+def _corpus_with_paths(inputs, min_columns, where, encoding="utf-8"):
     """Sentences of several CoNLL files (numbered as by conll.iter_corpus);
     ``where[0]`` holds the path of the file being read."""
 
@@ -515,7 +516,7 @@ def _corpus_with_paths(inputs, min_columns, where):
             where[0] = name if isinstance(name, str) else None
         last = None
         for last in iter_corpus(path, first_doc=doc, n_columns=n_columns,
-                                min_columns=min_columns):
+                                min_columns=min_columns, encoding=encoding):
             yield last
         if last is not None:
             doc = last.doc + 1
@@ -524,11 +525,12 @@ def _corpus_with_paths(inputs, min_columns, where):
 
 
 def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ignore_case=False,
-                    min_count=1, log=None):
+                    min_count=1, log=None, encoding="utf-8"):
     """Build one lexicon per chunk type from CoNLL files and write them to ``out_dir``.
 
-    ``inputs`` is a list of CoNLL files (``"-"``: standard input) read as one
-    corpus (documents numbered across files, as in training).  Logs one line
+    ``inputs`` is a list of CoNLL files (``"-"``: standard input) in ``encoding``, read as one
+    corpus (documents numbered across files, as in training); the lexicon files are
+    UTF-8, as every lexicon a template reads.  Logs one line
     per type through ``log`` (a callable taking a string; None: silent) and
     returns a summary::
 
@@ -555,7 +557,7 @@ def lexicon_command(inputs, out_dir, *, label_col=-1, scheme="auto", folds=0, ig
                             f"{len(stats['docs']):,} documents")
             yield s
 
-    sentences = counted(_corpus_with_paths(inputs, _label_min_columns(label_col), where))
+    sentences = counted(_corpus_with_paths(inputs, _label_min_columns(label_col), where, codec(encoding)))
     try:
         lexicons = build_lexicons(sentences, label_col=label_col, scheme=scheme, n_folds=folds,
                                   ignore_case=ignore_case, min_count=min_count)

@@ -4,9 +4,13 @@ A CoNLL file holds one token per line, its columns separated by whitespace
 (spaces or tabs, any amount), with a blank line (or a line of only
 whitespace) between sentences.  Details of the format as crftk reads it:
 
-* Files are UTF-8.  A UTF-8 byte order mark at the start is ignored, and a
-  line that is not valid UTF-8 is a :class:`~crftk.errors.CrftkError` naming
-  the file and the 1-based line.
+* Files are UTF-8 unless the reader is given another ``encoding`` (see
+  :func:`codec`).  A UTF-8 byte order mark at the start is ignored, and a
+  line that is not valid in the file's encoding is a
+  :class:`~crftk.errors.CrftkError` naming the file and the 1-based line.
+  A file in another encoding is decoded a block of whole lines at a time and
+  handed to the readers as UTF-8 (:class:`_Transcoder`), so everything past
+  the opening of a file works on UTF-8 bytes, the compiled reader included.
 * Lines end in ``"\\n"``; a ``"\\r"`` before it (CRLF files) is dropped along
   with the other whitespace.
 * Column separators are the ASCII whitespace characters (space, tab, vertical
@@ -33,6 +37,7 @@ sentence by sentence (see :func:`chunked` for batching).
 """
 
 import bisect
+import codecs
 import errno
 import gc
 import hashlib
@@ -48,7 +53,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 from crftk.io.outputs import check_special_output, open_direct, output_target
 
 __all__ = [
@@ -64,6 +69,7 @@ __all__ = [
     "AtomicWriter",
     "check_output",
     "format_sentence",
+    "codec",
 ]
 
 STDIN_NAME = "<stdin>"
@@ -257,12 +263,68 @@ def _column_error(name, lineno, found, allowed, min_columns):
     return CrftkError(message, name, lineno)
 
 
+#: The encoding of CoNLL files unless a reader is told another.
+DEFAULT_ENCODING = "utf-8"
+
+#: Said after "not valid UTF-8": a Latin-1 file (CoNLL-2002 Spanish and Dutch) fails so.
+_OTHER_ENCODING = "; a file in another encoding needs --encoding NAME (Python: encoding=NAME), e.g. latin-1"
+
+
+def codec(encoding):
+    """The codec name of an encoding crftk can read CoNLL files in ("utf-8", "iso8859-1", ...).
+
+    CrftkError for a name Python does not know, for codecs that are not text encodings,
+    and for encodings that do not write every ASCII character as that one ASCII byte
+    (UTF-16, UTF-32, UTF-7, EBCDIC, ISO-2022): lines are cut at the newline byte and
+    columns at ASCII whitespace before decoding. "utf-8-sig" is UTF-8 (a BOM is skipped
+    anyway).
+    """
+    if not isinstance(encoding, str):
+        raise CrftkError(f"the encoding must be a name such as 'utf-8' or 'latin-1', not {type(encoding).__name__}")
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        raise CrftkError(f"unknown encoding {shown(encoding)} (examples: utf-8, latin-1, cp1252, "
+                         f"iso-8859-15)") from None
+    try:
+        "".encode(name)
+    except LookupError:                          # a bytes-to-bytes codec (base64, zlib)
+        raise CrftkError(f"{shown(encoding)} is not a text encoding (examples: utf-8, latin-1, cp1252, "
+                         f"iso-8859-15)") from None
+    if name == "utf-8-sig":
+        return "utf-8"
+    if name != "utf-8" and not _ascii_compatible(name):
+        raise CrftkError(f"the encoding {shown(encoding)} is not supported: crftk reads encodings that write "
+                         f"ASCII characters as single ASCII bytes (utf-8, latin-1, cp1252, iso-8859-15, ...); "
+                         f"convert the file to UTF-8 first (e.g. iconv -f {encoding} -t UTF-8)")
+    return name
+
+
+def _ascii_compatible(name):
+    for b in range(128):
+        try:
+            if bytes([b]).decode(name) != chr(b) or chr(b).encode(name) != bytes([b]):
+                return False
+        except (UnicodeError, ValueError):
+            return False
+    return True
+
+
+def _decode_error(name, lineno, err, encoding="utf-8"):
+    if encoding == "utf-8":
+        return CrftkError(f"not valid UTF-8 (byte {err.start + 1} of the line){_OTHER_ENCODING}", name, lineno)
+    return CrftkError(f"not valid {encoding} (byte {err.start + 1} of the line)", name, lineno)
+
+
 def _utf8_error(name, lineno, err):
-    return CrftkError(f"not valid UTF-8 (byte {err.start + 1} of the line)", name, lineno)
+    return _decode_error(name, lineno, err)
 
 
-def _text_stream_lines(stream, name):
-    """Bytes lines from a text stream, turning decode errors into CrftkError."""
+def _text_stream_lines(stream, name, encoding="utf-8"):
+    """Bytes lines from a text stream (or an iterable of lines, str or bytes; bytes lines
+    in ``encoding``), turning decode errors into CrftkError."""
+    if encoding != "utf-8":
+        stream = _str_lines(stream, name, encoding)
     lineno = 0
     readline = getattr(stream, "readline", None)
     limit = _max_line_bytes
@@ -289,6 +351,17 @@ def _text_stream_lines(stream, name):
             raise CrftkError("not valid UTF-8", name, lineno) from None
 
 
+def _str_lines(lines, name, encoding):
+    """An iterable of lines with its bytes lines decoded from ``encoding`` (str lines as they are)."""
+    for lineno, line in enumerate(lines, 1):
+        if isinstance(line, (bytes, bytearray)):
+            try:
+                line = bytes(line).decode(encoding)
+            except UnicodeDecodeError as e:
+                raise _decode_error(name, lineno, e, encoding) from None
+        yield line
+
+
 def _raw_stream_lines(raw, name):
     """Lines of an unbuffered binary stream, read through a buffer that is
     detached at the end so that the caller's stream is not closed."""
@@ -301,22 +374,28 @@ def _raw_stream_lines(raw, name):
         buffered.detach()
 
 
-def _open_input(path):
-    """Return ``(lines, name, close)`` for a path, "-" or a file object."""
+def _open_input(path, encoding="utf-8"):
+    """Return ``(lines, name, close)`` for a path, "-" or a file object.
+
+    ``lines`` iterates over UTF-8 bytes lines (a binary file, or lines made from a text
+    stream); with another ``encoding`` (a :func:`codec` name), bytes are transcoded to
+    UTF-8 as they are read. A text stream has been decoded by its owner: the encoding
+    does not apply to it.
+    """
     if isinstance(path, (str, bytes, os.PathLike)):
         fspath = os.fsdecode(os.fspath(path))
         if fspath == "-":
             stream = sys.stdin
             buffer = getattr(stream, "buffer", None)
             if buffer is not None:
-                return buffer, STDIN_NAME, None
+                return _transcoded(buffer, STDIN_NAME, encoding), STDIN_NAME, None
             return _text_stream_lines(stream, STDIN_NAME), STDIN_NAME, None
         try:
             f = open(fspath, "rb", buffering=1 << 16)
         except OSError as e:
             reason = e.strerror or str(e)
             raise CrftkError(f"cannot open for reading ({reason})", fspath) from None
-        return f, fspath, f.close
+        return _transcoded(f, fspath, encoding), fspath, f.close
     if hasattr(path, "read") or hasattr(path, "__iter__"):
         name = getattr(path, "name", None)
         name = name if isinstance(name, str) else "<stream>"
@@ -325,11 +404,87 @@ def _open_input(path):
         # Binary file objects are iterated directly; anything else (an iterable
         # of lines, str or bytes) goes through the converting wrapper.
         if isinstance(path, io.RawIOBase):
-            return _raw_stream_lines(path, name), name, None
+            return _transcoded(_raw_stream_lines(path, name), name, encoding), name, None
         if isinstance(path, io.BufferedIOBase):
-            return path, name, None
-        return _text_stream_lines(path, name), name, None
+            return _transcoded(path, name, encoding), name, None
+        return _text_stream_lines(path, name, encoding), name, None
     raise TypeError(f"expected a path, '-' or a file object, not {type(path).__name__}")
+
+
+def _transcoded(lines, name, encoding):
+    """``lines`` (a binary stream or an iterator of bytes) as UTF-8 bytes: itself for UTF-8."""
+    if encoding == "utf-8":
+        return lines
+    return io.BufferedReader(_Transcoder(lines, name, encoding), 1 << 16)
+
+
+class _Transcoder(io.RawIOBase):
+    """The UTF-8 bytes of a binary stream in another (ASCII-compatible) encoding.
+
+    The source is decoded a block of whole lines at a time (memory stays bounded by
+    the block and the longest line); an undecodable byte is a CrftkError naming the
+    line. The source is not closed.
+    """
+
+    BLOCK = 1 << 16
+
+    def __init__(self, source, name, encoding):
+        super().__init__()
+        read = getattr(source, "read", None)
+        self._read = read if read is not None else _chunks_reader(source)
+        self._name, self._encoding = name, encoding
+        self._decoder = codecs.getincrementaldecoder(encoding)()
+        self._pending = []         # the bytes after the last newline read so far
+        self._out = b""
+        self._at = 0
+        self._line = 1             # line number of the first line in _pending
+        self._eof = False
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        while self._at >= len(self._out) and not self._eof:
+            self._fill()
+        n = min(len(buffer), len(self._out) - self._at)
+        buffer[:n] = self._out[self._at:self._at + n]
+        self._at += n
+        return n
+
+    def _fill(self):
+        block = self._read(self.BLOCK)
+        if block:
+            block = bytes(block)
+            cut = block.rfind(b"\n") + 1
+            if not cut:                # inside a line: joined once its end comes (linear time)
+                self._pending.append(block)
+                return
+            chunk = b"".join([*self._pending, block[:cut]])
+            self._pending = [block[cut:]]
+        else:
+            self._eof = True
+            chunk, self._pending = b"".join(self._pending), []
+        try:
+            text = self._decoder.decode(chunk, final=self._eof)
+        except UnicodeDecodeError:
+            raise self._locate(chunk) from None
+        self._out, self._at = text.encode("utf-8"), 0
+        self._line += chunk.count(b"\n")
+
+    def _locate(self, chunk):
+        """The error of the first line of ``chunk`` that does not decode."""
+        for i, line in enumerate(chunk.split(b"\n")):
+            try:
+                line.decode(self._encoding)
+            except UnicodeDecodeError as e:
+                return _decode_error(self._name, self._line + i, e, self._encoding)
+        return CrftkError(f"not valid {self._encoding}", self._name, self._line)
+
+
+def _chunks_reader(chunks):
+    """A read(size) over an iterator of bytes (a size is only a hint: one item per call)."""
+    it = iter(chunks)
+    return lambda size: next(it, b"")
 
 
 class Layout:
@@ -344,7 +499,8 @@ class Layout:
 
 
 def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0, passthrough=False,
-                   layout=None, max_sentence_tokens=MAX_SENTENCE_TOKENS) -> Iterator[Sentence]:
+                   layout=None, max_sentence_tokens=MAX_SENTENCE_TOKENS,
+                   encoding=DEFAULT_ENCODING) -> Iterator[Sentence]:
     """Yield the sentences of a CoNLL file one at a time.
 
     ``path`` is a file path, ``"-"`` for standard input, or an open file
@@ -368,13 +524,14 @@ def read_sentences(path, *, n_columns=None, min_columns=1, first_doc=0, passthro
     met inside a sentence comes just before that sentence, which it does not
     split.  ``layout``, a
     :class:`Layout`, receives the file's column separator. A sentence longer
-    than ``max_sentence_tokens`` is an error (None: no limit).
+    than ``max_sentence_tokens`` is an error (None: no limit). ``encoding``: the
+    file's (see :func:`codec`; it does not apply to a text stream).
     """
     allowed = _allowed_counts(n_columns, min_columns)
     limit = max_sentence_tokens
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ValueError(f"max_sentence_tokens must be a positive int or None, not {limit!r}")
-    lines, name, close = _open_input(path)
+    lines, name, close = _open_input(path, codec(encoding))
     return _iter_sentences(lines, name, close, allowed, min_columns, first_doc, passthrough, layout, limit)
 
 
@@ -561,13 +718,14 @@ def _byte_blocks(lines, size, name):
 
 def read_batches(path, *, n_columns=None, min_columns=1, first_doc=0, layout=None,
                  max_sentence_tokens=MAX_SENTENCE_TOKENS, batch_tokens=50_000, max_sentences=5_000,
-                 block_size=BLOCK_SIZE) -> Iterator[RawBatch]:
+                 block_size=BLOCK_SIZE, encoding=DEFAULT_ENCODING) -> Iterator[RawBatch]:
     """The sentences of a CoNLL file in batches of :class:`RawBatch`, read in compiled code.
 
     The same rules, pass-through lines and errors as ``read_sentences(path,
     passthrough=True, ...)`` (the same arguments), whose stream :func:`chunked` would
     group; a batch closes at a sentence end once it holds ``batch_tokens`` tokens or
-    ``max_sentences`` sentences (a longer sentence makes a batch of its own).
+    ``max_sentences`` sentences (a longer sentence makes a batch of its own). A file in
+    another ``encoding`` is transcoded: a batch's ``block`` is always UTF-8.
     """
     from crftk import _textio
     allowed = _allowed_counts(n_columns, min_columns)
@@ -577,7 +735,7 @@ def read_batches(path, *, n_columns=None, min_columns=1, first_doc=0, layout=Non
     for label, value in (("batch_tokens", batch_tokens), ("max_sentences", max_sentences)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{label} must be a positive int, not {value!r}")
-    lines, name, close = _open_input(path)
+    lines, name, close = _open_input(path, codec(encoding))
     reader = _textio.Reader(allowed, min_columns, first_doc, limit, _max_line_bytes)
     return _iter_batches(reader, _byte_blocks(lines, block_size, name), name, close, allowed, min_columns,
                          layout, batch_tokens, max_sentences, limit)
@@ -615,7 +773,8 @@ def _reader_error(reader, data, name, allowed, min_columns, limit):
     from crftk import _textio
     lineno, kind = reader.error_line, reader.error
     if kind == _textio.ERR_UTF8:
-        return CrftkError(f"not valid UTF-8 (byte {reader.error_start + 1} of the line)", name, lineno)
+        return CrftkError(f"not valid UTF-8 (byte {reader.error_start + 1} of the line){_OTHER_ENCODING}", name,
+                          lineno)
     if kind == _textio.ERR_LINE_TOO_LONG:
         return line_too_long(name, lineno, reader.max_line)
     if kind == _textio.ERR_CR_ONLY:
@@ -854,8 +1013,8 @@ class AtomicWriter:
     """Write a file so that readers see either the old or the whole new one.
 
     ``with AtomicWriter(path) as f: f.write(...)`` writes into a temporary
-    file in the same directory as ``path`` (UTF-8 text with ``"\\n"`` line
-    ends, or bytes with ``binary=True``).  On a clean exit the data is
+    file in the same directory as ``path`` (text with ``"\\n"`` line ends in
+    ``encoding``, UTF-8 by default, or bytes with ``binary=True``).  On a clean exit the data is
     flushed, fsynced and the temporary file is renamed onto ``path`` with
     ``os.replace``; if the block raises, the temporary file is removed and an
     existing file at ``path`` is left untouched.  A new file gets the usual
@@ -866,14 +1025,17 @@ class AtomicWriter:
     part of the output there, as on standard output.
 
     ``path`` ``"-"`` writes to ``sys.stdout`` (``sys.stdout.buffer`` with
-    ``binary=True``) without atomicity; the stream is flushed at the end and
-    not closed.  Problems opening or committing the file raise
-    :class:`CrftkError`.
+    ``binary=True``, or through a wrapper of it when stdout has another
+    encoding) without atomicity; the stream is flushed at the end and
+    not closed.  Problems opening or committing the file, and text that the
+    encoding cannot write, raise :class:`CrftkError`.
     """
 
-    def __init__(self, path, binary=False):
+    def __init__(self, path, binary=False, encoding=DEFAULT_ENCODING):
         self.path = os.fsdecode(os.fspath(path))
         self.binary = binary
+        self.encoding = codec(encoding)
+        self._stdout = None         # the wrapper of sys.stdout.buffer in another encoding
         self._file = None
         self._tmp = None
         self._target = None
@@ -886,13 +1048,18 @@ class AtomicWriter:
             raise RuntimeError("AtomicWriter is not reentrant")
         if self.path == "-":
             self._file = sys.stdout.buffer if self.binary else sys.stdout
+            if (not self.binary and getattr(sys.stdout, "buffer", None) is not None
+                    and _codec_of(sys.stdout) != self.encoding):
+                sys.stdout.flush()
+                self._stdout = self._file = io.TextIOWrapper(sys.stdout.buffer, encoding=self.encoding,
+                                                             newline="\n")
             return self._file
         if os.path.isdir(self.path):
             raise CrftkError("cannot open for writing (is a directory)", self.path)
         where = output_target(self.path)
         if not where.atomic:        # a FIFO, a device, /dev/stdout: written directly, never replaced
             try:
-                self._file = open_direct(where, self.binary)
+                self._file = open_direct(where, self.binary, encoding=self.encoding)
             except OSError as e:
                 raise CrftkError(f"cannot open for writing ({e.strerror or e})", self.path) from None
             self._direct = True
@@ -914,7 +1081,7 @@ class AtomicWriter:
             if self.binary:
                 f = os.fdopen(fd, "wb")
             else:
-                f = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+                f = os.fdopen(fd, "w", encoding=self.encoding, newline="\n")
             fd = None
             # within the try: a signal (SIGTERM is a KeyboardInterrupt) before __enter__ returns
             # means no __exit__, so the file would be left behind
@@ -938,15 +1105,20 @@ class AtomicWriter:
                 return False
             direct, self._direct = self._direct, False
             if not direct:
-                f.flush()
-                return False
+                wrapper, self._stdout = self._stdout, None
+                try:
+                    f.flush()
+                finally:
+                    if wrapper is not None:
+                        wrapper.detach()
+                return self._unwritable(exc)
             try:
                 f.close()           # flushes
             except OSError as e:
                 if exc_type is None:
                     raise CrftkError(f"cannot write ({e.strerror or e})", self.path) from None
             self._raise_if_full(exc)
-            return False
+            return self._unwritable(exc)
         if exc_type is not None:
             try:
                 f.close()
@@ -954,7 +1126,7 @@ class AtomicWriter:
                 pass
             _unlink_quietly(tmp)
             self._raise_if_full(exc)
-            return False
+            return self._unwritable(exc)
         try:
             if not f.closed:
                 f.flush()
@@ -972,11 +1144,26 @@ class AtomicWriter:
         fsync_directory(os.path.dirname(target))
         return False
 
+    def _unwritable(self, exc):
+        """Text the encoding cannot write (a model's label, in tag's output) as a CrftkError."""
+        if isinstance(exc, UnicodeEncodeError) and _codec_of(exc) == self.encoding:
+            text = exc.object[exc.start:exc.end]
+            raise CrftkError(f"cannot write {shown(text)} in {self.encoding}, the output's encoding",
+                             STDOUT_NAME if self.path == "-" else self.path) from None
+        return False
 
     def _raise_if_full(self, exc):
         """A write that failed for want of room (a full disk, /dev/full) is one line, not a traceback."""
         if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
             raise CrftkError(f"cannot write ({exc.strerror})", self.path) from None
+
+
+def _codec_of(x):
+    """The codec name of a stream's or a UnicodeError's encoding (None if it has none)."""
+    try:
+        return codecs.lookup(x.encoding).name
+    except (AttributeError, LookupError, TypeError):
+        return None
 
 
 #: errors of a write that found no room: only writing the output raises them
@@ -1011,31 +1198,35 @@ class AtomicFiles:
     renamed into place when the ``with`` block ends cleanly: a failure leaves none of them.
 
     ``with AtomicFiles(paths) as files: f = files.open(i); f.write(...)``; opening the next
-    file closes the one before (one file open at a time, however many outputs).
+    file closes the one before (one file open at a time, however many outputs). The files are
+    text in ``encoding`` (UTF-8 by default); text it cannot write is a CrftkError.
     """
 
-    def __init__(self, paths):
+    def __init__(self, paths, encoding=DEFAULT_ENCODING):
         self.paths = [os.fsdecode(os.fspath(p)) for p in paths]
+        self.encoding = codec(encoding)
         self._temps = {}        # output number: (temporary file, the file it replaces)
         self._file = None
         self._file_is_temp = False
+        self._current = 0       # the output being written
 
     def __enter__(self):
         return self
 
     def open(self, i):
         self._close()
+        self._current = i
         where = output_target(self.paths[i])
         try:
             if not where.atomic:        # a FIFO or device: written directly, never replaced
-                self._file = open_direct(where)
+                self._file = open_direct(where, encoding=self.encoding)
                 self._file_is_temp = False
                 return self._file
             tmp, fd = open_temp_beside(where.where)
         except OSError as e:
             raise CrftkError(f"cannot open for writing ({e.strerror or e})", self.paths[i]) from None
         self._temps[i] = (tmp, where.where)
-        self._file = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        self._file = os.fdopen(fd, "w", encoding=self.encoding, newline="\n")
         self._file_is_temp = True
         return self._file
 
@@ -1068,6 +1259,10 @@ class AtomicFiles:
             for tmp, _ in self._temps.values():
                 _unlink_quietly(tmp)
             self._temps = {}
+        if isinstance(exc, UnicodeEncodeError) and _codec_of(exc) == self.encoding:
+            text = exc.object[exc.start:exc.end]
+            raise CrftkError(f"cannot write {shown(text)} in {self.encoding}, the output's encoding",
+                             self.paths[self._current]) from None
         return False
 
 
@@ -1202,8 +1397,8 @@ def format_sentence(rows: Sequence[Sequence[str]], extra_columns: Optional[Seque
 
 
 def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sentence_tokens=MAX_SENTENCE_TOKENS,
-                  progress=None, log=None, counts=None):
-    """(batch, column separator) of the CoNLL files in turn, pass-through lines in place.
+                  progress=None, log=None, counts=None, encoding=DEFAULT_ENCODING):
+    """(batch, column separator) of the CoNLL files (in ``encoding``) in turn, pass-through lines in place.
 
     ``allowed``: the column counts accepted; ``counts`` (a list [sentences, tokens]) is kept
     up to date and reported to ``progress`` after each batch; ``log`` receives a warning for
@@ -1213,7 +1408,7 @@ def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sente
     for path in inputs:
         layout = Layout()
         stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
-                                max_sentence_tokens=max_sentence_tokens)
+                                max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         before = counts[0]
         for batch in chunked(stream, batch_tokens, by_document=by_document):
             yield batch, layout.separator or "\t"

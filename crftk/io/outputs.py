@@ -72,16 +72,16 @@ def _descriptor(path):
     return fd
 
 
-def open_direct(target, binary=False):
+def open_direct(target, binary=False, encoding="utf-8"):
     """Open a "special" or "descriptor" :class:`Target` for writing (closing the file never
-    closes the descriptor it names); raises OSError."""
+    closes the descriptor it names), as text in ``encoding`` unless ``binary``; raises OSError."""
     if target.kind == "descriptor":
         fd = os.dup(target.fd)
     else:
         # O_TRUNC is meaningless on a FIFO or device; no O_CREAT: it exists, and must not be made
         fd = os.open(target.where, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     try:
-        return os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        return os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding=encoding, newline="\n")
     except BaseException:
         os.close(fd)
         raise

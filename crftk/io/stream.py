@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from crftk import _textio
-from crftk.io.conll import Layout, read_batches
+from crftk.errors import CrftkError
+from crftk.io.conll import DEFAULT_ENCODING, Layout, codec, read_batches
 
 
 def format_batch(batch, pred, labels, sep):
@@ -27,11 +28,14 @@ def gold_ids(batch, columns, labels):
     return ids.T, [x.strings() for x in interners]
 
 
-def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, progress, log, max_sentence_tokens):
-    """Read CoNLL files in RawBatches, tag each with ``tag_batch(batch, sep)`` -> (output bytes,
-    extra) in a pool of ``n_threads`` threads while the next are read, and write the bytes in
-    order; returns (sentences, tokens, the extras in order)."""
-    buffer = getattr(out, "buffer", None)
+def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, progress, log, max_sentence_tokens,
+               encoding=DEFAULT_ENCODING):
+    """Read CoNLL files (in ``encoding``) in RawBatches, tag each with ``tag_batch(batch, sep)``
+    -> (output bytes, extra) in a pool of ``n_threads`` threads while the next are read, and
+    write the bytes in order; returns (sentences, tokens, the extras in order). The bytes are
+    UTF-8: they go to ``out``'s buffer when ``out`` writes UTF-8, else through ``out`` as text
+    (which encodes them in its own encoding)."""
+    buffer = getattr(out, "buffer", None) if _writes_utf8(out) else None
     if buffer is not None:
         out.flush()
     extras = []
@@ -54,7 +58,7 @@ def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, prog
             before = n_sent
             pending = deque()
             for batch in read_batches(path, n_columns=allowed, layout=layout, batch_tokens=batch_tokens,
-                                      max_sentence_tokens=max_sentence_tokens):
+                                      max_sentence_tokens=max_sentence_tokens, encoding=encoding):
                 sep = layout.separator or "\t"
                 if pool is None:
                     emit(tag_batch(batch, sep))
@@ -76,3 +80,14 @@ def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, prog
     if buffer is not None:
         buffer.flush()
     return n_sent, n_tok, extras
+
+
+def _writes_utf8(out):
+    """Whether a text stream encodes as UTF-8 (a stream that says nothing is taken to)."""
+    encoding = getattr(out, "encoding", None)
+    if not isinstance(encoding, str):
+        return True
+    try:
+        return codec(encoding) == "utf-8"
+    except CrftkError:
+        return False

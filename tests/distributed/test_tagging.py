@@ -215,6 +215,21 @@ def test_a_call_failing_before_the_client_sees_the_scheduler_gone_is_a_lost_sche
             1 / 0
 
 
+def test_latin1_files_are_read_and_written_in_latin1(cluster, model, tmp_path):
+    """Pieces of a Latin-1 file (cut at sentence boundaries in its bytes) tag as the whole file
+    does locally, and each output file is Latin-1 (the --encoding of crftk tag --workers)."""
+    text = open(DEMO_TEST, encoding="utf-8").read().replace("\nthe\t", "\nthé\t").replace("Mr.", "Señor")
+    latin1, utf8 = tmp_path / "demo.latin1", tmp_path / "demo.utf8"
+    latin1.write_bytes(text.encode("latin-1"))
+    utf8.write_bytes(text.encode("utf-8"))
+    want = local(model, [str(utf8)])
+    assert "Señor" in want
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    tag_files(cluster, model, [str(latin1)], out_dir=str(out_dir), piece_bytes=16_000, encoding="latin-1")
+    assert (out_dir / "demo.latin1").read_bytes() == want.encode("latin-1")
+
+
 @pytest.mark.parametrize("kw", [{}, {"marginals": 1}])
 def test_a_model_that_reads_the_words_only_tags_the_words_alone(cluster, tmp_path, kw):
     from crftk.features.templates import parse_template
@@ -339,6 +354,7 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
     from crftk.commands.tag import JOB_OPTIONS, TagJob
     from crftk.ensemble.bag import Bag
     from crftk.ensemble.weights import read_weight_file
+    from crftk.io.conll import codec
     from crftk.model import Model
     seen = {}
 
@@ -369,6 +385,7 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
         "scheduler": ("crf", ["--scheduler", "tcp://127.0.0.1:9"], "tcp://127.0.0.1:9"),
         "workers": ("crf", ["--workers", "3"], 3),
         "piece_bytes": ("crf", ["--piece-bytes", "5000"], 5000),
+        "encoding": ("crf", ["--encoding", "latin-1"], codec("latin-1")),
     }
     options = {p.name for p in main.commands["tag"].params}
     assert options == set(cases), "a tag option that the Dask path may not get: forward it and add a case"
@@ -385,3 +402,19 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
             assert got.keys() == value.keys() and all(np.array_equal(got[k], value[k]) for k in value)
         else:
             assert got == value, name
+
+
+def test_a_label_latin1_cannot_write_is_one_error_and_no_output(cluster, tmp_path):
+    from crftk.features.templates import parse_template
+    sents = read_corpus(DEMO_TRAIN)[:100]
+    for s in sents:
+        s.rows[:] = [row[:-1] + ["€" if row[-1] == "O" else row[-1]] for row in s.rows]
+    euro = fit(sents, parse_template("U0:%x[0,0]\nB\n"), log=lambda m: None, max_iter=3, threads=1)
+    latin1 = tmp_path / "demo.latin1"
+    latin1.write_bytes("".join(open(DEMO_TEST).readlines()[:400]).encode("latin-1"))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    with pytest.raises(CrftkError, match=f"^{out_dir / 'demo.latin1'}: cannot write '€' in iso8859-1, the "
+                                         "output's encoding$"):
+        tag_files(cluster, euro, [str(latin1)], out_dir=str(out_dir), piece_bytes=3_000, encoding="latin-1")
+    assert list(out_dir.iterdir()) == []
