@@ -22,7 +22,8 @@ from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError, shown
 from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_output, codec,
-                            directory_outputs, fsync_directory, open_temp_beside)
+                            directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
+                            set_max_line_bytes)
 from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
@@ -63,6 +64,7 @@ def tag_piece(model_bytes, key, piece, options):
     job = _job(key, model_bytes, options["name"], options["job"])
     read = dict(batch_tokens=options["batch_tokens"], max_sentence_tokens=options["max_sentence_tokens"],
                 encoding=options["encoding"])
+    set_max_line_bytes(options["max_line_bytes"])       # the driver's, for every reader of this worker
     with open(piece.path, "rb") as f:
         f.seek(piece.start)
         data = f.read(piece.size)
@@ -200,7 +202,8 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
     shipped = dict(job.options, threads=cluster.task_threads())
     key = hashlib.sha256(model_bytes + pickle.dumps((job.name, sorted(shipped.items())))).hexdigest()
     options = {"job": shipped, "name": job.name, "batch_tokens": batch_tokens,
-               "max_sentence_tokens": max_sentence_tokens, "by_document": job.by_document, "encoding": encoding}
+               "max_sentence_tokens": max_sentence_tokens, "by_document": job.by_document, "encoding": encoding,
+               "max_line_bytes": max_line_bytes()}      # --max-line-bytes, set for the whole process here
     counts = [[0, 0] for _ in inputs]
     golds = [None for _ in inputs]
     totals = [0, 0]

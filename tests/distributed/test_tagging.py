@@ -386,6 +386,9 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
         "workers": ("crf", ["--workers", "3"], 3),
         "piece_bytes": ("crf", ["--piece-bytes", "5000"], 5000),
         "encoding": ("crf", ["--encoding", "latin-1"], codec("latin-1")),
+        # a process-wide setting (every reader of the process takes it): tag_files ships it to the
+        # workers (test_a_raised_line_limit_reaches_the_workers); here, that it is set
+        "max_line_bytes": ("crf", ["--max-line-bytes", "2000000"], 2_000_000),
     }
     options = {p.name for p in main.commands["tag"].params}
     assert options == set(cases), "a tag option that the Dask path may not get: forward it and add a case"
@@ -397,6 +400,9 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
         result = CliRunner().invoke(main, ["tag", "-m", kinds[kind], *cluster_args, *args, *inputs])
         assert result.exit_code == 0, (name, result.output)
         assert set(JOB_OPTIONS) <= set(seen), name
+        if name == "max_line_bytes":
+            from crftk.io.conll import MAX_LINE_BYTES, set_max_line_bytes
+            seen[name] = set_max_line_bytes(MAX_LINE_BYTES)        # what the option set; back to the default
         got = tuple(seen[name]) if name == "inputs" else seen[name]
         if name == "weights":
             assert got.keys() == value.keys() and all(np.array_equal(got[k], value[k]) for k in value)
@@ -418,3 +424,23 @@ def test_a_label_latin1_cannot_write_is_one_error_and_no_output(cluster, tmp_pat
                                          "output's encoding$"):
         tag_files(cluster, euro, [str(latin1)], out_dir=str(out_dir), piece_bytes=3_000, encoding="latin-1")
     assert list(out_dir.iterdir()) == []
+
+
+def test_a_raised_line_limit_reaches_the_workers(cluster, tmp_path):
+    # --max-line-bytes is set for the whole process; the workers read with the driver's value
+    from crftk.io.conll import max_line_bytes, set_max_line_bytes
+    from crftk.features.templates import parse_template
+    model = fit(read_corpus(DEMO_TRAIN)[:50], parse_template("U0:%x[0,0]\nB\n"), log=lambda m: None,
+                max_iter=2, threads=1)
+    long = tmp_path / "long.txt"
+    long.write_text("a" * 1_500_000 + " NN\n\nb NN\n\n")
+    before = max_line_bytes()
+    try:
+        with pytest.raises(CrftkError, match="a line of more than 1,048,576 bytes"):
+            tag_files(cluster, model, [str(long)], io.StringIO(), piece_bytes=3_000_000)
+        set_max_line_bytes(2_000_000)
+        out = io.StringIO()
+        tag_files(cluster, model, [str(long)], out, piece_bytes=3_000_000)
+        assert out.getvalue().count("\n") == 4
+    finally:
+        set_max_line_bytes(before)
