@@ -28,4 +28,5 @@ def test_a_negative_column_is_refused_by_the_kernel(tmp_path):
             "    except ValueError as e:\n        print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, (r.returncode, r.stderr)
-    assert r.stdout.splitlines() == ["column_ids reads columns from 0, not -1", "column_ids reads columns from 0, not -2"]
+    assert r.stdout.splitlines() == ["column_ids: column -1 is not a column index",
+                                   "column_ids: column -2 is not a column index"]
