@@ -135,23 +135,25 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
     def sufficient(t):
         return t.f <= f0 + ARMIJO * t.step * slope0
 
-    def flat(t):
-        # The values no longer resolve the decrease: only the slopes, which stay accurate, can
-        # say on which side of the step the minimum lies.
-        return math.isfinite(t.f) and abs(t.f - f0) <= flat_tolerance
+    def flat(t, best):
+        # The values no longer resolve the decrease (neither t's nor that of the best point so far,
+        # which a real decrease would put below f0 by more): only the slopes, which stay accurate,
+        # can say on which side of the step the minimum lies.
+        return (math.isfinite(t.f) and abs(t.f - f0) <= flat_tolerance
+                and abs(best.f - f0) <= flat_tolerance)
 
-    def approximate_wolfe(t):
+    def approximate_wolfe(t, best):
         # phi'(a) <= (2*ARMIJO - 1) * phi'(0) is sufficient decrease for a quadratic, read off the
         # gradients.
-        return flat(t) and t.slope <= (2.0 * ARMIJO - 1.0) * slope0 and abs(t.slope) <= wolfe_slope
+        return flat(t, best) and t.slope <= (2.0 * ARMIJO - 1.0) * slope0 and abs(t.slope) <= wolfe_slope
 
     def zoom(lo, hi):
         nonlocal armijo_seen
         while True:
             t = evaluate(_zoom_step(lo, hi), lo.x, hi.x)
-            if approximate_wolfe(t):
+            if approximate_wolfe(t, lo):
                 return t
-            if not math.isfinite(t.f) or not (flat(t) or sufficient(t) and t.f < lo.f):
+            if not math.isfinite(t.f) or not (flat(t, lo) or sufficient(t) and t.f < lo.f):
                 hi = t
                 continue
             armijo_seen = True
@@ -165,11 +167,11 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
     a = step
     while True:
         t = evaluate(a, prev.x)
-        if approximate_wolfe(t):
+        if approximate_wolfe(t, prev):
             return t
         if not math.isfinite(t.f):
             return zoom(prev, t)
-        if not (flat(t) or sufficient(t) and t.f < prev.f):
+        if not (flat(t, prev) or sufficient(t) and t.f < prev.f):
             return zoom(prev, t)
         armijo_seen = True
         if abs(t.slope) <= wolfe_slope:

@@ -189,6 +189,16 @@ def test_approximate_wolfe_needs_a_flat_objective():
     with pytest.raises(LineSearchFailed):
         strong_wolfe_search(rises, np.zeros(1), 0.0, np.ones(1), -1.0, 1.0, max_trials=20)
 
+    # Nor does a trial within rounding of f0 win over an earlier trial that really decreased f.
+    def dips(x):       # f -1 at 1 (slope still steep: not accepted), then 0 with a rising slope
+        return (-1.0, np.array([-0.95])) if x[0] == 1.0 else (0.0, np.array([0.5]))
+
+    try:
+        t = strong_wolfe_search(dips, np.zeros(1), 0.0, np.ones(1), -1.0, 1.0, max_trials=20)
+    except LineSearchFailed:
+        return
+    assert t.f <= -1.0, f"returned step {t.step} with f {t.f}, though step 1 had f -1"
+
 
 @pytest.mark.parametrize("minimise", [lbfgs, cg], ids=["lbfgs", "cg"])
 @pytest.mark.parametrize("n", [2, 10])
