@@ -272,6 +272,8 @@ def train_members(sentences, templates, names, train_opt, mode, log, keep_on_int
     stop = threading.Event()
 
     def one(template, name, threads):
+        if stop.is_set():       # a member still waiting for a thread when Ctrl-C came: not started
+            return None
         prefixed = lambda msg: log(f"[{name}] {msg}")  # noqa: E731
         opt = dict(train_opt, threads=threads)
         try:
