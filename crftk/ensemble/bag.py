@@ -9,6 +9,8 @@ per member), how they were chosen (``weights_by``) and the F1 they reached
 (best labels, marginals, n-best) for one combination on a batch of sentences.
 """
 
+import math
+
 from crftk.errors import CrftkError, shown
 from crftk.ensemble.combine import DECODINGS, METHODS, Evidence, check_weights, combine
 from crftk.model import Model, Part
@@ -91,6 +93,9 @@ class Bag:
             if method not in METHODS or not isinstance(w, list) or len(w) != len(names) or \
                     not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in w):
                 raise bad(f"the bag's weights for {shown(method)} do not fit its {len(names)} members")
+            if not math.isfinite(sum(float(x) for x in w)):     # (a float sum: no numpy overflow warning)
+                # normalized, weights such as 1e308 1e308 would all be 0
+                raise bad(f"the bag's weights for {shown(method)} do not sum to a finite number")
             try:
                 check_weights(w, len(names))
             except CrftkError as e:
