@@ -104,10 +104,15 @@ def fuzz_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def models(fuzz_dir):
-    """Tiny models trained once: a rich first-order CRF, an order-2 CRF and an MEMM (files and bytes)."""
+    """Tiny models trained once (files and bytes): a rich first-order CRF, an order-2 CRF, an
+    MEMM, and one of each newer kind: a pipeline (a POS stage feeding a chunk stage, which are
+    "pos_stage" and "chunk_stage" alone), a bag (two members) and a factorial CRF (POS and chunk
+    chains)."""
+    import crftk
     from crftk.io.conll import Sentence
     from crftk.features.templates import read_template
     from crftk.commands.train import fit
+    from crftk.model import Model
 
     fz.write(fuzz_dir / "city.lex", fz.CITY_LEXICON)
     rich = read_template(fz.write(fuzz_dir / "rich.tmpl", fz.RICH_TEMPLATE))
@@ -121,6 +126,27 @@ def models(fuzz_dir):
         path = fuzz_dir / f"{name}.model"
         model.save(path)
         out[name] = fz.TrainedModel(name, model, path, model.to_bytes())
+    words = [[[r[0]] for r in s] for s in fz.TRAIN]
+    with_tags = [[list(r[:2]) for r in s] for s in fz.TRAIN]
+    tags = [[r[1] for r in s] for s in fz.TRAIN]
+    chunks = [[r[2] for r in s] for s in fz.TRAIN]
+    fast = dict(max_iter=10, threads=1)
+    pos = crftk.CRF(fz.POS_TEMPLATE, **fast).fit(words, tags)
+    chunk = crftk.CRF(fz.CHUNK_TEMPLATE, **fast).fit(with_tags, chunks)
+    estimators = {
+        "pipeline": crftk.Pipeline.compose([pos, chunk], 1),
+        "bag": crftk.Bag([fz.CHUNK_TEMPLATE, fz.POS_TEMPLATE], **fast).fit(with_tags, chunks, with_tags[:2],
+                                                                           chunks[:2]),
+        "factorial": crftk.FactorialCRF(fz.POS_TEMPLATE, **fast).fit(words, [tags, chunks]),
+    }
+    for name, model in (("pos_stage", pos), ("chunk_stage", chunk)):     # the pipeline's stages, alone
+        model.save(fuzz_dir / f"{name}.model")
+        out[name] = fz.TrainedModel(name, model, fuzz_dir / f"{name}.model", None)
+    for name, estimator in estimators.items():
+        path = fuzz_dir / f"{name}.model"
+        estimator.save(path)
+        model = Model.load(path)
+        out[name] = fz.TrainedModel(name, model, path, path.read_bytes())
     return out
 
 
