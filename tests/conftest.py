@@ -5,7 +5,8 @@ budget of examples, drawn from a fixed seed (``derandomize``) without shrinking,
 so that the default test run stays under a minute and is the same everywhere.
 "fuzz" (``make fuzz``, ``--hypothesis-profile=fuzz``) gives it 100,000 examples
 from random seeds, with shrinking. A property's share of the budget is its
-``@pytest.mark.fuzz(weight=W)`` over the sum of the collected weights;
+``@pytest.mark.fuzz(weight=W)`` over the sum of the collected weights, at most
+``cap`` examples where the marker gives one (``fuzz(weight=W, cap=N)``);
 ``CRFTK_FUZZ_EXAMPLES=N`` overrides the total. At the end of a run the cases
 each property ran and the failing ones are printed (counted as they run, by
 ``fuzz_strategies.counted``).
@@ -56,8 +57,8 @@ def _total(profile):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "fuzz(weight): a Hypothesis property of the fuzz suite; weight "
-                                       "scales its share of the examples")
+    config.addinivalue_line("markers", "fuzz(weight, cap): a Hypothesis property of the fuzz suite; weight "
+                                       "scales its share of the examples, cap (if given) bounds it")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -77,7 +78,9 @@ def pytest_collection_modifyitems(session, config, items):
         if id(fn) in done:     # parametrized: one function object, one budget (same weight)
             continue
         done.add(id(fn))
-        settings(settings.default, max_examples=max(1, round(per_weight * weight[item.nodeid])))(fn)
+        cases = max(1, round(per_weight * weight[item.nodeid]))
+        cap = item.get_closest_marker("fuzz").kwargs.get("cap")     # slow properties (a Dask cluster a case)
+        settings(settings.default, max_examples=min(cases, cap) if cap else cases)(fn)
 
 
 @pytest.fixture(autouse=True)
