@@ -102,6 +102,10 @@ class Bag:
                 raise bad(e.message) from None
         if record.get("combine", "seq-poe") not in METHODS or record.get("decode", "viterbi") not in DECODINGS:
             raise bad("the bag names an unknown combination")
+        if record.get("decode") == "max-marginal" and record.get("combine", "seq-poe") != "seq-mixture":
+            # combine refuses it at tag time, in an error that named no file
+            raise bad(f"the bag decodes {shown(record.get('combine', 'seq-poe'))} by max-marginal "
+                      "(an option of seq-mixture only)")
         members = [Model(p.space, p.weights, {"order": 1, "model_type": "crf"}, structure="chain")
                    for p in model.parts]
         try:
