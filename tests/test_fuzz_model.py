@@ -271,7 +271,7 @@ def consistent_forgery(draw, trained):
             edits += ["bag_weights", "bag_weights", "bag_choice", "bag_members", "drop_bag"]
         else:
             edits += ["add_bag"]
-        if _stages(meta) is not None:
+        if _stages(meta):         # (a stage list emptied by an earlier edit has none to change)
             edits += ["feed", "feed", "stages"]
         if isinstance(meta["info"].get("factorial"), dict):
             edits += ["factorial_record"]
@@ -319,7 +319,7 @@ def consistent_forgery(draw, trained):
                     bag["members"] = names
                     if isinstance(bag.get("weights"), dict):
                         bag["weights"] = {k: [1.0 / max(1, len(names))] * len(names) for k in bag["weights"]}
-                if stages is not None:
+                if stages:
                     meta["info"]["pipeline"]["stages"] = [json.loads(json.dumps(stages[min(i, len(stages) - 1)]))
                                                           for i in order]
                 if isinstance(meta["info"].get("factorial"), dict):
