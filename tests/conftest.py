@@ -5,7 +5,8 @@ budget of examples, drawn from a fixed seed (``derandomize``) without shrinking,
 so that the default test run stays under a minute and is the same everywhere.
 "fuzz" (``make fuzz``, ``--hypothesis-profile=fuzz``) gives it 100,000 examples
 from random seeds, with shrinking. A property's share of the budget is its
-``@pytest.mark.fuzz(weight=W)`` over the sum of the collected weights;
+``@pytest.mark.fuzz(weight=W)`` over the sum of the collected weights, at most
+``cap`` examples where the marker gives one (``fuzz(weight=W, cap=N)``);
 ``CRFTK_FUZZ_EXAMPLES=N`` overrides the total. At the end of a run the cases
 each property ran and the failing ones are printed (counted as they run, by
 ``fuzz_strategies.counted``).
@@ -56,8 +57,8 @@ def _total(profile):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "fuzz(weight): a Hypothesis property of the fuzz suite; weight "
-                                       "scales its share of the examples")
+    config.addinivalue_line("markers", "fuzz(weight, cap): a Hypothesis property of the fuzz suite; weight "
+                                       "scales its share of the examples, cap (if given) bounds it")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -77,7 +78,9 @@ def pytest_collection_modifyitems(session, config, items):
         if id(fn) in done:     # parametrized: one function object, one budget (same weight)
             continue
         done.add(id(fn))
-        settings(settings.default, max_examples=max(1, round(per_weight * weight[item.nodeid])))(fn)
+        cases = max(1, round(per_weight * weight[item.nodeid]))
+        cap = item.get_closest_marker("fuzz").kwargs.get("cap")     # slow properties (a Dask cluster a case)
+        settings(settings.default, max_examples=min(cases, cap) if cap else cases)(fn)
 
 
 @pytest.fixture(autouse=True)
@@ -104,10 +107,15 @@ def fuzz_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def models(fuzz_dir):
-    """Tiny models trained once: a rich first-order CRF, an order-2 CRF and an MEMM (files and bytes)."""
+    """Tiny models trained once (files and bytes): a rich first-order CRF, an order-2 CRF, an
+    MEMM, and one of each newer kind: a pipeline (a POS stage feeding a chunk stage, which are
+    "pos_stage" and "chunk_stage" alone), a bag (two members) and a factorial CRF (POS and chunk
+    chains)."""
+    import crftk
     from crftk.io.conll import Sentence
     from crftk.features.templates import read_template
     from crftk.commands.train import fit
+    from crftk.model import Model
 
     fz.write(fuzz_dir / "city.lex", fz.CITY_LEXICON)
     rich = read_template(fz.write(fuzz_dir / "rich.tmpl", fz.RICH_TEMPLATE))
@@ -121,6 +129,27 @@ def models(fuzz_dir):
         path = fuzz_dir / f"{name}.model"
         model.save(path)
         out[name] = fz.TrainedModel(name, model, path, model.to_bytes())
+    words = [[[r[0]] for r in s] for s in fz.TRAIN]
+    with_tags = [[list(r[:2]) for r in s] for s in fz.TRAIN]
+    tags = [[r[1] for r in s] for s in fz.TRAIN]
+    chunks = [[r[2] for r in s] for s in fz.TRAIN]
+    fast = dict(max_iter=10, threads=1)
+    pos = crftk.CRF(fz.POS_TEMPLATE, **fast).fit(words, tags)
+    chunk = crftk.CRF(fz.CHUNK_TEMPLATE, **fast).fit(with_tags, chunks)
+    estimators = {
+        "pipeline": crftk.Pipeline.compose([pos, chunk], 1),
+        "bag": crftk.Bag([fz.CHUNK_TEMPLATE, fz.POS_TEMPLATE], **fast).fit(with_tags, chunks, with_tags[:2],
+                                                                           chunks[:2]),
+        "factorial": crftk.FactorialCRF(fz.POS_TEMPLATE, **fast).fit(words, [tags, chunks]),
+    }
+    for name, model in (("pos_stage", pos), ("chunk_stage", chunk)):     # the pipeline's stages, alone
+        model.save(fuzz_dir / f"{name}.model")
+        out[name] = fz.TrainedModel(name, model, fuzz_dir / f"{name}.model", None)
+    for name, estimator in estimators.items():
+        path = fuzz_dir / f"{name}.model"
+        estimator.save(path)
+        model = Model.load(path)
+        out[name] = fz.TrainedModel(name, model, path, path.read_bytes())
     return out
 
 

@@ -226,6 +226,15 @@ def job_tag(model, inputs, **options):
     return out.getvalue()
 
 
+def job_tag_run(model_path, inputs, output, **options):
+    """crftk tag's library call on a model file of any kind (CRF, bag, pipeline, factorial CRF),
+    which chooses the tagger: returns the output file's text."""
+    from crftk.commands.tag import run
+    run(model_path, inputs, output, **options)
+    with open(output, encoding="utf-8") as fh:
+        return fh.read()
+
+
 def job_fit(rows, template, **options):
     """Train on in-memory sentences (lists of rows) with a template (its text, or a file);
     returns the weights' (size, all finite)."""
@@ -249,4 +258,4 @@ def job_induce(train_file, template_path, **options):
     return model.weights.size, bool(np.isfinite(model.weights).all())
 
 
-JOBS = {"cli": job_cli, "tag": job_tag, "fit": job_fit, "induce": job_induce}
+JOBS = {"cli": job_cli, "tag": job_tag, "tag_run": job_tag_run, "fit": job_fit, "induce": job_induce}

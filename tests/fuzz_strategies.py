@@ -93,6 +93,9 @@ B
 B01:%x[0,1]
 """
 PLAIN_TEMPLATE = "U00:%x[0,0]\nU01:%x[-1,1]/%x[0,1]\nB\n"
+#: The newer kinds' templates: a POS stage reads words only, a chunk stage words and tags.
+POS_TEMPLATE = "U0:%x[0,0]\nU1:%x[-1,0]\nB\n"
+CHUNK_TEMPLATE = "U0:%x[0,0]\nU1:%x[0,1]\nU2:%x[-1,1]/%x[0,1]\nB\n"
 CITY_LEXICON = "Zürich\nSwitzerland\nNew York\n"
 
 

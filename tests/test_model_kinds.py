@@ -173,6 +173,12 @@ def _stage(i, **changes):
     ("bag", lambda meta: meta["info"]["bag"].update(weights={}), "the bag's weights table has no weights for"),
     ("bag", lambda meta: meta["info"]["bag"]["weights"].pop(meta["info"]["bag"]["combine"]),
      "the bag's weights table has no weights for"),
+    # weights whose sum overflows normalized to 0 0: a numpy RuntimeWarning, then an error at
+    # tag time naming no file (found by the fuzz properties, tests/test_fuzz_model.py)
+    ("bag", lambda meta: meta["info"]["bag"]["weights"].update({meta["info"]["bag"]["combine"]: [1e308, 1e308]}),
+     "the bag's weights for 'seq-poe' do not sum to a finite number"),
+    ("bag", lambda meta: meta["info"]["bag"].update(combine="seq-poe", decode="max-marginal"),
+     "the bag decodes 'seq-poe' by max-marginal"),
     # the inference a factorial model tags with by default: an AttributeError, or an error
     # blaming --inference, which was not given
     ("factorial", lambda meta: meta["info"].update(factorial=5), "its factorial record is not an object"),

@@ -9,6 +9,8 @@ per member), how they were chosen (``weights_by``) and the F1 they reached
 (best labels, marginals, n-best) for one combination on a batch of sentences.
 """
 
+import math
+
 from crftk.errors import CrftkError, shown
 from crftk.ensemble.combine import DECODINGS, METHODS, Evidence, check_weights, combine
 from crftk.model import Model, Part
@@ -91,12 +93,19 @@ class Bag:
             if method not in METHODS or not isinstance(w, list) or len(w) != len(names) or \
                     not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in w):
                 raise bad(f"the bag's weights for {shown(method)} do not fit its {len(names)} members")
+            if not math.isfinite(sum(float(x) for x in w)):     # (a float sum: no numpy overflow warning)
+                # normalized, weights such as 1e308 1e308 would all be 0
+                raise bad(f"the bag's weights for {shown(method)} do not sum to a finite number")
             try:
                 check_weights(w, len(names))
             except CrftkError as e:
                 raise bad(e.message) from None
         if record.get("combine", "seq-poe") not in METHODS or record.get("decode", "viterbi") not in DECODINGS:
             raise bad("the bag names an unknown combination")
+        if record.get("decode") == "max-marginal" and record.get("combine", "seq-poe") != "seq-mixture":
+            # combine refuses it at tag time, in an error that named no file
+            raise bad(f"the bag decodes {shown(record.get('combine', 'seq-poe'))} by max-marginal "
+                      "(an option of seq-mixture only)")
         members = [Model(p.space, p.weights, {"order": 1, "model_type": "crf"}, structure="chain")
                    for p in model.parts]
         try:
