@@ -155,7 +155,7 @@ DASK_TAG_OPTIONS = {
 }
 #: Kinds Dask cannot tag yet (issue 31, item 5: a factorial model ends in AttributeError
 #: 'EncodedCorpus' object has no attribute 'chains'); drawn again once that is fixed.
-DASK_PENDING = {"factorial"}
+DASK_PENDING = set()
 DASK_COMMON = [("--piece-bytes", ["1024", "1000", "1048576", "1e3", "-1"]), ("-p", ["1", "2", "0"])]
 
 
@@ -204,11 +204,7 @@ def test_dask_options_end_in_one_line(models, fuzz_dir, case):
 
 OUTPUT_KINDS = ["fifo", "null node", "symlink", "symlink to null node", "directory", "symlink to directory",
                 "new"]
-INPUT_KINDS = ["regular", "/dev/null", "symlink", "directory", "empty"]
-#: A FIFO as input is drawn again once it is read once: check_inputs (crftk/io/conll.py) opens and
-#: closes every input before the work, which consumes a FIFO's writer (cat > fifo dies of SIGPIPE),
-#: so the real read waits for ever (tag -m M -o DIR fifo hangs).
-INPUT_PENDING = ["fifo"]
+INPUT_KINDS = ["regular", "/dev/null", "symlink", "directory", "empty", "fifo"]
 
 
 class FifoFeeder:

@@ -980,6 +980,12 @@ def check_inputs(paths):
         if fspath == "-":
             continue
         try:
+            if stat.S_ISFIFO(os.stat(fspath).st_mode):
+                # Opening a FIFO waits for its writer, and closing it again would leave the writer
+                # writing to nobody: the real read would then wait for ever. Permission is all.
+                if not os.access(fspath, os.R_OK):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+                continue
             open(fspath, "rb").close()
         except OSError as e:
             raise CrftkError(f"cannot open for reading ({e.strerror or e})", fspath) from None

@@ -217,3 +217,38 @@ def test_a_bag_reads_the_columns_its_members_read(words_tagger, tmp_path):
     with pytest.raises(CrftkError, match=r"expected at least 3 columns, found 1: the bag reads columns "
                                          r"0 and 2 of the 3 it was trained on"):
         tag_files(Bag([members[0], members[2]], ["a", "b"], record).to_model(), [str(words)], io.StringIO())
+
+
+def test_a_fifo_input_is_read_once_not_consumed_by_the_checks(tmp_path):
+    # the inputs are checked before any work; opening a FIFO for that took its writer's data
+    # away, and the real read then waited for ever
+    import os
+    import subprocess
+    import sys
+    import threading
+    from corpora import REPO
+    model = tmp_path / "m.model"
+    train = subprocess.run([sys.executable, "-m", "crftk.cli", "train", "-q", "-t",
+                            str(REPO / "templates" / "chunking-pos0.tmpl"), "-m", str(model), "--max-iter", "3",
+                            "-p", "1", str(REPO / "data" / "demo.test")], capture_output=True, text=True)
+    assert train.returncode == 0, train.stderr
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    text = (REPO / "data" / "demo.test").read_text()[:5000].rsplit("\n\n", 1)[0] + "\n\n"
+
+    def feed():
+        with open(fifo, "w") as f:
+            f.write(text)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    out = tmp_path / "out.txt"
+    try:
+        run = subprocess.run([sys.executable, "-m", "crftk.cli", "tag", "-m", str(model), "-o", str(out), str(fifo)],
+                             capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        with open(fifo, "rb"):          # let the writer thread finish
+            pass
+        raise AssertionError("tag waited for ever on a FIFO input") from None
+    assert run.returncode == 0, run.stderr
+    assert out.read_text().count("\n") == text.count("\n")
