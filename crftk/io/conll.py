@@ -435,6 +435,7 @@ class _Transcoder(io.RawIOBase):
         self._name, self._encoding = name, encoding
         self._decoder = codecs.getincrementaldecoder(encoding)()
         self._pending = []         # the bytes after the last newline read so far
+        self._pending_size = 0
         self._out = b""
         self._at = 0
         self._line = 1             # line number of the first line in _pending
@@ -458,12 +459,18 @@ class _Transcoder(io.RawIOBase):
             cut = block.rfind(b"\n") + 1
             if not cut:                # inside a line: joined once its end comes (linear time)
                 self._pending.append(block)
+                self._pending_size += len(block)
+                # An ASCII-compatible encoding's line is no shorter in UTF-8: past the limit here,
+                # it is past it for the readers too, and an endless line (/dev/zero) stops now.
+                if self._pending_size > max_line_bytes():
+                    raise _overlong(b"".join(self._pending), self._name, self._line, max_line_bytes())
                 return
             chunk = b"".join([*self._pending, block[:cut]])
             self._pending = [block[cut:]]
+            self._pending_size = len(self._pending[0])
         else:
             self._eof = True
-            chunk, self._pending = b"".join(self._pending), []
+            chunk, self._pending, self._pending_size = b"".join(self._pending), [], 0
         try:
             text = self._decoder.decode(chunk, final=self._eof)
         except UnicodeDecodeError:
