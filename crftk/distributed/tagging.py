@@ -21,8 +21,8 @@ from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError, shown
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_output, codec,
-                            directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output,
+                            codec, directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
                             set_max_line_bytes)
 from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
@@ -319,21 +319,12 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
     encoding = codec(encoding)
     piece_bytes = PIECE_PARAM.check(piece_bytes)
     inputs = [os.fspath(p) for p in inputs]
-    if not inputs or "-" in inputs:
-        raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
-                         "sent to them; save it to a file first")
-    output = os.fspath(output)
-    out_dir = output if output != "-" and os.path.isdir(output) else None
-    if out_dir is None:
-        check_output(output)
-    for path in inputs:
-        _pieces.first_token_line(path)      # every input readable before the cluster starts
     if isinstance(model, TagJob):
-        model_path, weights = (None if model.name == "<model>" else model.name), model.options.get("weights")
+        model_path, weights = (None if model.name == "<model>" else model.name), model.weights_file
     else:
         model_path, weights = (None if isinstance(model, Model) else model), options.get("weights")
-    check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
-                tag_inputs(model_path, inputs, weights if isinstance(weights, (str, os.PathLike)) else None))
+    output, out_dir = _check_files(model_path, inputs, output,
+                                   weights if isinstance(weights, (str, os.PathLike)) else None)
     if not isinstance(model, TagJob):
         name = "<model>" if isinstance(model, Model) else os.fspath(model)
         model = TagJob(model if isinstance(model, Model) else Model.load(model), name, **options)
@@ -348,12 +339,36 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
             return tag_files(cluster, job, inputs, out, **kw)
 
 
+def _check_files(model_path, inputs, output, weights_file):
+    """Before a cluster starts: the inputs are files the workers can read, and no output (a file,
+    or those of a directory) overwrites the model, an input or the weight file. Returns (output,
+    the output directory or None)."""
+    if not inputs or "-" in inputs:
+        raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
+                         "sent to them; save it to a file first")
+    output = os.fsdecode(os.fspath(output))
+    out_dir = output if output != "-" and os.path.isdir(output) else None
+    if out_dir is None:
+        check_output(output)
+    for path in inputs:
+        _pieces.first_token_line(path)      # every input readable before the cluster starts
+    check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
+                tag_inputs(model_path, inputs, weights_file))
+    return output, out_dir
+
+
 def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PIECE_BYTES, batch_tokens=50_000,
         max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, encoding=DEFAULT_ENCODING, **options):
     """``crftk tag --scheduler/--workers``: the TagJob that :func:`crftk.commands.tag.run` builds
     from the model and ``options`` (every option of crftk tag that says how to tag), run on a
-    cluster by :func:`run_job`."""
+    cluster by :func:`run_job`. The outputs are checked against the files read before the model
+    is loaded (the job holds a bag's weight file as the table read from it)."""
     require()
+    weights = options.get("weights")
+    weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
+    inputs = [os.fspath(p) for p in inputs]
+    check_inputs([model_path, *inputs, weights_file])
+    _check_files(model_path, inputs, output, weights_file)
     job = load_job(model_path, **options)
     run_job(job, inputs, output, scheduler=scheduler, workers=workers, piece_bytes=piece_bytes,
             batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, log=log, encoding=encoding)
