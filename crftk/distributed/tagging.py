@@ -23,7 +23,7 @@ from crftk.distributed.cluster import Cluster, require, worker_threads
 from crftk.errors import CrftkError, shown
 from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output,
                             codec, directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
-                            set_max_line_bytes)
+                            raise_if_full, set_max_line_bytes)
 from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
@@ -111,7 +111,7 @@ class _Outputs:
         self.out, self.out_dir = out, out_dir
         self.encoding = encoding
         self.targets = []
-        self.temps = []         # (temporary file, the file it replaces)
+        self.temps = []         # (temporary file, the file it replaces, the output's name)
         self._file = None
         self._file_is_temp = False
         self._current = 0       # the output being written
@@ -129,7 +129,7 @@ class _Outputs:
             self._file, self._file_is_temp = open_direct(where, encoding=self.encoding), False
             return
         tmp, fd = open_temp_beside(where.where)
-        self.temps.append((tmp, where.where))
+        self.temps.append((tmp, where.where, self.targets[i]))
         self._file, self._file_is_temp = os.fdopen(fd, "w", encoding=self.encoding, newline="\n"), True
 
     def write(self, text):
@@ -141,28 +141,44 @@ class _Outputs:
         except UnicodeEncodeError as e:
             raise CrftkError(f"cannot write {shown(e.object[e.start:e.end])} in {self.encoding}, the output's "
                              "encoding", self.targets[self._current]) from None
+        except OSError as e:
+            raise_if_full(e, self.targets[self._current])
+            raise
 
     def finish(self):
-        if self._file is not None:
-            self._file.flush()
+        f = self._file
+        if f is None:
+            return
+        try:
+            f.flush()
             if self._file_is_temp:
-                os.fsync(self._file.fileno())
-            self._file.close()
-            self._file = None
+                os.fsync(f.fileno())
+            self._file = None       # else abort() closes it
+            f.close()
+        except BrokenPipeError:
+            raise       # a FIFO's reader gone: the command's business, as on standard output
+        except OSError as e:
+            raise CrftkError(f"cannot write ({e.strerror or e})", self.targets[self._current]) from None
 
     def commit(self):
         """Every output in place, at once at the end: a failure before leaves none of them."""
-        for tmp, target in self.temps:
-            os.replace(tmp, target)
+        for tmp, target, name in self.temps:
+            try:
+                os.replace(tmp, target)
+            except OSError as e:
+                raise CrftkError(f"cannot write ({e.strerror or e})", name) from None
         if self.temps:
             fsync_directory(self.out_dir)
         self.temps = []
 
     def abort(self):
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:         # what it holds cannot be written: the error being raised says so
+                pass
             self._file = None
-        for tmp, _ in self.temps:
+        for tmp, _, _ in self.temps:
             try:
                 os.unlink(tmp)
             except OSError:

@@ -1160,9 +1160,14 @@ class AtomicWriter:
         return False
 
     def _raise_if_full(self, exc):
-        """A write that failed for want of room (a full disk, /dev/full) is one line, not a traceback."""
-        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
-            raise CrftkError(f"cannot write ({exc.strerror})", self.path) from None
+        raise_if_full(exc, self.path)
+
+
+def raise_if_full(exc, path):
+    """A write of output ``path`` that failed for want of room (a full disk, /dev/full) is one line,
+    not a traceback."""
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+        raise CrftkError(f"cannot write ({exc.strerror})", path) from None
 
 
 def _codec_of(x):
@@ -1246,16 +1251,18 @@ class AtomicFiles:
             f.close()
 
     def __exit__(self, exc_type, exc, tb):
+        failed = self.paths[self._current]      # the output an error names
         try:
             if exc_type is None:
                 self._close()
                 for i, (tmp, target) in sorted(self._temps.items()):
+                    failed = self.paths[i]
                     os.replace(tmp, target)
                 for directory in {os.path.dirname(target) for _, target in self._temps.values()}:
                     fsync_directory(directory)
                 self._temps = {}
         except OSError as e:
-            raise CrftkError(f"cannot write ({e.strerror or e})", self.paths[0]) from None
+            raise CrftkError(f"cannot write ({e.strerror or e})", failed) from None
         finally:
             if self._file is not None:
                 try:
@@ -1266,6 +1273,7 @@ class AtomicFiles:
             for tmp, _ in self._temps.values():
                 _unlink_quietly(tmp)
             self._temps = {}
+        raise_if_full(exc, self.paths[self._current])
         if isinstance(exc, UnicodeEncodeError) and _codec_of(exc) == self.encoding:
             text = exc.object[exc.start:exc.end]
             raise CrftkError(f"cannot write {shown(text)} in {self.encoding}, the output's encoding",

@@ -269,3 +269,23 @@ def test_a_full_device_is_one_line_and_stays_a_device(work, args):
     assert line == "crftk: error: full: cannot write (No space left on device)" or \
         line == "crftk: error: full: cannot write model file: No space left on device", line
     assert is_char_device(work / "full")
+
+
+def _dask():
+    try:
+        import distributed.client  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("where", [[], pytest.param(["--workers", "1"], marks=pytest.mark.skipif(
+    not _dask(), reason="Dask is not installed"))], ids=["here", "dask"])
+def test_a_full_device_in_an_output_directory_is_one_line_and_stays_a_device(work, where):
+    # -o DIR wrote through AtomicFiles (and Dask's outputs), which let the ENOSPC out as a traceback
+    null_device(work / "null")           # skips where device nodes cannot be made
+    (work / "out").mkdir()
+    os.mknod(str(work / "out" / "in.txt"), stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    line = error_line(run("tag", "-m", "m.model", "-o", "out", *where, "in.txt", cwd=work))
+    assert line == f"crftk: error: {os.path.join('out', 'in.txt')}: cannot write (No space left on device)", line
+    assert is_char_device(work / "out" / "in.txt") and os.listdir(work / "out") == ["in.txt"]

@@ -99,3 +99,23 @@ def test_an_output_that_is_the_weight_file_is_refused_before_the_cluster_starts(
         tag(model, [DEMO_TEST], weights, workers=1, weights=weights)
     assert open(weights, "rb").read() == before
     assert sorted(os.listdir(os.path.dirname(weights))) == ["bag.model", "train.txt", "w.txt"]
+
+
+def test_a_failed_rename_of_an_output_is_one_error_naming_it(monkeypatch, tmp_path):
+    from crftk.distributed.tagging import _Outputs
+    shutil.copy(DEMO_TEST, tmp_path / "in.txt")
+    (tmp_path / "out").mkdir()
+    outputs = _Outputs([str(tmp_path / "in.txt")], out_dir=str(tmp_path / "out"))
+    outputs.start(0)
+    outputs.write("a B\n\n")
+    outputs.finish()
+
+    def replace(src, dst):
+        raise OSError(16, "Device or resource busy")
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(CrftkError) as e:
+        outputs.commit()
+    assert str(e.value) == f"{tmp_path / 'out' / 'in.txt'}: cannot write (Device or resource busy)"
+    outputs.abort()
+    assert os.listdir(tmp_path / "out") == []
