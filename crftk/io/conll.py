@@ -1185,7 +1185,8 @@ _NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 def directory_outputs(inputs, out_dir):
     """The output path of each input file in directory ``out_dir`` (``-o DIR``): the input's
     file name in ``out_dir``. Raises CrftkError before any work for standard input (no name),
-    two inputs of one name, or an output that would replace its input."""
+    two inputs of one name, an output that would replace its input, or one that cannot be written
+    (a directory, a block device or a socket of that name, a FIFO without write permission)."""
     targets, seen = [], {}
     for path in inputs:
         if not isinstance(path, (str, bytes, os.PathLike)) or os.fsdecode(os.fspath(path)) == "-":
@@ -1198,6 +1199,9 @@ def directory_outputs(inputs, out_dir):
                              "give inputs distinct file names", path)
         if os.path.exists(target) and os.path.samefile(target, path):
             raise CrftkError(f"the output {target} would replace its input", path)
+        where = output_target(target)       # a directory, a socket there: refused now, not once
+        if not where.atomic:                # the inputs before it are tagged
+            check_special_output(where, target)
         seen[target] = path
         targets.append(target)
     if not os.access(out_dir, os.W_OK | os.X_OK):
