@@ -14,7 +14,7 @@ import logging
 import time
 
 from crftk.errors import CrftkError, UsageError, shown
-from crftk.params import available_cores
+from crftk.params import WORKERS, available_cores
 
 INSTALL = "pip install crftk[dask]"
 
@@ -164,6 +164,18 @@ class Cluster:
             if type(e).__name__ == "KilledWorker":
                 raise CrftkError(f"a task killed every worker it ran on ({_reason(e)}); {outcome}") from None
             raise
+
+
+def check_options(scheduler, workers):
+    """Before any work (what :class:`Cluster` would refuse only once made): ``--scheduler`` or
+    ``--workers``, not both, Dask installed, and an address it can connect to. Returns workers."""
+    workers = WORKERS.check(workers)
+    if scheduler is not None and workers:
+        raise CrftkError("give either --scheduler ADDRESS or --workers N, not both")
+    require()
+    if scheduler is not None:
+        check_address(scheduler)
+    return workers
 
 
 def check_address(address):

@@ -19,7 +19,7 @@ import time
 
 from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
-from crftk.distributed.cluster import Cluster, require, worker_threads
+from crftk.distributed.cluster import Cluster, check_options, require, worker_threads
 from crftk.errors import CrftkError, shown
 from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output,
                             codec, directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
@@ -378,8 +378,9 @@ def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PI
     """``crftk tag --scheduler/--workers``: the TagJob that :func:`crftk.commands.tag.run` builds
     from the model and ``options`` (every option of crftk tag that says how to tag), run on a
     cluster by :func:`run_job`. The outputs are checked against the files read before the model
-    is loaded (the job holds a bag's weight file as the table read from it)."""
-    require()
+    is loaded (the job holds a bag's weight file as the table read from it), after the cluster
+    options (as crftk train checks them)."""
+    check_options(scheduler, workers)
     weights = options.get("weights")
     weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
     inputs = [os.fspath(p) for p in inputs]

@@ -32,3 +32,19 @@ def test_a_malformed_scheduler_address_is_one_line_and_no_wait(address, says, tm
         assert run.stderr.count("\n") == 1, run.stderr
         assert run.stderr.startswith(f"crftk: error: --scheduler '{address}'") and says in run.stderr
         assert os.listdir(tmp_path) == []
+
+
+def test_tag_checks_the_cluster_options_before_the_model_as_train_does(tmp_path):
+    # tag checked the address only once the model was loaded (its errors came first): train checks
+    # the cluster options before reading anything
+    from click.testing import CliRunner
+    from crftk.cli import main
+    missing = str(tmp_path / "missing")
+    for cluster, status, says in ((["--scheduler", "garbage!!"], 2, "--scheduler 'garbage!!' has no valid port"),
+                                  (["--scheduler", "tcp://127.0.0.1:1", "--workers", "2"], 1,
+                                   "give either --scheduler ADDRESS or --workers N, not both")):
+        for command in (["tag", "-m", missing], ["train", "-t", missing, "-m", str(tmp_path / "m")]):
+            result = CliRunner().invoke(main, [*command, *cluster, missing])
+            assert (result.exit_code, result.output.count("\n")) == (status, 1), (command, result.output)
+            assert result.output.startswith(f"crftk: error: {says}"), (command, result.output)
+    assert os.listdir(tmp_path) == []
