@@ -48,3 +48,24 @@ def test_tag_checks_the_cluster_options_before_the_model_as_train_does(tmp_path)
             assert (result.exit_code, result.output.count("\n")) == (status, 1), (command, result.output)
             assert result.output.startswith(f"crftk: error: {says}"), (command, result.output)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_local_cluster_says_nothing_when_the_dask_http_port_is_taken(tmp_path):
+    # another cluster on the machine holds 8787: Dask's 4-line warning about moving to another port
+    # reached stderr
+    import socket
+    holder = socket.socket()
+    try:
+        holder.bind(("", 8787))
+        holder.listen()
+    except OSError:
+        pass            # already in use: as wanted
+    try:
+        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        run = subprocess.run([sys.executable, "-m", "crftk.cli", "tag", "-m", str(REPO / "tests" / "data" /
+                              "model-v1.crftk"), "--workers", "1", "-o", str(tmp_path / "out"), DEMO_TEST],
+                             capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    finally:
+        holder.close()
+    assert (run.returncode, run.stderr) == (0, "")
+    assert os.listdir(tmp_path) == ["out"]
