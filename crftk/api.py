@@ -648,6 +648,11 @@ def _a(value):
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
+def _held(value):
+    """A value that should have been a string, for a message: "None", "an int (1)"."""
+    return "None" if value is None else f"{_a(value)} ({shown(value)})"
+
+
 def _is_sequence(value):
     """Whether a sentence or a row can be a list of rows or of strings (a dict or a number cannot)."""
     if value is None or isinstance(value, Mapping):
@@ -679,7 +684,7 @@ def _label_lists(y, name, X=None, *, training=False):
             "".join(labels)
         except TypeError:
             bad = next(x for x in labels if not isinstance(x, str))
-            raise CrftkError(f"{name}[{i}] holds a {type(bad).__name__} ({shown(bad)}); labels are strings") from None
+            raise CrftkError(f"{name}[{i}] holds {_held(bad)}; labels are strings") from None
         if training:
             for t, label in enumerate(labels):
                 if not label or any(c.isspace() for c in label):
@@ -750,7 +755,7 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=Non
                 "".join(row)
             except TypeError:
                 bad = next(x for x in row if not isinstance(x, str))
-                raise CrftkError(f"{name}[{i}][{t}] holds a {type(bad).__name__} ({shown(bad)}); "
+                raise CrftkError(f"{name}[{i}][{t}] holds {_held(bad)}; "
                                  f"columns are strings") from None
             if labels is not None:
                 row.insert(at, labels[i][t])

@@ -179,12 +179,14 @@ def test_bad_data_and_options_are_crftk_errors():
     cases = [
         ((TINY_X, TINY_Y[:2]), "3 sentences but y has 2"),
         ((TINY_X, [TINY_Y[0], TINY_Y[1], ["O"]]), r"X\[2\] has 3 tokens but y\[2\] has 1"),
-        ((TINY_X, [TINY_Y[0], TINY_Y[1], [1, 2, 3]]), r"y\[2\] holds a int"),
+        ((TINY_X, [TINY_Y[0], TINY_Y[1], [1, 2, 3]]), r"^y\[2\] holds an int \('1'\); labels are strings$"),
+        ((TINY_X, [TINY_Y[0], TINY_Y[1], [None, "O", "O"]]), r"^y\[2\] holds None; labels are strings$"),
         ((TINY_X, ["B-NP"] * 3), r"y\[0\] is a str"),
         ((DEMO_TRAIN, TINY_Y), "read_conll"),
         ((["a sentence"], [["O"]]), r"X\[0\] is a str"),
         (([[["a", "b"], ["c"]]], [["O", "O"]]), r"X\[0\]\[1\] has 1 columns but X\[0\]\[0\] has 2"),
-        (([[["a", 1]]], [["O"]]), r"X\[0\]\[0\] holds a int"),
+        (([[["a", 1]]], [["O"]]), r"^X\[0\]\[0\] holds an int \('1'\); columns are strings"),
+        (([[["a", None]]], [["O"]]), r"^X\[0\]\[0\] holds None; columns are strings"),
         (([[]], [[]]), "no training sentences"),
     ]
     for args, message in cases:
@@ -573,7 +575,7 @@ def test_evaluate_lists_and_files(tmp_path):
         evaluate(g, pred)
     with pytest.raises(TypeError, match="two label lists"):
         evaluate(gold)
-    with pytest.raises(CrftkError, match=r"pred\[0\] holds a int"):
+    with pytest.raises(CrftkError, match=r"pred\[0\] holds an int"):
         evaluate(gold, [[1, 2, 3, 4], ["O"]])
     with pytest.raises(CrftkError, match="scheme|iob"):
         evaluate([["I-NP", "B-X"]], [["I-NP", "B-X"]], scheme="bilou")

@@ -169,6 +169,8 @@ class TagJob:
     def __init__(self, model, name, *, marginals=0, nbest=0, combine=None, weights=None, decode=None,
                  nbest_upstream=None, threads=0, inference=None, tolerance=None, max_sweeps=None):
         self.model, self.name = model, name
+        # the weight file read (its table replaces it in options): an output must not overwrite it
+        self.weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
         kind = model.structure_name
         if kind != "factorial" and (inference, tolerance, max_sweeps) != (None, None, None):
             raise CrftkError(f"--inference, --tolerance and --max-sweeps are for factorial models; {name} "

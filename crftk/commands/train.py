@@ -443,13 +443,9 @@ def _check_cluster(scheduler, workers, opt):
     workers = params.WORKERS.check(workers)
     if scheduler is None and not workers:
         return
-    from crftk.distributed.training import check_algorithm, require   # Dask only when asked for
-    if scheduler is not None and workers:
-        raise CrftkError("give either --scheduler ADDRESS or --workers N, not both")
-    require()
-    if scheduler is not None:
-        from crftk.distributed.cluster import check_address
-        check_address(scheduler)
+    from crftk.distributed.cluster import check_options        # Dask only when asked for
+    from crftk.distributed.training import check_algorithm
+    check_options(scheduler, workers)
     check_algorithm(opt["algorithm"])
 
 

@@ -12,9 +12,10 @@ that keeps killing its workers is an error.
 import contextlib
 import logging
 import time
+import warnings
 
 from crftk.errors import CrftkError, UsageError, shown
-from crftk.params import available_cores
+from crftk.params import WORKERS, available_cores
 
 INSTALL = "pip install crftk[dask]"
 
@@ -81,7 +82,11 @@ class Cluster:
                 # Dask's nannies set MALLOC_TRIM_THRESHOLD_ in their workers, so that memory goes back
                 # to the system at once; feature extraction, allocating and freeing all the time,
                 # then runs 1.3x slower (measured): the local workers keep glibc's default.
-                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+                # The scheduler's HTTP server (health checks; no dashboard here) moves off a port in
+                # use (another cluster's 8787) with a warning of 4 lines on stderr: nothing to say.
+                with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}), \
+                        warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Port [0-9]+ is already in use", category=UserWarning)
                     self._local = distributed.LocalCluster(
                         n_workers=self.workers, threads_per_worker=1, processes=True, dashboard_address=None,
                         worker_dashboard_address=None, silence_logs=logging.CRITICAL)
@@ -164,6 +169,18 @@ class Cluster:
             if type(e).__name__ == "KilledWorker":
                 raise CrftkError(f"a task killed every worker it ran on ({_reason(e)}); {outcome}") from None
             raise
+
+
+def check_options(scheduler, workers):
+    """Before any work (what :class:`Cluster` would refuse only once made): ``--scheduler`` or
+    ``--workers``, not both, Dask installed, and an address it can connect to. Returns workers."""
+    workers = WORKERS.check(workers)
+    if scheduler is not None and workers:
+        raise CrftkError("give either --scheduler ADDRESS or --workers N, not both")
+    require()
+    if scheduler is not None:
+        check_address(scheduler)
+    return workers
 
 
 def check_address(address):

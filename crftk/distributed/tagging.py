@@ -19,11 +19,11 @@ import time
 
 from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
-from crftk.distributed.cluster import Cluster, require, worker_threads
+from crftk.distributed.cluster import Cluster, check_options, require, worker_threads
 from crftk.errors import CrftkError, shown
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_output, codec,
-                            directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
-                            set_max_line_bytes)
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output,
+                            codec, directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
+                            raise_if_full, set_max_line_bytes)
 from crftk.io.outputs import check_apart, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
@@ -111,7 +111,7 @@ class _Outputs:
         self.out, self.out_dir = out, out_dir
         self.encoding = encoding
         self.targets = []
-        self.temps = []         # (temporary file, the file it replaces)
+        self.temps = []         # (temporary file, the file it replaces, the output's name)
         self._file = None
         self._file_is_temp = False
         self._current = 0       # the output being written
@@ -129,7 +129,7 @@ class _Outputs:
             self._file, self._file_is_temp = open_direct(where, encoding=self.encoding), False
             return
         tmp, fd = open_temp_beside(where.where)
-        self.temps.append((tmp, where.where))
+        self.temps.append((tmp, where.where, self.targets[i]))
         self._file, self._file_is_temp = os.fdopen(fd, "w", encoding=self.encoding, newline="\n"), True
 
     def write(self, text):
@@ -141,28 +141,44 @@ class _Outputs:
         except UnicodeEncodeError as e:
             raise CrftkError(f"cannot write {shown(e.object[e.start:e.end])} in {self.encoding}, the output's "
                              "encoding", self.targets[self._current]) from None
+        except OSError as e:
+            raise_if_full(e, self.targets[self._current])
+            raise
 
     def finish(self):
-        if self._file is not None:
-            self._file.flush()
+        f = self._file
+        if f is None:
+            return
+        try:
+            f.flush()
             if self._file_is_temp:
-                os.fsync(self._file.fileno())
-            self._file.close()
-            self._file = None
+                os.fsync(f.fileno())
+            self._file = None       # else abort() closes it
+            f.close()
+        except BrokenPipeError:
+            raise       # a FIFO's reader gone: the command's business, as on standard output
+        except OSError as e:
+            raise CrftkError(f"cannot write ({e.strerror or e})", self.targets[self._current]) from None
 
     def commit(self):
         """Every output in place, at once at the end: a failure before leaves none of them."""
-        for tmp, target in self.temps:
-            os.replace(tmp, target)
+        for tmp, target, name in self.temps:
+            try:
+                os.replace(tmp, target)
+            except OSError as e:
+                raise CrftkError(f"cannot write ({e.strerror or e})", name) from None
         if self.temps:
             fsync_directory(self.out_dir)
         self.temps = []
 
     def abort(self):
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:         # what it holds cannot be written: the error being raised says so
+                pass
             self._file = None
-        for tmp, _ in self.temps:
+        for tmp, _, _ in self.temps:
             try:
                 os.unlink(tmp)
             except OSError:
@@ -319,21 +335,12 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
     encoding = codec(encoding)
     piece_bytes = PIECE_PARAM.check(piece_bytes)
     inputs = [os.fspath(p) for p in inputs]
-    if not inputs or "-" in inputs:
-        raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
-                         "sent to them; save it to a file first")
-    output = os.fspath(output)
-    out_dir = output if output != "-" and os.path.isdir(output) else None
-    if out_dir is None:
-        check_output(output)
-    for path in inputs:
-        _pieces.first_token_line(path)      # every input readable before the cluster starts
     if isinstance(model, TagJob):
-        model_path, weights = (None if model.name == "<model>" else model.name), model.options.get("weights")
+        model_path, weights = (None if model.name == "<model>" else model.name), model.weights_file
     else:
         model_path, weights = (None if isinstance(model, Model) else model), options.get("weights")
-    check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
-                tag_inputs(model_path, inputs, weights if isinstance(weights, (str, os.PathLike)) else None))
+    output, out_dir = _check_files(model_path, inputs, output,
+                                   weights if isinstance(weights, (str, os.PathLike)) else None)
     if not isinstance(model, TagJob):
         name = "<model>" if isinstance(model, Model) else os.fspath(model)
         model = TagJob(model if isinstance(model, Model) else Model.load(model), name, **options)
@@ -348,12 +355,37 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
             return tag_files(cluster, job, inputs, out, **kw)
 
 
+def _check_files(model_path, inputs, output, weights_file):
+    """Before a cluster starts: the inputs are files the workers can read, and no output (a file,
+    or those of a directory) overwrites the model, an input or the weight file. Returns (output,
+    the output directory or None)."""
+    if not inputs or "-" in inputs:
+        raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
+                         "sent to them; save it to a file first")
+    output = os.fsdecode(os.fspath(output))
+    out_dir = output if output != "-" and os.path.isdir(output) else None
+    if out_dir is None:
+        check_output(output)
+    for path in inputs:
+        _pieces.first_token_line(path)      # every input readable before the cluster starts
+    check_apart([("output", output if out_dir is None else directory_outputs(inputs, out_dir))],
+                tag_inputs(model_path, inputs, weights_file))
+    return output, out_dir
+
+
 def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PIECE_BYTES, batch_tokens=50_000,
         max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, encoding=DEFAULT_ENCODING, **options):
     """``crftk tag --scheduler/--workers``: the TagJob that :func:`crftk.commands.tag.run` builds
     from the model and ``options`` (every option of crftk tag that says how to tag), run on a
-    cluster by :func:`run_job`."""
-    require()
+    cluster by :func:`run_job`. The outputs are checked against the files read before the model
+    is loaded (the job holds a bag's weight file as the table read from it), after the cluster
+    options (as crftk train checks them)."""
+    check_options(scheduler, workers)
+    weights = options.get("weights")
+    weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
+    inputs = [os.fspath(p) for p in inputs]
+    check_inputs([model_path, *inputs, weights_file])
+    _check_files(model_path, inputs, output, weights_file)
     job = load_job(model_path, **options)
     run_job(job, inputs, output, scheduler=scheduler, workers=workers, piece_bytes=piece_bytes,
             batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, log=log, encoding=encoding)

@@ -435,6 +435,7 @@ class _Transcoder(io.RawIOBase):
         self._name, self._encoding = name, encoding
         self._decoder = codecs.getincrementaldecoder(encoding)()
         self._pending = []         # the bytes after the last newline read so far
+        self._pending_size = 0
         self._out = b""
         self._at = 0
         self._line = 1             # line number of the first line in _pending
@@ -458,12 +459,18 @@ class _Transcoder(io.RawIOBase):
             cut = block.rfind(b"\n") + 1
             if not cut:                # inside a line: joined once its end comes (linear time)
                 self._pending.append(block)
+                self._pending_size += len(block)
+                # An ASCII-compatible encoding's line is no shorter in UTF-8: past the limit here,
+                # it is past it for the readers too, and an endless line (/dev/zero) stops now.
+                if self._pending_size > max_line_bytes():
+                    raise _overlong(b"".join(self._pending), self._name, self._line, max_line_bytes())
                 return
             chunk = b"".join([*self._pending, block[:cut]])
             self._pending = [block[cut:]]
+            self._pending_size = len(self._pending[0])
         else:
             self._eof = True
-            chunk, self._pending = b"".join(self._pending), []
+            chunk, self._pending, self._pending_size = b"".join(self._pending), [], 0
         try:
             text = self._decoder.decode(chunk, final=self._eof)
         except UnicodeDecodeError:
@@ -1159,9 +1166,14 @@ class AtomicWriter:
         return False
 
     def _raise_if_full(self, exc):
-        """A write that failed for want of room (a full disk, /dev/full) is one line, not a traceback."""
-        if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
-            raise CrftkError(f"cannot write ({exc.strerror})", self.path) from None
+        raise_if_full(exc, self.path)
+
+
+def raise_if_full(exc, path):
+    """A write of output ``path`` that failed for want of room (a full disk, /dev/full) is one line,
+    not a traceback."""
+    if isinstance(exc, OSError) and exc.errno in _NO_ROOM:
+        raise CrftkError(f"cannot write ({exc.strerror})", path) from None
 
 
 def _codec_of(x):
@@ -1179,7 +1191,8 @@ _NO_ROOM = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
 def directory_outputs(inputs, out_dir):
     """The output path of each input file in directory ``out_dir`` (``-o DIR``): the input's
     file name in ``out_dir``. Raises CrftkError before any work for standard input (no name),
-    two inputs of one name, or an output that would replace its input."""
+    two inputs of one name, an output that would replace its input, or one that cannot be written
+    (a directory, a block device or a socket of that name, a FIFO without write permission)."""
     targets, seen = [], {}
     for path in inputs:
         if not isinstance(path, (str, bytes, os.PathLike)) or os.fsdecode(os.fspath(path)) == "-":
@@ -1192,6 +1205,9 @@ def directory_outputs(inputs, out_dir):
                              "give inputs distinct file names", path)
         if os.path.exists(target) and os.path.samefile(target, path):
             raise CrftkError(f"the output {target} would replace its input", path)
+        where = output_target(target)       # a directory, a socket there: refused now, not once
+        if not where.atomic:                # the inputs before it are tagged
+            check_special_output(where, target)
         seen[target] = path
         targets.append(target)
     if not os.access(out_dir, os.W_OK | os.X_OK):
@@ -1245,16 +1261,18 @@ class AtomicFiles:
             f.close()
 
     def __exit__(self, exc_type, exc, tb):
+        failed = self.paths[self._current]      # the output an error names
         try:
             if exc_type is None:
                 self._close()
                 for i, (tmp, target) in sorted(self._temps.items()):
+                    failed = self.paths[i]
                     os.replace(tmp, target)
                 for directory in {os.path.dirname(target) for _, target in self._temps.values()}:
                     fsync_directory(directory)
                 self._temps = {}
         except OSError as e:
-            raise CrftkError(f"cannot write ({e.strerror or e})", self.paths[0]) from None
+            raise CrftkError(f"cannot write ({e.strerror or e})", failed) from None
         finally:
             if self._file is not None:
                 try:
@@ -1265,6 +1283,7 @@ class AtomicFiles:
             for tmp, _ in self._temps.values():
                 _unlink_quietly(tmp)
             self._temps = {}
+        raise_if_full(exc, self.paths[self._current])
         if isinstance(exc, UnicodeEncodeError) and _codec_of(exc) == self.encoding:
             text = exc.object[exc.start:exc.end]
             raise CrftkError(f"cannot write {shown(text)} in {self.encoding}, the output's encoding",

@@ -269,3 +269,48 @@ def test_a_full_device_is_one_line_and_stays_a_device(work, args):
     assert line == "crftk: error: full: cannot write (No space left on device)" or \
         line == "crftk: error: full: cannot write model file: No space left on device", line
     assert is_char_device(work / "full")
+
+
+def _dask():
+    try:
+        import distributed.client  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("where", [[], pytest.param(["--workers", "1"], marks=pytest.mark.skipif(
+    not _dask(), reason="Dask is not installed"))], ids=["here", "dask"])
+def test_a_full_device_in_an_output_directory_is_one_line_and_stays_a_device(work, where):
+    # -o DIR wrote through AtomicFiles (and Dask's outputs), which let the ENOSPC out as a traceback
+    null_device(work / "null")           # skips where device nodes cannot be made
+    (work / "out").mkdir()
+    os.mknod(str(work / "out" / "in.txt"), stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    line = error_line(run("tag", "-m", "m.model", "-o", "out", *where, "in.txt", cwd=work))
+    assert line == f"crftk: error: {os.path.join('out', 'in.txt')}: cannot write (No space left on device)", line
+    assert is_char_device(work / "out" / "in.txt") and os.listdir(work / "out") == ["in.txt"]
+
+
+@pytest.mark.parametrize("kind", ["directory", "socket"])
+@pytest.mark.parametrize("where", [[], pytest.param(["--workers", "1"], marks=pytest.mark.skipif(
+    not _dask(), reason="Dask is not installed"))], ids=["here", "dask"])
+def test_an_output_in_the_directory_that_cannot_be_written_is_refused_before_any_input_is_read(
+        work, where, kind, monkeypatch):
+    # it was refused only when its turn came, after the inputs before it were tagged: here the
+    # error of the first input came first
+    import socket
+    (work / "out").mkdir()
+    (work / "bad.txt").write_text("w1 p1\nw2\n\n")
+    if kind == "directory":
+        (work / "out" / "in.txt").mkdir()
+    else:
+        monkeypatch.chdir(work)             # a socket's path is short: bind it relative
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(os.path.join("out", "in.txt"))
+        s.close()
+    line = error_line(run("tag", "-m", "m.model", "-o", "out", *where, "bad.txt", "in.txt", cwd=work))
+    refused = f"crftk: error: {os.path.join('out', 'in.txt')}: cannot write the output: is a {kind}"
+    if kind == "socket":
+        refused += " (crftk writes regular files, FIFOs and character devices such as /dev/null)"
+    assert line == refused, line
+    assert os.listdir(work / "out") == ["in.txt"]

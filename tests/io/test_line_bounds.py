@@ -2,6 +2,7 @@
 
 import io
 import os
+import resource
 import subprocess
 import sys
 
@@ -71,6 +72,40 @@ def test_an_endless_line_stops_at_the_limit(reader, limit):
     assert stream.served < 1 << 22
 
 
+class _Endless(io.RawIOBase):
+    """A sentence, then Latin-1 bytes without a line end forever (as /dev/zero); counts what was read,
+    and gives up after 16 MB so that a reader that holds the whole line fails, not hangs."""
+
+    def __init__(self):
+        self.served, self._head = 0, b"a B\n\n"
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if self.served > 1 << 24:
+            raise AssertionError("read 16 MB of a line without an end")
+        data = (self._head + b"\xe9" * len(b))[:len(b)]
+        self._head = b""
+        b[:] = data
+        self.served += len(b)
+        return len(b)
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_an_endless_line_in_another_encoding_stops_at_the_limit(reader, limit):
+    # the transcoder held the bytes of a line without an end until it came: /dev/zero grew memory forever
+    stream = _Endless()
+    source = io.BufferedReader(stream)
+    with pytest.raises(CrftkError) as e:
+        if reader is read_batches:
+            [x for b in read_batches(source, block_size=64, encoding="latin-1") for x in b.entries()]
+        else:
+            list(read_sentences(source, passthrough=True, encoding="latin-1"))
+    assert e.value.line == 3 and "a line of more than 100 bytes" in e.value.message
+    assert stream.served < 1 << 22
+
+
 @pytest.mark.parametrize("reader", READERS)
 def test_cr_only_line_ends_are_named(reader, tmp_path):
     path = tmp_path / "mac.txt"
@@ -92,9 +127,14 @@ def test_a_long_cr_only_file_is_named_too(tmp_path):
 
 def _crftk(*args, stdin=None):
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    # the timeout turns a reader that waits for a line end forever into a failure, not a hung suite
+    # the timeout turns a reader that waits for a line end forever into a failure, not a hung suite,
+    # and the memory limit one that holds the endless line into an error, not a machine out of memory
     return subprocess.run([sys.executable, "-m", "crftk.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=60, env=env, stdin=stdin)
+                          timeout=60, env=env, stdin=stdin, preexec_fn=_limit_memory)
+
+
+def _limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
@@ -107,6 +147,7 @@ def test_dev_zero_as_any_text_file_is_one_line(tmp_path):
     (tmp_path / "lex.tmpl").write_text("@lexicon L /dev/zero\nU0:%lex[0,L]\nB\n")
     too_long = "a line of more than 1,048,576 bytes"
     for args, name in ((["tag", "-m", model, "/dev/zero"], "/dev/zero"),
+                       (["tag", "-m", model, "--encoding", "latin-1", "/dev/zero"], "/dev/zero"),
                        (["train", "-t", TEMPLATE, "-m", tmp_path / "x", "/dev/zero"], "/dev/zero"),
                        (["train", "-t", "/dev/zero", "-m", tmp_path / "x", train], "/dev/zero"),
                        (["train", "-t", tmp_path / "lex.tmpl", "-m", tmp_path / "x", train], "/dev/zero"),

@@ -137,3 +137,22 @@ def test_check_apart_lets_a_character_device_be_input_and_output(tmp_path):
     from crftk.io.outputs import check_apart
     dev = null_device(tmp_path / "null")
     check_apart([("output", str(dev)), ("trace", str(dev))], [("input", str(dev))])
+
+
+def test_atomic_files_name_the_output_whose_rename_failed(tmp_path, monkeypatch):
+    # a rename that failed was reported against the first output, whichever it was
+    paths = [str(tmp_path / "a"), str(tmp_path / "b")]
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if dst == paths[1]:
+            raise OSError(13, "Permission denied")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(CrftkError) as e:
+        with AtomicFiles(paths) as files:
+            for i in range(2):
+                files.open(i).write("x\n")
+    assert str(e.value) == f"{paths[1]}: cannot write (Permission denied)"
+    assert all(not name.endswith(".tmp") for name in os.listdir(tmp_path))
