@@ -1,6 +1,9 @@
 """Small corpora and a string-based reference of CRF++ template expansion, for the tests."""
 
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 from crftk.io.conll import Sentence
@@ -115,3 +118,29 @@ def reference_attributes(template, sents, lexicons=None, folds=None):
                 attrs.append(line.render(list(combo)))
         out.append(sorted(attrs))
     return out
+
+
+# ---- the command line in a process of its own (tests of exit codes, stderr, files left) ----
+
+#: This checkout's crftk first on the path of a child process.
+CLI_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def cli(*args, cwd=None, **kw):
+    """``python -m crftk.cli ARGS`` in a process of its own: the CompletedProcess (text)."""
+    return subprocess.run([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]], capture_output=True,
+                          text=True, cwd=cwd, timeout=300, env=CLI_ENV, **kw)
+
+
+def error_line(proc, status=1):
+    """The one line a command printed as it failed with ``status``."""
+    assert proc.returncode == status, (proc.returncode, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("crftk: error: "), proc.stderr
+    return lines[0]
+
+
+def write_conll(path, sents):
+    """Sentences as a CoNLL file (space-separated columns, a blank line after each)."""
+    path.write_text("".join("".join(" ".join(r) + "\n" for r in s.rows) + "\n" for s in sents))
+    return path

@@ -5,31 +5,12 @@ own template, other CRF tools' option names, weight-file errors at their first b
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from corpora import REPO, random_corpus
+from corpora import REPO, cli as run, error_line, random_corpus, write_conll as write
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 TEMPLATE = "# words and tags\nUw0:%x[0,0]\nUw-1:%x[-1,0]\nUp0:%x[0,1]\nB\n"
-
-
-def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]], capture_output=True,
-                          text=True, cwd=cwd, timeout=300, env=ENV)
-
-
-def error_line(proc, status=1):
-    assert proc.returncode == status, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("crftk: error: "), proc.stderr
-    return lines[0]
-
-
-def write(path, sents):
-    path.write_text("".join("".join(" ".join(r) + "\n" for r in s.rows) + "\n" for s in sents))
-    return path
 
 
 @pytest.fixture(scope="module")

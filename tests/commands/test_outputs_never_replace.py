@@ -11,30 +11,12 @@ import sys
 
 import pytest
 
-from corpora import REPO, random_corpus
+from corpora import CLI_ENV as ENV, cli as run, error_line, random_corpus, write_conll as write
 from special_files import FifoReader, is_char_device, null_device
 
-ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 TEMPLATE = "Uw0:%x[0,0]\nUp0:%x[0,1]\nB\n"
 POS_TEMPLATE = "Uw0:%x[0,0]\nB\n"           # an upstream stage: predicts column 1 from the words
 LEXICON_TEMPLATE = "@lexicon L names.lex\nUw0:%x[0,0]\nUl0:%lex[0,L]\nB\n"
-
-
-def run(*args, cwd, **kw):
-    return subprocess.run([sys.executable, "-m", "crftk.cli", *[str(a) for a in args]], capture_output=True,
-                          text=True, cwd=cwd, timeout=300, env=ENV, **kw)
-
-
-def error_line(proc, status=1):
-    assert proc.returncode == status, (proc.returncode, proc.stderr)
-    lines = proc.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("crftk: error: "), proc.stderr
-    return lines[0]
-
-
-def write(path, sents):
-    path.write_text("".join("".join(" ".join(r) + "\n" for r in s.rows) + "\n" for s in sents))
-    return path
 
 
 @pytest.fixture(scope="module")
