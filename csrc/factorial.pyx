@@ -401,6 +401,19 @@ cdef double bp_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_
     return logz
 
 
+cdef inline unsigned long long sentence_seed(const Features* d, Py_ssize_t t0, int T) noexcept nogil:
+    """The random schedule's seed of a sentence in tagging, from what it holds (FNV-1a over its
+    length and its tokens' attribute ids): the same wherever the sentence falls in a batch, a
+    piece of a file or a cluster's task, so that a sentence whose messages do not converge
+    decodes alike on every path."""
+    cdef unsigned long long h = 14695981039346656037ULL
+    cdef Py_ssize_t k
+    h = (h ^ <unsigned long long> T) * 1099511628211ULL
+    for k in range(d.attr_ptr[t0], d.attr_ptr[t0 + T]):
+        h = (h ^ <unsigned long long> d.attrs[k]) * 1099511628211ULL
+    return h
+
+
 cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T,
                             Work* b) noexcept nogil:
     """Loopy max-product on one sentence; the labels into b.lab; returns their score."""
@@ -413,7 +426,7 @@ cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ss
     grid_tables(m, w, t0, T, b, NULL, NULL, False)
     make_grid(m, w, T, b, &grid, node, trans, pair)
     score = grid_bp_max(&grid, &b.gw, GRID_TRP if m.method == TRP else GRID_RANDOM, m.tol, m.max_sweeps,
-                        <unsigned long long> (s + 1), b.lab, &sweeps, &conv)
+                        sentence_seed(&m.chain[0], t0, T), b.lab, &sweeps, &conv)
     b.sweeps += sweeps
     b.converged += conv
     return score

@@ -221,3 +221,21 @@ def test_warm_start_trains_with_trp_only(files, tmp_path):
         out = tmp_path / "w.model"
         r = invoke(["train", "-t", files["tmpl"], "-m", out, *extra, "--warm-start", files["train"]])
         assert r.exit_code == 1 and message in r.output and not out.exists()
+
+
+def test_random_schedule_tags_a_sentence_alike_in_any_batch(files):
+    # one sweep of the random schedule: the order matters, and was drawn from the sentence's place
+    # in its batch, so --batch-tokens (or a cluster's pieces) changed the labels of some sentences
+    model, _ = train_fcrf(files, "--inference", "bp", "--max-sweeps", 50)
+    dev = write_corpus(files["dir"] / "big-dev.txt", n=200, seed=3)
+    outputs = []
+    for batch in (1_000_000, 7, 23):
+        out = files["dir"] / f"bp-{batch}.txt"
+        r = invoke(["tag", "-m", model, "--max-sweeps", 1, "--tolerance", 1e-12, "--batch-tokens", batch, "-p", 1,
+                    "-o", out, dev])
+        assert r.exit_code == 0, r.output
+        outputs.append(out.read_text())
+    assert outputs[0] == outputs[1] == outputs[2]
+    exact = files["dir"] / "exact-big.txt"
+    assert invoke(["tag", "-m", model, "--inference", "exact", "-o", exact, dev]).exit_code == 0
+    assert exact.read_text() != outputs[0]        # one sweep is not the exact answer: the schedule mattered
