@@ -229,6 +229,16 @@ def side_env(code):
     return env
 
 
+def check_imports(code):
+    """Stop unless the crftk imported with ``code`` on PYTHONPATH is ``code``'s (not an installed one)."""
+    r = subprocess.run([sys.executable, "-c", "import crftk._lattice as m; print(m.__file__)"],
+                       cwd=tempfile.gettempdir(), env=side_env(code), capture_output=True, text=True)
+    where = Path(r.stdout.strip() or "?").resolve()
+    if r.returncode != 0 or Path(code).resolve() not in where.parents:
+        sys.exit(f"PYTHONPATH={code} imports crftk from {where} (build its kernels in place: "
+                 f"python3 setup.py build_ext --inplace){': ' + r.stderr.strip() if r.returncode else ''}")
+
+
 def run_crftk(code, work, argv):
     return subprocess.run([sys.executable, "-m", "crftk.cli", *argv], cwd=work, env=side_env(code),
                           capture_output=True, stdin=subprocess.DEVNULL)
@@ -342,17 +352,21 @@ def build_rev(rev, where):
     """A worktree of ``rev`` in ``where`` with its kernels built in place."""
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(where), rev], check=True,
                    stdout=subprocess.DEVNULL)
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "-j", "2"], cwd=where, check=True,
-                   stdout=subprocess.DEVNULL)
+    built = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "-j", "2"], cwd=where,
+                           capture_output=True, text=True)
+    if built.returncode != 0:       # the compiler's warnings only when the build fails
+        sys.exit(f"building {rev} failed:\n" + "\n".join(built.stderr.splitlines()[-30:]))
 
 
 def compare(rev, cases, work_root, keep):
     base_code = work_root / "base-code"
     print(f"building {rev} in {base_code} ...", file=sys.stderr)
     t0 = time.perf_counter()
-    build_rev(rev, base_code)
-    print(f"built in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     try:
+        build_rev(rev, base_code)
+        print(f"built in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+        check_imports(base_code)
+        check_imports(REPO)
         base, head, load_diffs = {}, {}, []
         for i, (name, steps) in enumerate(cases.items()):
             t0 = time.perf_counter()
@@ -400,6 +414,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     try:
         if not args.compare:
+            check_imports(REPO)
             results = run_all(REPO, work_root, cases, log=lambda s: print(s, file=sys.stderr))
             failed = [f"{c}: {k}: {h['unexpected']}: {h.get('error', [''])[0]}" for c, steps in results.items()
                       for k, h in steps.items() if "unexpected" in h]
