@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour
 
 all: test
 
@@ -21,6 +21,7 @@ help:
 	@echo "make fuzz        the fuzz properties at 100,000 cases (FUZZ_EXAMPLES=N): cases and failures"
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
 	@echo "make readme-check  every sh and python block of README.md, run on small stand-ins (in make test too)"
+	@echo "make behaviour   hashes of weights, tagged outputs, logs of 38 small runs, against BASE (default: merge-base with main)"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
@@ -82,6 +83,17 @@ demo: install
 .PHONY: readme-check
 readme-check: install
 	$(PYTHON) -m pytest -q tests/test_readme.py
+
+# Behaviour hashes (issue 32): 38 fixed runs on demo-corpus slices (every structure, algorithm and
+# tag mode), each reduced to SHA-256 hashes of its weights, tagged output, normalised log and info;
+# BASE is built in a temporary worktree and run interleaved with this checkout, which must load
+# BASE's model files. Exit 1 when a hash differs. About 2 minutes to build BASE, 3 to run.
+BASE ?= $(shell git merge-base HEAD main 2>/dev/null)
+behaviour:
+	@test -n "$(BASE)" || { echo "no branch main to compare with: make behaviour BASE=REV"; exit 1; }
+	$(PYTHON) setup.py -q build_ext --inplace -j 2
+	@mkdir -p $(OUT)
+	$(PYTHON) benchmarks/behaviour.py --compare $(BASE) --out $(OUT)/behaviour.json
 
 bench: install
 	$(PYTHON) -m pip install -q python-crfsuite
