@@ -13,9 +13,10 @@ so the output equals ``crftk tag``'s byte for byte.
 import hashlib
 import io
 import os
-import pickle
 import sys
 import time
+
+import numpy as np
 
 from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
@@ -51,6 +52,28 @@ def _job(key, model_bytes, name, options):
         job = _JOBS[key] = TagJob(Model.from_bytes(model_bytes, name=name), name, **options)
         _LOADS[0] += 1
     return job
+
+
+def _job_key(model_bytes, name, options):
+    """The digest of a job (model bytes, name, options) that a worker caches its TagJob by. The
+    options are None, numbers, strings, or a bag's weights: {combination or None: float array}."""
+    h = hashlib.sha256(model_bytes)
+
+    def feed(value):
+        if isinstance(value, dict):
+            h.update(b"{")
+            for k in sorted(value, key=repr):
+                feed(k)
+                feed(value[k])
+            h.update(b"}")
+        elif isinstance(value, np.ndarray):
+            h.update(f"array {value.dtype.str} {value.shape}:".encode() + np.ascontiguousarray(value).tobytes())
+        else:
+            h.update(repr(value).encode() + b";")
+
+    feed(name)
+    feed(options)
+    return h.hexdigest()
 
 
 def models_loaded():
@@ -216,7 +239,7 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
     client = cluster.client
     model_bytes = job.model.to_bytes()
     shipped = dict(job.options, threads=cluster.task_threads())
-    key = hashlib.sha256(model_bytes + pickle.dumps((job.name, sorted(shipped.items())))).hexdigest()
+    key = _job_key(model_bytes, job.name, shipped)
     options = {"job": shipped, "name": job.name, "batch_tokens": batch_tokens,
                "max_sentence_tokens": max_sentence_tokens, "by_document": job.by_document, "encoding": encoding,
                "max_line_bytes": max_line_bytes()}      # --max-line-bytes, set for the whole process here
