@@ -182,16 +182,7 @@ def test_forged_model_fails_to_load_or_tags(models, sandbox, fuzz_dir, which, da
         forged_bytes = container.dumps(meta, arrays)
     else:
         forged_bytes = data.draw(forged(models[which].data), label="forged")
-    with fz.scratch(fuzz_dir) as d:
-        path = fz.write(d / "m.model", forged_bytes)
-        try:
-            out = tag_any(sandbox, path, d)
-        except CrftkError as e:
-            # a forged header can be a consistent model of another column count: then the
-            # input is at fault, and the error says so
-            check_refused(e, path, d, forged_bytes, which)
-            return
-        check_tagged(out)
+    refused_or_tagged(sandbox, fuzz_dir, forged_bytes, which)
 
 
 # ---------------------------------------------------------------------------
@@ -437,11 +428,18 @@ def test_consistent_forgery_fails_in_one_line_or_tags(models, sandbox, fuzz_dir,
         forged_bytes = _forge(models[which].data, edit)
     else:
         forged_bytes = data.draw(consistent_forgery(models[which]), label="forged")
+    refused_or_tagged(sandbox, fuzz_dir, forged_bytes, which)
+
+
+def refused_or_tagged(sandbox, fuzz_dir, forged_bytes, which):
+    """A forged model file is refused in one line naming it, or tags the input."""
     with fz.scratch(fuzz_dir) as d:
         path = fz.write(d / "m.model", forged_bytes)
         try:
             out = tag_any(sandbox, path, d)
         except CrftkError as e:
+            # a forged header can be a consistent model of another column count: then the
+            # input is at fault, and the error says so
             check_refused(e, path, d, forged_bytes, which)
             return
         check_tagged(out)
