@@ -1150,7 +1150,7 @@ class FactorialCRF(_Estimator):
     @_keywords
     def score(self, X, Y):
         """Joint token accuracy in percent (every chain right) of the predictions on X against Y."""
-        from crftk.commands.factorial import score_chains
+        from crftk.evaluation.columns import score_chains
         pred = self.predict(X)
         gold = [_label_lists(y, f"Y[{c}]", X) for c, y in enumerate(Y)]
         return 100 * score_chains(gold, pred).joint_accuracy
