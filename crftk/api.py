@@ -1095,7 +1095,6 @@ class FactorialCRF(_Estimator):
     @_keywords
     def fit(self, X, Y, X_dev=None, Y_dev=None):
         """Train on sentences X with one list of label sequences per chain in Y; returns self."""
-        from crftk.commands.factorial import fit_factorial
         if Y is None or _count(Y, "Y") < 2:
             raise CrftkError("a factorial CRF needs two or more label sequence lists (one per chain) in Y")
         if self.template is None:
@@ -1108,10 +1107,10 @@ class FactorialCRF(_Estimator):
         dev = None
         if X_dev is not None:
             dev = self._rows(X_dev, Y_dev, "X_dev", width)
-        model = fit_factorial(train, _template(self.template), [width + c for c in range(len(Y))], opt,
-                              dev=dev or None, log=_Log(self.verbose), keep_on_interrupt=True,
-                              inference=self.inference, tolerance=self.tolerance, max_sweeps=self.max_sweeps,
-                              warm_start=self.warm_start)
+        model = _fit(train, _template(self.template), dev=dev or None, log=_Log(self.verbose),
+                     keep_on_interrupt=True, inference=self.inference, tolerance=self.tolerance,
+                     max_sweeps=self.max_sweeps, warm_start=self.warm_start,
+                     **{**opt, "label_col": [width + c for c in range(len(Y))]})
         self._set_model(model)
         return self
 

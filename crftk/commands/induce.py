@@ -48,11 +48,12 @@ from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
 from crftk.structures.chain import Chain
-from crftk.optimize import lbfgs
 from crftk.progress import status
 from crftk.features.extract import load_lexicons
 from crftk.features.templates import read_template
-from crftk.commands.train import DevScorer, data_inputs, resolve_threads, template_inputs, _stderr_log
+from crftk.commands.train import data_inputs, resolve_threads, template_inputs, _stderr_log
+from crftk.kinds.chain import DevScorer
+from crftk.training import optimize
 
 INDUCE_PARAMS = params.INDUCE
 DEFAULTS = params.defaults(INDUCE_PARAMS)
@@ -67,6 +68,8 @@ def check_options(options, log=_stderr_log):
 _HASH_SEED = 20031
 # training "to convergence" as train does: at most this many iterations, this relative improvement
 _CONVERGE_ITER, _CONVERGE_EPS = 1000, 1e-5
+# the inner fits: L-BFGS on the likelihood (its L2 term is the objective's), the optimizer's defaults
+_INNER_FIT = {"algorithm": "lbfgs", "c1": 0.0, "history": 6, "period": 10, "keep": "last"}
 
 
 class _Csr:
@@ -440,7 +443,8 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
         def show(info):
             status(log, f"{what}: L-BFGS iteration {info.iteration} of at most {iterations}, "
                         f"objective {info.f:.6e}")
-        res = lbfgs(obj, w, max_iter=iterations, epsilon=epsilon, callback=show)
+        res = optimize({**_INNER_FIT, "max_iter": iterations, "epsilon": epsilon}, obj, w,
+                       np.zeros(w.size, dtype=bool), log=None, progress=show).result
         return res.x, res.f
 
     def dev_f1(space, w):

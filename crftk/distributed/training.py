@@ -23,7 +23,6 @@ from crftk.model import Model, chain_record
 from crftk.objectives import Likelihood, Penalty
 from crftk.objectives.mce import MCE, MCEF, _sigmoid, chunk_table, labeling_chunks
 from crftk.progress import plural
-from crftk.structures.chain import check_gold
 
 #: Times an evaluation is run again after its shards were lost with a worker, and the
 #: seconds to wait before each (the scheduler notices a dead worker within moments).
@@ -105,7 +104,8 @@ def _on_worker(run, index, shard, space_bytes, opt, threads):
         for old in [k for k in _SHARDS if k[0] != run]:
             del _SHARDS[old]
         structure = Model.from_bytes(space_bytes, name="<feature space>").structure
-        objective = _SHARDS[key] = _shard_objective(opt, structure.bind(shard, worker_threads(threads)))
+        inference = structure.bind(shard, worker_threads(threads), **opt.get("bind", {}))
+        objective = _SHARDS[key] = _shard_objective(opt, inference)
     return objective
 
 
@@ -155,7 +155,7 @@ class ShardedObjective:
     """The training objective over shards on a cluster; callable like Likelihood (params ->
     penalized value and gradient), with what pcg and GIS ask of it."""
 
-    def __init__(self, cluster, opt, structure, corpus, frozen, log=None):
+    def __init__(self, cluster, opt, structure, corpus, frozen, log=None, model=None, bind=None):
         self.cluster = cluster
         self.kind = opt["objective"]
         self.gamma = opt["mce_gamma"]
@@ -173,14 +173,16 @@ class ShardedObjective:
             slots += [address] * max(1, int(worker.get("nthreads", 1)))
         if self.kind == "mce-f":        # the check each shard's MCE-F leaves to the whole corpus
             act, _ = chunk_table(structure.space.labels)
-            if labeling_chunks(act, corpus.sent_ptr, check_gold(corpus))[0].size == 0:
+            if labeling_chunks(act, corpus.sent_ptr, structure.gold(corpus))[0].size == 0:
                 raise CrftkError("MCE-F needs chunks (target segments) in the gold labels; found none")
         self._corpus = corpus
         self._bounds = shard_bounds(corpus, len(slots))
-        space_model = Model(structure.space, np.zeros(structure.space.n_params), chain_record(structure.name),
-                            structure=structure.name)
-        self._space_bytes = space_model.to_bytes()
+        if model is None:           # the structure as the workers rebuild it
+            model = Model(structure.space, np.zeros(structure.space.n_params), chain_record(structure.name),
+                          structure=structure.name)
+        self._space_bytes = model.to_bytes()
         self._opt = {k: opt[k] for k in ("objective", "mce_alpha", "mce_beta", "mce_smoothing", "mce_gamma")}
+        self._opt["bind"] = dict(bind or {})
         self._threads = cluster.task_threads()
         self.workers_used = set()
         with cluster.guard("no model was saved"):
@@ -343,12 +345,15 @@ class DataParallel:
         self._entered = False
         self._objectives = []
 
-    def objective(self, opt, structure, corpus, frozen, log=None):
+    def objective(self, opt, structure, corpus, frozen, log=None, *, model=None, bind=None):
+        """The sharded objective of ``structure`` on ``corpus``; ``model``: a Model the workers rebuild
+        the structure from (default: one part of the structure's feature space), ``bind``: the
+        options of its ``bind``."""
         check_algorithm(opt["algorithm"])
         if not self._entered:
             self._cluster.__enter__()
             self._entered = True
-        objective = ShardedObjective(self._cluster, opt, structure, corpus, frozen, log)
+        objective = ShardedObjective(self._cluster, opt, structure, corpus, frozen, log, model, bind)
         self._objectives.append(objective)
         return objective
 

@@ -3,7 +3,6 @@
 import numpy as np
 
 from crftk.objectives.penalty import Penalty
-from crftk.structures.chain import check_gold
 
 
 class Likelihood:
@@ -20,7 +19,7 @@ class Likelihood:
         self.inference = inference
         self.structure = inference.structure
         self.corpus = inference.corpus
-        self.labels = check_gold(self.corpus)
+        self.labels = self.structure.gold(self.corpus)
         self.penalty = Penalty(c2, frozen)
         self.n_params = self.structure.n_params
         self.n_evals = 0
@@ -47,7 +46,7 @@ class Likelihood:
         # once asked for, the curvature rides along every pass (pcg asks at each iterate)
         self.track_curvature |= need_curvature
         w = self.structure.weights(params)
-        h = np.empty(w.size) if self.track_curvature else None
+        h = np.empty(w.size) if self.track_curvature and self.inference.curvature_in_pass else None
         loss, grad = self.inference.loglik(w, self.labels, h)
         self.n_evals += 1
         self._last = (np.array(params, copy=True), loss, self.structure.pullback(grad), h)
@@ -75,8 +74,11 @@ class Likelihood:
         sum over tokens of p(1 - p) for the state features, start and end weights (the
         per-sentence E[sum_t f_t^2] - E[F]^2 of Sha & Pereira when a feature fires at
         most once in a sentence, and never negative); the expected counts for the
-        transitions. Computed in the pass of w.
+        transitions. Computed in the pass of w (or from the marginals at w, for a structure whose
+        kernel does not carry it).
         """
+        if not self.inference.curvature_in_pass:
+            return self.inference.variance(self.structure.weights(w), self.expected_counts(w))
         self._loglik(w, need_curvature=True)
         h = self._last[3].copy()
         E = self.expected_counts(w)

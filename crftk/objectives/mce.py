@@ -154,7 +154,7 @@ import numpy as np
 from crftk.errors import CrftkError
 from crftk.evaluation.conlleval import chunks as _chunks
 from crftk.objectives.penalty import Penalty
-from crftk.structures.chain import check_gold, ranges
+from crftk.structures.chain import ranges
 
 __all__ = ["MCE", "MCEF", "SMOOTHINGS", "MEASURES", "chunk_table", "labeling_chunks"]
 
@@ -279,7 +279,7 @@ class _Base:
         self.inference = inference
         self.space = space = inference.space
         self.corpus = inference.corpus
-        self.labels = check_gold(self.corpus)
+        self.labels = inference.structure.gold(self.corpus)
         self.penalty = Penalty(c2, frozen)
         self.c2 = self.penalty.c2
         self.n_threads = inference.n_threads

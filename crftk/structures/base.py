@@ -6,6 +6,7 @@ MEMM ...) on one feature space. It declares
 - its training parameters (``n_params``), the weight vector the kernels read
   (``weights(params)``) and the way back (``pullback(gradient)``): the same vector
   for most structures, tied parameters for label pairs;
+- the gold labels of a training corpus (``gold(corpus)``, checked);
 - which parameters never move (``fixed()``) and which hard constraints pin
   (``pinned(scheme)``);
 - what decoding outputs (``output_labels``);
@@ -81,6 +82,16 @@ class Structure:
             return None
         return forbidden_parameters(self.space, scheme), FORBIDDEN
 
+    def gold(self, corpus):
+        """The gold labels of a training corpus as the kernels read them; refused when absent or
+        outside the label set."""
+        if corpus.labels is None:
+            raise CrftkError("training data has no gold label column")
+        labels = np.asarray(corpus.labels)
+        if (labels < 0).any():
+            raise CrftkError("training data has labels outside the label set")
+        return np.ascontiguousarray(labels, dtype=np.int32)
+
     def meta(self):
         """What a model file records about the structure besides its feature space."""
         return {"name": self.name}
@@ -91,6 +102,9 @@ class Structure:
 
 class Inference:
     """Inference of a structure over one encoded corpus (see the module docstring)."""
+
+    #: loglik fills a curvature vector in its pass (else pcg's variance comes from ``variance``)
+    curvature_in_pass = True
 
     def __init__(self, structure, corpus, n_threads=1):
         self.structure = structure

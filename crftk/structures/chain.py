@@ -178,12 +178,15 @@ class ChainInference(Inference):
         ones = np.ones(y.size)
         return self.weighted_counts(np.arange(y.size), y, ones, inner, y[inner - 1], y[inner], ones[inner])
 
-    def max_active(self):
-        """Most features that can fire on one sentence's labeling (GIS's constant C)."""
+    def sentence_active(self):
+        """Per sentence, the most features that can fire on a labeling of it."""
         c = self.corpus
         per_token = np.diff(c.attr_ptr) + np.diff(c.eattr_ptr) + 1
-        sums = np.add.reduceat(per_token, c.sent_ptr[:-1]) + 1     # + start, end, - first transition
-        return float(sums.max())
+        return np.add.reduceat(per_token, c.sent_ptr[:-1]) + 1     # + start, end, - first transition
+
+    def max_active(self):
+        """Most features that can fire on one sentence's labeling (GIS's constant C)."""
+        return float(self.sentence_active().max())
 
     # -- transition scores ---------------------------------------------------
     def transition_scores(self, w, tok, prev, cur):
@@ -222,13 +225,3 @@ class ChainInference(Inference):
                 offsets = (np.cumsum(cnt) - cnt)[nz]
                 out[nz] += np.add.reduceat(vals, offsets, axis=0)
         return out
-
-
-def check_gold(corpus):
-    """The gold labels of a training corpus, refused when absent or outside the label set."""
-    if corpus.labels is None:
-        raise CrftkError("training data has no gold label column")
-    labels = np.asarray(corpus.labels)
-    if (labels < 0).any():
-        raise CrftkError("training data has labels outside the label set")
-    return np.ascontiguousarray(labels, dtype=np.int32)

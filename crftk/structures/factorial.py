@@ -126,6 +126,12 @@ class FactorialCorpus:
     def sentence_slices(self):
         return self.chains[0].sentence_slices()
 
+    def subset(self, sentences):
+        """The given sentences (ids in increasing order) as a FactorialCorpus of their own."""
+        labels = None if self.labels is None else self.labels[:, self.chains[0].tokens_of(sentences)]
+        return FactorialCorpus([c.subset(sentences) for c in self.chains], [p.subset(sentences) for p in self.pairs],
+                               labels)
+
 
 def _encode(space, sentences):
     """A space's encoding of sentences that may lack the label columns (gold left out)."""
@@ -219,6 +225,15 @@ class Factorial(Structure):
 
     def meta(self):
         return {"name": self.name, "chains": len(self.chains)}
+
+    def gold(self, corpus):
+        """Each chain's gold labels [C, N]; refused when absent or outside a chain's label set."""
+        if corpus.labels is None:
+            raise CrftkError("training data has no gold label columns")
+        labels = np.asarray(corpus.labels)
+        if (labels < 0).any():
+            raise CrftkError("training data has labels outside a chain's label set")
+        return np.ascontiguousarray(labels, dtype=np.int32)
 
     def input_columns(self, n):
         """True when rows of n columns carry the gold labels, False when they lack them (the label
@@ -317,8 +332,79 @@ class FactorialInference(Inference):
         """([node marginals [N, n_c]], [pair marginals [N, n_c, n_c+1]], log Z per sentence)."""
         return self.grids.marginals(np.ascontiguousarray(w, dtype=np.float64), self.n_threads)
 
+    #: the curvature is not a by-product of loglik's pass: pcg asks :meth:`variance`
+    curvature_in_pass = False
+
+    def variance(self, w, expected):
+        """Sha & Pereira's diagonal Hessian approximation at w, from the marginals: p(1-p) summed
+        over the tokens where each state or pair feature fires (and over first and last tokens for
+        the start and end weights); ``expected`` (the expected counts) for the transitions."""
+        nodes, pairs, _ = self.marginals(w)
+        st, corpus = self.structure, self.corpus
+        h = np.array(expected, dtype=np.float64, copy=True)
+        sp = corpus.sent_ptr
+        first, last = sp[:-1][np.diff(sp) > 0], sp[1:][np.diff(sp) > 0] - 1
+        for c, (s, enc) in enumerate(zip(st.chains, corpus.chains)):
+            v = nodes[c] * (1.0 - nodes[c])
+            part = h[st.offsets[c]:st.offsets[c + 1]]
+            lay = s.layout()
+            part[lay.state] = _feature_sums(s, enc, v)
+            part[lay.start] = v[first].sum(axis=0)
+            part[lay.end] = v[last].sum(axis=0)
+        C = st.n_chains
+        for c, (p, enc) in enumerate(zip(st.pairs, corpus.pairs)):
+            q = pairs[c].reshape(corpus.n_tokens, -1)
+            h[st.offsets[C + c]:st.offsets[C + c + 1]] = _feature_sums(p, enc, q * (1.0 - q))
+        return h
+
     def counts(self, labels):
-        raise CrftkError("feature counts are not computed for factorial models")
+        """Feature counts of a joint labeling [C, N], laid out like the parameters: each chain's as a
+        linear chain's, each pair factor's from the label pairs of its two chains."""
+        from crftk.structures.chain import Chain
+        st, corpus = self.structure, self.corpus
+        labels = np.asarray(labels, dtype=np.int64)
+        out = [Chain(s).bind(enc).counts(labels[c]) for c, (s, enc) in enumerate(zip(st.chains, corpus.chains))]
+        for c, (p, enc) in enumerate(zip(st.pairs, corpus.pairs)):
+            pair = labels[c] * st.chains[c + 1].n_labels + labels[c + 1]
+            out.append(_state_counts(p, enc, pair))
+        return np.concatenate(out)
+
+    def max_active(self):
+        """Most features that can fire on one sentence's joint labeling (GIS's constant C)."""
+        from crftk.structures.chain import Chain
+        per_sentence = sum(np.add.reduceat(np.diff(enc.attr_ptr), enc.sent_ptr[:-1]).astype(np.float64)
+                           for enc in self.corpus.pairs)
+        for s, enc in zip(self.structure.chains, self.corpus.chains):
+            inf = Chain(s).bind(enc)
+            per_sentence = per_sentence + inf.sentence_active()
+        return float(np.max(per_sentence))
+
+
+def _feature_sums(space, corpus, values):
+    """Per (attribute, label) feature of a space, ``values[t, label]`` summed over the tokens t where
+    its attribute fires."""
+    from scipy.sparse import csr_matrix
+    n_tokens = corpus.attr_ptr.size - 1
+    incidence = csr_matrix((np.ones(corpus.attrs.size), np.asarray(corpus.attrs, dtype=np.int64),
+                            np.asarray(corpus.attr_ptr, dtype=np.int64)), shape=(n_tokens, space.n_attrs))
+    per_attr = np.asarray(incidence.T @ values)
+    attr_of_feat = np.repeat(np.arange(space.n_attrs), np.diff(space.feat_ptr))
+    return per_attr[attr_of_feat, np.asarray(space.feat_label, dtype=np.int64)]
+
+
+def _state_counts(space, corpus, labels):
+    """Counts of a space's (attribute, label) features on a labeling: its parameters are those alone."""
+    L = space.n_labels
+    attr_of_feat = np.repeat(np.arange(space.n_attrs, dtype=np.int64), np.diff(space.feat_ptr))
+    keys = attr_of_feat * L + np.asarray(space.feat_label, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    fired = np.asarray(corpus.attrs, dtype=np.int64) * L + np.repeat(labels, np.diff(corpus.attr_ptr))
+    if not keys.size:
+        return np.zeros(space.n_features)
+    i = np.minimum(np.searchsorted(keys, fired), keys.size - 1)
+    hit = keys[i] == fired
+    return np.bincount(order[i[hit]], minlength=space.n_features).astype(np.float64)
 
 
 def summary(model):

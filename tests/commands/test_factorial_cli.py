@@ -93,9 +93,12 @@ def test_python_api_trains_a_factorial_crf(files):
     (["--label-col", 1, "--label-col", 7], 1, "label column 7 does not exist"),
     (["--label-col", 1, "--label-col", 1], 2, "twice"),
     (["--label-col", 2, "--inference", "trp"], 1, "--inference is an option of factorial CRFs"),
-    (["--label-col", 1, "--label-col", 2, "--algorithm", "sgd"], 2, "--algorithm lbfgs"),
+    (["--label-col", 1, "--label-col", 2, "--algorithm", "sgd"], 2, "sentence by sentence"),
+        (["--label-col", 1, "--label-col", 2, "--algorithm", "perceptron"], 2, "sentence by sentence"),
+        (["--label-col", 1, "--label-col", 2, "--objective", "mce", "--init", "x.model"], 2, "--objective map"),
     (["--label-col", 1, "--label-col", 2, "--constraints", "iob2"], 2, "drop --constraints iob2"),
-    (["--label-col", 1, "--label-col", 2, "--cross-predict", 2, "--cross-output", "x"], 2, "not available"),
+    (["--label-col", 1, "--label-col", 2, "--cross-predict", 2, "--cross-output", "x"], 2,
+         "replaces one label column"),
 ])
 def test_bad_options_are_one_line(files, args, code, message):
     model = files["dir"] / "bad.model"

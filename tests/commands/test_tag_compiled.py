@@ -168,7 +168,7 @@ def test_a_bag_takes_the_compiled_path_and_writes_the_same(bag_model, tmp_path, 
 
 @pytest.fixture(scope="module")
 def factorial_model():
-    from crftk.commands.factorial import factorial_model as make
+    from crftk.kinds.factorial import factorial_model as make
     from crftk.structures.factorial import Factorial, fit_spaces
     sents = random_corpus(80, seed=7)
     for s in sents:                 # a second label column: word, tag, label, tag again (a chain per label)

@@ -154,3 +154,15 @@ def test_mce_f_counts_a_shard_without_gold_chunks(cluster, data, map_model):
     assert remote.info["objective"] == pytest.approx(local.info["objective"], rel=1e-6)
     with pytest.raises(CrftkError, match="MCE-F needs chunks"):
         fit(outside, None, scheduler=cluster.client.scheduler.address, **options)
+
+
+@pytest.mark.parametrize("options", [{}, {"algorithm": "pcg"}, {"algorithm": "gis"}], ids=["lbfgs", "pcg", "gis"])
+def test_a_factorial_crf_trains_on_a_cluster_as_locally(cluster, data, options):
+    """The workers rebuild the factorial structure from its model bytes and bind it with its options."""
+    template = read_template(REPO / "templates" / "fcrf-np.tmpl")
+    common = dict(log=quiet, max_iter=3, threads=1, label_col=[1, 2], inference="trp", **options)
+    local = fit(data[:120], template, **common)
+    remote = fit(data[:120], template, scheduler=cluster.client.scheduler.address, **common)
+    assert remote.kind == local.kind == "factorial" and remote.info["iterations"] == local.info["iterations"]
+    assert remote.info["objective"] == pytest.approx(local.info["objective"], rel=1e-6)
+    assert remote.info["cluster"]["shards"] == 2

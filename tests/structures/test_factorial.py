@@ -328,3 +328,78 @@ def test_dense_attribute_rows_equal_the_feature_walk(method):
     lb, sb = b.best(wf)
     np.testing.assert_array_equal(la, lb)
     np.testing.assert_array_equal(sa, sb)
+
+
+@pytest.mark.parametrize("n_chains,template", [(2, TEMPLATE), (3, TEMPLATE), (2, EDGE_TEMPLATE)])
+def test_counts_are_what_the_loglik_differences_weigh(n_chains, template):
+    """loglik(w, y1) - loglik(w, y2) = w . (counts(y2) - counts(y1)): log Z cancels, each
+    labeling's score is linear in w with its counts (what GIS and pcg read)."""
+    _, st, corpus, w = build(n_chains, template, n_sentences=6)
+    inf = st.bind(corpus)
+    gold = st.gold(corpus)
+    rng = np.random.default_rng(3)
+    other = np.stack([rng.integers(0, s.n_labels, size=gold.shape[1]) for s in st.chains]).astype(np.int32)
+    diff = inf.loglik(w, gold)[0] - inf.loglik(w, other)[0]
+    assert diff == pytest.approx(float(w @ (inf.counts(other) - inf.counts(gold))), rel=1e-9, abs=1e-9)
+    assert not np.array_equal(inf.counts(other), inf.counts(gold))
+    # the gradient is expected minus empirical counts: the expected ones are never negative
+    expected = inf.loglik(w, gold)[1] + inf.counts(gold)
+    assert expected.min() > -1e-9 and expected.sum() > 0
+
+
+def test_max_active_bounds_every_labelings_feature_count():
+    sents, st, corpus, w = build(2, n_sentences=8)
+    inf = st.bind(corpus)
+    C = inf.max_active()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        y = np.stack([rng.integers(0, s.n_labels, size=corpus.n_tokens) for s in st.chains]).astype(np.int32)
+        for k, sl in enumerate(corpus.sentence_slices()):
+            sub = corpus.subset([k])
+            assert inf.structure.bind(sub).counts(y[:, sl]).sum() <= C
+
+
+def test_subset_keeps_each_chains_encoding_and_gold():
+    _, st, corpus, w = build(2, n_sentences=6)
+    sub = corpus.subset([1, 3])
+    toks = corpus.chains[0].tokens_of([1, 3])
+    assert np.array_equal(sub.labels, corpus.labels[:, toks]) and sub.n_sentences == 2
+    whole = st.bind(corpus).best(w)[0][:, toks]
+    assert np.array_equal(st.bind(sub).best(w)[0], whole)
+
+
+def test_gold_refuses_missing_and_unknown_labels():
+    _, st, corpus, _ = build(2)
+    corpus.labels[1, 0] = -1
+    with pytest.raises(CrftkError, match="outside a chain's label set"):
+        st.gold(corpus)
+    corpus.labels = None
+    with pytest.raises(CrftkError, match="no gold label columns"):
+        st.gold(corpus)
+
+
+def test_variance_sums_p_times_one_minus_p_where_each_feature_fires():
+    """pcg's diagonal for a factorial CRF, feature by feature in Python from the marginals."""
+    _, st, corpus, w = build(2, n_sentences=6)
+    inf = st.bind(corpus)
+    expected = inf.loglik(w, st.gold(corpus))[1] + inf.counts(st.gold(corpus))
+    h = inf.variance(w, expected)
+    nodes, pairs, _ = inf.marginals(w)
+    for c, (s, enc) in enumerate(zip(st.chains, corpus.chains)):
+        v = nodes[c] * (1 - nodes[c])
+        part, lay = h[st.offsets[c]:st.offsets[c + 1]], s.layout()
+        for a in range(s.n_attrs):
+            toks = [t for t in range(corpus.n_tokens) if a in enc.attrs[enc.attr_ptr[t]:enc.attr_ptr[t + 1]]]
+            for f in range(s.feat_ptr[a], s.feat_ptr[a + 1]):
+                assert part[f] == pytest.approx(v[toks, s.feat_label[f]].sum())
+        assert np.array_equal(part[lay.trans], expected[st.offsets[c]:st.offsets[c + 1]][lay.trans])
+        firsts = corpus.sent_ptr[:-1]
+        assert part[lay.start] == pytest.approx(v[firsts].sum(axis=0))
+    p, enc = st.pairs[0], corpus.pairs[0]
+    q = pairs[0].reshape(corpus.n_tokens, -1)
+    part = h[st.offsets[2]:st.offsets[3]]
+    for a in range(p.n_attrs):
+        toks = [t for t in range(corpus.n_tokens) if a in enc.attrs[enc.attr_ptr[t]:enc.attr_ptr[t + 1]]]
+        for f in range(p.feat_ptr[a], p.feat_ptr[a + 1]):
+            lab = p.feat_label[f]
+            assert part[f] == pytest.approx((q[toks, lab] * (1 - q[toks, lab])).sum())

@@ -1,0 +1,255 @@
+"""The factorial kind (Sutton et al. 2004: one chain per label column, coupled at every token):
+its options and its trainer.
+
+The structure, its feature spaces and inference are in crftk.structures.factorial; the
+training loop is crftk.training's, like every kind's.
+"""
+
+import time
+
+import numpy as np
+
+from crftk import params
+from crftk.errors import CrftkError, UsageError, shown
+from crftk.evaluation.columns import score_chains
+from crftk.io.conll import Origins
+from crftk.model import Model, Part
+from crftk.progress import plural, status
+from crftk.structures.factorial import Factorial, fit_spaces
+
+#: training methods a factorial CRF cannot use, and why
+ONLINE_ONLY = "updates the weights sentence by sentence through the linear chain's kernel, which a factorial CRF lacks"
+
+
+def check_factorial(inference=None, tolerance=None, max_sweeps=None):
+    """The factorial options, defaults filled in and checked."""
+    return {"inference": params.INFERENCE.check(params.INFERENCE.default if inference is None else inference),
+            "tolerance": params.TOLERANCE.check(params.TOLERANCE.default if tolerance is None else tolerance),
+            "max_sweeps": params.MAX_SWEEPS_PARAM.check(params.MAX_SWEEPS_PARAM.default if max_sweeps is None
+                                                        else max_sweeps)}
+
+
+def refuse_factorial_options(inference=None, tolerance=None, max_sweeps=None, warm_start=False):
+    """A linear chain (one label column) takes none of the factorial options: bad input, exit 1
+    (issue 16), like a label column that does not exist."""
+    given = [p.option for p, v in zip(params.FACTORIAL, (inference, tolerance, max_sweeps)) if v is not None]
+    given += ["--warm-start"] if warm_start else []
+    if given:
+        raise CrftkError(f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of factorial "
+                         f"CRFs: give two or more --label-col (one per chain)")
+
+
+def check_warm_start(warm_start, fopt):
+    if warm_start and fopt["inference"] != "trp":
+        raise CrftkError(f"--warm-start is for --inference trp, not {fopt['inference']}")
+
+
+def label_columns_option(options):
+    """The label columns of a factorial CRF (a list of two or more), or None for a linear chain;
+    options["label_col"] is left a single column (or removed for a factorial CRF)."""
+    cols = options.get("label_col", -1)
+    if not isinstance(cols, (list, tuple)):
+        return None
+    if len(cols) <= 1:
+        options["label_col"] = cols[0] if cols else -1
+        return None
+    label_col = next(p for p in params.TRAIN if p.name == "label_col")
+    for col in cols:
+        label_col.check(col)
+    del options["label_col"]
+    return list(cols)
+
+
+class DevScorer:
+    """Scores a development set: each chain's accuracy and F1, and the joint accuracy."""
+
+    def __init__(self, structure, sentences, n_threads, options):
+        self.corpus = structure.encode(sentences)
+        self.inference = structure.bind(self.corpus, n_threads, **options)
+        self.labels = [np.asarray(x, dtype=object) for x in structure.output_labels]
+        self.slices = self.corpus.sentence_slices()
+        self.gold = [[[row[col] for row in s.rows] for s in sentences] for col in structure.label_cols]
+
+    def __call__(self, w):
+        pred, _ = self.inference.best(w)
+        guesses = [[lab[pred[c, sl]].tolist() for sl in self.slices] for c, lab in enumerate(self.labels)]
+        return score_chains(self.gold, guesses)
+
+    # -- what the training driver logs and records of a score ---------------
+    @staticmethod
+    def target(scores):
+        return scores.target()
+
+    @staticmethod
+    def fields(scores):
+        return {"dev": scores.to_dict()}
+
+    @staticmethod
+    def text(scores):
+        return f"  dev {scores.line()}"
+
+    @staticmethod
+    def kept_line(best):
+        return (f"keeping the weights of iteration {best['iteration']} (best dev score {best['score']:.2f}: the last "
+                f"chain's F1, or its accuracy when it has no chunks)")
+
+    @staticmethod
+    def last_line(best, chosen):
+        return None
+
+
+class FactorialJob:
+    def __init__(self, structure, corpus, inference):
+        self.structure, self.corpus, self.inference = structure, corpus, inference
+
+
+class FactorialTrainer:
+    """The training of a factorial CRF (crftk train with two or more --label-col)."""
+
+    def __init__(self, label_cols, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
+        self.label_cols = label_cols
+        self.given = {"inference": inference, "tolerance": tolerance, "max_sweeps": max_sweeps,
+                      "warm_start": warm_start}
+        self.fopt = check_factorial(inference, tolerance, max_sweeps)
+        check_warm_start(warm_start, self.fopt)
+        self.warm_start = bool(warm_start)
+        self.bind_options = {**self.fopt, "warm_start": self.warm_start}
+
+    def fit_options(self, opt):
+        """The keyword arguments of crftk.training.fit that train this kind again with ``opt``."""
+        return {**opt, "label_col": list(self.label_cols), **self.given}
+
+    def check(self, opt):
+        """Training options a factorial CRF does not take, refused in one line that says why."""
+        if opt["algorithm"] in ("sgd", "perceptron"):
+            raise UsageError(f"--algorithm {opt['algorithm']} {ONLINE_ONLY}: use lbfgs, cg, pcg, mixed-cg, gis "
+                             f"or quickprop")
+        if opt["objective"] != "map":
+            raise UsageError(f"--objective {opt['objective']} compares the best labeling of one chain with "
+                             f"its gold chunks through the chain's forward-backward tables: a factorial CRF "
+                             f"trains with --objective map")
+        bad = []
+        if opt["order"] != 1:
+            bad.append("--order 2")
+        if opt["model_type"] != "crf":
+            bad.append(f"--model-type {opt['model_type']}")
+        if opt["constraints"] != "none":
+            bad.append(f"--constraints {opt['constraints']}")
+        if bad:
+            raise UsageError(f"a factorial CRF (several --label-col) is first-order chains of CRF potentials "
+                             f"without label constraints: drop {', '.join(bad)}")
+
+    def check_init(self, init):
+        init.require_kind("factorial", "--init with several --label-col",
+                          hint="train a factorial CRF from a template, or give one --label-col to continue it")
+        trained = list(init.structure.label_cols)
+        if trained != self.label_cols:
+            raise CrftkError(f"the --init model's chains read the label columns {trained}, not "
+                             f"{self.label_cols}", init.source)
+
+    @staticmethod
+    def init_template(init):
+        return init.space.template
+
+    def prepare(self, sentences, template, opt, *, init, log, source, n_threads):
+        t0 = time.perf_counter()
+        origins = Origins()
+        sentences = list(origins.record(sentences))
+        status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
+        if init is None:
+            chains, pairs, corpus = fit_spaces(sentences, template, self.label_cols, min_freq=opt["min_freq"],
+                                               feature_set=opt["feature_set"], path=source)
+            structure = Factorial(chains, pairs)
+        else:
+            structure = init.structure
+            if not sentences:
+                raise CrftkError("no training sentences", source)
+            corpus = structure.encode(sentences)
+            _check_known_labels(structure, corpus, sentences, origins, source)
+        inference = structure.bind(corpus, n_threads, **self.bind_options)
+        chains, pairs = structure.chains, structure.pairs
+        desc = "; ".join(f"chain {c + 1} (column {s.label_col}): {plural(s.n_labels, 'label')}, "
+                         f"{plural(s.n_features, 'state feature')}" for c, s in enumerate(chains))
+        pdesc = "; ".join(f"pair {c + 1}-{c + 2}: {plural(p.n_attrs - 1, 'observation attribute')}, "
+                          f"{plural(p.n_features, 'pair feature')}" for c, p in enumerate(pairs))
+        log(f"factorial CRF: read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
+            f"{desc}; {pdesc}; {plural(structure.n_params, 'parameter')}; inference {self.fopt['inference']}"
+            f"{' with warm starts' if self.warm_start else ''} ({time.perf_counter() - t0:.2f}s, "
+            f"{plural(n_threads, 'thread')})")
+        return FactorialJob(structure, corpus, inference)
+
+    def dev_scorer(self, job, dev, n_threads, dev_source, log):
+        n = len(dev[0].rows[0])
+        if n != job.structure.chains[0].n_columns:
+            raise CrftkError(f"the development set has {n} columns, the training data "
+                             f"{job.structure.chains[0].n_columns}", dev_source, dev[0].line or None)
+        scorer = DevScorer(job.structure, dev, n_threads, self.fopt)
+        log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
+        return scorer
+
+    @staticmethod
+    def start(job, template, opt, init):
+        frozen = job.structure.fixed(template)
+        w0 = np.zeros(job.structure.n_params)
+        if init is not None:
+            w0 = np.concatenate([p.weights for p in init.parts]).astype(np.float64)
+        return frozen, w0
+
+    @staticmethod
+    def ready(job, log):
+        """Nothing to add before the first iteration."""
+
+    @staticmethod
+    def describer(opt, job, inference):
+        n = job.corpus.n_sentences
+
+        def describe(info):
+            line = f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}"
+            if inference is None:           # on a cluster: the workers hold the message-passing statistics
+                return line, {"evals": info.n_evals}
+            converged, sweeps = inference.last_stats
+            line += f"  converged {converged}/{n}  sweeps {sweeps:.2f}"
+            return line, {"evals": info.n_evals, "seconds": None, "converged": converged, "mean_sweeps": sweeps}
+        return describe
+
+    def record_head(self, opt):
+        return {"options": {**opt, "label_col": list(self.label_cols)},
+                "factorial": {**self.fopt, "label_cols": list(self.label_cols), "chains": len(self.label_cols),
+                              **({"warm_start": True} if self.warm_start else {})},
+                "order": 1, "model_type": "crf"}
+
+    @staticmethod
+    def checkpoint_best(best, scored):
+        return {"best_dev": best["scores"].to_dict() if scored and best["scores"] is not None else None}
+
+    @staticmethod
+    def best_record(best, scored):
+        return FactorialTrainer.checkpoint_best(best, scored)
+
+    @staticmethod
+    def model(job, weights, info):
+        return factorial_model(job.structure, weights, info)
+
+
+def _check_known_labels(structure, corpus, sentences, origins, source):
+    """Refuse a training label an --init model does not have (it has no weights for it)."""
+    if corpus.labels is None:
+        raise CrftkError("the training data has no gold label columns", source)
+    for c, space in enumerate(structure.chains):
+        unknown = np.flatnonzero(corpus.labels[c] < 0)
+        if unknown.size:
+            k = int(np.searchsorted(corpus.sent_ptr, unknown[0], side="right")) - 1
+            t = int(unknown[0] - corpus.sent_ptr[k])
+            label = sentences[k].rows[t][space.label_col]
+            raise CrftkError(f"label {shown(label)} is not one of the --init model's chain {c + 1} "
+                             f"{plural(space.n_labels, 'label')}", *origins.locate(k, t))
+
+
+def factorial_model(structure, weights, info):
+    """The Model of a factorial structure: a part per chain (chain0, ...) and per pair (pair0, ...)."""
+    w = structure.split(np.asarray(weights, dtype=np.float64))
+    C = structure.n_chains
+    parts = [Part(s, w[c], f"chain{c}") for c, s in enumerate(structure.chains)]
+    parts += [Part(p, w[C + c], f"pair{c}") for c, p in enumerate(structure.pairs)]
+    return Model(parts[0].space, parts[0].weights, info, structure=Factorial.name, more_parts=parts[1:],
+                 name=parts[0].name)

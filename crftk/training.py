@@ -1,0 +1,338 @@
+"""The training driver: one loop for every kind of model and every training method.
+
+A kind of model that trains (crftk.kinds.chain, crftk.kinds.factorial) gives a *trainer*:
+what it refuses, how it encodes the training data and starts (``prepare``), its development
+scorer and the lines and records it adds. This module writes the rest once: the objective
+(MAP, MCE, MCE-F) and the algorithm the options choose, the per-iteration log, dev scoring
+and the best weights (``--keep``), checkpoints, the interrupt save, the trace and the
+training record. ``crftk train``, ``induce``'s inner fits, ``bag``'s members and the Python
+estimators all train through it.
+"""
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from crftk import params
+from crftk.errors import UsageError
+from crftk.objectives import Likelihood
+from crftk.objectives.mce import MCE, MCEF
+from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
+from crftk.optimize.online import averaged_perceptron, sgd
+from crftk.params import resolve_threads
+from crftk.kinds.chain import ChainTrainer
+from crftk.kinds.factorial import FactorialTrainer, label_columns_option
+
+TRAIN_PARAMS = params.TRAIN
+
+
+def _stderr_log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def check_options(options, log=_stderr_log):
+    """All training options, defaults filled in, checked against TRAIN_PARAMS and each other;
+    raises CrftkError on a bad value (a thread count above the cap is cut, with a warning)."""
+    opt = params.check_params(TRAIN_PARAMS, options, "training", warn=log)
+    if opt["algorithm"] == "sgd" and opt["c2"] == 0:
+        raise UsageError("--algorithm sgd needs --c2 > 0: its learning-rate schedule is set by the "
+                         "L2 coefficient (use lbfgs or perceptron to train without L2)")
+    if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
+        raise UsageError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
+    if opt["objective"] != "map" and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
+                                      or opt["model_type"] != "crf" or opt["c1"] > 0):
+        raise UsageError(f"--objective {opt['objective']} trains a first-order CRF with --algorithm "
+                         "lbfgs or quickprop and L2 only")
+    if opt["objective"] == "mce-f" and opt["algorithm"] != "quickprop":
+        raise UsageError("--objective mce-f is not continuous (it jumps wherever the best incorrect "
+                         "labeling changes), so line searches fail on it: use --algorithm quickprop")
+    if opt["order"] == 2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
+        raise UsageError("--order 2 trains with --algorithm lbfgs or quickprop only")
+    if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
+        raise UsageError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
+    return opt
+
+
+def check_cluster(scheduler, workers, opt):
+    """Before any work: the cluster options, Dask installed, an algorithm that can run on it."""
+    workers = params.WORKERS.check(workers)
+    if scheduler is None and not workers:
+        return
+    from crftk.distributed.cluster import check_options as check_cluster_options   # Dask only when asked for
+    from crftk.distributed.training import check_algorithm
+    check_cluster_options(scheduler, workers)
+    check_algorithm(opt["algorithm"])
+
+
+def trainer_for(options, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
+    """The trainer of the kind the options ask for: a factorial CRF for two or more label
+    columns (``options["label_col"]`` is then removed), else a chain. Refuses the factorial
+    options for a chain."""
+    label_cols = label_columns_option(options)
+    if label_cols is not None:
+        return FactorialTrainer(label_cols, inference, tolerance, max_sweeps, warm_start)
+    return ChainTrainer.refusing(inference, tolerance, max_sweeps, warm_start)
+
+
+class StopWhenSet:
+    """The objective, raising KeyboardInterrupt in place of an evaluation once ``stop`` is set."""
+
+    def __init__(self, objective, stop):
+        self.objective, self.stop = objective, stop
+
+    def __call__(self, w):
+        if self.stop.is_set():
+            raise KeyboardInterrupt
+        return self.objective(w)
+
+    def __getattr__(self, name):         # n_evals and the like, as the objective has them
+        return getattr(self.objective, name)
+
+
+class Trace:
+    """Writes one line per objective evaluation: evaluation, forward-backward passes so
+    far, seconds, objective, and dev F1 when a development set is given (TSV)."""
+
+    COLUMNS = ("evaluation", "passes", "seconds", "objective", "dev_f1")
+
+    def __init__(self, objective, out, dev=None, to_weights=None):
+        self.objective, self.out, self.dev = objective, out, dev
+        self.to_weights = to_weights or (lambda x: x)
+        self.start = time.perf_counter()
+        self.n = 0
+        out.write("\t".join(self.COLUMNS) + "\n")
+
+    def __call__(self, w):
+        f, g = self.objective(w)
+        self.n += 1
+        seconds = time.perf_counter() - self.start     # the dev scoring below is not training time
+        f1 = f"{self.dev.target(self.dev(self.to_weights(w))):.4f}" if self.dev is not None else ""
+        self.out.write(f"{self.n}\t{self.objective.n_evals}\t{seconds:.4f}\t{f:.10g}\t{f1}\n")
+        self.out.flush()
+        return f, g
+
+
+def objective_for(opt, inference, frozen):
+    """The training objective the options choose, over a structure's inference."""
+    if opt["objective"] == "mce":
+        return MCE(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
+                   smoothing=opt["mce_smoothing"], c2=opt["c2"], frozen=frozen)
+    if opt["objective"] == "mce-f":
+        return MCEF(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"], gamma=opt["mce_gamma"],
+                    c2=opt["c2"], frozen=frozen)
+    return Likelihood(inference, c2=opt["c2"], frozen=frozen)
+
+
+def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
+    """Run the chosen training method; fun is the objective as the batch methods see it."""
+    algorithm = opt["algorithm"]
+    fixed = frozen if frozen.any() else None
+    common = dict(max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"], callback=callback)
+    if algorithm == "sgd":
+        return sgd(objective.inference, objective.labels, w0, c2=opt["c2"], frozen=fixed,
+                   learn_transitions=template.label_bigram, log=log, **common)
+    if algorithm == "perceptron":
+        return averaged_perceptron(objective.inference, objective.labels, w0, frozen=fixed, **common)
+    if algorithm in ("cg", "pcg", "mixed-cg"):
+        precondition = None
+        if algorithm != "cg":
+            # plus the prior's curvature; the floor keeps it usable without a prior
+            floor = 1e-6 + 2.0 * opt["c2"]
+            diagonal = objective.expected_counts
+            if opt["precondition"] == "variance":
+                objective.track_curvature = True        # in every pass, the first one included
+                diagonal = objective.curvature
+            precondition = lambda x: diagonal(x) + floor  # noqa: E731
+        return cg(fun, w0, precondition=precondition,
+                  mixed_after=opt["mixed_after"] if algorithm == "mixed-cg" else None, **common)
+    if algorithm == "quickprop":
+        # no gradient rule: where the objective jumps, its gradient need not vanish at a minimum
+        return quickprop(fun, w0, first_step=opt["first_step"], gpd_iter=opt["gpd_iter"], gtol=0.0, **common)
+    if algorithm == "gis":
+        return gis(objective.expected_counts, objective.empirical_counts(), w0, C=objective.max_active(),
+                   c2=opt["c2"], objective=lambda x: fun(x)[0], fixed=fixed, **common)
+    return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
+                 **common)
+
+
+class Outcome:
+    """What a run of :func:`optimize` ends with: the optimizer's result, the weights kept and
+    their iteration, the per-iteration records, the best dev score and the seconds taken."""
+
+    def __init__(self, result, weights, chosen, history, best, seconds):
+        self.result, self.weights, self.chosen = result, weights, chosen
+        self.history, self.best, self.seconds = history, best, seconds
+
+    @property
+    def interrupted(self):
+        return self.result.reason.startswith("interrupted")
+
+
+def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scorer=None, log=_stderr_log,
+             describe=None, progress=None, trace=None, stop=None, checkpoint=None, keep_on_interrupt=False):
+    """Minimise ``objective`` from ``w0`` with the options' algorithm; returns an Outcome.
+
+    Each finished iteration is logged (``describe(info)`` gives the line's middle and the
+    record's extra fields) and, with a ``scorer``, scored on the development set: the best
+    weights are kept for ``--keep best``. ``progress(info)`` is called instead when ``log`` is
+    None. ``checkpoint``: (save(weights, info, best, history), N), called every N iterations. With
+    ``keep_on_interrupt``, a KeyboardInterrupt after the first iteration ends with the last
+    finished iteration. ``stop``: a threading.Event ending training as an interrupt would.
+    """
+    to_weights = to_weights or (lambda x: x)
+    best = {"score": -1.0, "iteration": 0, "w": None, "scores": None}
+    history = []
+    last_x = [None]         # the point of the last finished iteration
+    clock = [time.perf_counter()]
+
+    def on_iteration(info):
+        now = time.perf_counter()
+        last_x[0] = np.array(info.x, copy=True)
+        if log is None:
+            if progress is not None:
+                progress(info)
+            history.append({"iteration": info.iteration, "objective": info.f, "evals": info.n_evals})
+            return False
+        line, fields = describe(info)
+        record = {"iteration": info.iteration, "objective": info.f,
+                  "gnorm": info.gnorm if math.isfinite(info.gnorm) else None, **fields}
+        record["seconds"] = now - clock[0]      # where fields put it, else last
+        if scorer is not None:
+            w = to_weights(info.x)
+            score = scorer(w)
+            record.update(scorer.fields(score))
+            line += scorer.text(score)
+            if scorer.target(score) > best["score"]:
+                best.update(score=scorer.target(score), iteration=info.iteration,
+                            w=np.array(w, copy=True), scores=score)
+        line += f"  {record['seconds']:.2f}s"
+        history.append(record)
+        log(line)
+        if checkpoint is not None and info.iteration % checkpoint[1] == 0:
+            # the current point, not the best dev one: it is where training resumes from
+            checkpoint[0](to_weights(last_x[0]), info, best, history)
+        clock[0] = time.perf_counter()
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt
+        return False
+
+    start = time.perf_counter()
+    fun = objective if trace is None else Trace(objective, trace, scorer, to_weights)
+    if stop is not None:
+        fun = StopWhenSet(fun, stop)
+    try:
+        result = run_algorithm(opt, objective, fun, w0, frozen, template, on_iteration, log)
+    except KeyboardInterrupt:
+        if not keep_on_interrupt or not history:
+            raise
+        # the last finished iteration stands in for the result (Wapiti does the same)
+        done = history[-1]
+        result = OptimizeResult(x=last_x[0], f=done["objective"], n_iter=done["iteration"],
+                                n_evals=done["evals"], converged=False,
+                                reason=f"interrupted after iteration {done['iteration']}")
+    seconds = time.perf_counter() - start
+    if log is not None:
+        log(result.reason if result.converged else "stopped before convergence: " + result.reason)
+    weights, chosen = to_weights(result.x), result.n_iter
+    if scorer is not None and opt["keep"] == "best" and best["w"] is not None:
+        weights, chosen = best["w"], best["iteration"]
+        log(scorer.kept_line(best))
+    elif scorer is not None and scorer.last_line(best, chosen):
+        log(scorer.last_line(best, chosen))
+    return Outcome(result, weights, chosen, history, best, seconds)
+
+
+def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
+        dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
+        tolerance=None, max_sweeps=None, warm_start=False, stop=None, **options):
+    """Train a model on in-memory or streamed sentences; returns the Model (not saved).
+
+    ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
+    Template, or None with ``init`` (a Model to start from: its feature spaces
+    and weights). ``dev``: a list of Sentence scored every iteration. ``trace``:
+    an open text file for the per-evaluation trace. ``source``/``dev_source``
+    name the data in error messages. With ``keep_on_interrupt``, a
+    KeyboardInterrupt after the first iteration ends training with the weights
+    it would keep at that point (``info["interrupted"]`` is then True). ``stop``: a
+    threading.Event; once it is set, training ends before its next objective evaluation as
+    if interrupted (Ctrl-C reaches the main thread only, and a bag trains members in others).
+    ``checkpoint``: (path, N) saves the current weights as a model to path every
+    N iterations. ``scheduler`` (a Dask scheduler's address) or ``workers`` (N: a local
+    cluster of N processes): the objective is evaluated data-parallel there
+    (crftk.distributed.training); the optimizer and dev scoring run here.
+    ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
+    (crftk.kinds.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
+    """
+    options = dict(options)
+    trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
+    opt = check_options(options, log)
+    trainer.check(opt)
+    check_cluster(scheduler, workers, opt)
+    n_threads = resolve_threads(opt["threads"])
+    t0 = time.perf_counter()
+    if init is not None:
+        trainer.check_init(init)
+        template = trainer.init_template(init)
+    job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads)
+    scorer = None
+    if dev:
+        scorer = trainer.dev_scorer(job, dev, n_threads, dev_source, log)
+    frozen, w0 = trainer.start(job, template, opt, init)
+    cluster = bound = None
+    if scheduler is not None or workers:
+        from crftk.distributed.training import DataParallel
+        cluster = DataParallel(scheduler, workers, threads=opt["threads"])
+        try:
+            blank = trainer.model(job, job.structure.weights(np.zeros(job.structure.n_params)),
+                                  trainer.record_head(opt))      # the structure, as the workers rebuild it
+            objective = cluster.objective(opt, job.structure, job.corpus, frozen, log, model=blank,
+                                          bind=trainer.bind_options)
+        except BaseException:
+            cluster.close()
+            raise
+    else:
+        bound = job.inference
+        if bound is None:
+            bound = job.structure.bind(job.corpus, n_threads, **trainer.bind_options)
+        objective = objective_for(opt, bound, frozen)
+    trainer.ready(job, log)
+    saving = None
+    if checkpoint is not None:
+        path = checkpoint[0]
+
+        def save(weights, info, best, history):
+            record = {**trainer.record_head(opt), "checkpoint": True, "iterations": info.iteration,
+                      "objective": info.f, **trainer.checkpoint_best(best, scorer is not None), "history": history}
+            trainer.model(job, weights, record).save(path)
+            log(f"checkpoint: iteration {info.iteration} saved to {path}")
+        saving = (save, checkpoint[1])
+    try:
+        outcome = optimize(opt, objective, w0, frozen, template=template, to_weights=job.structure.weights,
+                           scorer=scorer, log=log, describe=trainer.describer(opt, job, bound),
+                           trace=trace, stop=stop, checkpoint=saving, keep_on_interrupt=keep_on_interrupt)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    result = outcome.result
+    info = {
+        **trainer.record_head(opt),
+        "threads": n_threads,
+        "sentences": job.corpus.n_sentences,
+        "tokens": job.corpus.n_tokens,
+        "iterations": result.n_iter,
+        "evaluations": result.n_evals,
+        "chosen_iteration": outcome.chosen,
+        "converged": result.converged,
+        "stop_reason": result.reason,
+        "objective": result.f,
+        "seconds": outcome.seconds,
+        "seconds_in_all": time.perf_counter() - t0,
+        **trainer.best_record(outcome.best, scorer is not None),
+        "interrupted": outcome.interrupted,
+        "history": outcome.history,
+    }
+    if cluster is not None:
+        info["cluster"] = objective.summary()
+    return trainer.model(job, outcome.weights, info)
