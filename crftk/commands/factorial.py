@@ -1,9 +1,9 @@
 """Factorial CRFs from the command line and the library: training (``crftk train`` with two or
-more ``--label-col``), tagging (``crftk tag`` appends one column per chain) and scoring each
-chain and all of them together.
+more ``--label-col``), scoring each chain and all of them together on the development set.
 
-The structure, its feature spaces and inference are in crftk.structures.factorial; this module
-reads files, runs L-BFGS on the penalized likelihood, scores the development set, and writes.
+The structure, its feature spaces and inference are in crftk.structures.factorial; tagging in
+crftk.kinds.factorial; this module reads files, runs L-BFGS on the penalized likelihood, scores
+the development set, and writes.
 """
 
 import math
@@ -15,8 +15,7 @@ import numpy as np
 from crftk import params
 from crftk.errors import CrftkError, UsageError
 from crftk.evaluation.columns import score_chains
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_output, input_batches, read_corpus
-from crftk.io.stream import format_batch, gold_ids, tag_stream
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_output, read_corpus
 from crftk.model import Model, Part
 from crftk.objectives.penalty import Penalty
 from crftk.optimize import OptimizeResult, lbfgs
@@ -68,33 +67,6 @@ def _check_linear_only(opt):
     if bad:
         raise UsageError(f"a factorial CRF (several --label-col) trains with --algorithm lbfgs and the MAP "
                          f"objective only: drop {', '.join(bad)}")
-
-
-class FactorialDecoder:
-    """Decodes sentences with a factorial model (labels per chain, as strings)."""
-
-    def __init__(self, model, *, threads=0, inference=None, tolerance=None, max_sweeps=None):
-        self.model = model
-        self.structure = model.structure
-        self.weights = np.concatenate([p.weights for p in model.parts])
-        trained = model.info.get("factorial", {})
-        self.options = check_factorial(inference if inference is not None else trained.get("inference"),
-                                       tolerance if tolerance is not None else trained.get("tolerance"),
-                                       max_sweeps if max_sweeps is not None else trained.get("max_sweeps"))
-        self.n_threads = resolve_threads(threads)
-        self.labels = [np.asarray(x, dtype=object) for x in self.structure.output_labels]
-
-    def bind(self, corpus):
-        return self.structure.bind(corpus, self.n_threads, **self.options)
-
-    def decode(self, sentences):
-        """Per sentence, per chain, the predicted labels; and the encoded corpus."""
-        corpus = self.structure.encode(sentences)
-        pred, _ = self.bind(corpus).best(self.weights)
-        out = []
-        for sl in corpus.sentence_slices():
-            out.append([self.labels[c][pred[c, sl]].tolist() for c in range(len(self.labels))])
-        return out, corpus
 
 
 class DevScorer:
@@ -251,92 +223,3 @@ def train_factorial(train_files, template, model_path, opt, *, label_cols, dev_f
     if model.info["interrupted"]:
         raise KeyboardInterrupt
     return model
-
-
-def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=None, max_sweeps=None,
-                  batch_tokens=50_000, progress=None, log=None, max_sentence_tokens=MAX_SENTENCE_TOKENS,
-                  encoding=DEFAULT_ENCODING):
-    """Tag CoNLL files (in ``encoding``) with a factorial model, appending one label column per chain; returns
-    (sentences, tokens, scores or None). When the input holds the gold label columns, each
-    chain's accuracy and the joint accuracy are logged and returned."""
-    decoder = FactorialDecoder(model, threads=threads, inference=inference, tolerance=tolerance,
-                               max_sweeps=max_sweeps)
-    if log is not None and decoding_line(decoder):
-        log(decoding_line(decoder))
-    n_sent, n_tok, (gold, pred) = tag_with_decoder(decoder, inputs, out, batch_tokens=batch_tokens,
-                                                   progress=progress, log=log,
-                                                   max_sentence_tokens=max_sentence_tokens, encoding=encoding)
-    return n_sent, n_tok, log_scores(gold, pred, decoder.structure.label_cols, log)
-
-
-def decoding_line(decoder):
-    """What tag logs about a decoder's inference before tagging (None: nothing, for exact Viterbi)."""
-    if decoder.options["inference"] != "exact":
-        return f"decoding with max-product, --inference {decoder.options['inference']}"
-    return None
-
-
-def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None, log=None,
-                     max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
-    """tag_factorial with a FactorialDecoder, without its log lines: (sentences, tokens, (gold, pred)),
-    per chain the gold and predicted labels of each sentence that had the gold columns."""
-    st = decoder.structure
-    n = st.space.n_columns
-    cols = st.label_cols
-    allowed = {n}
-    if sorted(cols) == list(range(n - len(cols), n)):
-        allowed.add(n - len(cols))
-    gold, pred = [[] for _ in cols], [[] for _ in cols]
-    if st.raw_encodable():
-        n_sent, n_tok, found = tag_stream(lambda batch, sep: _tag_raw(decoder, batch, sep), inputs, out, allowed,
-                                          decoder.n_threads, batch_tokens=batch_tokens, progress=progress,
-                                          log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
-        for g, p in found:
-            for c in range(len(cols)):
-                gold[c] += g[c]
-                pred[c] += p[c]
-        return n_sent, n_tok, (gold, pred)
-    counts = [0, 0]
-    anchored = any(s.template.anchored for s in st.chains)
-    for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=anchored,
-                                    max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
-                                    counts=counts, encoding=encoding):
-        sents = [it for it in batch if not isinstance(it, str)]
-        tags = iter(decoder.decode(sents)[0] if sents else ())
-        for it in batch:
-            if isinstance(it, str):
-                out.write(it + "\n")
-                continue
-            labels = next(tags)
-            rows = it.rows
-            out.write("".join(sep.join(r) + sep + sep.join(x) + "\n" for r, x in zip(rows, zip(*labels))) + "\n")
-            if len(rows[0]) == n:
-                for c, col in enumerate(cols):
-                    gold[c].append([r[col] for r in rows])
-                    pred[c].append(labels[c])
-    return counts[0], counts[1], (gold, pred)
-
-
-def log_scores(gold, pred, cols, log):
-    """The ChainScores of the sentences that had gold labels (None when none had), logged."""
-    if not gold[0]:
-        return None
-    scores = score_chains(gold, pred)
-    if log is not None:
-        log(f"against the input's label columns {cols}: {scores.line()}")
-    return scores
-
-
-def _tag_raw(decoder, batch, sep):
-    """(output bytes, None or per chain the gold and predicted labels of each sentence) of a
-    RawBatch (runs in a worker thread: the kernels release the GIL)."""
-    st = decoder.structure
-    pred, _ = st.bind(st.encode_raw(batch), 1, **decoder.options).best(decoder.weights)
-    data = format_batch(batch, pred, decoder.labels, sep)
-    if batch.n_columns != st.space.n_columns:
-        return data, None
-    ids, names = gold_ids(batch, st.label_cols, st.output_labels)
-    cuts = batch.sent_ptr[1:-1]
-    gold = [np.split(np.asarray(x, dtype=object)[ids[c]], cuts) for c, x in enumerate(names)]
-    guess = [np.split(decoder.labels[c][pred[c]], cuts) for c in range(len(names))]
-    return data, ([[x.tolist() for x in g] for g in gold], [[x.tolist() for x in g] for g in guess])
