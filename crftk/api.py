@@ -5,7 +5,7 @@ rows, a row a sequence of column strings (a bare string is a row of one
 column), without the label column; the labels are a separate list ``y`` of
 label sequences, one per sentence. :func:`read_conll` reads a file into that
 shape. The estimator trains through :func:`crftk.commands.train.fit` and decodes through
-:class:`crftk.commands.tag.Tagger`, so it gives exactly what ``crftk train`` and
+:class:`crftk.kinds.chain.Tagger`, so it gives exactly what ``crftk train`` and
 ``crftk tag`` give, and its model files are theirs.
 
 scikit-learn is not needed: the estimators follow its conventions (parameters
@@ -28,7 +28,7 @@ import numpy as np
 from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, describe_widths,
                             read_corpus)
 from crftk.io.outputs import check_apart
-from crftk.commands.tag import Tagger
+from crftk.kinds.chain import Tagger
 from crftk.errors import CrftkError, shown
 from crftk.evaluation.conlleval import evaluate as _evaluate
 from crftk.evaluation.conlleval import read_labels
@@ -476,14 +476,14 @@ class Bag(_Estimator):
         self.model_ = model
 
     def _tagged(self, X, docs, combine, decode, weights):
-        from crftk.commands.tag import input_widths, tagger_for
+        from crftk.kinds import tagger_for
         model = getattr(self, "model_", None)
         if model is None:
             raise NotFittedError("this Bag is not fitted yet: call fit(X, y) first, or Bag.load(path)")
         tagger = tagger_for(model, combine=combine, decode=decode, weights=weights,
                             threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
         index, sentences = _sentences(X, "X", None, model.space.label_col, None, None, docs, "docs",
-                                      input_widths(tagger))
+                                      tagger.input_widths())
         anchored = any(m.space.template.anchored for m in tagger.bag.members)
         if anchored and docs is not None:
             order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
@@ -851,7 +851,7 @@ class Pipeline(_Estimator):
         self._build()
 
     def _build(self):
-        from crftk.commands.compose import Pipeline as _Pipeline
+        from crftk.kinds.pipeline import Pipeline as _Pipeline
         loaded = []
         for m in self.models:
             if isinstance(m, CRF):
@@ -880,7 +880,7 @@ class Pipeline(_Estimator):
     @_keywords
     def load(cls, path, *, threads=0):
         """The pipeline of a file written by crftk compose (or save)."""
-        from crftk.commands.compose import Pipeline as _Pipeline
+        from crftk.kinds.pipeline import Pipeline as _Pipeline
         return cls._from_pipeline(_Pipeline.load(path, threads=_BY_NAME["threads"].check(threads, warn=_Log(False))),
                                   threads)
 
@@ -912,7 +912,7 @@ class Pipeline(_Estimator):
         return {"crftk": 1, "params": params, "pipeline": self.pipeline_.to_model().to_bytes()}
 
     def __setstate__(self, state):
-        from crftk.commands.compose import Pipeline as _Pipeline
+        from crftk.kinds.pipeline import Pipeline as _Pipeline
         if not isinstance(state, dict) or state.get("crftk") != 1 or "pipeline" not in state:
             raise CrftkError("not the pickled state of a crftk Pipeline (or of a newer version)")
         params = dict(state["params"])
@@ -1128,7 +1128,7 @@ class FactorialCRF(_Estimator):
     @_keywords
     def predict(self, X):
         """Per chain, per sentence of X, the labels of the best joint labeling."""
-        from crftk.commands.factorial import FactorialDecoder
+        from crftk.kinds.factorial import FactorialDecoder
         model = self._model()
         st = model.structure
         width = st.space.n_columns - st.n_chains

@@ -469,13 +469,10 @@ def lexicon(inputs, out_dir, label_col, scheme, folds, icase, min_count, encodin
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def info(model_path, as_json):
     """Summarise a model: labels, templates, features, training record."""
+    from crftk.kinds import kind_of
     from crftk.model import Model, format_summary
     model = Model.load(model_path)
-    if model.structure_name == "composed":
-        from crftk.commands.compose import Pipeline
-        summary = Pipeline.from_model(model, model_path).summary()
-    else:
-        summary = model.summary()
+    summary = kind_of(model).summary(model, model_path)
     click.echo(json.dumps(summary, indent=2) if as_json else format_summary(summary))
 
 
@@ -488,12 +485,13 @@ def dump(model_path, output, min_abs):
     """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""
     from crftk.io.conll import AtomicWriter, check_output
     from crftk.io.outputs import check_apart
+    from crftk.kinds import kind_of
     from crftk.model import Model
     check_output(output)
     check_apart([("output", output)], [("model", model_path)])
     model = Model.load(model_path)
     with AtomicWriter(output) as out:
-        model.dump(out, min_abs=min_abs)
+        kind_of(model).dump(model, out, min_abs=min_abs)
 
 
 if __name__ == "__main__":

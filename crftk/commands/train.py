@@ -41,7 +41,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     label column replaced by out-of-fold predictions (see :func:`cross_predictions`).
     ``scheduler``/``workers``: train data-parallel on a Dask cluster (see :func:`fit`).
     ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
-    (crftk.commands.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
+    (crftk.kinds.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
     ``encoding``: of the training and dev files, and of ``cross_output``.
     """
     options = dict(options)

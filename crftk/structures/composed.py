@@ -1,7 +1,7 @@
 """The structure a pipeline's model file names (crftk compose): one part per stage.
 
 A pipeline decodes whole sentences stage by stage or jointly
-(crftk.commands.compose.Pipeline, crftk.structures.joint), never one encoded
+(crftk.kinds.pipeline.Pipeline, crftk.structures.joint), never one encoded
 corpus of one feature space, so it cannot be bound like the other structures.
 """
 

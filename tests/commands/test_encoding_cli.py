@@ -75,7 +75,7 @@ def test_a_latin1_corpus_trains_the_model_of_its_utf8_copy(data):
 
 @pytest.mark.parametrize("flags", [[], ["-v"], ["-n", "2"]], ids=["compiled", "marginals", "nbest"])
 def test_tag_writes_latin1_output_identical_to_the_utf8_run(data, flags, monkeypatch):
-    import crftk.commands.tag as tag_module
+    import crftk.kinds.chain as tag_module
     paths = []
     compiled = tag_module._tag_compiled
     monkeypatch.setattr(tag_module, "_tag_compiled", lambda *a: paths.append("compiled") or compiled(*a))

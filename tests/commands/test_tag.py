@@ -156,7 +156,7 @@ def _labels(text):
 @pytest.mark.parametrize("opts", [{}, {"marginals": 1}, {"nbest": 2}], ids=["labels", "-v", "-n"])
 def test_a_model_that_reads_the_words_only_tags_the_words_alone(words_tagger, tmp_path, monkeypatch, compiled,
                                                                opts):
-    from crftk.commands import tag as tag_module
+    from crftk.kinds import chain as tag_module
     sents = random_corpus(15, seed=12)
     paths = {}
     for width in (1, 2, 3):
@@ -181,7 +181,7 @@ def test_a_model_that_reads_the_words_only_tags_the_words_alone(words_tagger, tm
 
 
 def test_too_few_columns_say_which_columns_the_model_reads(model, tmp_path, monkeypatch):
-    from crftk.commands import tag as tag_module
+    from crftk.kinds import chain as tag_module
     from crftk.errors import CrftkError
     path = tmp_path / "words.txt"
     path.write_text("w1\nw2\n\n")

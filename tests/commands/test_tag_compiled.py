@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import fuzz_strategies as fz
 from corpora import random_corpus
-from crftk.commands import tag as tag_module
+from crftk.kinds import chain as tag_module
 from crftk.commands.tag import tag_files
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
@@ -193,7 +193,8 @@ FACTORIAL_CASES = {
                                                      ("bp", 1, 1)])
 def test_a_factorial_model_takes_the_compiled_path_and_writes_the_same(factorial_model, tmp_path, monkeypatch,
                                                                      name, inference, threads, batch):
-    from crftk.commands import factorial
+    from crftk.kinds import factorial
+    from crftk.structures.factorial import Factorial
     path = tmp_path / "in.txt"
     path.write_bytes(FACTORIAL_CASES[name])
     assert factorial_model.structure.raw_encodable()
@@ -201,7 +202,7 @@ def test_a_factorial_model_takes_the_compiled_path_and_writes_the_same(factorial
     for compiled in (False, True):
         with monkeypatch.context() as m:
             if not compiled:
-                m.setattr(factorial.Factorial, "raw_encodable", lambda self: False)
+                m.setattr(Factorial, "raw_encodable", lambda self: False)
             out, logged = io.StringIO(), []
             n_sent, n_tok, scores = factorial.tag_factorial(factorial_model, [str(path)], out, threads=threads,
                                                             inference=inference, batch_tokens=batch,

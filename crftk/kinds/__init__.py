@@ -1,0 +1,20 @@
+"""Kinds of model file, each owning its runtime: how crftk tag tags with it (its tagger and
+the tag options it takes), its crftk info summary and its crftk dump text.
+
+A model file's kind is read from it (crftk.model.Model.kind: its structure, and a bag's record);
+the module of each kind gives ``NAME``, ``Job`` (crftk.kinds.base.Job: crftk tag's options checked
+against the kind, and the tagging), ``summary(model, path)`` and ``dump(model, out, min_abs=)``.
+A new kind is a module here, registered in ``KINDS``. A model that crftk induce grows is a chain
+CRF like any other (same structure, same runtime): the "crf" kind.
+"""
+
+from crftk.kinds import bag, chain, factorial, pipeline
+from crftk.kinds.bag import tagger_for  # noqa: F401 (the tagger of a CRF or a bag)
+
+#: kind name (crftk.model.KINDS) -> the module of that kind
+KINDS = {k.NAME: k for k in (chain, bag, pipeline, factorial)}
+
+
+def kind_of(model):
+    """The module of a model's kind."""
+    return KINDS[model.kind]

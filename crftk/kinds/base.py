@@ -1,0 +1,56 @@
+"""What every kind of model file gives (crftk.kinds): how ``crftk tag`` tags with it, its
+``crftk info`` summary and its ``crftk dump`` text. A kind module subclasses :class:`Job` and
+overrides what differs from one CRF."""
+
+from crftk.errors import CrftkError
+
+
+class Job:
+    """``crftk tag`` with a model of one kind: the options (crftk.commands.tag.JOB_OPTIONS)
+    checked against the kind, defaults filled in (``options``), and the tagging itself.
+
+    ``tag`` returns (sentences, tokens, gold): ``gold`` is what ``report`` scores against
+    the input's gold columns (None: nothing); ``merge``/``without`` add and remove the gold
+    evidence of runs over pieces of one input (crftk.distributed.tagging), never given None.
+    """
+
+    #: whether the input must be cut between documents only (a template reads first mentions)
+    by_document = False
+
+    def __init__(self, model, name, options):
+        refuse_factorial_options(model, name, options)
+        self.model, self.name = model, name
+        self.options = dict(options)
+
+    def decoding_line(self):
+        """What tag logs once before tagging about how it decodes (None: nothing)."""
+        return None
+
+    def tag(self, out, inputs, **read):
+        raise NotImplementedError
+
+    def merge(self, gold, more):
+        return more
+
+    def without(self, gold, first):
+        return gold
+
+    def report(self, log, gold):
+        pass
+
+
+def refuse_factorial_options(model, name, options):
+    """--inference, --tolerance and --max-sweeps are for factorial models only."""
+    if (options["inference"], options["tolerance"], options["max_sweeps"]) != (None, None, None):
+        raise CrftkError(f"--inference, --tolerance and --max-sweeps are for factorial models; {name} "
+                         f"is a {model.structure_name} model")
+
+
+def summary(model, path=None):
+    """``crftk info``'s summary (a dict) of a model of a kind whose file says it all."""
+    return model.summary()
+
+
+def dump(model, out, *, min_abs=0.0):
+    """``crftk dump``: the weights as text."""
+    model.dump(out, min_abs=min_abs)
