@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change
 
 all: test
 
@@ -22,6 +22,7 @@ help:
 	@echo "make demo        install, train on data/demo.train, tag data/demo.test, evaluate"
 	@echo "make readme-check  every sh and python block of README.md, run on small stand-ins (in make test too)"
 	@echo "make behaviour   hashes of weights, tagged outputs, logs of 38 small runs, against BASE (default: merge-base with main)"
+	@echo "make speed-change  crftk's own speed against BASE (default: merge-base with main), interleaved (CONLL2000=...)"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
@@ -94,6 +95,19 @@ behaviour:
 	$(PYTHON) setup.py -q build_ext --inplace -j 2
 	@mkdir -p $(OUT)
 	$(PYTHON) benchmarks/behaviour.py --compare $(BASE) --out $(OUT)/behaviour.json
+
+# Speed before/after (issue 32): chain training (s/iter, orders 1 and 2), chain tagging and factorial
+# training on CoNLL-2000, each run as a whole process with BASE's code (built in a temporary worktree,
+# as for make behaviour) and with this checkout's, alternating; exit 1 when head/base exceeds
+# 1 + SPEED_TOLERANCE or an output differs. The other structures' tag speed:
+# make bench-structures STRUCTURES_BASELINE=DIR (a built checkout of BASE: speed_change.py --keep).
+SPEED_TOLERANCE ?= 0.03
+speed-change:
+	@test -n "$(BASE)" || { echo "no branch main to compare with: make speed-change BASE=REV"; exit 1; }
+	$(PYTHON) setup.py -q build_ext --inplace -j 2
+	@mkdir -p $(OUT)
+	$(PYTHON) benchmarks/speed_change.py --compare $(BASE) --data $(CONLL2000) --tolerance $(SPEED_TOLERANCE) \
+		--out $(OUT)/speed-change.json
 
 bench: install
 	$(PYTHON) -m pip install -q python-crfsuite
