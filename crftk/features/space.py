@@ -93,6 +93,11 @@ class EncodedCorpus:
         p = self.sent_ptr
         return [slice(int(p[i]), int(p[i + 1])) for i in range(p.size - 1)]
 
+    def position(self, token):
+        """(sentence, position in it) of a token id."""
+        k = int(np.searchsorted(self.sent_ptr, token, side="right")) - 1
+        return k, int(token - self.sent_ptr[k])
+
     def tokens_of(self, sentences):
         """Token ids of the given sentences, in order."""
         sentences = np.asarray(sentences, dtype=np.int64)

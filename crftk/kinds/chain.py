@@ -353,8 +353,7 @@ class ChainTrainer:
                 raise CrftkError("the training data has no gold label column", source)
             unknown = np.flatnonzero(corpus.labels < 0)
             if unknown.size:
-                k = int(np.searchsorted(corpus.sent_ptr, unknown[0], side="right")) - 1
-                t = int(unknown[0] - corpus.sent_ptr[k])
+                k, t = corpus.position(unknown[0])
                 label = sents[k].rows[t][space.label_col]
                 raise CrftkError(f"label {shown(label)} is not one of the --init model's "
                                  f"{plural(space.n_labels, 'label')}", *origins.locate(k, t))

@@ -411,8 +411,7 @@ def _check_known_labels(structure, corpus, sentences, origins, source):
     for c, space in enumerate(structure.chains):
         unknown = np.flatnonzero(corpus.labels[c] < 0)
         if unknown.size:
-            k = int(np.searchsorted(corpus.sent_ptr, unknown[0], side="right")) - 1
-            t = int(unknown[0] - corpus.sent_ptr[k])
+            k, t = corpus.position(unknown[0])
             label = sentences[k].rows[t][space.label_col]
             raise CrftkError(f"label {shown(label)} is not one of the --init model's chain {c + 1} "
                              f"{plural(space.n_labels, 'label')}", *origins.locate(k, t))

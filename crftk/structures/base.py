@@ -83,8 +83,8 @@ class Structure:
         return forbidden_parameters(self.space, scheme), FORBIDDEN
 
     def gold(self, corpus):
-        """The gold labels of a training corpus as the kernels read them; refused when absent or
-        outside the label set."""
+        """The gold labels of a training corpus as the kernels read them (one row per chain of a
+        factorial CRF); refused when absent or outside the label set."""
         if corpus.labels is None:
             raise CrftkError("training data has no gold label column")
         labels = np.asarray(corpus.labels)

@@ -9,7 +9,6 @@ case, and the transition scores into tokens. MCE training and GIS use them.
 
 import numpy as np
 
-from crftk.errors import CrftkError
 from crftk.structures.base import Inference, Structure
 
 

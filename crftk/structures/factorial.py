@@ -126,6 +126,9 @@ class FactorialCorpus:
     def sentence_slices(self):
         return self.chains[0].sentence_slices()
 
+    def position(self, token):
+        return self.chains[0].position(token)
+
     def subset(self, sentences):
         """The given sentences (ids in increasing order) as a FactorialCorpus of their own."""
         labels = None if self.labels is None else self.labels[:, self.chains[0].tokens_of(sentences)]
@@ -225,15 +228,6 @@ class Factorial(Structure):
 
     def meta(self):
         return {"name": self.name, "chains": len(self.chains)}
-
-    def gold(self, corpus):
-        """Each chain's gold labels [C, N]; refused when absent or outside a chain's label set."""
-        if corpus.labels is None:
-            raise CrftkError("training data has no gold label columns")
-        labels = np.asarray(corpus.labels)
-        if (labels < 0).any():
-            raise CrftkError("training data has labels outside a chain's label set")
-        return np.ascontiguousarray(labels, dtype=np.int32)
 
     def input_columns(self, n):
         """True when rows of n columns carry the gold labels, False when they lack them (the label

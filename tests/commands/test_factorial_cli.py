@@ -242,3 +242,25 @@ def test_random_schedule_tags_a_sentence_alike_in_any_batch(files):
     exact = files["dir"] / "exact-big.txt"
     assert invoke(["tag", "-m", model, "--inference", "exact", "-o", exact, dev]).exit_code == 0
     assert exact.read_text() != outputs[0]        # one sweep is not the exact answer: the schedule mattered
+
+
+def test_trace_checkpoints_and_init_from_the_command_line(files):
+    """What the training driver gives every kind: --trace, --checkpoint-every, --init, any batch method."""
+    trace = files["dir"] / "trace.tsv"
+    model, log = train_fcrf(files, "--algorithm", "pcg", "--trace", trace, "--max-iter", 4, "--checkpoint-every", 2)
+    assert "checkpoint: iteration 2 saved" in log
+    assert not (files["dir"] / "f.model.checkpoint").exists()       # the finished model supersedes it
+    rows = trace.read_text().splitlines()
+    assert rows[0].startswith("evaluation\tpasses") and len(rows) > 4 and all(r.count("\t") == 4 for r in rows)
+    more, more_trace = files["dir"] / "more.model", files["dir"] / "more.tsv"
+    r = invoke(["train", "--init", model, "-m", more, "--label-col", 1, "--label-col", 2, "--max-iter", 3,
+                "--algorithm", "quickprop", "--trace", more_trace, files["train"]])
+    assert r.exit_code == 0, r.output
+    m = Model.load(more)
+    assert m.kind == "factorial" and m.info["init_model"] == str(model)
+    # the first evaluation is at the --init model's weights, far below the zero weights' objective
+    at_zero = float(rows[1].split("\t")[3])
+    at_init = float(more_trace.read_text().splitlines()[1].split("\t")[3])
+    assert at_init < 0.8 * at_zero
+    r = invoke(["train", "--init", model, "-m", more, "--label-col", 2, "--label-col", 1, files["train"]])
+    assert r.exit_code == 1 and "label columns [1, 2], not [2, 1]" in r.output and r.output.count("\n") == 1

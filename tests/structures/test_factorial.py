@@ -371,10 +371,10 @@ def test_subset_keeps_each_chains_encoding_and_gold():
 def test_gold_refuses_missing_and_unknown_labels():
     _, st, corpus, _ = build(2)
     corpus.labels[1, 0] = -1
-    with pytest.raises(CrftkError, match="outside a chain's label set"):
+    with pytest.raises(CrftkError, match="outside the label set"):
         st.gold(corpus)
     corpus.labels = None
-    with pytest.raises(CrftkError, match="no gold label columns"):
+    with pytest.raises(CrftkError, match="no gold label column"):
         st.gold(corpus)
 
 
