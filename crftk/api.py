@@ -176,6 +176,30 @@ class _Estimator:
         stage models): nothing it writes may replace them (io.outputs.check_apart)."""
         return []
 
+    #: the kind of model file the estimator holds (crftk.model.KINDS), and how it is fitted
+    _kind = None
+    _fit_call = "fit(X, y)"
+
+    def _model(self):
+        model = getattr(self, "model_", None)
+        if model is None:
+            name = type(self).__name__
+            raise NotFittedError(f"this {name} is not fitted yet: call {self._fit_call} first, or {name}.load(path)")
+        return model
+
+    def save(self, path):
+        """Write the model file (the format of the command line's; written atomically)."""
+        model = self._model()
+        self._check_apart(path)
+        model.save(path)
+
+    @classmethod
+    def _load_model(cls, path):
+        """The Model of a file, refused unless it is of the estimator's kind."""
+        model = Model.load(path)
+        model.require_kind(cls._kind, f"crftk.{cls.__name__}.load")
+        return model
+
     def _check_apart(self, path, what="model"):
         check_apart([(what, path)], self._input_files())
 
@@ -222,6 +246,8 @@ class CRF(_Estimator):
     Fitted attributes: ``model_`` (the :class:`crftk.Model`) and ``classes_``
     (the labels, in the column order of ``predict_marginals(..., as_arrays=True)``).
     """
+
+    _kind = "crf"
 
     _PARAMS = PARAMS
 
@@ -307,12 +333,6 @@ class CRF(_Estimator):
         self.model_ = model
         self.classes_ = list(Tagger(model, threads=1).output_names)
 
-    def _model(self):
-        model = getattr(self, "model_", None)
-        if model is None:
-            raise NotFittedError("this CRF is not fitted yet: call fit(X, y) first, or CRF.load(path)")
-        return model
-
     # decoding ---------------------------------------------------------------
     def _batches(self, X, docs):
         """(tagger, batch of Sentences, their indices in X) for the non-empty sentences of X."""
@@ -394,18 +414,10 @@ class CRF(_Estimator):
         return [("template", _template_path(self.template)),
                 ("init model", self.init if isinstance(self.init, (str, os.PathLike)) else None)]
 
-    def save(self, path):
-        """Write the model file (the format of crftk train -m; written atomically)."""
-        model = self._model()
-        self._check_apart(path)
-        model.save(path)
-
     @classmethod
     def load(cls, path):
         """A fitted CRF from a model file (from save, crftk train or crftk induce)."""
-        model = Model.load(path)
-        model.require_kind("crf", "crftk.CRF.load")
-        return cls._from_model(model)
+        return cls._from_model(cls._load_model(path))
 
     @classmethod
     def _from_model(cls, model):
@@ -440,6 +452,8 @@ class Bag(_Estimator):
     training data); ``predict`` combines as chosen unless told otherwise. Fitted
     attributes: ``model_`` (one Model holding every bag) and ``classes_``.
     """
+
+    _kind = "bag"
 
     _PARAMS = BAG_PARAMS
 
@@ -477,9 +491,7 @@ class Bag(_Estimator):
 
     def _tagged(self, X, docs, combine, decode, weights):
         from crftk.kinds import tagger_for
-        model = getattr(self, "model_", None)
-        if model is None:
-            raise NotFittedError("this Bag is not fitted yet: call fit(X, y) first, or Bag.load(path)")
+        model = self._model()
         tagger = tagger_for(model, combine=combine, decode=decode, weights=weights,
                             threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
         index, sentences = _sentences(X, "X", None, model.space.label_col, None, None, docs, "docs",
@@ -535,15 +547,9 @@ class Bag(_Estimator):
         templates = [self.templates] if isinstance(self.templates, (str, os.PathLike)) else self.templates or []
         return [("template", [_template_path(t) for t in templates])]
 
-    def save(self, path):
-        model = self.model_
-        self._check_apart(path)
-        model.save(path)
-
     @classmethod
     def load(cls, path):
-        model = Model.load(path)
-        model.require_kind("bag", "crftk.Bag.load")
+        model = cls._load_model(path)
         bag = cls(model.info["bag"].get("templates", []))
         bag._set_model(model)
         return bag
@@ -1072,6 +1078,9 @@ class FactorialCRF(_Estimator):
     not split: ``clone`` works, and cross-validation is a loop over ``KFold`` splits (README).
     """
 
+    _kind = "factorial"
+    _fit_call = "fit(X, Y)"
+
     _PARAMS = FACTORIAL_PARAMS
 
     def __init__(self, template=None, **params):
@@ -1119,12 +1128,6 @@ class FactorialCRF(_Estimator):
         self.model_ = model
         self.classes_ = [list(x) for x in model.structure.output_labels]
 
-    def _model(self):
-        model = getattr(self, "model_", None)
-        if model is None:
-            raise NotFittedError("this FactorialCRF is not fitted yet: call fit(X, Y) first, or load(path)")
-        return model
-
     @_keywords
     def predict(self, X):
         """Per chain, per sentence of X, the labels of the best joint labeling."""
@@ -1157,15 +1160,9 @@ class FactorialCRF(_Estimator):
     def _input_files(self):
         return [("template", _template_path(self.template))]
 
-    def save(self, path):
-        model = self._model()
-        self._check_apart(path)
-        model.save(path)
-
     @classmethod
     def load(cls, path, **kw):
-        model = Model.load(path)
-        model.require_kind("factorial", "crftk.FactorialCRF.load")
+        model = cls._load_model(path)
         est = cls(model.space.template.text, **kw)
         est._set_model(model)
         return est
