@@ -315,7 +315,11 @@ class ChainTrainer:
     @staticmethod
     def check_init(init):
         """--init continues the training of one first-order CRF."""
-        init.require_kind("crf", "--init", hint="tag with it (crftk tag), or train from a template")
+        hint = "tag with it (crftk tag), or train from a template"
+        if init.kind == "factorial":
+            cols = " ".join(f"--label-col {c}" for c in init.structure.label_cols)
+            hint = f"continue it with its label columns ({cols}), tag with it, or train from a template"
+        init.require_kind("crf", "--init", hint=hint)
         if init.order != 1 or init.model_type != "crf":
             raise CrftkError("--init takes a first-order CRF model", init.source)
 
