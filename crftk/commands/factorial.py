@@ -15,7 +15,8 @@ import numpy as np
 from crftk import params
 from crftk.errors import CrftkError, UsageError
 from crftk.evaluation.columns import score_chains
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_output, input_batches, read_corpus
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, input_batches, read_corpus
+from crftk.io.outputs import check_output
 from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.model import Model, Part
 from crftk.objectives.penalty import Penalty

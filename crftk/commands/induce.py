@@ -41,8 +41,9 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output, read_corpus
-from crftk.io.outputs import check_apart
+from crftk.io.atomic import AtomicWriter
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, read_corpus
+from crftk.io.outputs import check_apart, check_output
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.model import Model

@@ -7,9 +7,9 @@ import sys
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs,
-                            check_output, directory_outputs, input_batches, model_widths)
-from crftk.io.outputs import check_apart
+from crftk.io.atomic import AtomicFiles, AtomicWriter
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, input_batches, model_widths
+from crftk.io.outputs import check_apart, check_output, directory_outputs
 from crftk.io.stream import format_batch, tag_stream
 from crftk.errors import CrftkError, UsageError
 from crftk.model import Model

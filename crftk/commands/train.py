@@ -11,10 +11,10 @@ import numpy as np
 from crftk import params
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, Origins, check_inputs,
-                            check_output, iter_corpus, read_corpus)
+from crftk.io.atomic import AtomicWriter
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, check_inputs, iter_corpus, read_corpus
 from crftk.errors import CrftkError, UsageError, shown
-from crftk.io.outputs import check_apart
+from crftk.io.outputs import check_apart, check_output
 from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
