@@ -276,7 +276,7 @@ class Pipeline:
         """:meth:`joint_tables` from each stage's value ids of the batch (its fed column unread)."""
         first = self.stages[0]
         v = values[0]
-        corpus = first.space._encode(v, Positions(v.lengths, v.anchor), None)
+        corpus = first.space.encode_values(v, Positions(v.lengths, v.anchor))
         state0 = first.space.lattices(corpus).state_matrix(first.model.weights)
         trans = [joint.transitions(first.model, corpus)]
         links = []
@@ -304,7 +304,7 @@ class Pipeline:
             fed = None
             for c, stage in enumerate(self.stages):
                 v = stage.space.raw_values(batch, None if fed is None else (stage.feed, *fed))
-                corpus = stage.space._encode(v, Positions(v.lengths), None)
+                corpus = stage.space.encode_values(v, Positions(v.lengths))
                 out[c], _ = stage.model.structure.bind(corpus, 1).best(stage.model.weights)
                 fed = (stage.labels, out[c])
             return out

@@ -131,7 +131,7 @@ def _encode(space, sentences):
     """A space's encoding of sentences that may lack the label columns (gold left out)."""
     from crftk.features.space import Positions
     values = space.extractor.values(sentences, None)
-    return space._encode(values, Positions(values.lengths, values.anchor), None)
+    return space.encode_values(values, Positions(values.lengths, values.anchor))
 
 
 class Factorial(Structure):
