@@ -38,6 +38,7 @@ from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
 from crftk.progress import plural
 from crftk.structures import joint
+from crftk.structures.chain import chain_lattices
 from crftk.structures.composed import Composed
 
 #: Pipelines of more stages than this would need more than 8 chains in the product kernel.
@@ -277,7 +278,7 @@ class Pipeline:
         first = self.stages[0]
         v = values[0]
         corpus = first.space.encode_values(v, Positions(v.lengths, v.anchor))
-        state0 = first.space.lattices(corpus).state_matrix(first.model.weights)
+        state0 = chain_lattices(first.space, corpus).state_matrix(first.model.weights)
         trans = [joint.transitions(first.model, corpus)]
         links = []
         for prev, stage, v in zip(self.stages, self.stages[1:], values[1:]):

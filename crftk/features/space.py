@@ -21,14 +21,13 @@ import itertools
 import numpy as np
 
 from crftk import _textio
-from crftk._lattice import Lattices
 from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
+from crftk.features.layout import ChainLayout, PairLayout
 from crftk.features.lexicon import Lexicon
 from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
 from crftk.io.conll import _split_columns, describe_widths, model_widths
 from crftk.io.container import pack_strings, unpack_strings
-from crftk.structures.layout import ChainLayout, PairLayout
 
 FEATURE_SETS = ("supported", "complete")
 
@@ -188,7 +187,7 @@ class FeatureSpace:
         return self.layout().n_params
 
     def layout(self):
-        """The parameter layout of a chain CRF on this space (crftk.structures.layout)."""
+        """The parameter layout of a chain CRF on this space (crftk.features.layout)."""
         return ChainLayout(self.n_features, self.n_labels, self.n_edge_attrs)
 
     # building ------------------------------------------------------------
@@ -687,10 +686,6 @@ class FeatureSpace:
         has_gold = self.input_columns(len(sentences[0].rows[0]))
         values = self.extractor.values(sentences, self.label_col if has_gold else None)
         return self.encode_values(values, Positions(values.lengths, values.anchor), values.labels)
-
-    def lattices(self, corpus):
-        return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
-                        self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs, self.layout().offsets())
 
     # strings (dump) ------------------------------------------------------
     def value_ids(self, cl, keys):

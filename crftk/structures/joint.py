@@ -19,6 +19,7 @@ import numpy as np
 
 from crftk import _product
 from crftk.features.space import Positions
+from crftk.structures.chain import chain_lattices
 
 #: Most joint-state entries (tokens x joint labels) decoded at once: 64 MB of doubles.
 MAX_JOINT_CELLS = 2**23
@@ -190,7 +191,7 @@ class FedLink:
         V, L = len(self.values), space.n_labels
         pos = Positions(values.lengths, values.anchor)
         corpus = space.encode_values(self._override(values, n, None), pos)
-        base = space.lattices(corpus).state_matrix(self.model.weights)
+        base = chain_lattices(space, corpus).state_matrix(self.model.weights)
         constant = np.zeros((V, L))         # lines that read the fed column alone: a row per value
         for cl, dense in zip(self.fed_lines, self.dense):
             if self.constant[self.fed_lines.index(cl)]:
