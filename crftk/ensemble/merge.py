@@ -34,7 +34,7 @@ def union_template_text(templates):
 
 
 def _repack(rows, steps, radices):
-    """Final keys of value-id rows over a line's union steps (as encoding packs them: crftk.features.space.pack_rows)."""
+    """Final keys of value-id rows over a line's union steps (as encoding packs them: space.pack_rows)."""
     if rows.shape[1] == 0:
         return np.zeros(rows.shape[0], dtype=np.int64)
     key = rows[:, 0]
