@@ -323,6 +323,7 @@ def worker_tag_crftk(job):
     from crftk.commands.tag import Tagger
     from crftk.evaluation.conlleval import evaluate
     from crftk.model import Model
+    from crftk.structures.chain import chain_lattices
 
     sents = read_corpus(job["dev_conll"])
     res = {"system": "crftk", "sentences": len(sents), "f1": {}, "token_accuracy": {}}
@@ -343,7 +344,7 @@ def worker_tag_crftk(job):
     n_tok = corpus.n_tokens
     res["tokens"] = n_tok
     t = time.perf_counter()
-    lat = space.lattices(corpus)
+    lat = chain_lattices(space, corpus)
     res["lattice_build_seconds"] = time.perf_counter() - t
     for nt in job["threads"]:
         la0 = loadavg()

@@ -569,6 +569,7 @@ def tagging_breakdown(model, crfsuite_model, testa_path, n_test, args):
     import pycrfsuite
     from crftk.io.conll import read_corpus
     from crftk.commands.tag import Tagger
+    from crftk.structures.chain import chain_lattices
 
     R = args.repeats
     out = {}
@@ -577,7 +578,7 @@ def tagging_breakdown(model, crfsuite_model, testa_path, n_test, args):
     space = model.space
     out["crftk_encode"], corpus = timed("breakdown: crftk encode eng.testa", lambda: space.encode(sents),
                                         R, n_test, args)
-    out["crftk_lattices"], lat = timed("breakdown: crftk lattices", lambda: space.lattices(corpus),
+    out["crftk_lattices"], lat = timed("breakdown: crftk lattices", lambda: chain_lattices(space, corpus),
                                        R, n_test, args)
     for th in args.tag_threads:
         out[f"crftk_viterbi_t{th}"], _ = timed(f"breakdown: crftk Viterbi, {th} thread(s)",

@@ -39,9 +39,10 @@ def main():
     from crftk.io.conll import read_corpus
     from crftk.features.space import FeatureSpace
     from crftk.features.templates import read_template
+    from crftk.structures.chain import chain_lattices
     sents = read_corpus(a.data)
     space, corpus = FeatureSpace.fit(sents, read_template(a.template))
-    lat = space.lattices(corpus)
+    lat = chain_lattices(space, corpus)
     w = np.random.default_rng(a.seed).normal(scale=0.3, size=space.n_params)
     out = {"crftk": crftk.__file__, "tokens": corpus.n_tokens, "params": space.n_params, "timings": {}}
     for nt in [int(x) for x in a.threads.split(",")]:

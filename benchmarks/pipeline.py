@@ -291,10 +291,11 @@ def worker_bandwidth(job):
     import numpy as np
     from crftk.model import Model
     from crftk.io.conll import read_corpus
+    from crftk.structures.chain import chain_lattices
     model = Model.load(job["model"])
     space = model.space
     corpus = space.encode(read_corpus(job["train"]))
-    lat = space.lattices(corpus)
+    lat = chain_lattices(space, corpus)
     w = np.ascontiguousarray(model.weights, dtype=np.float64)
     if w.size != lat.n_params:
         w = np.random.default_rng(0).standard_normal(lat.n_params)

@@ -25,9 +25,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from crftk.io.conll import (MAX_SENTENCE_TOKENS, AtomicWriter, Sentence, check_output, chunked, describe_widths,
-                            read_corpus)
-from crftk.io.outputs import check_apart
+from crftk.io.atomic import AtomicWriter
+from crftk.io.conll import MAX_SENTENCE_TOKENS, Sentence, chunked, describe_widths, read_corpus
+from crftk.io.outputs import check_apart, check_output
 from crftk.kinds.chain import Tagger
 from crftk.errors import CrftkError, shown
 from crftk.evaluation.conlleval import evaluate as _evaluate

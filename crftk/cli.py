@@ -483,8 +483,8 @@ def info(model_path, as_json):
               help="Only state/edge features whose |weight| exceeds this (0: all non-zero).")
 def dump(model_path, output, min_abs):
     """Write a model's weights as text (like CRF++ -t or crfsuite dump)."""
-    from crftk.io.conll import AtomicWriter, check_output
-    from crftk.io.outputs import check_apart
+    from crftk.io.atomic import AtomicWriter
+    from crftk.io.outputs import check_apart, check_output
     from crftk.kinds import kind_of
     from crftk.model import Model
     check_output(output)

@@ -18,7 +18,7 @@ Exact inference runs the product kernel (product.pxd) on the joint table
 transitions applied one axis at a time (the factorized recursion). The marginals go back
 onto the parameters with potentials.pxd's scatters (chains) and a pair scatter here.
 
-The weight vector is the concatenation of the chains' layouts (structures/layout.py) and the
+The weight vector is the concatenation of the chains' layouts (features/layout.py) and the
 pair spaces' feature weights; ``chain_offset[c]`` and ``pair_offset[c]`` say where each starts.
 """
 

@@ -152,7 +152,7 @@ cdef class Lattices:
                  const int[::1] feat_ptr, const int[::1] feat_label,
                  int n_labels, int n_edge_attrs, offsets=None):
         """The corpus arrays, the feature map, and the layout's offsets (trans, start, end,
-        edge, n_params: crftk.structures.layout.ChainLayout.offsets; by default that layout's)."""
+        edge, n_params: crftk.features.layout.ChainLayout.offsets; by default that layout's)."""
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int L = n_labels
@@ -197,12 +197,15 @@ cdef class Lattices:
         self.n_features = feat_label.shape[0]
         self.n_edge_attrs = n_edge_attrs
         self.max_len = int(lengths.max()) if lengths.size else 0
+        # the offsets of crftk.features.layout.ChainLayout, the one layout these kernels read: stated
+        # here, not imported, so that the kernels import nothing from the layers above them
+        cdef Py_ssize_t F = feat_label.shape[0]
+        chain_offsets = (F, F + L * L, F + L * L + L, F + L * L + 2 * L,
+                         F + L * L + 2 * L + <Py_ssize_t> n_edge_attrs * L * L)
         if offsets is None:
-            from crftk.structures.layout import ChainLayout
-            offsets = ChainLayout(feat_label.shape[0], L, n_edge_attrs).offsets()
+            offsets = chain_offsets
         off_trans, off_start, off_end, off_edge, n_params = offsets
-        if (off_trans != self.n_features or off_start != off_trans + L * L or off_end != off_start + L
-                or off_edge != off_end + L or n_params != off_edge + <Py_ssize_t> n_edge_attrs * L * L):
+        if (off_trans, off_start, off_end, off_edge, n_params) != chain_offsets:
             raise ValueError("the layout's offsets do not fit the features, labels and edge attributes")
         self.n_params = n_params
         self.d.attr_ptr = &attr_ptr[0]

@@ -1,7 +1,7 @@
 """Plain NumPy references for the lattice kernels (crftk._lattice).
 
 Everything here is written straight from the definitions in csrc/potentials.pxd
-and crftk.structures.layout (the declared parameter layout), and shares no code
+and crftk.features.layout (the declared parameter layout), and shares no code
 with the kernels:
 
 - the score of a labeling is a sum of weights, one per firing parameter;
@@ -17,7 +17,7 @@ import itertools
 
 import numpy as np
 
-from crftk.structures.layout import ChainLayout
+from crftk.features.layout import ChainLayout
 
 I32 = np.int32
 

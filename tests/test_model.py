@@ -11,6 +11,7 @@ from crftk.io.container import dumps, pack_strings
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.model import Model, model_header
+from crftk.structures.chain import chain_lattices
 from crftk.features.templates import parse_template
 
 TEMPLATE = "U00:%x[0,0]\nU01:%x[-1,0]/%x[0,1]\nU02:%x[-1,1]/%x[0,1]/%x[1,0]\nB\nB01:%x[0,1]\n"
@@ -33,7 +34,7 @@ def test_save_load_round_trip(tmp_path):
     test = random_corpus(10, seed=3, vocab=20)
     a, b = m.space.encode(test), back.space.encode(test)
     assert np.array_equal(a.attrs, b.attrs) and np.array_equal(a.eattrs, b.eattrs)
-    la, lb = m.space.lattices(a), back.space.lattices(b)
+    la, lb = chain_lattices(m.space, a), chain_lattices(back.space, b)
     assert np.array_equal(la.viterbi(m.weights)[0], lb.viterbi(back.weights)[0])
     header = model_header(path)["meta"]
     assert header["kind"] == "model" and header["structure"] == "chain"

@@ -26,8 +26,8 @@ from crftk.ensemble.weights import HeldOut, em, f1, grid_search, read_weight_fil
 from crftk.errors import CrftkError
 from crftk.features.extract import load_lexicons
 from crftk.features.templates import parse_template, read_template
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, check_output, read_corpus
-from crftk.io.outputs import check_apart
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, read_corpus
+from crftk.io.outputs import check_apart, check_output
 from crftk.progress import plural
 
 

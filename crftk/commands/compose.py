@@ -17,8 +17,8 @@ def compose(model_paths, feeds, output, *, log=_quiet, max_joint_labels=params.M
     """Write the pipeline of the given model files (``feeds[i]``: the column of model i+1
     that model i's labels fill) to ``output``; returns the Pipeline. A joint label set (the
     product of the stages' label counts) of more than ``max_joint_labels`` is refused."""
-    from crftk.io.conll import check_inputs, check_output
-    from crftk.io.outputs import check_apart
+    from crftk.io.conll import check_inputs
+    from crftk.io.outputs import check_apart, check_output
     max_joint_labels = params.MAX_JOINT_LABELS.check(max_joint_labels)
     check_output(output, "pipeline")
     check_inputs(model_paths)

@@ -41,13 +41,14 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output, read_corpus
-from crftk.io.outputs import check_apart
+from crftk.io.atomic import AtomicWriter
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, read_corpus
+from crftk.io.outputs import check_apart, check_output
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
-from crftk.structures.chain import Chain
+from crftk.structures.chain import Chain, chain_lattices
 from crftk.progress import status
 from crftk.features.extract import load_lexicons
 from crftk.features.templates import read_template
@@ -233,7 +234,7 @@ class Inducer:
         default those of the model w itself; ``show`` receives progress messages."""
         from crftk._induce import conjunction_gains, predicate_gains
         if posteriors is None:
-            lat = space.lattices(corpus)
+            lat = chain_lattices(space, corpus)
             posteriors = lat.viterbi(w, self.n_threads)[0], lat.marginals(w, self.n_threads)[0]
         pred, marg_all = posteriors
         marg_all = np.clip(marg_all, 0.0, 1.0)      # rounding can leave 1 + 2e-16
@@ -390,7 +391,7 @@ class CrossFit:
                     ind.vector(space, attr_of, weight, base), k)
             self.state[k] = ind.keyed(space, attr_of, w)
             held = np.flatnonzero(self.fold == k)
-            lat = space.lattices(corpus.subset(held))
+            lat = chain_lattices(space, corpus.subset(held))
             tokens = corpus.tokens_of(held)
             pred[tokens] = lat.viterbi(w, ind.n_threads)[0]
             marg[tokens] = lat.marginals(w, ind.n_threads)[0]

@@ -5,9 +5,9 @@ import os
 import sys
 
 from crftk import params
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicFiles, AtomicWriter, check_inputs,
-                            check_output, directory_outputs)
-from crftk.io.outputs import check_apart
+from crftk.io.atomic import AtomicFiles, AtomicWriter
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs
+from crftk.io.outputs import check_apart, check_output, directory_outputs
 from crftk.io.stream import format_batch  # noqa: F401 (re-exported)
 from crftk.kinds import kind_of, tagger_for
 from crftk.kinds.bag import BagTagger  # noqa: F401 (re-exported)

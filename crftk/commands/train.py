@@ -7,10 +7,10 @@ import os
 import numpy as np
 
 from crftk import params
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output,
-                            iter_corpus, read_corpus)
+from crftk.io.atomic import AtomicWriter
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, iter_corpus, read_corpus
 from crftk.errors import CrftkError, UsageError
-from crftk.io.outputs import check_apart
+from crftk.io.outputs import check_apart, check_output
 from crftk.evaluation.conlleval import evaluate
 from crftk.model import Model
 from crftk.params import resolve_threads

@@ -22,10 +22,10 @@ from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, check_options, require, worker_threads
 from crftk.errors import CrftkError, shown
-from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, AtomicWriter, check_inputs, check_output,
-                            codec, directory_outputs, fsync_directory, max_line_bytes, open_temp_beside,
-                            raise_if_full, set_max_line_bytes)
-from crftk.io.outputs import check_apart, open_direct, output_target
+from crftk.io.atomic import AtomicWriter, fsync_directory, open_temp_beside, raise_if_full
+from crftk.io.conll import (DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, check_inputs, codec, max_line_bytes,
+                            set_max_line_bytes)
+from crftk.io.outputs import check_apart, check_output, directory_outputs, open_direct, output_target
 from crftk.model import Model
 from crftk.params import PIECE_BYTES as PIECE_PARAM
 from crftk.params import WORKERS

@@ -14,7 +14,7 @@ import numpy as np
 from crftk.errors import CrftkError, shown
 from crftk.ensemble.combine import check_weights
 from crftk.features.extract import Extractor, Vocab
-from crftk.features.space import CompiledLine, FeatureSpace, _pack
+from crftk.features.space import CompiledLine, FeatureSpace, pack_rows
 from crftk.features.templates import padding_value, parse_template
 from crftk.model import Model
 
@@ -34,7 +34,7 @@ def union_template_text(templates):
 
 
 def _repack(rows, steps, radices):
-    """Final keys of value-id rows over a line's union steps (as space._keys packs them)."""
+    """Final keys of value-id rows over a line's union steps (as encoding packs them: space.pack_rows)."""
     if rows.shape[1] == 0:
         return np.zeros(rows.shape[0], dtype=np.int64)
     key = rows[:, 0]
@@ -87,7 +87,7 @@ def merge_spaces(spaces):
             rows = np.concatenate([r for _, _, r in owned])
             rows = np.unique(rows, axis=0) if rows.shape[1] else rows[:1]
             radices = [radix[m.source] for m in tl.macros]
-            steps, key = _pack(rows, radices) if rows.shape[1] else ([], np.zeros(rows.shape[0], np.int64))
+            steps, key = pack_rows(rows, radices) if rows.shape[1] else ([], np.zeros(rows.shape[0], np.int64))
             ucl = CompiledLine(tl, steps, np.unique(key))
             lines.append(ucl)
             for i, cl, r in owned:
@@ -96,8 +96,10 @@ def merge_spaces(spaces):
 
     unigram, umaps = union_lines("u")
     bigram, bmaps = union_lines("b")
-    FeatureSpace._number(unigram)
-    FeatureSpace._number(bigram)
+    feature_set = first.feature_set if all(s.feature_set == first.feature_set for s in spaces) else "supported"
+    # the space numbers its lines' attributes (their offsets), which the maps read
+    union = FeatureSpace(template, first.n_columns, first.label_col, first.labels, extractor, unigram, bigram,
+                         np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
 
     def attr_map(s, maps, n):
         out = np.full(n, -1, dtype=np.int64)
@@ -107,9 +109,6 @@ def merge_spaces(spaces):
 
     amaps = [(attr_map(s, umaps[i], s.n_attrs), attr_map(s, bmaps[i], s.n_edge_attrs))
              for i, s in enumerate(spaces)]
-    feature_set = first.feature_set if all(s.feature_set == first.feature_set for s in spaces) else "supported"
-    union = FeatureSpace(template, first.n_columns, first.label_col, first.labels, extractor, unigram, bigram,
-                         np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
     return union, amaps
 
 

@@ -57,7 +57,8 @@ import os
 
 from crftk.errors import CrftkError
 from crftk.evaluation.conlleval import chunks
-from crftk.io.conll import AtomicWriter, check_inputs, codec, iter_corpus
+from crftk.io.atomic import AtomicWriter
+from crftk.io.conll import check_inputs, codec, iter_corpus
 from crftk.io.outputs import check_apart
 from crftk.progress import status
 

@@ -21,14 +21,13 @@ import itertools
 import numpy as np
 
 from crftk import _textio
-from crftk._lattice import Lattices
 from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
+from crftk.features.layout import ChainLayout, PairLayout
 from crftk.features.lexicon import Lexicon
 from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
 from crftk.io.conll import _split_columns, describe_widths, model_widths
 from crftk.io.container import pack_strings, unpack_strings
-from crftk.structures.layout import ChainLayout, PairLayout
 
 FEATURE_SETS = ("supported", "complete")
 
@@ -193,7 +192,7 @@ class FeatureSpace:
         return self.layout().n_params
 
     def layout(self):
-        """The parameter layout of a chain CRF on this space (crftk.structures.layout)."""
+        """The parameter layout of a chain CRF on this space (crftk.features.layout)."""
         return ChainLayout(self.n_features, self.n_labels, self.n_edge_attrs)
 
     # building ------------------------------------------------------------
@@ -365,7 +364,7 @@ class FeatureSpace:
         for tl, sig in zip(template.unigrams, sigs):
             vals = groups[sig][1] if sig in groups else []
             radices = [atomic._radix(lines[i].line.macros[0]) for i in sig]
-            steps, key = _pack(np.array(vals, dtype=np.int64).reshape(-1, len(sig)), radices)
+            steps, key = pack_rows(np.array(vals, dtype=np.int64).reshape(-1, len(sig)), radices)
             unigram.append(CompiledLine(tl, steps, np.unique(key)))
             row_keys.append(key)
         bigram = [CompiledLine(tl, list(cl.steps), cl.keys)
@@ -387,8 +386,10 @@ class FeatureSpace:
     def _radix(self, macro):
         return len(self.vocabs[macro.source])
 
-    def _macro_values(self, macro, values, pos):
-        """Ids of one macro for every token: int64 [N], or CSR (ptr, vals) if multi-valued."""
+    def macro_values(self, macro, values, pos):
+        """The value ids one template macro reads at every token of ``values``
+        (crftk.features.extract.Values) at positions ``pos`` (:class:`Positions`): int64 [N], or
+        CSR (ptr, ids) if it is multi-valued; -1 where it reads no known value."""
         src = values.get(macro.source)
         if macro.row != 0 and not macro.multi and not macro.anchored:
             index = self.vocabs[macro.source].index
@@ -444,9 +445,9 @@ class FeatureSpace:
         macros = cl.line.macros
         if not macros:
             return None, np.zeros(pos.n_tokens, dtype=np.int64)
-        own, key = _items(self._macro_values(macros[0], values, pos), None)
+        own, key = _items(self.macro_values(macros[0], values, pos), None)
         for i in range(1, len(macros)):
-            own, key, vals = _cross(own, key, self._macro_values(macros[i], values, pos))
+            own, key, vals = _cross(own, key, self.macro_values(macros[i], values, pos))
             bad = (key < 0) | (vals < 0)
             packed = np.where(bad, -1, key * self._radix(macros[i]) + vals)
             if i == len(macros) - 1:
@@ -510,13 +511,17 @@ class FeatureSpace:
             cl.table = table
         return table[keys]          # key -1 reads the extra last entry, which is -1
 
+    def attribute_ranks(self, cl, values, pos):
+        """The attributes one compiled line (:class:`CompiledLine`) fires on ``values`` at
+        positions ``pos``: (owner token of each, or None for one per token; its rank among the
+        line's attributes, whose id is ``cl.offset + rank``, -1 for none)."""
+        own, keys = self._keys(cl, values, pos)
+        return own, self._rank(cl, keys)
+
     def _attribute_csr(self, lines, values, pos):
         """Attribute ids of each token (CSR): one column per single-valued line, plus the
         variable-length contributions of lines with multi-valued macros."""
-        parts = []
-        for cl in lines:
-            own, keys = self._keys(cl, values, pos)
-            parts.append((own, self._rank(cl, keys)))
+        parts = [self.attribute_ranks(cl, values, pos) for cl in lines]
         return self._assemble(lines, parts, pos.n_tokens)
 
     @staticmethod
@@ -541,7 +546,10 @@ class FeatureSpace:
         # in one compiled pass: no temporaries of the corpus's size
         return _textio.merge_csr(dense_counts, dense_ids, owners, extra)
 
-    def _encode(self, values, pos, gold):
+    def encode_values(self, values, pos, gold=None):
+        """Encode the value ids of a batch (crftk.features.extract.Values) at positions ``pos``
+        (:class:`Positions`) as :meth:`encode` encodes sentences; ``gold``: the label strings of
+        its tokens, or None."""
         attr_ptr, attrs = self._attribute_csr(self.unigram_lines, values, pos)
         eattr_ptr, eattrs = self._attribute_csr(self.bigram_lines, values, pos)
         labels = None
@@ -610,7 +618,7 @@ class FeatureSpace:
         its sentences (gold labels left out); needs :meth:`raw_readable`."""
         if self.raw_encoder() is None:
             v = self.raw_values(batch)
-            return self._encode(v, Positions(v.lengths), None)
+            return self.encode_values(v, Positions(v.lengths))
         columns = self.template.columns
 
         def fill(ids):               # the derived tests: [tokens, columns + derived] of column ids
@@ -682,11 +690,7 @@ class FeatureSpace:
                                  np.zeros(1, np.int32), np.zeros(0, np.int32), None)
         has_gold = self.input_columns(len(sentences[0].rows[0]))
         values = self.extractor.values(sentences, self.label_col if has_gold else None)
-        return self._encode(values, Positions(values.lengths, values.anchor), values.labels)
-
-    def lattices(self, corpus):
-        return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
-                        self.feat_ptr, self.feat_label, self.n_labels, self.n_edge_attrs, self.layout().offsets())
+        return self.encode_values(values, Positions(values.lengths, values.anchor), values.labels)
 
     # strings (dump) ------------------------------------------------------
     def value_ids(self, cl, keys):
@@ -827,8 +831,10 @@ def _lexicon_from_lines(lines, name, ignore_case):
     return Lexicon.from_lines(lines, name, ignore_case)
 
 
-def _pack(values, radices):
-    """(steps, final key of each row) for rows of macro value ids, packed as ``_keys`` packs them.
+def pack_rows(values, radices):
+    """(steps, final key of each row) for rows of macro value ids (one column per macro of a
+    line, ``radices`` the sizes of their vocabularies), packed as encoding packs them: the
+    dictionaries of a :class:`CompiledLine` built from its attributes' values.
 
     Each row is one kept combination, so every prefix is used and, unlike
     ``_fit_line``, nothing needs pruning.

@@ -81,7 +81,7 @@ import struct
 
 import numpy as np
 
-from crftk.io.conll import fsync_directory, open_temp_beside
+from crftk.io.atomic import fsync_directory, open_temp_beside
 from crftk.io.outputs import open_direct, output_target
 from crftk.errors import CrftkError
 

@@ -1,13 +1,14 @@
 """Where an output goes, and that it destroys no input.
 
 A regular file (or a new one) is written atomically (a temporary file beside it, renamed over
-it: see crftk.io.conll.AtomicWriter); a symbolic link is followed, so the file it names is
+it: see crftk.io.atomic.AtomicWriter); a symbolic link is followed, so the file it names is
 replaced and the link stays. Anything else is never replaced: a FIFO or a character device
 (``/dev/null``, a terminal) is opened and written directly, as a stream, and a name of an open
 descriptor (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``, ``/proc/self/fd/N``) writes to
 that descriptor, sharing its position and append mode as a shell redirection does. Block
 devices and sockets are refused. :func:`check_apart` refuses, before any work, an output that
-is the same file as an input or as another output.
+is the same file as an input or as another output; :func:`check_output` that an output can be
+written, and :func:`directory_outputs` names (and checks) the outputs of ``-o DIR``.
 """
 
 import os
@@ -141,3 +142,54 @@ def check_apart(outputs, inputs=()):
             raise CrftkError(f"the {what} would overwrite the {other_what} {other} (the same file): give each "
                              "output its own path", path)
         seen_outputs[name] = (what, path)
+
+
+def check_output(path, what="output"):
+    """Raise CrftkError unless ``path`` can be written: run before any long work.
+
+    ``"-"`` (standard output) always can. A regular file's directory must exist and be
+    writable (the file itself is replaced atomically, so its own permissions do not matter);
+    a FIFO or character device must be writable itself (it is written directly, never
+    replaced: see crftk.io.outputs); a directory, a block device or a socket is refused.
+    """
+    if path is None:
+        return
+    path = os.fsdecode(os.fspath(path))
+    if path == "-":
+        return
+    target = output_target(path, what)
+    if not target.atomic:
+        check_special_output(target, path, what)
+        return
+    directory = os.path.dirname(target.where) or "."
+    if not os.path.isdir(directory):
+        raise CrftkError(f"cannot write the {what}: directory {directory} does not exist", path)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CrftkError(f"cannot write the {what}: no permission to write in {directory}", path)
+
+
+def directory_outputs(inputs, out_dir):
+    """The output path of each input file in directory ``out_dir`` (``-o DIR``): the input's
+    file name in ``out_dir``. Raises CrftkError before any work for standard input (no name),
+    two inputs of one name, an output that would replace its input, or one that cannot be written
+    (a directory, a block device or a socket of that name, a FIFO without write permission)."""
+    targets, seen = [], {}
+    for path in inputs:
+        if not isinstance(path, (str, bytes, os.PathLike)) or os.fsdecode(os.fspath(path)) == "-":
+            raise CrftkError("standard input has no file name to give its output in the output directory "
+                             "(-o DIR): tag it to -o FILE or stdout", out_dir)
+        path = os.fsdecode(os.fspath(path))
+        target = os.path.join(out_dir, os.path.basename(path))
+        if target in seen:
+            raise CrftkError(f"{seen[target]} and {path} would both be written to {target}: "
+                             "give inputs distinct file names", path)
+        if os.path.exists(target) and os.path.samefile(target, path):
+            raise CrftkError(f"the output {target} would replace its input", path)
+        where = output_target(target)       # a directory, a socket there: refused now, not once
+        if not where.atomic:                # the inputs before it are tagged
+            check_special_output(where, target)
+        seen[target] = path
+        targets.append(target)
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise CrftkError("cannot write the outputs: no permission to write in the directory", out_dir)
+    return targets

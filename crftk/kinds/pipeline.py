@@ -38,6 +38,7 @@ from crftk.kinds.base import dump  # noqa: F401 (this kind's dump: each stage's 
 from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
 from crftk.progress import plural
 from crftk.structures import joint
+from crftk.structures.chain import chain_lattices
 from crftk.structures.composed import Composed
 
 NAME = "pipeline"
@@ -277,8 +278,8 @@ class Pipeline:
         """:meth:`joint_tables` from each stage's value ids of the batch (its fed column unread)."""
         first = self.stages[0]
         v = values[0]
-        corpus = first.space._encode(v, Positions(v.lengths, v.anchor), None)
-        state0 = first.space.lattices(corpus).state_matrix(first.model.weights)
+        corpus = first.space.encode_values(v, Positions(v.lengths, v.anchor))
+        state0 = chain_lattices(first.space, corpus).state_matrix(first.model.weights)
         trans = [joint.transitions(first.model, corpus)]
         links = []
         for prev, stage, v in zip(self.stages, self.stages[1:], values[1:]):
@@ -305,7 +306,7 @@ class Pipeline:
             fed = None
             for c, stage in enumerate(self.stages):
                 v = stage.space.raw_values(batch, None if fed is None else (stage.feed, *fed))
-                corpus = stage.space._encode(v, Positions(v.lengths), None)
+                corpus = stage.space.encode_values(v, Positions(v.lengths))
                 out[c], _ = stage.model.structure.bind(corpus, 1).best(stage.model.weights)
                 fed = (stage.labels, out[c])
             return out

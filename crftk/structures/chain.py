@@ -9,7 +9,15 @@ case, and the transition scores into tokens. MCE training and GIS use them.
 
 import numpy as np
 
+from crftk._lattice import Lattices
 from crftk.structures.base import Inference, Structure
+
+
+def chain_lattices(space, corpus):
+    """The chain kernel (crftk._lattice.Lattices) over a corpus that ``space`` encoded, its weight
+    vector laid out by ``space.layout()``."""
+    return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
+                    space.feat_ptr, space.feat_label, space.n_labels, space.n_edge_attrs, space.layout().offsets())
 
 
 def ranges(starts, counts):
@@ -39,7 +47,7 @@ class ChainInference(Inference):
 
     def __init__(self, structure, corpus, n_threads=1):
         super().__init__(structure, corpus, n_threads)
-        self.lattices = self.space.lattices(corpus)
+        self.lattices = chain_lattices(self.space, corpus)
         self._index = None
         self._features = None
 

@@ -2,7 +2,7 @@
 
 C label chains over the same tokens, one per label column: each chain has its own
 state features (the template's U lines), transitions (B lines) and start/end weights,
-laid out as a linear chain's (layout.ChainLayout). Adjacent chains c and c+1 are
+laid out as a linear chain's (features.layout.ChainLayout). Adjacent chains c and c+1 are
 coupled at every token by a factor on their cotemporal label pair: its features are
 (attribute, label pair) pairs of a :class:`PairSpace`, whose first attribute fires at
 every token (the plain pair factor, every label pair) and whose other attributes come
@@ -72,7 +72,6 @@ def check_template(template, n_columns, label_cols, data_path=None):
 
 def fit_spaces(sentences, template, label_cols, *, min_freq=1, feature_set="supported", path=None):
     """(chain spaces, pair spaces, FactorialCorpus) of training sentences (a list)."""
-    # crftk.features.space imports this package (structures.layout): imported here, not above
     from crftk.features.space import FeatureSpace, PairSpace
     if not sentences:
         raise CrftkError("no training sentences", path)
@@ -140,7 +139,7 @@ def _encode(space, sentences):
     """A space's encoding of sentences that may lack the label columns (gold left out)."""
     from crftk.features.space import Positions
     values = space.extractor.values(sentences, None)
-    return space._encode(values, Positions(values.lengths, values.anchor), None)
+    return space.encode_values(values, Positions(values.lengths, values.anchor))
 
 
 class Factorial(Structure):

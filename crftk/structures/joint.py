@@ -19,6 +19,7 @@ import numpy as np
 
 from crftk import _product
 from crftk.features.space import Positions
+from crftk.structures.chain import chain_lattices
 
 #: Most joint-state entries (tokens x joint labels) decoded at once: 64 MB of doubles.
 MAX_JOINT_CELLS = 2**23
@@ -125,7 +126,7 @@ class FedLink:
         the fed column holds that value: each token's other value finds the few fed values it was
         seen with in training. Sorted by token."""
         macro, uniq, ptr, value_of, rank = pair
-        ids = self.space._macro_values(macro, values, pos)
+        ids = self.space.macro_values(macro, values, pos)
         if uniq.size == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
@@ -189,14 +190,14 @@ class FedLink:
         n = int(values.lengths.sum())
         V, L = len(self.values), space.n_labels
         pos = Positions(values.lengths, values.anchor)
-        corpus = space._encode(self._override(values, n, None), pos, None)
-        base = space.lattices(corpus).state_matrix(self.model.weights)
+        corpus = space.encode_values(self._override(values, n, None), pos)
+        base = chain_lattices(space, corpus).state_matrix(self.model.weights)
         constant = np.zeros((V, L))         # lines that read the fed column alone: a row per value
         for cl, dense in zip(self.fed_lines, self.dense):
             if self.constant[self.fed_lines.index(cl)]:
                 for j, value in enumerate(self.values):
-                    _, keys = space._keys(cl, self._override(values, 1, value), Positions([1]))
-                    constant[j] += dense[space._rank(cl, keys)[0]]
+                    _, rank = space.attribute_ranks(cl, self._override(values, 1, value), Positions([1]))
+                    constant[j] += dense[rank[0]]
         out = base[:, None, :] + constant[None, :, :]
         if n == 0:
             return out, corpus
@@ -214,15 +215,13 @@ class FedLink:
                 continue
             if any(m.source in multi or m.source in self.fed_sources and m.multi for m in cl.line.macros):
                 for j, value in enumerate(self.values):
-                    own, keys = space._keys(cl, self._override(values, n, value), pos)
-                    rank = space._rank(cl, keys)
+                    own, rank = space.attribute_ranks(cl, self._override(values, n, value), pos)
                     hit = np.flatnonzero(rank >= 0)
                     np.add.at(out[:, j], hit if own is None else own[hit], dense[rank[hit]])
                 continue
             if tiled is None:
                 tiled = self._tiled(values, n)
-            _, keys = space._keys(cl, *tiled)
-            rank = space._rank(cl, keys)
+            _, rank = space.attribute_ranks(cl, *tiled)
             hit = np.flatnonzero(rank >= 0)         # index j*n + t: value j, token t
             _product.add_rows(flat, (hit % n) * V + hit // n, dense, rank[hit])
         return out, corpus

@@ -13,6 +13,7 @@ import numpy as np
 
 from crftk.errors import CrftkError
 from crftk.structures.base import Inference, Structure
+from crftk.structures.chain import chain_lattices
 
 
 def _log_softmax(x):
@@ -52,7 +53,7 @@ class MEMMInference(Inference):
                              "with %x); use a plain B line")
         super().__init__(structure, corpus, n_threads)
         space = self.space
-        self.lattices = space.lattices(corpus)
+        self.lattices = chain_lattices(space, corpus)
         self.first, self.inner = _steps(space, corpus)
         self._state_pairs = None
 
@@ -115,7 +116,7 @@ def viterbi(space, corpus, w):
     """Best labeling under the MEMM: Viterbi over local log-probabilities, all sentences at once."""
     lay = space.layout()
     L = space.n_labels
-    S = space.lattices(corpus).state_matrix(w)
+    S = chain_lattices(space, corpus).state_matrix(w)
     ends = corpus.sent_ptr[1:] - 1
     S[ends] -= w[lay["end"]]
     trans = w[lay["trans"]].reshape(L, L)

@@ -197,7 +197,7 @@ def test_factorial_crfs_train_and_tag_latin1(data, tmp_path):
 
 @pytest.mark.parametrize("flags", [[], ["-v"]], ids=["compiled", "marginals"])
 def test_tag_to_a_directory_writes_each_output_in_the_encoding(data, flags, tmp_path):
-    """tag -o DIR without Dask (one output per input, crftk.io.conll.AtomicFiles)."""
+    """tag -o DIR without Dask (one output per input, crftk.io.atomic.AtomicFiles)."""
     one, two = tmp_path / "one", tmp_path / "two"
     one.write_bytes((data / "es.latin1").read_bytes())
     two.write_bytes(corpus_text(10, seed=1).encode("latin-1"))

@@ -14,6 +14,7 @@ from crftk.evaluation.conlleval import evaluate
 from crftk.commands.induce import DEFAULTS, Inducer, induce
 from crftk.model import Model
 from crftk.features.templates import parse_template
+from crftk.structures.chain import chain_lattices
 
 ATOMIC = """\
 Ua0:%x[0,1]
@@ -60,7 +61,7 @@ def test_gain_equals_the_exact_likelihood_change_without_transition_weights():
     space, corpus, w, attr_of, pred_of = ind.build()
     assert not w[space.n_features:].any()            # no transition, start or end weight
     (gain, label, mu, _, tuple_of), stats = ind.candidates(space, corpus, w, pred_of)
-    lat = space.lattices(corpus)
+    lat = chain_lattices(space, corpus)
     errors = np.flatnonzero(lat.viterbi(w)[0] != corpus.labels)
     assert stats["errors"] == errors.size > 0
 
@@ -74,7 +75,7 @@ def test_gain_equals_the_exact_likelihood_change_without_transition_weights():
         trial.weight[(pred, y)] = trial.weight.get((pred, y), 0.0) + m
         sp, co, w2, _, _ = trial.build()
         before = lat.marginals(w)[0][errors, corpus.labels[errors]]
-        after = sp.lattices(co).marginals(w2)[0][errors, co.labels[errors]]
+        after = chain_lattices(sp, co).marginals(w2)[0][errors, co.labels[errors]]
         return float(np.sum(np.log(after) - np.log(before))) - opt["c2"] * m * m
 
     checked = 0
@@ -222,7 +223,7 @@ def test_gains_over_all_tokens_are_the_mean_field_gains_of_every_token_that_fire
     ind.weight = {((0,), 1): 0.8}
     space, corpus, w, attr_of, pred_of = ind.build()
     (gain, label, mu, _, tuple_of), stats = ind.candidates(space, corpus, w, pred_of)
-    marg = space.lattices(corpus).marginals(w)[0]
+    marg = chain_lattices(space, corpus).marginals(w)[0]
     gold = corpus.labels
     fires = np.zeros((gold.size, ind.n_tests), dtype=bool)
     fires[np.repeat(np.arange(gold.size), np.diff(ind.tests.ptr)), ind.tests.ids] = True
@@ -269,13 +270,13 @@ def test_cross_fit_posteriors_come_from_models_trained_without_the_token():
 
     cross = CrossFit(len(sents), 3)
     pred, marg = cross.posteriors(ind, space, corpus, attr_of, fit)
-    own = space.lattices(corpus).marginals(fit(corpus, w))[0]
+    own = chain_lattices(space, corpus).marginals(fit(corpus, w))[0]
     assert not np.allclose(marg, own, atol=1e-3)
     for k in range(3):
         held = [s for i, s in enumerate(sents) if i % 3 == k]
         rest = [s for i, s in enumerate(sents) if i % 3 != k]
         v = fit(space.encode(rest), np.zeros(space.n_params))
-        lat = space.lattices(space.encode(held))
+        lat = chain_lattices(space, space.encode(held))
         tokens = corpus.tokens_of(np.arange(k, len(sents), 3))
         np.testing.assert_allclose(marg[tokens], lat.marginals(v)[0], atol=1e-5)
         assert np.array_equal(pred[tokens], lat.viterbi(v)[0])

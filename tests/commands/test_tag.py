@@ -8,6 +8,7 @@ from crftk.commands.tag import Tagger, tag_files
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.features.templates import parse_template
+from crftk.structures.chain import chain_lattices
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +61,8 @@ def test_marginals_output(model, tmp_path):
     out = io.StringIO()
     tag_files(model, [write(tmp_path / "t", sents)], out, marginals=2)
     corpus = model.space.encode(sents)
-    marg, logz = model.space.lattices(corpus).marginals(model.weights)
-    pred, score = model.space.lattices(corpus).viterbi(model.weights)
+    marg, logz = chain_lattices(model.space, corpus).marginals(model.weights)
+    pred, score = chain_lattices(model.space, corpus).viterbi(model.weights)
     k = 0
     for i, b in enumerate(blocks(out.getvalue())):
         assert b[0].startswith("# prob ")
@@ -99,7 +100,7 @@ def test_nbest_with_marginals_adds_each_labels_marginal(model, tmp_path):
     out = io.StringIO()
     tag_files(model, [write(tmp_path / "t", sents)], out, nbest=2, marginals=1)
     corpus = model.space.encode(sents)
-    marg, _ = model.space.lattices(corpus).marginals(model.weights)
+    marg, _ = chain_lattices(model.space, corpus).marginals(model.weights)
     index = {lab: i for i, lab in enumerate(model.labels)}
     bl = blocks(out.getvalue())
     start = 0

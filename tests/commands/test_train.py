@@ -6,7 +6,7 @@ from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.model import Model
 from crftk.objectives import Likelihood
-from crftk.structures.chain import Chain
+from crftk.structures.chain import Chain, chain_lattices
 from crftk.features.templates import parse_template
 from crftk.commands.train import TRAIN_PARAMS, train
 
@@ -29,7 +29,7 @@ def test_objective_gradient_matches_finite_differences():
         e[i] = eps
         num = (obj(w + e)[0] - obj(w - e)[0]) / (2 * eps)
         assert num == pytest.approx(g[i], rel=1e-5, abs=1e-6)
-    lat = space.lattices(corpus)
+    lat = chain_lattices(space, corpus)
     _, logz = lat.marginals(w)
     gold = lat.sequence_scores(w, corpus.labels)
     assert f == pytest.approx(np.sum(logz - gold) + 0.7 * w @ w)
@@ -41,7 +41,7 @@ def test_training_fits_a_learnable_corpus(tmp_path):
     tmpl.write_text(TEMPLATE)
     model = train([data], tmpl, tmp_path / "m", log=lambda m: None, c2=0.01, threads=1)
     corpus = model.space.encode(random_corpus(200, seed=2))
-    pred, _ = model.space.lattices(corpus).viterbi(model.weights)
+    pred, _ = chain_lattices(model.space, corpus).viterbi(model.weights)
     assert (pred == corpus.labels).mean() == 1.0
     assert Model.load(tmp_path / "m").info["iterations"] == model.info["iterations"]
 
@@ -162,7 +162,7 @@ def test_averaged_perceptron_training(tmp_path):
     assert Model.load(tmp_path / "p.model").info["options"]["algorithm"] == "perceptron"
     assert any(l.startswith("epoch    1  mislabeled tokens") for l in logs)
     corpus = model.space.encode(random_corpus(200, seed=14))
-    pred, _ = model.space.lattices(corpus).viterbi(model.weights)
+    pred, _ = chain_lattices(model.space, corpus).viterbi(model.weights)
     assert (pred == corpus.labels).mean() > 0.98
     assert model.info["converged"] and "no training sentence mislabeled" in model.info["stop_reason"]
     hist = model.info["history"]
@@ -217,7 +217,7 @@ def test_mce_from_map_weights_does_not_add_training_errors(tmp_path):
     assert model.space.n_params == base.space.n_params
     assert model.info["init_model"] == str(tmp_path / "map.model")
     corpus = base.space.encode(random_corpus(150, seed=18))
-    lat = base.space.lattices(corpus)
+    lat = chain_lattices(base.space, corpus)
     errors = [int((lat.viterbi(m.weights)[0] != corpus.labels).sum()) for m in (base, model)]
     assert errors[1] <= errors[0]
     assert not np.array_equal(model.weights, base.weights)

@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from crftk.io import conll
+from crftk.io import atomic
 from crftk.io import container
-from crftk.io.conll import AtomicWriter
+from crftk.io.atomic import AtomicWriter
 from crftk.io.container import _meta_digest  # noqa: E402  (crafted version-1 headers need it)
 from crftk.io.container import (
     FORMAT_VERSION,
@@ -476,7 +476,7 @@ def dead_pid():
 
 
 def temp_name(base, pid, host=None):
-    host = conll._host_tag() if host is None else host
+    host = atomic._host_tag() if host is None else host
     return f".{base}.{pid}-{host}-0123abcd.tmp"
 
 
@@ -494,7 +494,7 @@ def test_a_write_removes_the_temp_files_of_dead_writers_of_the_same_target(tmp_p
     path = tmp_path / "out"
     gone = dead_pid()
     stale = [temp_name("out", gone), temp_name("out", dead_pid()).replace("0123abcd.tmp", "4567cdef.tmp")]
-    other_host = "00000000" if conll._host_tag() != "00000000" else "11111111"
+    other_host = "00000000" if atomic._host_tag() != "00000000" else "11111111"
     kept = [
         temp_name("out", os.getpid()),          # this process: alive
         temp_name("out", os.getppid()),         # alive
@@ -525,7 +525,7 @@ def test_temp_file_names_carry_the_writers_pid(tmp_path, monkeypatch, writer):
     monkeypatch.setattr(os, "replace", spy)
     write_with(writer, tmp_path / "out")
     assert len(seen) == 1
-    assert conll._temp_name_pattern("out").fullmatch(seen[0]).group(1) == str(os.getpid())
+    assert atomic._temp_name_pattern("out").fullmatch(seen[0]).group(1) == str(os.getpid())
 
 
 @pytest.mark.skipif(os.name != "posix", reason="signals")

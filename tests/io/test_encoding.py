@@ -14,7 +14,8 @@ import pytest
 from crftk.api import evaluate, read_conll
 from crftk.errors import CrftkError
 from crftk.io import conll
-from crftk.io.conll import AtomicWriter, codec, read_batches, read_corpus, read_sentences
+from crftk.io.atomic import AtomicWriter
+from crftk.io.conll import codec, read_batches, read_corpus, read_sentences
 
 TEXT = ("-DOCSTART- -X- O\n\n"
         "José NP B-PER\nNúñez NP I-PER\ncomió V O\nen P O\nCórdoba NP B-LOC\n\n"

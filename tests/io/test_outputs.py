@@ -10,7 +10,8 @@ import pytest
 from special_files import FifoReader, is_char_device, null_device
 
 from crftk.errors import CrftkError
-from crftk.io.conll import AtomicFiles, AtomicWriter, check_output
+from crftk.io.atomic import AtomicFiles, AtomicWriter
+from crftk.io.outputs import check_output
 from crftk.io.container import dumps, read_container, write_container
 
 TEXT = "w1\tA\n" * 20_000 + "\n"        # larger than a pipe's buffer: the writer must stream

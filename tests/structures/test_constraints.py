@@ -9,6 +9,7 @@ from crftk.structures.constraints import FORBIDDEN, allowed, check_gold, forbidd
 from crftk.errors import CrftkError
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
+from crftk.structures.chain import chain_lattices
 
 LABELS = ["B-NP", "B-VP", "I-NP", "I-VP", "O"]
 
@@ -91,7 +92,7 @@ def test_pinned_weights_make_decoding_obey_the_constraints():
             (["B-NP", "I-NP", "O", "B-VP", "I-VP"], ["O", "B-NP"], ["B-VP", "O", "B-NP", "I-NP"])] * 5
     space, corpus = FeatureSpace.fit(sentences(rows), parse_template("U:%x[0,0]\nB\n"))
     mask = forbidden_parameters(space, "iob2")
-    lat = space.lattices(corpus)
+    lat = chain_lattices(space, corpus)
     for seed in range(5):
         w = np.random.default_rng(seed).normal(scale=3.0, size=space.n_params)
         w[mask] = FORBIDDEN

@@ -16,6 +16,7 @@ from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
 from crftk.model import Model
 from crftk.structures import joint
+from crftk.structures.chain import chain_lattices
 
 # stage 0 tags column 1 from the words; stage 1 labels column 2 from the words and the fed
 # column 1 (offset 0 only: alone, through a test, in conjunctions of two macros either way round,
@@ -63,7 +64,7 @@ def score(model, rows, labels):
     """Score of one labeling of one sentence by one model, through its own encoding."""
     corp = model.space.encode(sentences([rows]))
     ids = np.array([model.space.label_index[x] for x in labels], dtype=np.int32)
-    return float(model.space.lattices(corp).sequence_scores(model.weights, ids)[0])
+    return float(chain_lattices(model.space, corp).sequence_scores(model.weights, ids)[0])
 
 
 def enumerate_joint(pipe, sent):

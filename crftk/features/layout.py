@@ -70,7 +70,7 @@ class ChainLayout:
 
 @dataclass(frozen=True)
 class PairLayout:
-    """The parameters of a factorial CRF's pair factor (structures.factorial.PairSpace):
+    """The parameters of a factorial CRF's pair factor (features.space.PairSpace):
     the weights of its (attribute, label pair) features, nothing else."""
 
     n_features: int
