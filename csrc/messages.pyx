@@ -16,7 +16,7 @@ its random schedule from ``seed + s``, so results do not depend on the thread co
 import numpy as np
 from libc.stdlib cimport calloc, free
 
-from chain cimport exp_array, log_array
+from vecmath cimport exp_array, log_array
 from cython.parallel cimport prange, parallel, threadid
 
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_joint_labels,
@@ -197,12 +197,12 @@ cdef object _elementwise(x, void (*fn)(const double*, double*, int) noexcept nog
 
 
 def vector_exp(x):
-    """exp of a float64 array through the kernels' vector exp (chain.pxd's exp_array; for tests)."""
+    """exp of a float64 array through the kernels' vector exp (vecmath.h's; for tests)."""
     return _elementwise(x, exp_array)
 
 
 def vector_log(x):
-    """log of a float64 array through the kernels' vector log (chain.pxd's log_array; for tests)."""
+    """log of a float64 array through the kernels' vector log (vecmath.h's; for tests)."""
     return _elementwise(x, log_array)
 
 
