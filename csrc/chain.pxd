@@ -22,10 +22,10 @@ reparameterization.
 """
 
 from libc.math cimport exp, log, INFINITY
-from libc.stdlib cimport malloc, calloc, free
+from libc.stdlib cimport malloc, free
 from libc.string cimport memset
-from cython.parallel cimport prange, parallel, threadid
 
+from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
 from vecmath cimport exp_array
 
 
@@ -108,53 +108,71 @@ cdef inline void chain_buffers_release(ChainBuffers* b) noexcept nogil:
     memset(b, 0, sizeof(ChainBuffers))
 
 
+cdef struct ChainSizes:
+    # what chain_buffers_init takes: a workspace's sizes
+    int max_T, n, F, K
+    bint own_matrices
+
+
+cdef inline int chain_work_init(void* spec, void* work, int i) noexcept nogil:
+    cdef const ChainSizes* z = <const ChainSizes*> spec
+    return chain_buffers_init(<ChainBuffers*> work, z.max_T, z.n, z.F, z.own_matrices, z.K)
+
+
+cdef inline void chain_work_release(void* spec, void* work) noexcept nogil:
+    chain_buffers_release(<ChainBuffers*> work)
+
+
+cdef inline Workspaces chain_workspaces(ChainSizes* sizes) noexcept nogil:
+    """ChainBuffers as the workspaces of sentences.pxd (sizes: NULL to free only)."""
+    cdef Workspaces ws
+    ws.size = sizeof(ChainBuffers)
+    ws.init = chain_work_init
+    ws.release = chain_work_release
+    ws.spec = sizes
+    return ws
+
+
 cdef inline ChainBuffers* chain_pool_new(int n_threads, int max_T, int n, int F, bint own_matrices,
                                          int K) except NULL:
     """One workspace per thread (see chain_buffers_init), made before a parallel block so that
     running out of memory raises MemoryError here; thread i uses pool[i]. Free with
     chain_pool_free."""
-    cdef ChainBuffers* pool = <ChainBuffers*> calloc(n_threads, sizeof(ChainBuffers))
-    cdef int i
-    if pool == NULL:
-        raise MemoryError("cannot allocate chain buffers")
-    for i in range(n_threads):
-        if chain_buffers_init(&pool[i], max_T, n, F, own_matrices, K) < 0:
-            chain_pool_free(pool, i)
-            raise MemoryError("cannot allocate chain buffers")
-    return pool
+    cdef ChainSizes sizes = ChainSizes(max_T=max_T, n=n, F=F, K=K, own_matrices=own_matrices)
+    cdef Workspaces ws = chain_workspaces(&sizes)
+    return <ChainBuffers*> workspaces_new(&ws, n_threads, "cannot allocate chain buffers")
 
 
 cdef inline void chain_pool_free(ChainBuffers* pool, int n_threads) noexcept nogil:
     """Frees the first n_threads workspaces of a pool and the pool."""
-    cdef int i
-    for i in range(n_threads):
-        chain_buffers_release(&pool[i])
-    free(pool)
+    cdef Workspaces ws = chain_workspaces(NULL)
+    workspaces_free(&ws, <char*> pool, n_threads)
 
 
-# One sentence's work in a parallel kernel: job is the kernel's own struct of inputs and
-# outputs, s the sentence, b the thread's workspace, tid the thread (for per-thread sums).
+# One sentence's work in a parallel kernel on chains: job is the kernel's own struct of inputs
+# and outputs, s the sentence, b the thread's workspace, tid the thread (for per-thread sums).
 ctypedef void (*ChainTask)(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil
+
+
+cdef struct ChainJob:
+    ChainTask task
+    void* job
+
+
+cdef inline void chain_task(void* job, Py_ssize_t s, void* work, int tid) noexcept nogil:
+    cdef const ChainJob* cj = <const ChainJob*> job
+    cj.task(cj.job, s, <ChainBuffers*> work, tid)
 
 
 cdef inline int run_chains(Py_ssize_t n, int n_threads, int chunk, int max_T, int states, int F,
                            bint own_matrices, int K, ChainTask task, void* job) except -1:
-    """task(job, s, ...) for every s < n over n_threads threads (dynamic schedule, chunks of
-    chunk sentences), each thread with a workspace of chain_pool_new(max_T, states, F,
-    own_matrices, K): the one sentence loop of every parallel kernel."""
-    cdef Py_ssize_t s
-    cdef int tid
-    if n <= 0:
-        return 0
-    cdef ChainBuffers* pool = chain_pool_new(n_threads, max_T, states, F, own_matrices, K)
-    try:
-        with nogil, parallel(num_threads=n_threads):
-            tid = threadid()
-            for s in prange(n, schedule="dynamic", chunksize=chunk):
-                task(job, s, &pool[tid], tid)
-    finally:
-        chain_pool_free(pool, n_threads)
-    return 0
+    """task(job, s, ...) for every s < n through sentences.pxd's run_sentences (dynamic
+    schedule, chunks of chunk sentences), each thread with a workspace of chain_pool_new(max_T,
+    states, F, own_matrices, K)."""
+    cdef ChainSizes sizes = ChainSizes(max_T=max_T, n=states, F=F, K=K, own_matrices=own_matrices)
+    cdef Workspaces ws = chain_workspaces(&sizes)
+    cdef ChainJob cj = ChainJob(task=task, job=job)
+    return run_sentences(n, n_threads, chunk, &ws, "cannot allocate chain buffers", chain_task, &cj)
 
 
 cdef inline void vec_mat(const double* x, const double* M, int n, double* y) noexcept nogil:
