@@ -56,6 +56,7 @@ extensions = [
     kernel("crftk._messages", "csrc/messages.pyx", VECMATH),
     kernel("crftk._combine", "csrc/combine.pyx", VECMATH),
     kernel("crftk._factorial", "csrc/factorial.pyx", VECMATH),
+    kernel("crftk._encode", "csrc/encode.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]
