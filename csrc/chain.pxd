@@ -125,12 +125,7 @@ cdef inline void chain_work_release(void* spec, void* work) noexcept nogil:
 
 cdef inline Workspaces chain_workspaces(ChainSizes* sizes) noexcept nogil:
     """ChainBuffers as the workspaces of sentences.pxd (sizes: NULL to free only)."""
-    cdef Workspaces ws
-    ws.size = sizeof(ChainBuffers)
-    ws.init = chain_work_init
-    ws.release = chain_work_release
-    ws.spec = sizes
-    return ws
+    return Workspaces(size=sizeof(ChainBuffers), init=chain_work_init, release=chain_work_release, spec=sizes)
 
 
 cdef inline ChainBuffers* chain_pool_new(int n_threads, int max_T, int n, int F, bint own_matrices,

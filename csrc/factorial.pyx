@@ -168,12 +168,7 @@ cdef void work_spec_release(void* spec, void* work) noexcept nogil:
 
 
 cdef inline Workspaces grid_workspaces(WorkSpec* spec) noexcept nogil:
-    cdef Workspaces ws
-    ws.size = sizeof(Work)
-    ws.init = work_spec_init
-    ws.release = work_spec_release
-    ws.spec = spec
-    return ws
+    return Workspaces(size=sizeof(Work), init=work_spec_init, release=work_spec_release, spec=spec)
 
 
 cdef inline void pair_scores(const Features* d, const double* w, Py_ssize_t t0, int T,

@@ -178,12 +178,7 @@ cdef void slot_release(void* spec, void* work) noexcept nogil:
 
 
 cdef inline Workspaces slot_workspaces(Batch* b) noexcept nogil:
-    cdef Workspaces ws
-    ws.size = sizeof(Slot)
-    ws.init = slot_init
-    ws.release = slot_release
-    ws.spec = b
-    return ws
+    return Workspaces(size=sizeof(Slot), init=slot_init, release=slot_release, spec=b)
 
 
 cdef void batch_at(const Batch* b, Slot* sl, Py_ssize_t s) noexcept nogil:

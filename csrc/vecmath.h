@@ -156,10 +156,7 @@ typedef uint64_t crftk_v4u __attribute__((vector_size(32)));
     }                                                                           \
     for (; i < n; i++) y[i] = crftk_exp1(x[i]);                                 \
 }
-#else
-#define CRFTK_EXP_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_exp1(x[i]); }
 #endif
-CRFTK_BUILT_TWICE(crftk_exp_array, (const double* x, double* y, int n), (x, y, n), CRFTK_EXP_BODY)
 
 /* y[i] = log(x[i]) for n values (x and y may be the same array), 4 at a time: x = 2^e m
    with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^23/23), s =
@@ -241,9 +238,14 @@ static inline double crftk_log1(double x)
     }                                                                           \
     for (; i < n; i++) y[i] = crftk_log1(x[i]);                                 \
 }
-#else
+#endif
+
+#if !(defined(__GNUC__) || defined(__clang__))
+/* without vector types, one value at a time */
+#define CRFTK_EXP_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_exp1(x[i]); }
 #define CRFTK_LOG_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_log1(x[i]); }
 #endif
+CRFTK_BUILT_TWICE(crftk_exp_array, (const double* x, double* y, int n), (x, y, n), CRFTK_EXP_BODY)
 CRFTK_BUILT_TWICE(crftk_log_array, (const double* x, double* y, int n), (x, y, n), CRFTK_LOG_BODY)
 
 #endif /* CRFTK_VECMATH_H */
