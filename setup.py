@@ -36,21 +36,27 @@ def openmp_flags():
 compile_omp, link_omp = openmp_flags()
 
 
-def kernel(name, source):
+# the C headers a kernel includes (through the .pxd files it cimports): a change of one
+# recompiles the extensions that include it, though their generated C stays the same
+VECMATH = ["csrc/vecmath.h"]
+
+
+def kernel(name, source, headers=()):
     """A Cython extension of crftk with numpy's headers, built with -O3 and OpenMP."""
-    return Extension(name, [source], include_dirs=[numpy.get_include()],
+    return Extension(name, [source], include_dirs=[numpy.get_include(), "csrc"], depends=list(headers),
                      extra_compile_args=["-O3"] + compile_omp, extra_link_args=link_omp,
                      define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
 
 
 extensions = [
-    kernel("crftk._lattice", "csrc/lattice.pyx"),
+    kernel("crftk._lattice", "csrc/lattice.pyx", VECMATH),
     kernel("crftk._induce", "csrc/induce.pyx"),
-    kernel("crftk._chain", "csrc/chain_tables.pyx"),
-    kernel("crftk._product", "csrc/product_tables.pyx"),
-    kernel("crftk._messages", "csrc/messages.pyx"),
-    kernel("crftk._combine", "csrc/combine.pyx"),
-    kernel("crftk._factorial", "csrc/factorial.pyx"),
+    kernel("crftk._chain", "csrc/chain_tables.pyx", VECMATH),
+    kernel("crftk._product", "csrc/product_tables.pyx", VECMATH),
+    kernel("crftk._messages", "csrc/messages.pyx", VECMATH),
+    kernel("crftk._combine", "csrc/combine.pyx", VECMATH),
+    kernel("crftk._factorial", "csrc/factorial.pyx", VECMATH),
+    kernel("crftk._encode", "csrc/encode.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]

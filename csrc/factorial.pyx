@@ -23,11 +23,11 @@ pair spaces' feature weights; ``chain_offset[c]`` and ``pair_offset[c]`` say whe
 """
 
 import numpy as np
-from cython.parallel cimport prange, parallel, threadid
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy, memset
 
 from chain cimport ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted
+from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
 from potentials cimport (Features, state_scores, has_edge_attributes, edge_scores, labeling_score,
                          scatter_edge, scatter_nodes, gather_attribute, scatter_attribute,
                          dense_attributes)
@@ -140,6 +140,35 @@ cdef void work_free(Work* b) noexcept nogil:
     free(b.emarg)
     free(b.Tr)
     free(b.joint)
+
+
+cdef struct WorkSpec:
+    # a Grids kernel's workspaces: made for sentences of up to max_T tokens; released, they add
+    # their counts of sweeps and converged sentences here
+    const Model* m
+    int max_T
+    Py_ssize_t sweeps
+    Py_ssize_t converged
+
+
+cdef int work_spec_init(void* spec, void* work, int i) noexcept nogil:
+    cdef const WorkSpec* ws = <const WorkSpec*> spec
+    if work_init(<Work*> work, ws.m, ws.max_T) != 0:
+        work_free(<Work*> work)
+        return -1
+    return 0
+
+
+cdef void work_spec_release(void* spec, void* work) noexcept nogil:
+    cdef WorkSpec* ws = <WorkSpec*> spec
+    cdef Work* b = <Work*> work
+    ws.sweeps += b.sweeps
+    ws.converged += b.converged
+    work_free(b)
+
+
+cdef inline Workspaces grid_workspaces(WorkSpec* spec) noexcept nogil:
+    return Workspaces(size=sizeof(Work), init=work_spec_init, release=work_spec_release, spec=spec)
 
 
 cdef inline void pair_scores(const Features* d, const double* w, Py_ssize_t t0, int T,
@@ -323,8 +352,18 @@ cdef double exact_sentence(const Model* m, const double* w, Py_ssize_t t0, int T
     return logz
 
 
+cdef struct Job
+
+
+# One sentence (s, its first token t0, its length T) of a Grids kernel, on thread tid's Work.
+ctypedef void (*GridTask)(Job* job, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
+                          int tid) noexcept nogil
+
+
 cdef struct Job:
     # a Grids kernel's inputs and outputs, shared by its threads
+    const Model* m
+    GridTask task                 # the kernel's work on one sentence (see grid_task)
     const double* w
     const double* E[MAX_CHAINS]   # each chain's shared transition matrix, exponentiated
     const double* shift           # and its shift, per chain
@@ -442,9 +481,11 @@ cdef inline double infer_sentence(const Model* m, const Job* j, Py_ssize_t s, Py
     return bp_sentence(m, j.w, s, t0, T, b, gold, g, warm, restore, j)
 
 
-# One sentence (s, its first token t0, its length T) of a Grids kernel, on thread tid's Work.
-ctypedef void (*SentenceTask)(Job* job, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
-                              int tid) noexcept nogil
+cdef void grid_task(void* job, Py_ssize_t s, void* work, int tid) noexcept nogil:
+    """A Grids kernel's task for sentences.pxd's run_sentences: its job's task on sentence s."""
+    cdef Job* j = <Job*> job
+    cdef Py_ssize_t t0 = j.m.sent_ptr[s]
+    j.task(j, j.m, s, t0, <int> (j.m.sent_ptr[s + 1] - t0), <Work*> work, tid)
 
 
 cdef void loglik_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int T, Work* b,
@@ -525,6 +566,7 @@ cdef class Grids:
     """The factorial grids of an encoded corpus (one encoding per chain and per pair space)."""
 
     cdef Model m
+    cdef WorkSpec spec
     cdef readonly int n_chains, n_sentences, max_len, n_states
     cdef readonly Py_ssize_t n_tokens, n_params
     cdef object keep
@@ -624,28 +666,21 @@ cdef class Grids:
         self.n_sentences = sp.size - 1
         self.max_len = int(np.diff(sp).max()) if sp.size > 1 else 0
 
-    cdef Work* _pool(self, int n_threads) except NULL:
-        cdef Work* pool = <Work*> calloc(n_threads, sizeof(Work))
-        cdef int i
-        if pool == NULL:
-            raise MemoryError()
-        for i in range(n_threads):
-            if work_init(&pool[i], &self.m, self.max_len) != 0:
-                for j in range(i + 1):
-                    work_free(&pool[j])
-                free(pool)
-                raise MemoryError(f"factorial inference: {self.max_len} tokens x {self.n_states} joint labels")
-        return pool
+    cdef Workspaces _workspaces(self):
+        """Work for this corpus's sentences, its counts zeroed (released, each Work adds its own)."""
+        self.spec.m = &self.m
+        self.spec.max_T = self.max_len
+        self.spec.sweeps = 0
+        self.spec.converged = 0
+        return grid_workspaces(&self.spec)
 
-    cdef void _free(self, Work* pool, int n_threads):
-        cdef int i
-        cdef Py_ssize_t sweeps = 0, converged = 0
-        for i in range(n_threads):
-            sweeps += pool[i].sweeps
-            converged += pool[i].converged
-            work_free(&pool[i])
-        free(pool)
-        self.last_stats = (converged, <double> sweeps / self.n_sentences if self.n_sentences else 0.0)
+    cdef str _oom(self):
+        return f"factorial inference: {self.max_len} tokens x {self.n_states} joint labels"
+
+    cdef void _count(self):
+        """last_stats from the counts of the workspaces released since _workspaces."""
+        self.last_stats = (self.spec.converged,
+                           <double> self.spec.sweeps / self.n_sentences if self.n_sentences else 0.0)
 
     def _shared(self, const double[::1] w):
         """Each chain's shared transition matrix exponentiated, and its shift."""
@@ -669,22 +704,13 @@ cdef class Grids:
                 if lab[c].size and (lab[c].min() < 0 or lab[c].max() >= self.m.n[c]):
                     raise ValueError("label out of range")
 
-    cdef int _run(self, int n_threads, SentenceTask task, Job* job) except -1:
+    cdef int _run(self, int n_threads, GridTask task, Job* job) except -1:
         """task(job, ...) for every sentence over n_threads threads, each with its own Work."""
-        cdef Py_ssize_t s, t0
-        cdef int tid
-        if self.n_sentences == 0:
-            self.last_stats = (0, 0.0)
-            return 0
-        cdef Work* pool = self._pool(n_threads)
-        try:
-            with nogil, parallel(num_threads=n_threads):
-                tid = threadid()
-                for s in prange(self.n_sentences, schedule="dynamic", chunksize=4):
-                    t0 = self.m.sent_ptr[s]
-                    task(job, &self.m, s, t0, <int> (self.m.sent_ptr[s + 1] - t0), &pool[tid], tid)
-        finally:
-            self._free(pool, n_threads)
+        cdef Workspaces ws = self._workspaces()
+        job.m = &self.m
+        job.task = task
+        run_sentences(self.n_sentences, n_threads, 4, &ws, self._oom(), grid_task, job)
+        self._count()
         return 0
 
     cdef object _job(self, const double[::1] w, Job* job, bint want_exp=True):
@@ -810,7 +836,8 @@ cdef class Grids:
             raise IndexError("sentence out of range")
         cdef Py_ssize_t t0 = self.m.sent_ptr[sentence]
         cdef int T = <int> (self.m.sent_ptr[sentence + 1] - t0)
-        cdef Work* pool = self._pool(1)
+        cdef Workspaces ws = self._workspaces()
+        cdef Work* pool = <Work*> workspaces_new(&ws, 1, self._oom())
         C = self.n_chains
         cdef int c, t, i, n
         try:
@@ -828,5 +855,6 @@ cdef class Grids:
                     pair.append(np.array(<double[:T * n * self.m.n[c + 1]]> pool.pair[c]).reshape(
                         T, n, self.m.n[c + 1]))
         finally:
-            self._free(pool, 1)
+            workspaces_free(&ws, <char*> pool, 1)
+            self._count()
         return node, trans, pair

@@ -28,7 +28,8 @@ from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, chain_max_scores, argmax,
-                    vec_mat_rect, exp_array, exp_shifted_fast, log_array)
+                    exp_shifted_fast)
+from vecmath cimport vec_mat_rect, exp_array, log_array
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 

@@ -14,15 +14,30 @@ its random schedule from ``seed + s``, so results do not depend on the thread co
 """
 
 import numpy as np
-from libc.stdlib cimport calloc, free
-
-from chain cimport exp_array, log_array
-from cython.parallel cimport prange, parallel, threadid
+from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
+from vecmath cimport exp_array, log_array
 
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_joint_labels,
                        grid_edge_count, grid_exact, grid_exact_viterbi, grid_bp, grid_bp_max,
                        grid_comb_edges, grid_labeling_score, GRID_WANT_EXACT, GRID_WANT_BP, GRID_TRP,
                        GRID_RANDOM)
+
+
+cdef struct Batch:
+    # a GridBatch's grids and outputs, for the nogil code; outputs NULL where not asked for
+    int C, max_len
+    int n[8]
+    const double* node_p[8]
+    const double* trans_p[8]
+    const double* pair_p[8]
+    const long* sp
+    double* node_base[8]
+    double* pair_base[8]
+    int* lab_base[8]
+    double* edge_base
+    Py_ssize_t eoff[8]
+    Py_ssize_t edge_width
+    int want                      # what the workspaces are for (GRID_WANT_*)
 
 
 cdef struct Slot:
@@ -44,19 +59,9 @@ cdef class GridBatch:
     cdef readonly object sizes, sent_ptr, node, trans, pair
     cdef readonly int C, max_len
     cdef readonly Py_ssize_t n_tokens, n_grids
-    cdef int n[8]
-    cdef const double* node_p[8]
-    cdef const double* trans_p[8]
-    cdef const double* pair_p[8]
-    cdef const long[::1] sp
-    # the outputs (see outputs()); NULL where not asked for
+    # the outputs (see outputs())
     cdef readonly object node_out, pair_out, edge_acc, labels_out
-    cdef double* node_base[8]
-    cdef double* pair_base[8]
-    cdef int* lab_base[8]
-    cdef double* edge_base
-    cdef Py_ssize_t eoff[8]
-    cdef Py_ssize_t edge_width
+    cdef Batch b
 
     def __init__(self, sizes, sent_ptr, node, trans, pair):
         self.sizes = np.ascontiguousarray(sizes, dtype=np.int32)
@@ -88,23 +93,26 @@ cdef class GridBatch:
         cdef const double[:, ::1] v2
         cdef const double[:, :, ::1] v3
         for c in range(C):
-            self.n[c] = sizes_l[c]
+            self.b.n[c] = sizes_l[c]
             v2 = self.node[c]
-            self.node_p[c] = &v2[0, 0] if N else NULL
+            self.b.node_p[c] = &v2[0, 0] if N else NULL
             v2 = self.trans[c]
-            self.trans_p[c] = &v2[0, 0]
+            self.b.trans_p[c] = &v2[0, 0]
             if c < C - 1:
                 v3 = self.pair[c]
-                self.pair_p[c] = &v3[0, 0, 0] if N else NULL
+                self.b.pair_p[c] = &v3[0, 0, 0] if N else NULL
         self.n_tokens = N
         self.n_grids = sp.size - 1
         self.max_len = int(np.diff(sp).max()) if sp.size > 1 else 0
-        self.sp = self.sent_ptr
+        cdef const long[::1] spv = self.sent_ptr
+        self.b.sp = &spv[0]
+        self.b.C = self.C
+        self.b.max_len = self.max_len
 
     cdef int outputs(self, int n_threads, bint marginals, bint labels) except -1:
         """The batch's output arrays: with marginals, node [N, n_c] and pair [N, n_c, n_c+1] per
         chain and each thread's chain-edge sums; with labels, [N] int32 per chain. Call before
-        slots(), which points the slots at them."""
+        workspaces(), whose slots point at them."""
         cdef Py_ssize_t N = self.n_tokens, k = 0
         cdef int c
         cdef double[:, ::1] v2
@@ -112,78 +120,82 @@ cdef class GridBatch:
         cdef int[::1] vi
         sizes_l = self.sizes.tolist()
         for c in range(self.C):
-            self.eoff[c] = k
+            self.b.eoff[c] = k
             k += sizes_l[c] * sizes_l[c]
-        self.edge_width = k
+        self.b.edge_width = k
         self.node_out = [np.zeros((N, n)) for n in sizes_l] if marginals else None
         self.pair_out = [np.zeros((N, sizes_l[c], sizes_l[c + 1])) for c in range(self.C - 1)] if marginals else None
         self.edge_acc = np.zeros((n_threads, k)) if marginals else None
         self.labels_out = [np.zeros(N, dtype=np.int32) for _ in range(self.C)] if labels else None
         if marginals:
             v2 = self.edge_acc
-            self.edge_base = &v2[0, 0]
+            self.b.edge_base = &v2[0, 0]
         for c in range(self.C):
             if marginals and N:
                 v2 = self.node_out[c]
-                self.node_base[c] = &v2[0, 0]
+                self.b.node_base[c] = &v2[0, 0]
                 if c < self.C - 1:
                     v3 = self.pair_out[c]
-                    self.pair_base[c] = &v3[0, 0, 0]
+                    self.b.pair_base[c] = &v3[0, 0, 0]
             if labels and N:
                 vi = self.labels_out[c]
-                self.lab_base[c] = &vi[0]
+                self.b.lab_base[c] = &vi[0]
         return 0
 
     def edges(self):
         """Per chain [n_c, n_c]: the chain-edge marginals summed over the tokens and threads."""
         total = self.edge_acc.sum(axis=0)
-        return [total[self.eoff[c]:self.eoff[c] + n * n].reshape(n, n) for c, n in enumerate(self.sizes.tolist())]
+        return [total[self.b.eoff[c]:self.b.eoff[c] + n * n].reshape(n, n) for c, n in enumerate(self.sizes.tolist())]
 
-    cdef Slot* slots(self, int n_threads, int want) except NULL:
-        """One slot per thread, its workspace made for this batch; free with free_slots."""
-        cdef Slot* sl = <Slot*> calloc(n_threads, sizeof(Slot))
-        cdef int i, c
-        if sl == NULL:
-            raise MemoryError("cannot allocate grid workspaces")
-        for i in range(n_threads):
-            if grid_work_init(&sl[i].w, self.max_len, self.C, self.n, want) < 0:
-                free_slots(sl, i)
-                raise MemoryError("cannot allocate grid workspaces")
-            sl[i].g.C = self.C
-            sl[i].g.n = self.n
-            sl[i].g.node = sl[i].node
-            sl[i].g.trans = self.trans_p
-            sl[i].g.pair = sl[i].pair
-            if self.edge_base != NULL:      # marginals asked for
-                for c in range(self.C):
-                    sl[i].edge_out[c] = self.edge_base + i * self.edge_width + self.eoff[c]
-                sl[i].out.node = sl[i].node_out
-                sl[i].out.edge = sl[i].edge_out
-                sl[i].out.pair = sl[i].pair_out if self.C > 1 else NULL
-        return sl
-
-    cdef void at(self, Slot* sl, Py_ssize_t s) noexcept nogil:
-        """Points the slot's grid (and its per-token outputs, where set) at grid s."""
-        cdef Py_ssize_t t0 = self.sp[s]
-        cdef int c
-        sl.g.T = <int> (self.sp[s + 1] - t0)
-        for c in range(self.C):
-            sl.node[c] = self.node_p[c] + t0 * self.n[c]
-            if self.node_base[c] != NULL:
-                sl.node_out[c] = self.node_base[c] + t0 * self.n[c]
-            if self.lab_base[c] != NULL:
-                sl.labels[c] = self.lab_base[c] + t0
-            if c < self.C - 1:
-                sl.pair[c] = self.pair_p[c] + t0 * self.n[c] * self.n[c + 1]
-                if self.pair_base[c] != NULL:
-                    sl.pair_out[c] = self.pair_base[c] + t0 * self.n[c] * self.n[c + 1]
+    cdef Workspaces workspaces(self, int want):
+        """A Slot per thread, its workspace made for this batch (for what want says)."""
+        self.b.want = want
+        return slot_workspaces(&self.b)
 
 
-cdef void free_slots(Slot* sl, int n) noexcept nogil:
-    cdef int i
-    for i in range(n):
-        grid_work_release(&sl[i].w)
-    free(sl)
+cdef int slot_init(void* spec, void* work, int i) noexcept nogil:
+    cdef Batch* b = <Batch*> spec
+    cdef Slot* sl = <Slot*> work
+    cdef int c
+    if grid_work_init(&sl.w, b.max_len, b.C, b.n, b.want) < 0:
+        return -1
+    sl.g.C = b.C
+    sl.g.n = b.n
+    sl.g.node = sl.node
+    sl.g.trans = b.trans_p
+    sl.g.pair = sl.pair
+    if b.edge_base != NULL:      # marginals asked for
+        for c in range(b.C):
+            sl.edge_out[c] = b.edge_base + i * b.edge_width + b.eoff[c]
+        sl.out.node = sl.node_out
+        sl.out.edge = sl.edge_out
+        sl.out.pair = sl.pair_out if b.C > 1 else NULL
+    return 0
+
+
+cdef void slot_release(void* spec, void* work) noexcept nogil:
+    grid_work_release(&(<Slot*> work).w)
+
+
+cdef inline Workspaces slot_workspaces(Batch* b) noexcept nogil:
+    return Workspaces(size=sizeof(Slot), init=slot_init, release=slot_release, spec=b)
+
+
+cdef void batch_at(const Batch* b, Slot* sl, Py_ssize_t s) noexcept nogil:
+    """Points the slot's grid (and its per-token outputs, where set) at grid s."""
+    cdef Py_ssize_t t0 = b.sp[s]
+    cdef int c
+    sl.g.T = <int> (b.sp[s + 1] - t0)
+    for c in range(b.C):
+        sl.node[c] = b.node_p[c] + t0 * b.n[c]
+        if b.node_base[c] != NULL:
+            sl.node_out[c] = b.node_base[c] + t0 * b.n[c]
+        if b.lab_base[c] != NULL:
+            sl.labels[c] = b.lab_base[c] + t0
+        if c < b.C - 1:
+            sl.pair[c] = b.pair_p[c] + t0 * b.n[c] * b.n[c + 1]
+            if b.pair_base[c] != NULL:
+                sl.pair_out[c] = b.pair_base[c] + t0 * b.n[c] * b.n[c + 1]
 
 
 cdef object _elementwise(x, void (*fn)(const double*, double*, int) noexcept nogil):
@@ -197,12 +209,12 @@ cdef object _elementwise(x, void (*fn)(const double*, double*, int) noexcept nog
 
 
 def vector_exp(x):
-    """exp of a float64 array through the kernels' vector exp (chain.pxd's exp_array; for tests)."""
+    """exp of a float64 array through the kernels' vector exp (vecmath.h's; for tests)."""
     return _elementwise(x, exp_array)
 
 
 def vector_log(x):
-    """log of a float64 array through the kernels' vector log (chain.pxd's log_array; for tests)."""
+    """log of a float64 array through the kernels' vector log (vecmath.h's; for tests)."""
     return _elementwise(x, log_array)
 
 
@@ -279,13 +291,43 @@ def bp_max(sizes, sent_ptr, node, trans, pair, int schedule=GRID_TRP, double tol
     return {"labels": gb.labels_out, "score": score, "sweeps": sweeps, "converged": conv}
 
 
+cdef struct Job:
+    # what _run asks of every grid: its inputs, and its outputs (one entry per grid)
+    const Batch* b
+    bint marginals, labels, loopy
+    int schedule
+    double tol
+    int max_sweeps
+    unsigned long long seed
+    double* logz
+    double* score
+    int* sweeps
+    int* conv
+
+
+cdef void grid_task(void* job, Py_ssize_t s, void* work, int tid) noexcept nogil:
+    """Grid s of a _run, on its thread's Slot."""
+    cdef const Job* j = <const Job*> job
+    cdef Slot* me = <Slot*> work
+    batch_at(j.b, me, s)
+    if j.marginals and j.loopy:
+        j.logz[s] = grid_bp(&me.g, &me.w, j.schedule, j.tol, j.max_sweeps, j.seed + <unsigned long long> s,
+                            &me.out, &j.sweeps[s], &j.conv[s])
+    elif j.marginals:
+        j.logz[s] = grid_exact(&me.g, &me.w, &me.out)
+    if j.labels and j.loopy:
+        j.score[s] = grid_bp_max(&me.g, &me.w, j.schedule, j.tol, j.max_sweeps,
+                                 j.seed + <unsigned long long> s, me.labels, &j.sweeps[s], &j.conv[s])
+    elif j.labels:
+        j.score[s] = grid_exact_viterbi(&me.g, &me.w, me.labels)
+
+
 def _run(GridBatch gb, int n_threads, bint marginals, bint labels, bint loopy, int schedule, double tol,
          int max_sweeps, unsigned long long seed):
     """Inference on every grid into gb's outputs: marginals (exact, or sum-product) and labels
     (exact Viterbi, or max-product); loopy grid s is seeded with seed + s. Returns (log Z
     (Bethe when loopy) [S], labeling score [S], sweeps [S], converged [S])."""
     cdef int nt = max(1, n_threads)
-    cdef Py_ssize_t s
     logz_np = np.zeros(gb.n_grids)
     score_np = np.zeros(gb.n_grids)
     sweeps_np = np.zeros(gb.n_grids, dtype=np.int32)
@@ -293,27 +335,13 @@ def _run(GridBatch gb, int n_threads, bint marginals, bint labels, bint loopy, i
     cdef double[::1] logz = logz_np, score = score_np
     cdef int[::1] sweeps = sweeps_np, conv = conv_np
     gb.outputs(nt, marginals, labels)
-    cdef Slot* sl = NULL
-    cdef Slot* me = NULL
+    cdef Workspaces ws = gb.workspaces(GRID_WANT_BP if loopy else GRID_WANT_EXACT)
+    cdef Job job
     if gb.n_grids:
-        sl = gb.slots(nt, GRID_WANT_BP if loopy else GRID_WANT_EXACT)
-        try:
-            with nogil, parallel(num_threads=nt):
-                me = &sl[threadid()]
-                for s in prange(gb.n_grids, schedule="dynamic", chunksize=4):
-                    gb.at(me, s)
-                    if marginals and loopy:
-                        logz[s] = grid_bp(&me.g, &me.w, schedule, tol, max_sweeps, seed + <unsigned long long> s,
-                                          &me.out, &sweeps[s], &conv[s])
-                    elif marginals:
-                        logz[s] = grid_exact(&me.g, &me.w, &me.out)
-                    if labels and loopy:
-                        score[s] = grid_bp_max(&me.g, &me.w, schedule, tol, max_sweeps,
-                                               seed + <unsigned long long> s, me.labels, &sweeps[s], &conv[s])
-                    elif labels:
-                        score[s] = grid_exact_viterbi(&me.g, &me.w, me.labels)
-        finally:
-            free_slots(sl, nt)
+        job = Job(b=&gb.b, marginals=marginals, labels=labels, loopy=loopy, schedule=schedule, tol=tol,
+                  max_sweeps=max_sweeps, seed=seed, logz=&logz[0], score=&score[0], sweeps=&sweeps[0],
+                  conv=&conv[0])
+        run_sentences(gb.n_grids, nt, 4, &ws, "cannot allocate grid workspaces", grid_task, &job)
     return logz_np, score_np, sweeps_np, conv_np.astype(bool)
 
 
@@ -333,7 +361,8 @@ def message_counts(sizes, node, trans, pair, int schedule, int sweeps, bint maxp
     in time or down to chain c+1), in ``sweeps`` sweeps that are never counted as converged."""
     _check_bp(schedule, 0.0, sweeps)
     cdef GridBatch gb = GridBatch(sizes, np.array([0, len(node[0])]), node, trans, pair)
-    cdef Slot* sl = gb.slots(1, GRID_WANT_BP)
+    cdef Workspaces ws = gb.workspaces(GRID_WANT_BP)
+    cdef Slot* sl = <Slot*> workspaces_new(&ws, 1, "cannot allocate grid workspaces")
     cdef int sw = 0, cv = 0
     E = grid_edge_count(gb.C, gb.max_len)
     counts = np.zeros(2 * E + 2, dtype=np.int32)
@@ -345,7 +374,7 @@ def message_counts(sizes, node, trans, pair, int schedule, int sweeps, bint maxp
         vi = labels[c]
         lab[c] = &vi[0]
     try:
-        gb.at(&sl[0], 0)
+        batch_at(&gb.b, &sl[0], 0)
         sl[0].w.visits = &cnt[0]
         sl[0].out.node = NULL
         sl[0].out.edge = NULL
@@ -356,5 +385,5 @@ def message_counts(sizes, node, trans, pair, int schedule, int sweeps, bint maxp
             grid_bp(&sl[0].g, &sl[0].w, schedule, -1.0, sweeps, seed, &sl[0].out, &sw, &cv)
     finally:
         sl[0].w.visits = NULL
-        free_slots(sl, 1)
+        workspaces_free(&ws, <char*> sl, 1)
     return counts[:2 * E].reshape(E, 2)

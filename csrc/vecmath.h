@@ -1,0 +1,251 @@
+/* The vector math of crftk's kernels, in C: a register-blocked vector-matrix product and exp
+   and log four values at a time, each compiled for the baseline target and for AVX2 and picked
+   at run time, with the same bits on either (no FMA, the same operations in the same order).
+   vecmath.pxd declares them for Cython; chain.pxd, messages.pxd and messages.pyx use them. */
+#ifndef CRFTK_VECMATH_H
+#define CRFTK_VECMATH_H
+
+/* y[j] = sum_i x[i] M[i*nb + j] (i < na, j < nb) with up to 32 columns at a time held in vector
+   registers over the whole sum (the plain loop stores and reloads y for every i). Each y[j] is summed in
+   the same order as chain.pxd's vec_mat's, so the results are the same bits, also from its AVX2 build
+   (CRFTK_BUILT_TWICE; no FMA: the same roundings). */
+#include <stddef.h>
+#include <string.h>
+#if defined(__GNUC__) || defined(__clang__)
+typedef double crftk_v4d __attribute__((vector_size(32)));
+/* one pass over the rows for K vectors of 4 columns, accumulated in K registers: each
+   row costs the latency of one add whatever K is, so the fewer passes the better */
+#define CRFTK_LOAD_MUL_ADD(a, k) { crftk_v4d rr; memcpy(&rr, r + 4 * (k), 32); a += xi * rr; }
+#define CRFTK_STORE(a, k) memcpy(y + j + 4 * (k), &a, 32);
+#define CRFTK_COLUMNS(K, BODY, OUT)                                             \
+    {                                                                           \
+        crftk_v4d a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
+        for (i = 0; i < na; i++) {                                              \
+            const double* r = M + (ptrdiff_t) i * nb + j;                       \
+            crftk_v4d xi = {x[i], x[i], x[i], x[i]};                            \
+            BODY                                                                \
+        }                                                                       \
+        OUT                                                                     \
+        (void) a1; (void) a2; (void) a3; (void) a4; (void) a5; (void) a6; (void) a7; \
+        j += 4 * (K);                                                           \
+    }
+#define CRFTK_VEC_MAT_BODY                                                      \
+{                                                                               \
+    int i, j = 0;                                                               \
+    while (nb - j >= 32)                                                        \
+        CRFTK_COLUMNS(8,                                                        \
+            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2) \
+            CRFTK_LOAD_MUL_ADD(a3, 3) CRFTK_LOAD_MUL_ADD(a4, 4) CRFTK_LOAD_MUL_ADD(a5, 5) \
+            CRFTK_LOAD_MUL_ADD(a6, 6) CRFTK_LOAD_MUL_ADD(a7, 7),               \
+            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3) \
+            CRFTK_STORE(a4, 4) CRFTK_STORE(a5, 5) CRFTK_STORE(a6, 6) CRFTK_STORE(a7, 7)) \
+    if (nb - j >= 16)                                                           \
+        CRFTK_COLUMNS(4,                                                        \
+            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2) \
+            CRFTK_LOAD_MUL_ADD(a3, 3),                                          \
+            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3)) \
+    if (nb - j >= 12)                                                           \
+        CRFTK_COLUMNS(3,                                                        \
+            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2), \
+            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2))           \
+    else if (nb - j >= 8)                                                       \
+        CRFTK_COLUMNS(2,                                                        \
+            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1),                \
+            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1))                              \
+    else if (nb - j >= 4)                                                       \
+        CRFTK_COLUMNS(1, CRFTK_LOAD_MUL_ADD(a0, 0), CRFTK_STORE(a0, 0))         \
+    if (j < nb) {                                                               \
+        /* the last 1-3 columns, side by side */                                \
+        double c0 = 0.0, c1 = 0.0, c2 = 0.0;                                    \
+        const int left = nb - j;                                                \
+        for (i = 0; i < na; i++) {                                              \
+            const double xi = x[i], *r = M + (ptrdiff_t) i * nb + j;            \
+            c0 += xi * r[0];                                                    \
+            if (left > 1) c1 += xi * r[1];                                      \
+            if (left > 2) c2 += xi * r[2];                                      \
+        }                                                                       \
+        y[j] = c0;                                                              \
+        if (left > 1) y[j + 1] = c1;                                            \
+        if (left > 2) y[j + 2] = c2;                                            \
+    }                                                                           \
+}
+#else
+#define CRFTK_VEC_MAT_BODY                                                      \
+{                                                                               \
+    int i, j;                                                                   \
+    for (j = 0; j < nb; j++) {                                                  \
+        double acc = 0.0;                                                       \
+        for (i = 0; i < na; i++) acc += x[i] * M[(ptrdiff_t) i * nb + j];       \
+        y[j] = acc;                                                             \
+    }                                                                           \
+}
+#endif
+/* name(params) compiled twice, for the baseline target and for AVX2, the AVX2 one called
+   where the processor has it (GCC or clang on x86-64; elsewhere once) */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define CRFTK_BUILT_TWICE(name, params, args, body)                             \
+    static inline void name##_base params body                                  \
+    __attribute__((target("avx2"), unused)) static void name##_avx2 params body \
+    static inline void name params                                              \
+    {                                                                           \
+        if (__builtin_cpu_supports("avx2")) name##_avx2 args;                   \
+        else name##_base args;                                                  \
+    }
+#else
+#define CRFTK_BUILT_TWICE(name, params, args, body) static inline void name params body
+#endif
+CRFTK_BUILT_TWICE(crftk_vec_mat, (const double* x, const double* M, int na, int nb, double* y),
+                  (x, M, na, nb, y), CRFTK_VEC_MAT_BODY)
+
+/* y[i] = exp(x[i]) for n values (x and y may be the same array), 4 at a time: k = x / ln 2
+   rounded, r = x - k ln 2 (|r| <= ln 2 / 2), exp(r) by its Taylor series to r^12 / 12!
+   (truncation below 2e-16), times 2^k built in the exponent bits. Within 3 ulps of exp;
+   0 below -708 (no subnormal results), NaN for NaN; meant for x <= 0 (no overflow
+   check). The same operations for every value and on every target (no FMA), so a value's
+   result does not depend on its place in the array or on the processor. */
+#include <stdint.h>
+#define CRFTK_LOG2E 1.4426950408889634
+#define CRFTK_LN2_HI 6.93147180369123816490e-01
+#define CRFTK_LN2_LO 1.90821492927058770002e-10
+#define CRFTK_SHIFTER 6755399441055744.0            /* 1.5 * 2^52 */
+#define CRFTK_EXP_POLY(p, r)                                                    \
+    p = (r) * (1.0 / 479001600) + 1.0 / 39916800; p = p * (r) + 1.0 / 3628800;   \
+    p = p * (r) + 1.0 / 362880; p = p * (r) + 1.0 / 40320; p = p * (r) + 1.0 / 5040;  \
+    p = p * (r) + 1.0 / 720; p = p * (r) + 1.0 / 120; p = p * (r) + 1.0 / 24;         \
+    p = p * (r) + 1.0 / 6; p = p * (r) + 0.5; p = p * (r) + 1.0; p = p * (r) + 1.0;
+static inline double crftk_exp1(double x)
+{
+    double t = x * CRFTK_LOG2E + CRFTK_SHIFTER, k = t - CRFTK_SHIFTER, r, p, s, sh = CRFTK_SHIFTER;
+    int64_t bits, shbits;
+    r = x - k * CRFTK_LN2_HI;
+    r = r - k * CRFTK_LN2_LO;
+    CRFTK_EXP_POLY(p, r)
+    memcpy(&bits, &t, 8);
+    memcpy(&shbits, &sh, 8);
+    bits = (int64_t) ((uint64_t) (bits - shbits + 1023) << 52);
+    memcpy(&s, &bits, 8);
+    return x < -708.0 ? 0.0 : p * s;
+}
+#if defined(__GNUC__) || defined(__clang__)
+typedef int64_t crftk_v4i __attribute__((vector_size(32)));
+typedef uint64_t crftk_v4u __attribute__((vector_size(32)));
+#define CRFTK_EXP_BODY                                                          \
+{                                                                               \
+    int i = 0;                                                                  \
+    const crftk_v4d shifter = {CRFTK_SHIFTER, CRFTK_SHIFTER, CRFTK_SHIFTER, CRFTK_SHIFTER}; \
+    crftk_v4u shbits;                                                           \
+    memcpy(&shbits, &shifter, 32);                                              \
+    for (; i + 4 <= n; i += 4) {                                                \
+        crftk_v4d v, t, k, r, p, s;                                             \
+        crftk_v4u bits;                                                         \
+        crftk_v4i low;                                                          \
+        memcpy(&v, x + i, 32);                                                  \
+        t = v * CRFTK_LOG2E + shifter;                                          \
+        k = t - shifter;                                                        \
+        r = v - k * CRFTK_LN2_HI;                                               \
+        r = r - k * CRFTK_LN2_LO;                                               \
+        CRFTK_EXP_POLY(p, r)                                                    \
+        memcpy(&bits, &t, 32);                                                  \
+        bits = (bits - shbits + 1023) << 52;                                    \
+        memcpy(&s, &bits, 32);                                                  \
+        p = p * s;                                                              \
+        low = v < -708.0;                                                       \
+        memcpy(&bits, &p, 32);                                                  \
+        bits &= ~(crftk_v4u) low;                                               \
+        memcpy(y + i, &bits, 32);                                               \
+    }                                                                           \
+    for (; i < n; i++) y[i] = crftk_exp1(x[i]);                                 \
+}
+#endif
+
+/* y[i] = log(x[i]) for n values (x and y may be the same array), 4 at a time: x = 2^e m
+   with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s) = 2 (s + s^3/3 + ... + s^23/23), s =
+   (m - 1) / (m + 1) (|s| <= 0.172, truncation below 1e-18), plus e ln 2. Within 3 ulps of
+   log; a value that is not a positive normal number (0, subnormal, negative, infinite, NaN)
+   goes to the C library's log (the other values of its group of 4 one at a time, the same
+   operations). The same result anywhere in an array and on every target (no FMA). */
+#include <math.h>
+#define CRFTK_SQRT2 1.4142135623730951
+#define CRFTK_DBL_MIN 2.2250738585072014e-308
+#define CRFTK_DBL_MAX 1.7976931348623157e+308
+#define CRFTK_LOG_SERIES(R, z)                                                  \
+    R = (z) * (1.0 / 23) + 1.0 / 21; R = R * (z) + 1.0 / 19; R = R * (z) + 1.0 / 17; \
+    R = R * (z) + 1.0 / 15; R = R * (z) + 1.0 / 13; R = R * (z) + 1.0 / 11;   \
+    R = R * (z) + 1.0 / 9; R = R * (z) + 1.0 / 7; R = R * (z) + 1.0 / 5;      \
+    R = R * (z) + 1.0 / 3; R = R * (z);
+static inline double crftk_log1(double x)
+{
+    uint64_t bits, mb;
+    double m, e, f, s, z, R, lm, one = 1.0;
+    if (!(x >= CRFTK_DBL_MIN && x <= CRFTK_DBL_MAX)) return log(x);
+    memcpy(&bits, &x, 8);
+    e = (double) (int64_t) (bits >> 52) - 1023.0;
+    mb = (bits & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;
+    memcpy(&m, &mb, 8);
+    if (m > CRFTK_SQRT2) { m = m * 0.5; e = e + one; }
+    f = m - 1.0;
+    s = f / (f + 2.0);
+    z = s * s;
+    CRFTK_LOG_SERIES(R, z)
+    lm = 2.0 * s + 2.0 * s * R;
+    return e * CRFTK_LN2_HI + (e * CRFTK_LN2_LO + lm);
+}
+#if defined(__GNUC__) || defined(__clang__)
+#define CRFTK_LOG_BODY                                                          \
+{                                                                               \
+    int i = 0, k;                                                               \
+    const crftk_v4u mant = {0x000fffffffffffffULL, 0x000fffffffffffffULL, 0x000fffffffffffffULL, 0x000fffffffffffffULL}; \
+    const crftk_v4u onebits = {0x3ff0000000000000ULL, 0x3ff0000000000000ULL, 0x3ff0000000000000ULL, 0x3ff0000000000000ULL}; \
+    const crftk_v4u magic = {0x4330000000000000ULL, 0x4330000000000000ULL, 0x4330000000000000ULL, 0x4330000000000000ULL}; \
+    const crftk_v4d two52 = {4503599627370496.0, 4503599627370496.0, 4503599627370496.0, 4503599627370496.0}; \
+    for (; i + 4 <= n; i += 4) {                                                \
+        crftk_v4d v, m, mh, e, f, s, z, R, lm, ebits;                           \
+        crftk_v4u bits, ub;                                                     \
+        crftk_v4i ok, big;                                                      \
+        memcpy(&v, x + i, 32);                                                  \
+        ok = (v >= CRFTK_DBL_MIN) & (v <= CRFTK_DBL_MAX);                       \
+        if (!(ok[0] & ok[1] & ok[2] & ok[3])) {                                 \
+            for (k = 0; k < 4; k++) y[i + k] = crftk_log1(x[i + k]);            \
+            continue;                                                           \
+        }                                                                       \
+        memcpy(&bits, &v, 32);                                                  \
+        ub = (bits >> 52) | magic;                                              \
+        memcpy(&ebits, &ub, 32);                                                \
+        e = (ebits - two52) - 1023.0;                                           \
+        ub = (bits & mant) | onebits;                                           \
+        memcpy(&m, &ub, 32);                                                    \
+        big = m > CRFTK_SQRT2;                                                  \
+        mh = m * 0.5;                                                           \
+        {                                                                       \
+            crftk_v4u mbits, hbits, sel, onev;                                  \
+            crftk_v4d one = {1.0, 1.0, 1.0, 1.0}, inc;                          \
+            memcpy(&mbits, &m, 32); memcpy(&hbits, &mh, 32);                    \
+            sel = (crftk_v4u) big;                                              \
+            mbits = (hbits & sel) | (mbits & ~sel);                             \
+            memcpy(&m, &mbits, 32);                                             \
+            memcpy(&onev, &one, 32);                                            \
+            onev &= sel;                                                        \
+            memcpy(&inc, &onev, 32);                                            \
+            e = e + inc;                                                        \
+        }                                                                       \
+        f = m - 1.0;                                                            \
+        s = f / (f + 2.0);                                                      \
+        z = s * s;                                                              \
+        CRFTK_LOG_SERIES(R, z)                                                  \
+        lm = 2.0 * s + 2.0 * s * R;                                             \
+        lm = e * CRFTK_LN2_HI + (e * CRFTK_LN2_LO + lm);                        \
+        memcpy(y + i, &lm, 32);                                                 \
+    }                                                                           \
+    for (; i < n; i++) y[i] = crftk_log1(x[i]);                                 \
+}
+#endif
+
+#if !(defined(__GNUC__) || defined(__clang__))
+/* without vector types, one value at a time */
+#define CRFTK_EXP_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_exp1(x[i]); }
+#define CRFTK_LOG_BODY { int i; for (i = 0; i < n; i++) y[i] = crftk_log1(x[i]); }
+#endif
+CRFTK_BUILT_TWICE(crftk_exp_array, (const double* x, double* y, int n), (x, y, n), CRFTK_EXP_BODY)
+CRFTK_BUILT_TWICE(crftk_log_array, (const double* x, double* y, int n), (x, y, n), CRFTK_LOG_BODY)
+
+#endif /* CRFTK_VECMATH_H */
