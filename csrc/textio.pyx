@@ -9,8 +9,7 @@ vocabulary lookup and the output row), which costs less than keeping them.
 ``field_strings`` reads one column of given token lines; ``format_rows`` writes a batch back
 with one or more appended label columns. The feature encoder (the column ids of a batch
 turned into attribute ids, and training's vocabularies and keys) is crftk._encode
-(encode.pyx); its names are re-exported here for the modules that import them from
-crftk._textio.
+(encode.pyx).
 """
 
 import numpy as np
@@ -20,8 +19,6 @@ from libc.string cimport memcpy, memcmp, memchr
 
 from fields cimport WS, split_fields
 
-from crftk._encode import (ColumnIds, KeyIndex, Encoder, Interner, column_ids, unique_inverse, shift_values,
-                           dense_csr, merge_csr)
 
 # Line-level outcomes of Reader.parse besides success (crftk.io.conll words the messages).
 ERR_NONE = 0

@@ -189,13 +189,13 @@ class Extractor:
     def fit_batches(self, batches, label_col):
         """:meth:`fit` over :class:`crftk.io.conll.RawBatch` batches: the column values are
         numbered in compiled code, straight from the bytes (the same ids, in the same order)."""
-        from crftk import _textio
-        interners = [_textio.Interner(self.vocabs[c].strings) for c in self.columns]
-        interners.append(_textio.Interner())
+        from crftk import _encode
+        interners = [_encode.Interner(self.vocabs[c].strings) for c in self.columns]
+        interners.append(_encode.Interner())
         wanted = list(self.columns) + [label_col]
         parts, lengths, docs = [], [], []
         for b in batches:
-            parts.append(_textio.column_ids(b.block, b.tok_start, b.tok_end, wanted, interners))
+            parts.append(_encode.column_ids(b.block, b.tok_start, b.tok_end, wanted, interners))
             lengths.append(np.diff(b.sent_ptr).astype(np.int64))
             docs.append(b.sent_doc)
         ids = np.concatenate(parts) if parts else np.zeros((0, len(wanted)), dtype=np.int64)

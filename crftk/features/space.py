@@ -20,7 +20,7 @@ import itertools
 
 import numpy as np
 
-from crftk import _textio
+from crftk import _encode, _textio
 from crftk.errors import CrftkError, shown
 from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.layout import ChainLayout, PairLayout
@@ -396,7 +396,7 @@ class FeatureSpace:
             # a model file always holds its padding values; a forged one may not: then no value (-1)
             pads = [np.array([index.get(padding_value(sign * k), -1) for k in range(1, abs(macro.row) + 1)],
                              dtype=np.int64) for sign in (-1, 1)]
-            return _textio.shift_values(src, pos.sent_ptr, macro.row, pads[0], pads[1])
+            return _encode.shift_values(src, pos.sent_ptr, macro.row, pads[0], pads[1])
         base = pos.token
         start, end = pos.start, pos.end
         valid = None
@@ -536,7 +536,7 @@ class FeatureSpace:
                 keep = rank >= 0
                 owners.append(own[keep])
                 extra.append((rank[keep] + cl.offset).astype(np.int32))
-        dense_counts, dense_ids = _textio.dense_csr(dense, offsets, n)
+        dense_counts, dense_ids = _encode.dense_csr(dense, offsets, n)
         del dense
         if not owners:
             ptr = np.zeros(n + 1, dtype=np.int32)
@@ -544,7 +544,7 @@ class FeatureSpace:
             return ptr, dense_ids
         # each token's dense ids, then its extra ids line by line (a stable sort by owner),
         # in one compiled pass: no temporaries of the corpus's size
-        return _textio.merge_csr(dense_counts, dense_ids, owners, extra)
+        return _encode.merge_csr(dense_counts, dense_ids, owners, extra)
 
     def encode_values(self, values, pos, gold=None):
         """Encode the value ids of a batch (crftk.features.extract.Values) at positions ``pos``
@@ -580,11 +580,11 @@ class FeatureSpace:
         self._derived = [k for k in self.template.sources if not isinstance(k, int)]
         for k in self._derived:          # the tables over the vocabularies, before any thread reads them
             self.extractor.test_table(k)
-        self._column_tables = {c: _textio.ColumnIds(self.vocabs[c].strings) for c in self.template.columns}
+        self._column_tables = {c: _encode.ColumnIds(self.vocabs[c].strings) for c in self.template.columns}
         return self._column_tables
 
     def raw_encoder(self):
-        """The compiled encoder of :meth:`encode_raw` (crftk._textio.Encoder) when every macro
+        """The compiled encoder of :meth:`encode_raw` (crftk._encode.Encoder) when every macro
         reads a column or a single-valued test of one, else None (multi-valued tests are encoded
         from :meth:`raw_values`). Built once; safe to share between threads."""
         if getattr(self, "_raw_encoder", False) is not False:
@@ -607,7 +607,7 @@ class FeatureSpace:
                 return {"macros": ms, "kind": "direct", "tables": table, "offset": cl.offset}
             return {"macros": ms, "kind": "maps", "tables": list(cl.steps) + [cl.keys], "offset": cl.offset}
 
-        self._raw_encoder = _textio.Encoder(list(columns) + self._derived,
+        self._raw_encoder = _encode.Encoder(list(columns) + self._derived,
                                             [self._column_tables[c] for c in columns],
                                             [spec(cl) for cl in self.unigram_lines],
                                             [spec(cl) for cl in self.bigram_lines])
@@ -639,7 +639,7 @@ class FeatureSpace:
         self._raw_tables()
         fed_col = None if fed is None else fed[0]
         columns = [c for c in self.template.columns if c < batch.n_columns and c != fed_col]
-        ids = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, columns,
+        ids = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, columns,
                                  [self._column_tables[c] for c in columns])
         n = batch.n_tokens
         single = {c: np.full(n, -1, dtype=np.int64) for c in self.template.columns}
@@ -852,7 +852,7 @@ def pack_rows(values, radices):
 
 def _unique_inverse(keys):
     """(sorted distinct keys >= 0, index of each key among them or -1, count of each)."""
-    return _textio.unique_inverse(np.ascontiguousarray(keys, dtype=np.int64))
+    return _encode.unique_inverse(np.ascontiguousarray(keys, dtype=np.int64))
 
 
 def _items(vals, own):

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from crftk import _textio
+from crftk import _encode, _textio
 from crftk.errors import CrftkError
 from crftk.io.conll import DEFAULT_ENCODING, Layout, codec, read_batches
 
@@ -23,8 +23,8 @@ def format_batch(batch, pred, labels, sep):
 def gold_ids(batch, columns, labels):
     """(ids [len(columns), tokens], the string of every id per column) of a RawBatch's gold labels
     in ``columns``, numbered as ``labels[c]`` (a label not there gets an id past them)."""
-    interners = [_textio.Interner(x) for x in labels]
-    ids = _textio.column_ids(batch.block, batch.tok_start, batch.tok_end, columns, interners)
+    interners = [_encode.Interner(x) for x in labels]
+    ids = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, columns, interners)
     return ids.T, [x.strings() for x in interners]
 
 

@@ -202,7 +202,7 @@ def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, 
     return tuple(counts)
 
 
-# The compiled path: reading, encoding and writing in crftk._textio, batches decoded by a pool
+# The compiled path: reading and writing in crftk._textio, encoding in crftk._encode, batches decoded by a pool
 # of threads while the next ones are read and the finished ones written. Labels only (no -v,
 # -n); the output is byte for byte that of write_batch.
 

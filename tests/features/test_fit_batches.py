@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crftk import _textio
+from crftk import _encode
 from crftk.errors import CrftkError
 from crftk.features import extract
 from crftk.features.space import FeatureSpace
@@ -208,7 +208,7 @@ def test_unique_inverse_is_numpy_unique():
     rng = np.random.default_rng(0)
     for n, hi in ((0, 5), (1, 5), (1000, 7), (5000, 10**12), (3000, 2)):
         keys = rng.integers(-3, hi, size=n).astype(np.int64)
-        uniq, inverse, counts = _textio.unique_inverse(keys)
+        uniq, inverse, counts = _encode.unique_inverse(keys)
         ref_u, ref_i, ref_c = np.unique(keys[keys >= 0], return_inverse=True, return_counts=True)
         assert np.array_equal(uniq, ref_u) and np.array_equal(counts, ref_c)
         assert np.array_equal(inverse[keys >= 0], ref_i.reshape(-1)) and np.all(inverse[keys < 0] == -1)
@@ -216,14 +216,14 @@ def test_unique_inverse_is_numpy_unique():
 
 def test_interner_numbers_by_first_appearance_after_its_seeds():
     words = ["b", "a", "b", "日本", "", "c", "a"] + [f"w{i}" for i in range(20000)]
-    seeded = _textio.Interner(["_B-1", "a"])
+    seeded = _encode.Interner(["_B-1", "a"])
     block = "\n".join(f"{w} x" if w else "x" for w in words).encode("utf-8")
     starts, ends, pos = [], [], 0
     for line in block.split(b"\n"):
         starts.append(pos)
         ends.append(pos + len(line))
         pos += len(line) + 1
-    ids = _textio.column_ids(block, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
+    ids = _encode.column_ids(block, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
                                  [0], [seeded])
     vocab = extract.Vocab(["_B-1", "a"])
     expect = vocab.add_ids([w if w else "x" for w in words])
@@ -239,7 +239,7 @@ def test_merge_csr_puts_dense_ids_then_extras_in_line_order():
         owners = [rng.integers(0, max(n, 1), rng.integers(0, 3 * n + 1)) if n else np.zeros(0, np.int64)
                   for _ in range(3)]
         extras = [rng.integers(0, 1000, o.size).astype(np.int32) for o in owners]
-        ptr, ids = _textio.merge_csr(dense_counts, dense_ids, owners, extras)
+        ptr, ids = _encode.merge_csr(dense_counts, dense_ids, owners, extras)
         expect, k = [], 0
         for t in range(n):
             row = dense_ids[k:k + dense_counts[t]].tolist()
