@@ -183,7 +183,7 @@ def time_parallel(out, threads):
     """Seconds of training the NP bags one after another with threads and both at once."""
     import sys
     sys.path.insert(0, REPO)
-    from crftk.commands.bag import fit_bag
+    from crftk.training.bagging import fit_bag
     from crftk.features.templates import read_template
     from crftk.io.conll import read_corpus
     sents = read_corpus(os.path.join(REPO, "out", "bag", "np", "train.txt"))

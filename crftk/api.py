@@ -464,7 +464,7 @@ class Bag(_Estimator):
     @_keywords
     def fit(self, X, y, X_dev=None, y_dev=None, *, docs=None, dev_docs=None, weights=None):
         """Train the bags on X, y; ``weights``: a weight file to use instead of choosing. Returns self."""
-        from crftk.commands.bag import check_bag_options, fit_bag
+        from crftk.training.bagging import check_bag_options, fit_bag
         options = {p.name: getattr(self, p.name) for p in BAG + TRAIN}
         check_bag_options(options, log=lambda message: None)  # a bad value fails before the data are read
         if isinstance(self.templates, (str, os.PathLike)) or self.templates is None:

@@ -29,7 +29,7 @@ LAYERS = (
                                       "crftk.distributed.pieces", "crftk.distributed.training")),
     ("ensemble", ("crftk.ensemble.*",)),
     ("model kinds", ("crftk.kinds.*",)),
-    ("training driver", ("crftk.training.*",)),
+    ("training", ("crftk.training.*",)),
     ("commands", ("crftk.commands.*",)),
     ("scale-out (tagging)", ("crftk.distributed.tagging",)),
     ("front ends", ("crftk.cli", "crftk.api", "crftk", "crftk.__main__")),
@@ -176,7 +176,7 @@ def test_no_module_imports_a_higher_layer():
 @pytest.mark.parametrize("module, layer", [
     ("crftk._lattice", "kernels"), ("crftk.io.conll", "I/O"), ("crftk.distributed", "scale-out (below the commands)"),
     ("crftk.distributed.tagging", "scale-out (tagging)"), ("crftk", "front ends"),
-    ("crftk.__main__", "front ends"), ("crftk.kinds.chain", "model kinds"), ("crftk.training", "training driver"),
+    ("crftk.__main__", "front ends"), ("crftk.kinds.chain", "model kinds"), ("crftk.training.driver", "training"), ("crftk.training.bagging", "training"),
 ])
 def test_the_layer_table_places_modules(module, layer):
     assert layer_of(module)[1] == layer

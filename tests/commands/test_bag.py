@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from corpora import random_corpus
 from crftk.cli import main
-from crftk.commands.bag import bag, fit_bag, random_bags
+from crftk.commands.bag import bag
+from crftk.training.bagging import fit_bag, random_bags
 from crftk.commands.tag import tagger_for
 from crftk.ensemble.bag import Bag
 from crftk.ensemble.combine import Evidence, combine

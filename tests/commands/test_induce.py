@@ -11,7 +11,8 @@ import pytest
 from crftk.io.conll import Sentence
 from crftk.errors import CrftkError
 from crftk.evaluation.conlleval import evaluate
-from crftk.commands.induce import DEFAULTS, Inducer, induce
+from crftk.commands.induce import DEFAULTS, induce
+from crftk.training.induction import Inducer
 from crftk.model import Model
 from crftk.features.templates import parse_template
 from crftk.structures.chain import chain_lattices
@@ -257,7 +258,7 @@ def test_error_below_counts_uncertain_tokens_as_errors():
 
 
 def test_cross_fit_posteriors_come_from_models_trained_without_the_token():
-    from crftk.commands.induce import CrossFit
+    from crftk.training.induction import CrossFit
     from crftk.objectives import Likelihood
     from crftk.optimize import lbfgs
     sents = xor_corpus(41, seed=11)

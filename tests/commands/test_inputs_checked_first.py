@@ -62,7 +62,7 @@ def test_a_missing_lexicon_names_the_template_line_before_any_training(workdir, 
 
 
 def test_a_bag_fit_in_python_checks_lexicons_before_the_first_bag(workdir):
-    from crftk.commands.bag import fit_bag
+    from crftk.training.bagging import fit_bag
     from crftk.errors import CrftkError
     from crftk.features.templates import read_template
     from crftk.io.conll import read_corpus
