@@ -7,8 +7,8 @@ parameters (``weighted_counts``), of which the counts of a whole labeling are a
 case, and the transition scores into tokens. MCE training and GIS use them.
 
 ``LabelChain`` is what the structures over one chain of labels (chain, pairs, memm) say
-about their model files; ``chain_summary``/``chain_dump`` give ``crftk info`` and
-``crftk dump`` of a file whose parts are chain CRFs (theirs, and a pipeline's).
+about their model files; ``ChainParts`` (``chain_summary``, ``chain_dump``) gives
+``crftk info`` and ``crftk dump`` of a file whose parts are chain CRFs (theirs, a pipeline's).
 """
 
 import numpy as np
@@ -31,7 +31,20 @@ def _holds_bag(info):
     return isinstance(info.get("bag"), dict)
 
 
-class LabelChain(Structure):
+class ChainParts:
+    """``crftk info`` and ``crftk dump`` of a structure whose files' parts are chain CRFs (a
+    CRF, a bag's members, a pipeline's stages)."""
+
+    @classmethod
+    def summary(cls, model):
+        return chain_summary(model)
+
+    @classmethod
+    def dump(cls, model, out, min_abs=0.0):
+        chain_dump(model, out, min_abs, cls.part_noun)
+
+
+class LabelChain(ChainParts, Structure):
     """A structure over one chain of labels, what crftk train trains from one label column
     (crftk.model.CHAIN_STRUCTURES). Its file holds one CRF, or, for a first-order chain, a
     feature bag (crftk bag): two or more members, their weights in the record's "bag"."""
@@ -72,14 +85,6 @@ class LabelChain(Structure):
     @classmethod
     def check_space(cls, space, bad):
         """Refuse a feature space this structure cannot have: raise ``bad(what)``."""
-
-    @classmethod
-    def summary(cls, model):
-        return chain_summary(model)
-
-    @classmethod
-    def dump(cls, model, out, min_abs=0.0):
-        chain_dump(model, out, min_abs, cls.part_noun)
 
 
 class Chain(LabelChain):

@@ -7,10 +7,10 @@ corpus of one feature space, so it cannot be bound like the other structures.
 
 from crftk.errors import CrftkError
 from crftk.structures.base import Structure
-from crftk.structures.chain import chain_dump, chain_summary
+from crftk.structures.chain import ChainParts
 
 
-class Composed(Structure):
+class Composed(ChainParts, Structure):
     """A cascade of separately trained models; the links between them are in the model's record."""
 
     name = "composed"
@@ -24,14 +24,6 @@ class Composed(Structure):
         if len(parts) < 2:
             raise CrftkError(f"model file is inconsistent: a pipeline has at least two stages, this one has "
                              f"{len(parts)}", path)
-
-    @classmethod
-    def summary(cls, model):
-        return chain_summary(model)
-
-    @classmethod
-    def dump(cls, model, out, min_abs=0.0):
-        chain_dump(model, out, min_abs, cls.part_noun)
 
     def bind(self, corpus, n_threads=1):
         raise CrftkError("a composed model (crftk compose) decodes through its stages: "
