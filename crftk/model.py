@@ -4,11 +4,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk import params
 from crftk.errors import CrftkError, shown
 from crftk.features.space import FeatureSpace
 from crftk.io.container import dumps, loads, read_container, read_header, write_container
 from crftk.structures import STRUCTURES, make_structure, structure_name
+from crftk.structures.chain import LabelChain
 from crftk.structures.pairs import SEP
 
 FORMAT = "crftk-model"
@@ -18,12 +18,11 @@ FORMAT = "crftk-model"
 MODEL_KIND = "model"
 #: meta["kind"] of the first files: one feature space and weight vector, the structure in info
 LEGACY_KIND = "linear-chain"
-#: each kind of model file (Model.kind): its name, and the Python call that loads it
-KINDS = {"crf": ("a CRF", "crftk.CRF.load"), "bag": ("a feature bag", "crftk.Bag.load"),
-         "pipeline": ("a pipeline", "crftk.Pipeline.load"),
-         "factorial": ("a factorial CRF", "crftk.FactorialCRF.load")}
+#: each kind of model file (Model.kind): its name, and the Python call that loads it; each
+#: structure declares the kinds of file it makes (Structure.file_kinds)
+KINDS = {kind: said for s in STRUCTURES.values() for kind, said in s.file_kinds.items()}
 #: structures over one chain of labels (what crftk train trains from one label column)
-CHAIN_STRUCTURES = ("chain", "pairs", "memm")
+CHAIN_STRUCTURES = tuple(name for name, s in STRUCTURES.items() if issubclass(s, LabelChain))
 #: version of a part's layout (a feature space's arrays + a weight vector); a reader refuses newer ones
 PART_VERSION = 1
 
@@ -81,22 +80,12 @@ class Model:
     @property
     def kind(self):
         """What the file holds, which says how to load it: "crf" (one chain CRF of any order, or
-        an MEMM), "bag", "pipeline" or "factorial" (KINDS)."""
-        if self.structure_name == "factorial":
-            return "factorial"
-        if self.structure_name == "composed":
-            return "pipeline"
-        return "bag" if isinstance(self.info.get("bag"), dict) else "crf"
+        an MEMM), "bag", "pipeline" or "factorial" (KINDS); its structure says which."""
+        return STRUCTURES[self.structure_name].file_kind(self.info)
 
     def describe(self):
         """The kind in words, with its size: "a feature bag (4 members)"."""
-        n = len(self.parts)
-        if self.kind == "crf":
-            return {"pairs": "a second-order CRF", "memm": "an MEMM"}.get(self.structure_name, "a CRF")
-        if self.kind == "factorial":
-            chains = sum(p.name.startswith("chain") for p in self.parts)
-            return f"a factorial CRF ({chains} chains)"
-        return f"{KINDS[self.kind][0]} ({n} {'members' if self.kind == 'bag' else 'stages'})"
+        return STRUCTURES[self.structure_name].describe(self.parts, self.info)
 
     def require_kind(self, kind, entry, hint=None, path=None):
         """Raise CrftkError unless the model is of ``kind``: ``entry`` (what is loading it) takes
@@ -190,91 +179,19 @@ class Model:
             _check_weights(part.weights, path)
             if model.structure_name in CHAIN_STRUCTURES:
                 check_chain_model(model.structure_name, info, part.space, path)
-        _check_parts(model, path)
-        if model.structure_name == "factorial":
-            try:            # the parts must make one factorial structure
-                model.structure
-            except CrftkError as e:
-                raise CrftkError(f"model file is inconsistent: {e.message}", path) from None
-            _check_factorial_record(info, path)
+        STRUCTURES[model.structure_name].check_file(model.parts, info, path)
         model.source = path
         return model
 
     # summaries ------------------------------------------------------------
     def summary(self):
-        if self.structure_name == "factorial":
-            from crftk.structures.factorial import summary
-            return summary(self)
-        s, w = self.space, self.weights
-        lay = s.layout()
-        return {
-            "labels": s.labels,
-            "n_labels": s.n_labels,
-            "columns": s.n_columns,
-            "label_column": s.label_col,
-            "templates": {"state": len(s.unigram_lines), "transition": len(s.bigram_lines),
-                          "label_bigram": s.template.label_bigram},
-            "attributes": s.n_attrs,
-            "edge_attributes": s.n_edge_attrs,
-            "feature_set": s.feature_set,
-            "state_features": s.n_features,
-            "parameters": s.n_params,
-            "nonzero_parameters": int(np.count_nonzero(w)),
-            "nonzero_state_features": int(np.count_nonzero(w[lay["state"]])),
-            **({"parts": {p.name: {"attributes": p.space.n_attrs, "state_features": p.space.n_features,
-                                   "parameters": p.space.n_params} for p in self.parts}}
-               if len(self.parts) > 1 else {}),
-            "training": self.info,
-        }
+        """``crftk info``'s summary: what the structure shows of its parts' sizes, and the record."""
+        return STRUCTURES[self.structure_name].summary(self)
 
     def dump(self, out, *, min_abs=0.0):
-        """Write the weights as text: transitions, then one line per state feature."""
-        if self.structure_name == "factorial":
-            from crftk.structures.factorial import dump
-            return dump(self, out, min_abs=min_abs,
-                        dump_chain=lambda space, weights: Model(space, weights).dump(out, min_abs=min_abs))
-        if len(self.parts) > 1:       # a bag's members, a pipeline's stages: each part in turn
-            role = "member" if self.kind == "bag" else "stage"
-            out.write(f"# crftk {self.describe()[2:]}\n")
-            for i, part in enumerate(self.parts):
-                out.write(f"\n[{role} {i}] {part.name}\n")
-                Model(part.space, part.weights).dump(out, min_abs=min_abs)
-            return
-        s, w = self.space, self.weights
-        lay = s.layout()
-        labels = s.labels
-        L = s.n_labels
-        out.write(f"# crftk model: {L} labels, {s.n_attrs} attributes, {s.n_features} state features\n")
-        out.write("[labels]\n")
-        for lab in labels:
-            out.write(lab + "\n")
-        out.write("\n[transitions] previous -> current: weight\n")
-        trans = w[lay["trans"]].reshape(L, L)
-        for i in range(L):
-            for j in range(L):
-                if abs(trans[i, j]) > min_abs or min_abs == 0:
-                    out.write(f"{labels[i]}\t{labels[j]}\t{trans[i, j]:.6f}\n")
-        out.write("\n[start] label: weight\n")
-        for j, v in enumerate(w[lay["start"]]):
-            out.write(f"{labels[j]}\t{v:.6f}\n")
-        out.write("\n[end] label: weight\n")
-        for j, v in enumerate(w[lay["end"]]):
-            out.write(f"{labels[j]}\t{v:.6f}\n")
-        out.write("\n[state] attribute\tlabel\tweight\n")
-        names = s.attribute_strings()
-        ptr, fl = s.feat_ptr, s.feat_label
-        for a, name in enumerate(names):
-            for f in range(ptr[a], ptr[a + 1]):
-                if abs(w[f]) > min_abs:
-                    out.write(f"{name}\t{labels[fl[f]]}\t{w[f]:.6f}\n")
-        if s.n_edge_attrs:
-            out.write("\n[edge] attribute\tprevious\tcurrent\tweight\n")
-            edge = w[lay["edge"]].reshape(s.n_edge_attrs, L, L)
-            for e, name in enumerate(s.attribute_strings(edge=True)):
-                for i in range(L):
-                    for j in range(L):
-                        if abs(edge[e, i, j]) > min_abs:
-                            out.write(f"{name}\t{labels[i]}\t{labels[j]}\t{edge[e, i, j]:.6f}\n")
+        """Write the weights as text (the structure's layout): for a CRF, transitions, then one
+        line per state feature."""
+        STRUCTURES[self.structure_name].dump(self, out, min_abs)
 
 
 # load validation ------------------------------------------------------------
@@ -333,7 +250,7 @@ def _check_kind(info, path):
 
 def chain_record(structure):
     """The training record's order and model type of a chain structure (CHAIN_STRUCTURES)."""
-    return {"order": 2 if structure == "pairs" else 1, "model_type": "memm" if structure == "memm" else "crf"}
+    return dict(STRUCTURES[structure].record)
 
 
 def check_chain_model(structure, info, space, path, where=""):
@@ -344,48 +261,9 @@ def check_chain_model(structure, info, space, path, where=""):
 
     expected = structure_name(info.get("order", 1), info.get("model_type", "crf"))
     if structure != expected:
-        trained = {"chain": "a first-order CRF", "pairs": "a second-order CRF", "memm": "an MEMM"}[expected]
-        raise bad(f"its structure is {shown(structure)}, but its training record is that of {trained}")
-    if structure == "pairs" and not all(SEP in x for x in space.labels):
-        raise bad("an order-2 model's labels must be tag pairs")
-    if structure == "memm" and any(cl.line.macros for cl in space.bigram_lines):
-        # train refuses these; a file that has one was not written by crftk
-        raise bad("an MEMM whose template has a B line with macros")
-
-
-def _check_parts(model, path):
-    """The parts a structure takes: one for a chain (a bag: two or more, first-order chains), two
-    or more for a pipeline (factorial models check theirs in Factorial.from_parts)."""
-    def bad(what):
-        return CrftkError(f"model file is inconsistent: {what}", path)
-
-    n, name = len(model.parts), model.structure_name
-    if "bag" in model.info and model.kind != "bag":
-        raise bad(f"a {name} model with a bag's record")
-    if model.kind == "bag":
-        if name != "chain":
-            raise bad(f"a bag of {name} models (a bag holds first-order chain CRFs)")
-        if n < 2:
-            raise bad(f"a bag needs at least two members, this one has {n}")
-    elif model.kind == "crf" and n != 1:
-        raise bad(f"a {name} model has one part, this file has {n} (and no bag's record)")
-    elif model.kind == "pipeline" and n < 2:
-        raise bad(f"a pipeline has at least two stages, this one has {n}")
-
-
-def _check_factorial_record(info, path):
-    """The inference options a factorial model was trained with, which tagging takes by default."""
-    record = info.get("factorial", {})
-    if not isinstance(record, dict):
-        raise CrftkError("model file is inconsistent: its factorial record is not an object", path)
-    for option in (params.INFERENCE, params.TOLERANCE, params.MAX_SWEEPS_PARAM):
-        value = record.get(option.name)
-        if value is not None:
-            try:
-                option.check(value)
-            except CrftkError:
-                raise CrftkError(f"model file is inconsistent: its training record's {option.name} "
-                                 f"{shown(value)} is not a valid {option.name}", path) from None
+        raise bad(f"its structure is {shown(structure)}, but its training record is that of "
+                  f"{STRUCTURES[expected].record_noun}")
+    STRUCTURES[structure].check_space(space, bad)
 
 
 def _check_weights(weights, path):

@@ -14,10 +14,10 @@ from crftk.evaluation.columns import score_chains
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
 from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.kinds.base import Job as KindJob
+from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump: the structure's)
 from crftk.model import Model, Part
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
-from crftk.structures import factorial as structure
 from crftk.structures.factorial import Factorial, fit_spaces
 
 NAME = "factorial"
@@ -212,19 +212,6 @@ def _tag_raw(decoder, batch, sep):
     gold = [np.split(np.asarray(x, dtype=object)[ids[c]], cuts) for c, x in enumerate(names)]
     guess = [np.split(decoder.labels[c][pred[c]], cuts) for c in range(len(names))]
     return data, ([[x.tolist() for x in g] for g in gold], [[x.tolist() for x in g] for g in guess])
-
-
-def summary(model, path=None):
-    """``crftk info``'s summary: the structure, each chain's and each pair's sizes."""
-    return structure.summary(model)
-
-
-def dump(model, out, *, min_abs=0.0):
-    """``crftk dump``: each chain's weights as a chain CRF's, then each pair factor's."""
-    def dump_chain(space, weights):
-        Model(space, weights).dump(out, min_abs=min_abs)
-
-    structure.dump(model, out, min_abs, dump_chain=dump_chain)
 
 
 # -- training --------------------------------------------------------------------------------

@@ -10,7 +10,11 @@ MEMM ...) on one feature space. It declares
 - which parameters never move (``fixed()``) and which hard constraints pin
   (``pinned(scheme)``);
 - what decoding outputs (``output_labels``);
-- ``bind(corpus, n_threads)``: an Inference over an encoded corpus.
+- ``bind(corpus, n_threads)``: an Inference over an encoded corpus;
+- the kinds of model file it makes (``file_kinds``; crftk.model.KINDS joins them) and,
+  for a file of it, which kind it is, that kind in words, the checks its parts and training
+  record pass at load, and its ``crftk info`` summary and ``crftk dump`` text: crftk.model
+  asks the structure a file names, so that it never branches on the name.
 
 An Inference answers, for a weight vector: the negative log-likelihood of a
 labeling and its gradient (``loglik``), the best labeling (``best``), output
@@ -30,6 +34,11 @@ class Structure:
 
     #: the name stored in model files
     name = None
+    #: the kinds of model file this structure makes: kind -> (the kind in words, the Python
+    #: call that loads it); one for most structures (see file_kind)
+    file_kinds = {}
+    #: what a part of a file of several parts is to its reader (describe, dump)
+    part_noun = "part"
 
     def __init__(self, space):
         self.space = space
@@ -97,6 +106,41 @@ class Structure:
         return {"name": self.name}
 
     def bind(self, corpus, n_threads=1):
+        raise NotImplementedError
+
+    # -- its model files ------------------------------------------------------------------
+    @classmethod
+    def file_kind(cls, info):
+        """Which of ``file_kinds`` a file of this structure with training record ``info`` is."""
+        (kind,) = cls.file_kinds
+        return kind
+
+    @classmethod
+    def describe(cls, parts, info):
+        """The file's kind in words, with its size: "a pipeline (3 stages)"."""
+        noun = cls.file_kinds[cls.file_kind(info)][0]
+        return f"{noun} ({len(parts)} {cls.part_noun}s)"
+
+    @classmethod
+    def check_file(cls, parts, info, path):
+        """Refuse a file whose parts (crftk.model.Part) or training record this structure
+        cannot have; run after each part's own checks."""
+        cls.refuse_bag_record(info, path)
+
+    @classmethod
+    def refuse_bag_record(cls, info, path):
+        """A bag's record (crftk.ensemble.bag) in a file that is no bag."""
+        if "bag" in info:
+            raise CrftkError(f"model file is inconsistent: a {cls.name} model with a bag's record", path)
+
+    @classmethod
+    def summary(cls, model):
+        """``crftk info``'s summary (a dict) of a crftk.model.Model of this structure."""
+        raise NotImplementedError
+
+    @classmethod
+    def dump(cls, model, out, min_abs=0.0):
+        """``crftk dump``: the weights of a crftk.model.Model of this structure as text."""
         raise NotImplementedError
 
 

@@ -5,11 +5,16 @@ the online epochs), a ChainInference counts features: the weighted counts of
 nodes (token, label) and edges (token, previous label, label) laid out like the
 parameters (``weighted_counts``), of which the counts of a whole labeling are a
 case, and the transition scores into tokens. MCE training and GIS use them.
+
+``LabelChain`` is what the structures over one chain of labels (chain, pairs, memm) say
+about their model files; ``ChainParts`` (``chain_summary``, ``chain_dump``) gives
+``crftk info`` and ``crftk dump`` of a file whose parts are chain CRFs (theirs, a pipeline's).
 """
 
 import numpy as np
 
 from crftk._lattice import Lattices
+from crftk.errors import CrftkError
 from crftk.structures.base import Inference, Structure
 
 
@@ -30,10 +35,72 @@ def ranges(starts, counts):
     return np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts) + np.arange(total)
 
 
-class Chain(Structure):
+def _holds_bag(info):
+    return isinstance(info.get("bag"), dict)
+
+
+class ChainParts:
+    """``crftk info`` and ``crftk dump`` of a structure whose files' parts are chain CRFs (a
+    CRF, a bag's members, a pipeline's stages)."""
+
+    @classmethod
+    def summary(cls, model):
+        return chain_summary(model)
+
+    @classmethod
+    def dump(cls, model, out, min_abs=0.0):
+        chain_dump(model, out, min_abs, cls.part_noun)
+
+
+class LabelChain(ChainParts, Structure):
+    """A structure over one chain of labels, what crftk train trains from one label column
+    (crftk.model.CHAIN_STRUCTURES). Its file holds one CRF, or, for a first-order chain, a
+    feature bag (crftk bag): two or more members, their weights in the record's "bag"."""
+
+    file_kinds = {"crf": ("a CRF", "crftk.CRF.load"), "bag": ("a feature bag", "crftk.Bag.load")}
+    part_noun = "member"
+    #: a file of one model in words (describe), and the model a training record names
+    noun = record_noun = None
+    #: the training record's order and model type (crftk.model.chain_record)
+    record = {"order": 1, "model_type": "crf"}
+    #: whether a bag's members may be of this structure
+    in_bags = False
+
+    @classmethod
+    def file_kind(cls, info):
+        return "bag" if _holds_bag(info) else "crf"
+
+    @classmethod
+    def describe(cls, parts, info):
+        return super().describe(parts, info) if _holds_bag(info) else cls.noun
+
+    @classmethod
+    def check_file(cls, parts, info, path):
+        """One part; a bag two or more, each a first-order chain."""
+        def bad(what):
+            return CrftkError(f"model file is inconsistent: {what}", path)
+
+        n = len(parts)
+        if not _holds_bag(info):
+            cls.refuse_bag_record(info, path)
+            if n != 1:
+                raise bad(f"a {cls.name} model has one part, this file has {n} (and no bag's record)")
+        elif not cls.in_bags:
+            raise bad(f"a bag of {cls.name} models (a bag holds first-order chain CRFs)")
+        elif n < 2:
+            raise bad(f"a bag needs at least two members, this one has {n}")
+
+    @classmethod
+    def check_space(cls, space, bad):
+        """Refuse a feature space this structure cannot have: raise ``bad(what)``."""
+
+
+class Chain(LabelChain):
     """A first-order linear-chain CRF over the feature space's labels."""
 
     name = "chain"
+    noun, record_noun = "a CRF", "a first-order CRF"
+    in_bags = True
 
     def bind(self, corpus, n_threads=1):
         return ChainInference(self, corpus, n_threads)
@@ -232,3 +299,82 @@ class ChainInference(Inference):
                 offsets = (np.cumsum(cnt) - cnt)[nz]
                 out[nz] += np.add.reduceat(vals, offsets, axis=0)
         return out
+
+
+# -- crftk info and crftk dump of chain CRFs -------------------------------------------------
+
+def chain_summary(model):
+    """``crftk info``'s summary of a model (crftk.model.Model) whose parts are chain CRFs: the
+    first part's sizes, each part's when there are several."""
+    s, w = model.space, model.weights
+    lay = s.layout()
+    return {
+        "labels": s.labels,
+        "n_labels": s.n_labels,
+        "columns": s.n_columns,
+        "label_column": s.label_col,
+        "templates": {"state": len(s.unigram_lines), "transition": len(s.bigram_lines),
+                      "label_bigram": s.template.label_bigram},
+        "attributes": s.n_attrs,
+        "edge_attributes": s.n_edge_attrs,
+        "feature_set": s.feature_set,
+        "state_features": s.n_features,
+        "parameters": s.n_params,
+        "nonzero_parameters": int(np.count_nonzero(w)),
+        "nonzero_state_features": int(np.count_nonzero(w[lay["state"]])),
+        **({"parts": {p.name: {"attributes": p.space.n_attrs, "state_features": p.space.n_features,
+                               "parameters": p.space.n_params} for p in model.parts}}
+           if len(model.parts) > 1 else {}),
+        "training": model.info,
+    }
+
+
+def chain_dump(model, out, min_abs=0.0, part_noun="part"):
+    """``crftk dump`` of a model whose parts are chain CRFs: its one part's weights, or each
+    part's in turn under a ``[part_noun i] name`` line (a bag's members, a pipeline's stages)."""
+    if len(model.parts) == 1:
+        dump_weights(model.space, model.weights, out, min_abs)
+        return
+    out.write(f"# crftk {model.describe()[2:]}\n")
+    for i, part in enumerate(model.parts):
+        out.write(f"\n[{part_noun} {i}] {part.name}\n")
+        dump_weights(part.space, part.weights, out, min_abs)
+
+
+def dump_weights(space, weights, out, min_abs=0.0):
+    """One chain CRF's weights as text: transitions, then one line per state feature."""
+    s, w = space, weights
+    lay = s.layout()
+    labels = s.labels
+    L = s.n_labels
+    out.write(f"# crftk model: {L} labels, {s.n_attrs} attributes, {s.n_features} state features\n")
+    out.write("[labels]\n")
+    for lab in labels:
+        out.write(lab + "\n")
+    out.write("\n[transitions] previous -> current: weight\n")
+    trans = w[lay["trans"]].reshape(L, L)
+    for i in range(L):
+        for j in range(L):
+            if abs(trans[i, j]) > min_abs or min_abs == 0:
+                out.write(f"{labels[i]}\t{labels[j]}\t{trans[i, j]:.6f}\n")
+    out.write("\n[start] label: weight\n")
+    for j, v in enumerate(w[lay["start"]]):
+        out.write(f"{labels[j]}\t{v:.6f}\n")
+    out.write("\n[end] label: weight\n")
+    for j, v in enumerate(w[lay["end"]]):
+        out.write(f"{labels[j]}\t{v:.6f}\n")
+    out.write("\n[state] attribute\tlabel\tweight\n")
+    names = s.attribute_strings()
+    ptr, fl = s.feat_ptr, s.feat_label
+    for a, name in enumerate(names):
+        for f in range(ptr[a], ptr[a + 1]):
+            if abs(w[f]) > min_abs:
+                out.write(f"{name}\t{labels[fl[f]]}\t{w[f]:.6f}\n")
+    if s.n_edge_attrs:
+        out.write("\n[edge] attribute\tprevious\tcurrent\tweight\n")
+        edge = w[lay["edge"]].reshape(s.n_edge_attrs, L, L)
+        for e, name in enumerate(s.attribute_strings(edge=True)):
+            for i in range(L):
+                for j in range(L):
+                    if abs(edge[e, i, j]) > min_abs:
+                        out.write(f"{name}\t{labels[i]}\t{labels[j]}\t{edge[e, i, j]:.6f}\n")

@@ -17,10 +17,11 @@ Inference over the grid is in csrc/factorial.pyx (crftk._factorial).
 
 import numpy as np
 
-from crftk import _factorial
+from crftk import _factorial, params
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.templates import parse_template
 from crftk.structures.base import Inference, Structure
+from crftk.structures.chain import dump_weights
 from crftk.structures.pairs import SEP
 
 #: the product kernel's limit
@@ -147,6 +148,7 @@ class Factorial(Structure):
     between chain c and c+1."""
 
     name = "factorial"
+    file_kinds = {"factorial": ("a factorial CRF", "crftk.FactorialCRF.load")}
 
     def __init__(self, chains, pairs=()):
         super().__init__(chains[0])
@@ -191,6 +193,29 @@ class Factorial(Structure):
             if read:
                 raise CrftkError(f"a template reads column {read[0]}, a label column")
         return cls(chains, pairs)
+
+    @classmethod
+    def describe(cls, parts, info):
+        chains = sum(p.name.startswith("chain") for p in parts)
+        return f"a factorial CRF ({chains} chains)"
+
+    @classmethod
+    def check_file(cls, parts, info, path):
+        """The parts make one factorial structure; the record's inference options are valid."""
+        super().check_file(parts, info, path)
+        try:
+            cls.from_parts(parts)
+        except CrftkError as e:
+            raise CrftkError(f"model file is inconsistent: {e.message}", path) from None
+        _check_record(info, path)
+
+    @classmethod
+    def summary(cls, model):
+        return summary(model)
+
+    @classmethod
+    def dump(cls, model, out, min_abs=0.0):
+        dump(model, out, min_abs)
 
     @property
     def label_cols(self):
@@ -400,6 +425,21 @@ def _state_counts(space, corpus, labels):
     return np.bincount(order[i[hit]], minlength=space.n_features).astype(np.float64)
 
 
+def _check_record(info, path):
+    """The inference options a factorial model was trained with, which tagging takes by default."""
+    record = info.get("factorial", {})
+    if not isinstance(record, dict):
+        raise CrftkError("model file is inconsistent: its factorial record is not an object", path)
+    for option in (params.INFERENCE, params.TOLERANCE, params.MAX_SWEEPS_PARAM):
+        value = record.get(option.name)
+        if value is not None:
+            try:
+                option.check(value)
+            except CrftkError:
+                raise CrftkError(f"model file is inconsistent: its training record's {option.name} "
+                                 f"{shown(value)} is not a valid {option.name}", path) from None
+
+
 def summary(model):
     """``crftk info`` of a factorial model: the structure, each chain's and each pair's sizes."""
     st = model.structure
@@ -424,15 +464,15 @@ def summary(model):
             "training": model.info}
 
 
-def dump(model, out, min_abs=0.0, *, dump_chain):
-    """The weights as text: each chain as a linear chain's dump (``dump_chain(space, weights)``,
-    crftk.model's), then each pair factor's features."""
+def dump(model, out, min_abs=0.0):
+    """The weights as text: each chain as a linear chain's dump (chain.dump_weights), then each
+    pair factor's features."""
     st = model.structure
     out.write(f"# crftk factorial model: {st.n_chains} chains (label columns "
               f"{', '.join(map(str, st.label_cols))}), {st.n_params} parameters\n")
     for c, (s, part) in enumerate(zip(st.chains, model.parts)):
         out.write(f"\n[chain {c}] label column {s.label_col}\n")
-        dump_chain(s, part.weights)
+        dump_weights(s, part.weights, out, min_abs)
     for c, (p, part) in enumerate(zip(st.pairs, model.parts[st.n_chains:])):
         out.write(f"\n[pair {c} {c + 1}] attribute\tlabel of chain {c}{SEP}label of chain {c + 1}\tweight\n")
         names = p.attribute_strings()

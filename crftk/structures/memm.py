@@ -12,8 +12,8 @@ trained on the same features: the label-bias problem makes it worse.
 import numpy as np
 
 from crftk.errors import CrftkError
-from crftk.structures.base import Inference, Structure
-from crftk.structures.chain import chain_lattices
+from crftk.structures.base import Inference
+from crftk.structures.chain import LabelChain, chain_lattices
 
 
 def _log_softmax(x):
@@ -30,10 +30,12 @@ def _steps(space, corpus):
     return first, np.flatnonzero(inner)
 
 
-class MEMM(Structure):
+class MEMM(LabelChain):
     """A maximum-entropy Markov model on a chain CRF's feature space and parameter layout."""
 
     name = "memm"
+    noun = record_noun = "an MEMM"
+    record = {"order": 1, "model_type": "memm"}
 
     def fixed(self, template):
         fixed = super().fixed(template)
@@ -42,6 +44,12 @@ class MEMM(Structure):
 
     def bind(self, corpus, n_threads=1):
         return MEMMInference(self, corpus, n_threads)
+
+    @classmethod
+    def check_space(cls, space, bad):
+        if any(cl.line.macros for cl in space.bigram_lines):
+            # train refuses these; a file that has one was not written by crftk
+            raise bad("an MEMM whose template has a B line with macros")
 
 
 class MEMMInference(Inference):

@@ -14,8 +14,7 @@ plain tags.
 import numpy as np
 
 from crftk.io.conll import Sentence
-from crftk.structures.base import Structure
-from crftk.structures.chain import ChainInference
+from crftk.structures.chain import ChainInference, LabelChain
 from crftk.structures.constraints import FORBIDDEN, allowed, pinned_mask
 from crftk.errors import CrftkError, shown
 
@@ -85,7 +84,7 @@ def backoff_index(space):
     return index.reshape(-1), uniq.size
 
 
-class Pairs(Structure):
+class Pairs(LabelChain):
     """A second-order chain over tags: a first-order chain over (previous tag, tag) pairs.
 
     Its training parameters are theta = [the pair model's weights, backoff
@@ -94,6 +93,8 @@ class Pairs(Structure):
     """
 
     name = "pairs"
+    noun = record_noun = "a second-order CRF"
+    record = {"order": 2, "model_type": "crf"}
 
     def __init__(self, space):
         super().__init__(space)
@@ -140,6 +141,11 @@ class Pairs(Structure):
 
     def bind(self, corpus, n_threads=1):
         return PairsInference(self, corpus, n_threads)
+
+    @classmethod
+    def check_space(cls, space, bad):
+        if not all(SEP in x for x in space.labels):
+            raise bad("an order-2 model's labels must be tag pairs")
 
 
 class PairsInference(ChainInference):
