@@ -391,6 +391,15 @@ class FactorialTrainer:
         return factorial_model(job.structure, weights, info)
 
 
+def trainer(options, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
+    """A FactorialTrainer when the options name two or more label columns (then removed from
+    ``options``), else None."""
+    label_cols = label_columns_option(options)
+    if label_cols is None:
+        return None
+    return FactorialTrainer(label_cols, inference, tolerance, max_sweeps, warm_start)
+
+
 def _check_known_labels(structure, corpus, sentences, origins, source):
     """Refuse a training label an --init model does not have (it has no weights for it)."""
     if corpus.labels is None:

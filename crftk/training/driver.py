@@ -22,8 +22,7 @@ from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.optimize.online import averaged_perceptron, sgd
 from crftk.params import resolve_threads
-from crftk.kinds.chain import ChainTrainer
-from crftk.kinds.factorial import FactorialTrainer, label_columns_option
+from crftk.kinds import trainer_for
 
 TRAIN_PARAMS = params.TRAIN
 
@@ -64,16 +63,6 @@ def check_cluster(scheduler, workers, opt):
     from crftk.distributed.training import check_algorithm
     check_cluster_options(scheduler, workers)
     check_algorithm(opt["algorithm"])
-
-
-def trainer_for(options, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
-    """The trainer of the kind the options ask for: a factorial CRF for two or more label
-    columns (``options["label_col"]`` is then removed), else a chain. Refuses the factorial
-    options for a chain."""
-    label_cols = label_columns_option(options)
-    if label_cols is not None:
-        return FactorialTrainer(label_cols, inference, tolerance, max_sweeps, warm_start)
-    return ChainTrainer.refusing(inference, tolerance, max_sweeps, warm_start)
 
 
 class StopWhenSet:
