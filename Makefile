@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs
 
 all: test
 
@@ -23,6 +23,7 @@ help:
 	@echo "make readme-check  every sh and python block of README.md, run on small stand-ins (in make test too)"
 	@echo "make behaviour   hashes of weights, tagged outputs, logs of 38 small runs, against BASE (default: merge-base with main)"
 	@echo "make speed-change  crftk's own speed against BASE (default: merge-base with main), interleaved (CONLL2000=...)"
+	@echo "make kernel-pairs BASE_DIR=DIR  the kernels' speed against an old built checkout, in interleaved pairs"
 	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
@@ -108,6 +109,13 @@ speed-change:
 	@mkdir -p $(OUT)
 	$(PYTHON) benchmarks/speed_change.py --compare $(BASE) --data $(CONLL2000) --tolerance $(SPEED_TOLERANCE) \
 		--out $(OUT)/speed-change.json
+
+# The kernels of this checkout against BASE_DIR (an old checkout built in place), in interleaved pairs.
+kernel-pairs:
+	@test -n "$(BASE_DIR)" || { echo "make kernel-pairs BASE_DIR=DIR (a checkout of the old revision, built in place)"; exit 1; }
+	$(PYTHON) setup.py -q build_ext --inplace -j 2
+	@mkdir -p $(OUT)
+	$(PYTHON) benchmarks/kernel_pairs.py --baseline $(BASE_DIR) --data $(CONLL2000) --out $(OUT)/kernel-pairs.json
 
 bench: install
 	$(PYTHON) -m pip install -q python-crfsuite
