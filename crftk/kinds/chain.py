@@ -255,6 +255,15 @@ class DevScorer:
                     counts[lab] = counts.get(lab, 0) + 1
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
+    def warnings(self):
+        """What training warns about the development set: gold labels the model cannot predict."""
+        unseen = self.unseen_labels()
+        if not unseen:
+            return []
+        listed = ", ".join(f"{lab} ({plural(n, 'token')})" for lab, n in unseen[:10])
+        return [f"crftk: warning: the development set has {plural(len(unseen), 'label')} never seen in training, "
+                f"which the model cannot predict: {listed}" + (", ..." if len(unseen) > 10 else "")]
+
     def __call__(self, w):
         pred, _ = self.inference.best(w)
         names = self.labels[pred]
@@ -377,22 +386,10 @@ class ChainTrainer:
         return ChainJob(structure, corpus, origins, template, order2)
 
     @staticmethod
-    def dev_scorer(job, dev, n_threads, dev_source, log):
+    def dev_scorer(job, dev, n_threads):
         space = job.structure.space
-        # the development set needs the gold column, so exactly the training column count
-        n = len(dev[0].rows[0])
-        if n != space.n_columns:
-            raise CrftkError(f"the development set has {n} columns, the training data {space.n_columns}",
-                             dev_source, dev[0].line or None)
-        scorer = DevScorer(job.structure, list(pair_sentences(dev, space.label_col)) if job.order2 else dev,
-                           n_threads, gold_sentences=dev)
-        log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
-        unseen = scorer.unseen_labels()
-        if unseen:
-            listed = ", ".join(f"{lab} ({plural(n, 'token')})" for lab, n in unseen[:10])
-            log(f"crftk: warning: the development set has {plural(len(unseen), 'label')} never seen in training, "
-                f"which the model cannot predict: {listed}" + (", ..." if len(unseen) > 10 else ""))
-        return scorer
+        return DevScorer(job.structure, list(pair_sentences(dev, space.label_col)) if job.order2 else dev,
+                         n_threads, gold_sentences=dev)
 
     @staticmethod
     def start(job, template, opt, init):

@@ -235,6 +235,10 @@ class DevScorer:
         guesses = [[lab[pred[c, sl]].tolist() for sl in self.slices] for c, lab in enumerate(self.labels)]
         return score_chains(self.gold, guesses)
 
+    @staticmethod
+    def warnings():
+        return []
+
     # -- what the training driver logs and records of a score ---------------
     @staticmethod
     def target(scores):
@@ -338,14 +342,8 @@ class FactorialTrainer:
             f"{plural(n_threads, 'thread')})")
         return FactorialJob(structure, corpus, inference)
 
-    def dev_scorer(self, job, dev, n_threads, dev_source, log):
-        n = len(dev[0].rows[0])
-        if n != job.structure.chains[0].n_columns:
-            raise CrftkError(f"the development set has {n} columns, the training data "
-                             f"{job.structure.chains[0].n_columns}", dev_source, dev[0].line or None)
-        scorer = DevScorer(job.structure, dev, n_threads, self.fopt)
-        log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
-        return scorer
+    def dev_scorer(self, job, dev, n_threads):
+        return DevScorer(job.structure, dev, n_threads, self.fopt)
 
     @staticmethod
     def start(job, template, opt, init):

@@ -16,12 +16,13 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.errors import UsageError
+from crftk.errors import CrftkError, UsageError
 from crftk.objectives import Likelihood
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.optimize.online import averaged_perceptron, sgd
 from crftk.params import resolve_threads
+from crftk.progress import plural
 from crftk.kinds import trainer_for
 
 TRAIN_PARAMS = params.TRAIN
@@ -267,7 +268,15 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads)
     scorer = None
     if dev:
-        scorer = trainer.dev_scorer(job, dev, n_threads, dev_source, log)
+        # the development set needs the gold columns, so exactly the training data's column count
+        n, n_columns = len(dev[0].rows[0]), job.structure.space.n_columns
+        if n != n_columns:
+            raise CrftkError(f"the development set has {n} columns, the training data {n_columns}",
+                             dev_source, dev[0].line or None)
+        scorer = trainer.dev_scorer(job, dev, n_threads)
+        log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
+        for line in scorer.warnings():
+            log(line)
     frozen, w0 = trainer.start(job, template, opt, init)
     cluster = bound = None
     if scheduler is not None or workers:
