@@ -106,6 +106,38 @@ class Chain(LabelChain):
         return ChainInference(self, corpus, n_threads)
 
 
+class StateFeatures:
+    """A space's (attribute, label) state features by key ``attribute * L + label``: calling it
+    with keys gives each one's feature index and whether the space has that feature. A dense table
+    when attributes x labels is at most ``table_limit``, else a sorted search."""
+
+    def __init__(self, space, table_limit):
+        L, A, F = space.n_labels, space.n_attrs, space.n_features
+        attr_of_feat = np.repeat(np.arange(A, dtype=np.int64), np.diff(space.feat_ptr))
+        keys = attr_of_feat * L + np.asarray(space.feat_label, dtype=np.int64)
+        if F == A * L and np.array_equal(keys, np.arange(F)):
+            self.how = ("complete",)                 # complete feature set: f = key
+        elif A * L <= table_limit:
+            table = np.full(A * L, -1, dtype=np.int32 if F < 2**31 else np.int64)
+            table[keys] = np.arange(F)
+            self.how = ("table", table)
+        else:
+            order = np.argsort(keys, kind="stable")
+            self.how = ("sorted", order, keys[order])
+
+    def __call__(self, key):
+        kind = self.how[0]
+        if kind == "complete":
+            return key, np.ones(key.size, dtype=bool)
+        if kind == "table":
+            f = self.how[1][key]
+            return f, f >= 0
+        order, keys = self.how[1], self.how[2]
+        i = np.searchsorted(keys, key)
+        np.minimum(i, keys.size - 1, out=i)
+        return order[i], keys[i] == key
+
+
 class ChainInference(Inference):
     # largest attributes x labels for a dense (attribute, label) -> feature table (4 bytes each)
     TABLE_LIMIT = 1 << 24
@@ -168,30 +200,9 @@ class ChainInference(Inference):
     # -- counting ----------------------------------------------------------
     def _state_features(self, key):
         """Parameter index of each (attribute * L + label) key, and where one exists."""
-        space = self.space
-        L, A, F = space.n_labels, space.n_attrs, space.n_features
         if self._features is None:
-            attr_of_feat = np.repeat(np.arange(A, dtype=np.int64), np.diff(space.feat_ptr))
-            keys = attr_of_feat * L + np.asarray(space.feat_label, dtype=np.int64)
-            if F == A * L and np.array_equal(keys, np.arange(F)):
-                self._features = ("complete",)                 # complete feature set: f = key
-            elif A * L <= self.TABLE_LIMIT:
-                table = np.full(A * L, -1, dtype=np.int32 if F < 2**31 else np.int64)
-                table[keys] = np.arange(F)
-                self._features = ("table", table)
-            else:
-                order = np.argsort(keys, kind="stable")
-                self._features = ("sorted", order, keys[order])
-        kind = self._features[0]
-        if kind == "complete":
-            return key, np.ones(key.size, dtype=bool)
-        if kind == "table":
-            f = self._features[1][key]
-            return f, f >= 0
-        order, keys = self._features[1], self._features[2]
-        i = np.searchsorted(keys, key)
-        np.minimum(i, keys.size - 1, out=i)
-        return order[i], keys[i] == key
+            self._features = StateFeatures(self.space, self.TABLE_LIMIT)
+        return self._features(key)
 
     def weighted_counts(self, node_tok, node_lab, node_w, edge_tok, edge_prev, edge_cur, edge_w):
         """Weighted feature counts laid out like the parameters.

@@ -21,7 +21,7 @@ from crftk import _factorial, params
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.templates import parse_template
 from crftk.structures.base import Inference, Structure
-from crftk.structures.chain import dump_weights
+from crftk.structures.chain import Chain, ChainInference, StateFeatures, dump_weights
 from crftk.structures.pairs import SEP
 
 #: the product kernel's limit
@@ -378,7 +378,6 @@ class FactorialInference(Inference):
     def counts(self, labels):
         """Feature counts of a joint labeling [C, N], laid out like the parameters: each chain's as a
         linear chain's, each pair factor's from the label pairs of its two chains."""
-        from crftk.structures.chain import Chain
         st, corpus = self.structure, self.corpus
         labels = np.asarray(labels, dtype=np.int64)
         out = [Chain(s).bind(enc).counts(labels[c]) for c, (s, enc) in enumerate(zip(st.chains, corpus.chains))]
@@ -389,7 +388,6 @@ class FactorialInference(Inference):
 
     def max_active(self):
         """Most features that can fire on one sentence's joint labeling (GIS's constant C)."""
-        from crftk.structures.chain import Chain
         per_sentence = sum(np.add.reduceat(np.diff(enc.attr_ptr), enc.sent_ptr[:-1]).astype(np.float64)
                            for enc in self.corpus.pairs)
         for s, enc in zip(self.structure.chains, self.corpus.chains):
@@ -412,17 +410,11 @@ def _feature_sums(space, corpus, values):
 
 def _state_counts(space, corpus, labels):
     """Counts of a space's (attribute, label) features on a labeling: its parameters are those alone."""
-    L = space.n_labels
-    attr_of_feat = np.repeat(np.arange(space.n_attrs, dtype=np.int64), np.diff(space.feat_ptr))
-    keys = attr_of_feat * L + np.asarray(space.feat_label, dtype=np.int64)
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    fired = np.asarray(corpus.attrs, dtype=np.int64) * L + np.repeat(labels, np.diff(corpus.attr_ptr))
-    if not keys.size:
-        return np.zeros(space.n_features)
-    i = np.minimum(np.searchsorted(keys, fired), keys.size - 1)
-    hit = keys[i] == fired
-    return np.bincount(order[i[hit]], minlength=space.n_features).astype(np.float64)
+    if not space.n_features:
+        return np.zeros(0)
+    fired = np.asarray(corpus.attrs, dtype=np.int64) * space.n_labels + np.repeat(labels, np.diff(corpus.attr_ptr))
+    f, hit = StateFeatures(space, ChainInference.TABLE_LIMIT)(fired)
+    return np.bincount(f[hit], minlength=space.n_features).astype(np.float64)
 
 
 def _check_record(info, path):

@@ -208,7 +208,7 @@ def test_feature_counts_match_label_counts(template, lookup, merge, monkeypatch)
     monkeypatch.setattr(ChainInference, "MERGE_NODES", 0 if merge else 10**9)
     m = MCE(bound(space, corpus))
     m.inference._state_features(np.zeros(1, dtype=np.int64))
-    assert m.inference._features[0] == lookup.replace("search", "sorted")
+    assert m.inference._features.how[0] == lookup.replace("search", "sorted")
     rng = np.random.default_rng(0)
     N = corpus.n_tokens
     y = rng.integers(0, space.n_labels, N)
