@@ -543,6 +543,7 @@ cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except
     d.feat_ptr = &feat_ptr[0]
     d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
     d.dense = &dense[0] if dense.shape[0] else NULL
+    d.values = NULL
     if dense.shape[0]:
         dense_attributes(d.feat_ptr, d.feat_label, dense.shape[0], L, &dense[0])
     d.L = L

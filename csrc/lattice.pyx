@@ -214,6 +214,7 @@ cdef class Lattices:
         self.d.eattrs = &eattrs[0] if eattrs.shape[0] else NULL
         self.d.feat_ptr = &feat_ptr[0]
         self.d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
+        self.d.values = NULL
         self.d.L = L
         self.d.has_edges = 1 if eattrs.shape[0] > 0 else 0
         self.d.off_trans = off_trans

@@ -56,6 +56,10 @@ cdef struct Features:
     # NULL, or per attribute 1 when its features are every label in order (feat_label[f0 + y]
     # = y): the kernels then add and scatter whole rows, which the compiler vectorizes
     const unsigned char* dense
+    # NULL when every state attribute occurrence has value 1 (the binary path, no values
+    # stored); else values[k] is the real value of occurrence attrs[k]: potentials add
+    # value * weight, gradients scatter value * marginal. Edge attributes are binary.
+    const double* values
     int L
     int has_edges
     Py_ssize_t off_trans

@@ -79,6 +79,8 @@ class EncodedCorpus:
     eattr_ptr: np.ndarray
     eattrs: np.ndarray
     labels: object          # int32 gold label ids (-1: unknown label) or None
+    values: object = None   # float64, one per entry of attrs: the occurrence's real value;
+                            # None when every value is 1 (binary corpora store none)
 
     @property
     def n_sentences(self):
@@ -121,7 +123,10 @@ class EncodedCorpus:
         attr_ptr, attrs = rows(self.attr_ptr, self.attrs)
         eattr_ptr, eattrs = rows(self.eattr_ptr, self.eattrs)
         labels = None if self.labels is None else self.labels[tokens]
-        return EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, labels)
+        values = None
+        if self.values is not None:
+            values = rows(self.attr_ptr, self.values)[1]
+        return EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, labels, values)
 
 
 class Positions:
