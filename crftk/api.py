@@ -35,7 +35,9 @@ from crftk.evaluation.conlleval import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.templates import parse_template, read_template
-from crftk.params import BAG, CHECKPOINT_EVERY, FACTORIAL, SCHEDULER, TRAIN, WORKERS, Param, python_names
+from crftk.params import (BAG, CHECKPOINT_EVERY, FACTORIAL, SCHEDULER, TRAIN, VECTORS, VECTORS_LOOKUP, WORKERS, Param,
+                          python_names)
+from crftk.features.vectors import attach_vectors
 from crftk.params import python_spelling
 from crftk.commands.train import check_options
 from crftk.commands.train import fit as _fit
@@ -73,6 +75,10 @@ API_PARAMS = (
             "install crftk[dask])."),
     replace(WORKERS, help="Train data-parallel on a local Dask cluster of this many worker processes, "
             "started for the fit (0: no cluster; crftk train --workers)."),
+    replace(VECTORS, type=object,
+            help="The word vectors of the template's %vec[r,c,NAME] lines: {NAME: path of a word2vec/GloVe "
+                 "text file} (crftk train --vectors NAME=FILE). The model stores those it reads."),
+    VECTORS_LOOKUP,
     Param("verbose", False, bool,
           "Log training (one line per iteration) to stderr, as crftk train does. Otherwise training "
           "is silent, and its warnings are Python warnings (UserWarning)."),
@@ -275,12 +281,18 @@ class CRF(_Estimator):
             if self.template is not None:
                 raise CrftkError("init starts from the model's own template and feature space: "
                                  "leave template=None (or drop init to train from the template)")
+            if self.vectors:
+                raise CrftkError("init trains with the vectors its model holds: leave vectors=None")
             template, n_columns, label_col = None, init.space.n_columns, init.space.label_col
             width = n_columns - 1
         else:
             if self.template is None:
                 raise CrftkError("CRF needs a template (or init=MODEL)")
             template = _template(self.template)
+            if self.vectors is not None and not isinstance(self.vectors, dict):
+                raise TypeError(f"vectors must be a dict {{NAME: path}}, not {type(self.vectors).__name__}")
+            attach_vectors(template, self.vectors, _BY_NAME["vectors_lookup"].check(self.vectors_lookup),
+                           _Log(self.verbose))
             width, label_col = None, options["label_col"]
         if y is None:
             raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")

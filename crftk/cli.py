@@ -204,6 +204,8 @@ _induce_options = _param_options(params.INDUCE)
                    "mce, or a checkpoint to resume from); --template may be omitted, and if given must be "
                    "the model's own.")
 @_option(params.CHECKPOINT_EVERY, metavar="N")
+@click.option(params.VECTORS.option, "vectors", multiple=True, metavar="NAME=FILE", help=params.VECTORS.help)
+@_option(params.VECTORS_LOOKUP)
 @_option(params.CROSS_PREDICT, metavar="K")
 @click.option("--cross-output", "cross_output", metavar="FILE",
               help="With --cross-predict: the training files with their label column replaced by the "
@@ -220,8 +222,8 @@ _induce_options = _param_options(params.INDUCE)
                    "and label of chains 2..C); fewer sweeps, an objective that depends on the "
                    "evaluations before it.")
 @_train_command_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, cross_predict,
-          cross_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, **options):
+def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, vectors,
+          vectors_lookup, cross_predict, cross_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column).
 
     With --scheduler or --workers the objective and gradient are computed data-parallel
@@ -238,7 +240,7 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
-        scheduler=scheduler, workers=workers, warm_start=warm_start, encoding=encoding, **options)
+        vectors=vectors, vectors_lookup=vectors_lookup, scheduler=scheduler, workers=workers, warm_start=warm_start, encoding=encoding, **options)
 
 
 @main.command(context_settings=CONTEXT)

@@ -299,7 +299,7 @@ def _check_space(space, info, path):
         raise bad("the features of an attribute are not in label order or repeat a label")
     for kind, lines in (("state", space.unigram_lines), ("transition", space.bigram_lines)):
         for i, cl in enumerate(lines):
-            _check_line(cl, [len(space.vocabs[m.source]) for m in cl.line.macros],
+            _check_line(cl, [space.radix(m) for m in cl.line.macros],
                         lambda what: bad(f"{kind} template line {i + 1}: {what}"))
 
 

@@ -30,6 +30,7 @@ from crftk.io.conll import MAX_LINE_BYTES as MAX_LINE
 from crftk.io.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
 from crftk.errors import CrftkError, shown
 from crftk.features.templates import MAX_COLUMNS
+from crftk.features.vectors import LOOKUPS
 
 #: Iterations, epochs, rounds: CoNLL-2000 converges within about a thousand.
 MAX_ITER = 1_000_000
@@ -383,6 +384,17 @@ MAX_JOINT_LABELS = Param("max_joint_labels", MAX_JOINT, Integer(1, 10**15),
                          "Most labels in a pipeline's joint label set (the product of its stages' label "
                          "counts): a larger product is refused, since joint decoding keeps tables of that "
                          "many labels per token.")
+
+#: Word vectors of the template's %vec lines (crftk train --vectors NAME=FILE, crftk.CRF(vectors=...)).
+VECTORS = Param("vectors", None, str,
+                "Word vectors for the template's %vec[r,c,NAME] lines, as NAME=FILE (repeatable): a "
+                "word2vec/GloVe text file, an optional 'count dim' header line, then 'word v1 ... vD' per "
+                "line. The model stores the vectors its template reads (float32), so tag needs the model "
+                "alone; a NAME no %vec line reads is warned of and not stored.")
+VECTORS_LOOKUP = Param("vectors_lookup", "exact", str,
+                       "How a word finds its vector: exact (as written), or lowercase (as written, else "
+                       "lower-cased: for tables of lower-cased words such as GloVe's). Stored in the model: "
+                       "tagging looks words up the same way.", LOOKUPS)
 
 #: The encoding of the CoNLL files a command reads (and of tag's output, which follows its input).
 ENCODING = Param("encoding", DEFAULT_ENCODING, Encoding(),

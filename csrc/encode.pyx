@@ -7,13 +7,15 @@ the column ids of a batch into the attribute ids of crftk.features.space (the sa
 ``prefix * radix + value``, looked up in hash tables built from the sorted key arrays).
 For training, ``Interner`` and ``column_ids`` grow the vocabularies as batches are read,
 ``unique_inverse`` and ``shift_values`` make the template keys, ``dense_csr`` and
-``merge_csr`` the attribute arrays.
+``merge_csr`` the attribute arrays (with the real values of %num/%vec lines);
+``parse_numbers`` reads the numbers of a %num column.
 """
 
 import numpy as np
 cimport numpy as cnp
 from libc.stdint cimport int64_t, int32_t, uint64_t, uint8_t
-from libc.stdlib cimport malloc, free, realloc
+from libc.stdlib cimport malloc, free, realloc, strtod
+from libc.math cimport isfinite
 from libc.string cimport memcpy, memcmp
 
 from fields cimport split_fields
@@ -591,17 +593,25 @@ cdef void _fill_dense(const int32_t** rp, const int32_t* off, Py_ssize_t L, Py_s
                 k += 1
 
 
-def merge_csr(const int64_t[::1] dense_counts, const int32_t[::1] dense_ids, owners, extras):
+def merge_csr(const int64_t[::1] dense_counts, const int32_t[::1] dense_ids, owners, extras,
+              extra_values=None):
     """(ptr int32 [n+1], ids int32) of n tokens: each token's dense ids (``dense_counts[t]`` of
     them, in order in ``dense_ids``), then the extra ids it owns: ``extras[i][k]`` belongs to
-    token ``owners[i][k]``, taken list by list, in order (a stable counting sort by owner)."""
+    token ``owners[i][k]``, taken list by list, in order (a stable counting sort by owner).
+    With ``extra_values`` (one float64 array per list, or None for values of 1): also the
+    float64 value of every id, 1 for the dense ones, as a third array."""
     cdef Py_ssize_t n = dense_counts.shape[0], t, k, total = dense_ids.shape[0], c, i
     owner_arrays = [np.ascontiguousarray(o, dtype=np.int64) for o in owners]
     extra_arrays = [np.ascontiguousarray(e, dtype=np.int32) for e in extras]
+    value_arrays = None
+    if extra_values is not None:
+        value_arrays = [np.ones(len(e), dtype=np.float64) if v is None else np.ascontiguousarray(v, dtype=np.float64)
+                        for e, v in zip(extras, extra_values)]
     pos_np = np.zeros(n + 1, dtype=np.int64)
     cdef int64_t[::1] pos = pos_np
     cdef const int64_t[::1] own
     cdef const int32_t[::1] ext
+    cdef const double[::1] val
     for o in owner_arrays:
         own = o
         total += own.shape[0]
@@ -613,7 +623,10 @@ def merge_csr(const int64_t[::1] dense_counts, const int32_t[::1] dense_ids, own
         raise ValueError("too many attribute occurrences for int32 offsets")
     ptr_np = np.empty(n + 1, dtype=np.int32)
     out_np = np.empty(total, dtype=np.int32)
+    vals_np = np.ones(total if value_arrays is not None else 0, dtype=np.float64)
     cdef int32_t[::1] ptr = ptr_np, out = out_np
+    cdef double[::1] vals = vals_np
+    cdef bint with_values = value_arrays is not None
     cdef int64_t acc = 0, extra
     k = 0
     with nogil:
@@ -632,8 +645,107 @@ def merge_csr(const int64_t[::1] dense_counts, const int32_t[::1] dense_ids, own
         ext = extra_arrays[i]
         if ext.shape[0] != own.shape[0]:
             raise ValueError("owners and extras differ in length")
-        with nogil:
-            for k in range(own.shape[0]):
-                out[pos[own[k]]] = ext[k]
-                pos[own[k]] += 1
+        if with_values:
+            val = value_arrays[i]
+            if val.shape[0] != own.shape[0]:
+                raise ValueError("extras and their values differ in length")
+            with nogil:
+                for k in range(own.shape[0]):
+                    vals[pos[own[k]]] = val[k]
+                    out[pos[own[k]]] = ext[k]
+                    pos[own[k]] += 1
+        else:
+            with nogil:
+                for k in range(own.shape[0]):
+                    out[pos[own[k]]] = ext[k]
+                    pos[own[k]] += 1
+    if with_values:
+        return ptr_np, out_np, vals_np
     return ptr_np, out_np
+
+
+# ------------------------------------------------------------------ real values: %num
+
+cdef inline bint _digit(uint8_t c) noexcept nogil:
+    return c >= 48 and c <= 57
+
+
+cdef bint _is_decimal(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Whether p[:n] is [+-]?(D+.?D*|.D+)([eE][+-]?D+)? (no inf, nan, hex or '_'): the numbers
+    crftk.features.extract.NUMBER accepts, so both readers agree."""
+    cdef Py_ssize_t i = 0, digits = 0, exp = 0
+    if i < n and (p[i] == 43 or p[i] == 45):
+        i += 1
+    while i < n and _digit(p[i]):
+        i += 1
+        digits += 1
+    if i < n and p[i] == 46:
+        i += 1
+        while i < n and _digit(p[i]):
+            i += 1
+            digits += 1
+    if digits == 0:
+        return False
+    if i < n and (p[i] == 101 or p[i] == 69):
+        i += 1
+        if i < n and (p[i] == 43 or p[i] == 45):
+            i += 1
+        while i < n and _digit(p[i]):
+            i += 1
+            exp += 1
+        if exp == 0:
+            return False
+    return i == n
+
+
+def parse_numbers(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end, int col):
+    """(float64 [N], first bad token or -1): file column ``col`` of each token line read as a
+    decimal number (strtod, correctly rounded as Python's float()); a token whose field is not a
+    finite decimal number, or that lacks the column, stops the reading and is returned."""
+    cdef Py_ssize_t N = tok_start.shape[0], t, n, bad = -1
+    if not 0 <= col < 2**31 - 1:
+        raise ValueError(f"parse_numbers: column {col} is not a column index")
+    out_np = np.zeros(N, dtype=np.float64)
+    cdef double[::1] out = out_np
+    cdef Py_ssize_t* starts = <Py_ssize_t*> malloc((col + 1) * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* ends = <Py_ssize_t*> malloc((col + 1) * sizeof(Py_ssize_t))
+    cdef char buf[64]
+    cdef char* text
+    cdef const uint8_t* line
+    cdef int nf
+    cdef double x
+    if starts == NULL or ends == NULL:
+        free(starts)
+        free(ends)
+        raise MemoryError()
+    try:
+        with nogil:
+            for t in range(N):
+                line = &block[0] + tok_start[t]
+                nf = split_fields(line, tok_end[t] - tok_start[t], starts, ends, col + 1)
+                n = ends[col] - starts[col] if col < nf else 0
+                if col >= nf or not _is_decimal(line + starts[col], n):
+                    bad = t
+                    break
+                if n < 64:
+                    text = &buf[0]
+                else:
+                    text = <char*> malloc(n + 1)
+                if text == NULL:
+                    bad = -2
+                    break
+                memcpy(text, line + starts[col], n)
+                text[n] = 0
+                x = strtod(text, NULL)      # the grammar is checked: all of it is read
+                if n >= 64:
+                    free(text)
+                if not isfinite(x):
+                    bad = t
+                    break
+                out[t] = x
+    finally:
+        free(starts)
+        free(ends)
+    if bad == -2:
+        raise MemoryError()
+    return out_np, bad

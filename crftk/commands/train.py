@@ -16,6 +16,7 @@ from crftk.model import Model
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
 from crftk.features.extract import load_lexicons
+from crftk.features.vectors import attach_vectors, parse_specs
 from crftk.features.templates import read_template, template_difference
 from crftk.training import TRAIN_PARAMS, _stderr_log, check_cluster, check_options, fit, trainer_for  # noqa: F401
 
@@ -26,7 +27,8 @@ CHECKPOINT_SUFFIX = ".checkpoint"
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
-          max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, **options):
+          max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, vectors=None, vectors_lookup="exact",
+          **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -43,6 +45,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
     (crftk.kinds.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
     ``encoding``: of the training and dev files, and of ``cross_output``.
+    ``vectors``: {NAME: path} or NAME=FILE strings, the word vectors of the template's %vec lines,
+    looked up as ``vectors_lookup`` says (crftk.features.vectors).
     """
     options = dict(options)
     encoding = params.ENCODING.check(encoding)
@@ -79,11 +83,18 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         raise UsageError("train needs --template (or --init MODEL)")
     template = None if template_path is None else read_template(template_path)
     lexicons = None if template is None else load_lexicons(template)   # all inputs before any work
+    vectors_lookup = params.VECTORS_LOOKUP.check(vectors_lookup)
+    vector_files = parse_specs(vectors)
+    if vector_files and init_model is not None:
+        raise UsageError("--init trains with the vectors its model holds: drop --vectors")
     inputs = [*data_inputs(train_files, dev_file), ("--init model", init_model),
-              *([] if template is None else template_inputs(template))]
+              *([] if template is None else template_inputs(template)),
+              *((f"vectors {name}", path) for name, path in vector_files.items())]
     outputs = [("model", model_path), ("cross-prediction output", cross_output),
                ("trace", None if hasattr(trace_file, "write") else trace_file)]
     check_apart(outputs, inputs)
+    if template is not None and init_model is None:
+        attach_vectors(template, vector_files, vectors_lookup, log)
     if checkpoint is not None:      # it may be the --init model: resuming from a checkpoint updates it
         check_apart([*outputs, ("checkpoint", checkpoint[0])], [i for i in inputs if i[0] != "--init model"])
     if init_model is not None:

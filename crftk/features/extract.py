@@ -15,6 +15,7 @@ words (McCallum & Li's "firstmention" tests).
 """
 
 import itertools
+import math
 import os
 import re
 from functools import partial
@@ -26,9 +27,11 @@ import numpy as np
 from crftk.errors import CrftkError
 from crftk.features import observations as obs
 from crftk.features.lexicon import Lexicon, fold_of
-from crftk.features.templates import padding_value
+from crftk.features.templates import REAL, padding_value
 
 MULTI = {"shape", "ngram"}
+#: The numbers %num reads: decimal, no inf, nan, hex or '_' (as _encode.parse_numbers).
+NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def string_test(kind, args):
@@ -94,6 +97,7 @@ class Values:
     anchor: object        # int64 [N] first-mention token (-1: none), or None
     lengths: np.ndarray   # tokens per sentence
     labels: object        # gold label strings per token, or None; fit: (label strings, id per token)
+    reals: dict = None    # real-valued source -> per token: float64 number (%num), int64 vector row (%vec, -1 none)
 
     def get(self, key):
         return self.multi[key] if key in self.multi else self.single[key]
@@ -105,7 +109,8 @@ class Values:
         multi = {}
         for k, (vptr, vals) in self.multi.items():
             multi[k] = (vptr[lo:hi + 1] - vptr[lo], vals[vptr[lo]:vptr[hi]])
-        return Values({k: v[lo:hi] for k, v in self.single.items()}, multi, None, self.lengths[a:b], None)
+        reals = None if self.reals is None else {k: v[lo:hi] for k, v in self.reals.items()}
+        return Values({k: v[lo:hi] for k, v in self.single.items()}, multi, None, self.lengths[a:b], None, reals)
 
 
 def _csr(lists):
@@ -143,9 +148,16 @@ class Extractor:
     def __init__(self, template, lexicons, vocabs=None):
         self.template = template
         self.lexicons = lexicons                      # name -> crftk.features.lexicon.Lexicon
-        derived = [k for k in template.sources if not isinstance(k, int)]
-        self.columns = template.columns
+        derived = [k for k in template.sources if not isinstance(k, int) and k[0] not in REAL]
+        self.reals = [k for k in template.sources if not isinstance(k, int) and k[0] in REAL]
+        self.columns = template.vocab_columns
         self.keys = list(self.columns) + derived
+        self.vectors = {}                             # name -> crftk.features.vectors.VectorTable
+        for name, lineno in template.vector_lines.items():
+            if name not in template.vectors:
+                raise CrftkError(f"%vec reads vectors {name}, which are not given (crftk train --vectors "
+                                 f"{name}=FILE; crftk.CRF(vectors={{{name!r}: FILE}}))", template.path, lineno)
+            self.vectors[name] = template.vectors[name]
         pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
         self.vocabs = vocabs if vocabs is not None else {k: Vocab(pads) for k in self.keys}
         self.tests = {k: string_test(k[0], k[2]) for k in derived if k[0] != "lex"}
@@ -164,10 +176,13 @@ class Extractor:
         lex_vals = {k: array("q") for k in lex_keys}
         label_vocab, labels = Vocab(), array("q")
         lengths, docs = array("q"), array("q")
+        reals = {k: [] for k in self.reals}
         for s in sentences:
             rows = s.rows
             lengths.append(len(rows))
             docs.append(s.doc)
+            for k, parts in reals.items():
+                parts.append(self.sentence_reals(k, [s]))
             for c in self.columns:
                 cols[c].extend(self.vocabs[c].add_ids([row[c] for row in rows]))
             if lex_keys:
@@ -179,8 +194,10 @@ class Extractor:
             labels.extend(label_vocab.add_ids([row[label_col] for row in rows]))
         single = {c: np.frombuffer(a, dtype=np.int64) for c, a in cols.items()}
         single.update({k: np.frombuffer(a, dtype=np.int64) for k, a in lex_vals.items()})
-        return self._derive(single, np.frombuffer(lengths, dtype=np.int64), np.frombuffer(docs, dtype=np.int64),
-                            (label_vocab.strings, np.frombuffer(labels, dtype=np.int64)))
+        values = self._derive(single, np.frombuffer(lengths, dtype=np.int64), np.frombuffer(docs, dtype=np.int64),
+                              (label_vocab.strings, np.frombuffer(labels, dtype=np.int64)))
+        values.reals = _joined(reals)
+        return values
 
     def can_fit_batches(self):
         """Whether :meth:`fit_batches` can read this template's sources (all but lexicons)."""
@@ -194,8 +211,11 @@ class Extractor:
         interners.append(_encode.Interner())
         wanted = list(self.columns) + [label_col]
         parts, lengths, docs = [], [], []
+        reals = {k: [] for k in self.reals}
         for b in batches:
             parts.append(_encode.column_ids(b.block, b.tok_start, b.tok_end, wanted, interners))
+            for k, v in self.batch_reals(b).items():
+                reals[k].append(v)
             lengths.append(np.diff(b.sent_ptr).astype(np.int64))
             docs.append(b.sent_doc)
         ids = np.concatenate(parts) if parts else np.zeros((0, len(wanted)), dtype=np.int64)
@@ -206,8 +226,50 @@ class Extractor:
             self.vocabs[c] = Vocab(interners[i].strings())
         labels = (interners[-1].strings(), np.ascontiguousarray(ids[:, -1]))
         del ids
-        return self._derive(single, np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
-                            np.concatenate(docs) if docs else np.zeros(0, np.int64), labels)
+        values = self._derive(single, np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+                              np.concatenate(docs) if docs else np.zeros(0, np.int64), labels)
+        values.reals = _joined(reals)
+        return values
+
+    # real values (%num, %vec) -----------------------------------------------
+    def sentence_reals(self, key, sentences):
+        """The per-token values of a real-valued source over Sentence objects: numbers (%num,
+        float64; a field that is not one is an error at its file and line) or vector rows
+        (%vec, int64, -1: no vector)."""
+        kind, col, args = key
+        strings = [row[col] for s in sentences for row in s.rows]
+        if kind == "vec":
+            return self.vectors[args[0]].rows(strings)
+        out = np.array([float(x) if NUMBER.fullmatch(x) else math.nan for x in strings], dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(out))
+        if bad.size:
+            b = int(bad[0])
+            for k, s in enumerate(sentences):
+                if b < len(s.rows):
+                    where = (s.source, s.line + b) if s.source is not None else (f"sentence {k + 1}, token {b + 1}",)
+                    raise not_a_number(key, strings[int(bad[0])], *where)
+                b -= len(s.rows)
+        return out
+
+    def batch_reals(self, batch, columns=None):
+        """{real-valued source: per-token values} of a RawBatch, as :meth:`sentence_reals` gives
+        them, read in compiled code from its bytes; ``columns``: the sources to read (all)."""
+        from crftk import _encode, _textio
+        out = {}
+        for key in (self.reals if columns is None else columns):
+            kind, col, args = key
+            if kind == "vec":
+                out[key] = self.vectors[args[0]].batch_rows(batch, col)
+                continue
+            numbers, bad = _encode.parse_numbers(batch.block, batch.tok_start, batch.tok_end, col)
+            if bad >= 0:
+                k = int(np.searchsorted(batch.sent_ptr, bad, side="right")) - 1
+                line = int(batch.sent_line[k]) + bad - int(batch.sent_ptr[k])
+                text = _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, col,
+                                             np.array([bad], dtype=np.int64))
+                raise not_a_number(key, text[0] if text else None, batch.source, line)
+            out[key] = numbers
+        return out
 
     def _derive(self, single, lengths, docs, labels):
         """Values of the training corpus from its column (and lexicon) ids: the derived
@@ -332,7 +394,21 @@ class Extractor:
         labels = None
         if label_col is not None:
             labels = [row[label_col] for s in sentences for row in s.rows]
-        return Values(single, multi, anchor, lengths, labels)
+        reals = {k: self.sentence_reals(k, sentences) for k in self.reals} or None
+        return Values(single, multi, anchor, lengths, labels, reals)
+
+
+def not_a_number(key, text, source, line=None):
+    """The error of a %num field that is not a finite decimal number, at its file and line."""
+    from crftk.errors import shown
+    what = "the line has no such column" if text is None else f"{shown(text)} is not a finite decimal number"
+    return CrftkError(f"%num reads column {key[1]}: {what}", source, line)
+
+
+def _joined(parts):
+    """{key: the arrays of each part concatenated}, or None without keys."""
+    return {k: np.concatenate(v) if v else np.zeros(0, np.int64 if k[0] == "vec" else np.float64)
+            for k, v in parts.items()} or None
 
 
 def load_lexicons(template):

@@ -26,6 +26,7 @@ from crftk.features.extract import Extractor, Vocab, load_lexicons
 from crftk.features.layout import ChainLayout, PairLayout
 from crftk.features.lexicon import Lexicon
 from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
+from crftk.features.vectors import vectors_from_arrays, vectors_to_arrays
 from crftk.io.conll import _split_columns, describe_widths, model_widths
 from crftk.io.container import pack_strings, unpack_strings
 
@@ -241,11 +242,11 @@ class FeatureSpace:
         cls._number(space.bigram_lines)
         n, sent_ptr = pos.n_tokens, pos.sent_ptr.astype(np.int32)
         del values, pos
-        attr_ptr, attrs = space._assemble(space.unigram_lines, [part for _, part in fitted], n)
+        attr_ptr, attrs, reals = space._assemble(space.unigram_lines, [part for _, part in fitted], n)
         del fitted
-        eattr_ptr, eattrs = space._assemble(space.bigram_lines, [part for _, part in efitted], n)
+        eattr_ptr, eattrs, _ = space._assemble(space.bigram_lines, [part for _, part in efitted], n)
         del efitted
-        corpus = EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, gold)
+        corpus = EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, gold, reals)
         L, A = space.n_labels, space.n_attrs
         if A * L >= 2**31:
             raise CrftkError(f"{A} attributes x {L} labels: too many for this version; raise --min-freq")
@@ -391,6 +392,11 @@ class FeatureSpace:
     def _radix(self, macro):
         return len(self.vocabs[macro.source])
 
+    def radix(self, macro):
+        """How many values a macro's keys range over: its vocabulary's size, or for a real-valued
+        macro its attributes (1 for %num, the vector dimension for %vec)."""
+        return self._real_width(macro) if macro.real else self._radix(macro)
+
     def macro_values(self, macro, values, pos):
         """The value ids one template macro reads at every token of ``values``
         (crftk.features.extract.Values) at positions ``pos`` (:class:`Positions`): int64 [N], or
@@ -466,7 +472,10 @@ class FeatureSpace:
 
     def _fit_line(self, tl, values, pos, min_freq):
         """(the compiled line, (owner token of each key or None, the rank of each key among
-        the kept ones, -1 for none)): the line's dictionaries and its encoding of the corpus."""
+        the kept ones, -1 for none)): the line's dictionaries and its encoding of the corpus;
+        a real-valued line's encoding also has the value of each occurrence."""
+        if tl.real is not None:
+            return self._fit_real_line(tl, values, pos, min_freq)
         cl = CompiledLine(line=tl, steps=[], keys=np.zeros(0, np.int64))
         own, keys = self._keys(cl, values, pos, grow=True)
         uniq, inverse, counts = _unique_inverse(keys)
@@ -480,6 +489,53 @@ class FeatureSpace:
         del inverse
         cl.keys = self._prune(cl, kept)
         return cl, (own, rank)
+
+    # real-valued lines (%num, %vec) -------------------------------------------
+    def _real_width(self, macro):
+        """The attributes of a real-valued line: 1 for %num, the vector dimension for %vec."""
+        return 1 if macro.kind == "num" else self.extractor.vectors[macro.args[0]].dim
+
+    def _real_occurrences(self, line, values, pos):
+        """(owner token, attribute key, value) of each occurrence of a real-valued line: %num's one
+        key 0 with the number, %vec's keys 0..D-1 with the vector; none out of the sentence or for
+        a word without a vector."""
+        m = line.real
+        src = values.reals[m.source]
+        if m.row == 0:
+            tok, got = pos.token, src
+        else:
+            target = pos.token + m.row
+            tok = np.flatnonzero((target >= pos.start) & (target < pos.end))
+            got = src[target[tok]]
+        if m.kind == "num":
+            return tok, np.zeros(tok.size, dtype=np.int64), got
+        has = got >= 0
+        tok, rows = tok[has], got[has]
+        table = self.extractor.vectors[m.args[0]].table
+        dim = table.shape[1]
+        return (np.repeat(tok, dim), np.tile(np.arange(dim, dtype=np.int64), tok.size),
+                table[rows].reshape(-1).astype(np.float64))
+
+    def _fit_real_line(self, tl, values, pos, min_freq):
+        """:meth:`_fit_line` of a real-valued line: its keys are the attributes that occur at least
+        ``min_freq`` times."""
+        tok, key, val = self._real_occurrences(tl, values, pos)
+        counts = np.bincount(key, minlength=self._real_width(tl.real))
+        keep = counts >= min_freq
+        cl = CompiledLine(line=tl, steps=[], keys=np.flatnonzero(keep).astype(np.int64))
+        rank = np.where(keep, np.cumsum(keep) - 1, -1)[key]
+        kept = rank >= 0
+        return cl, (tok[kept], rank[kept].astype(np.int32), val[kept])
+
+    def _real_ranks(self, cl, values, pos):
+        """(owner token, rank among the line's attributes, value) of a real-valued line's
+        occurrences with an attribute."""
+        tok, key, val = self._real_occurrences(cl.line, values, pos)
+        table = np.full(self._real_width(cl.line.real), -1, dtype=np.int64)
+        table[cl.keys] = np.arange(cl.keys.size)
+        rank = table[key]
+        kept = rank >= 0
+        return tok[kept], rank[kept].astype(np.int32), val[kept]
 
     def _prune(self, cl, kept):
         """Drop the combinations that no kept attribute uses; returns the re-keyed kept keys.
@@ -526,14 +582,17 @@ class FeatureSpace:
     def _attribute_csr(self, lines, values, pos):
         """Attribute ids of each token (CSR): one column per single-valued line, plus the
         variable-length contributions of lines with multi-valued macros."""
-        parts = [self.attribute_ranks(cl, values, pos) for cl in lines]
+        parts = [self.attribute_ranks(cl, values, pos) if cl.line.real is None else self._real_ranks(cl, values, pos)
+                 for cl in lines]
         return self._assemble(lines, parts, pos.n_tokens)
 
     @staticmethod
     def _assemble(lines, parts, n):
-        """The CSR attribute ids of n tokens from each line's (owner or None, rank) (-1: none)."""
-        dense, offsets, owners, extra = [], [], [], []
-        for cl, (own, rank) in zip(lines, parts):
+        """(ptr, ids, values) of n tokens, CSR, from each line's (owner or None, rank) (-1: none), or
+        (owner, rank, value) of a real-valued line; values None when no line is real-valued."""
+        dense, offsets, owners, extra, reals = [], [], [], [], []
+        for cl, part in zip(lines, parts):
+            own, rank = part[:2]
             if own is None:
                 dense.append(rank)
                 offsets.append(cl.offset)
@@ -541,27 +600,30 @@ class FeatureSpace:
                 keep = rank >= 0
                 owners.append(own[keep])
                 extra.append((rank[keep] + cl.offset).astype(np.int32))
+                reals.append(part[2][keep] if len(part) > 2 else None)
         dense_counts, dense_ids = _encode.dense_csr(dense, offsets, n)
         del dense
         if not owners:
             ptr = np.zeros(n + 1, dtype=np.int32)
             np.cumsum(dense_counts, out=ptr[1:])
-            return ptr, dense_ids
+            return ptr, dense_ids, None
         # each token's dense ids, then its extra ids line by line (a stable sort by owner),
         # in one compiled pass: no temporaries of the corpus's size
-        return _encode.merge_csr(dense_counts, dense_ids, owners, extra)
+        if any(r is not None for r in reals):
+            return _encode.merge_csr(dense_counts, dense_ids, owners, extra, reals)
+        return (*_encode.merge_csr(dense_counts, dense_ids, owners, extra), None)
 
     def encode_values(self, values, pos, gold=None):
         """Encode the value ids of a batch (crftk.features.extract.Values) at positions ``pos``
         (:class:`Positions`) as :meth:`encode` encodes sentences; ``gold``: the label strings of
         its tokens, or None."""
-        attr_ptr, attrs = self._attribute_csr(self.unigram_lines, values, pos)
-        eattr_ptr, eattrs = self._attribute_csr(self.bigram_lines, values, pos)
+        attr_ptr, attrs, reals = self._attribute_csr(self.unigram_lines, values, pos)
+        eattr_ptr, eattrs, _ = self._attribute_csr(self.bigram_lines, values, pos)
         labels = None
         if gold is not None:
             get = self.label_index.get
             labels = np.fromiter((get(v, -1) for v in gold), dtype=np.int32, count=len(gold))
-        return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels)
+        return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels, reals)
 
     def raw_readable(self):
         """Whether batches of bytes (:class:`crftk.io.conll.RawBatch`) can be encoded in compiled
@@ -578,14 +640,16 @@ class FeatureSpace:
         if getattr(self, "_column_tables", False) is not False:
             return self._column_tables
         macros = self.template.macros
-        if any(m.anchored or (m.kind != "x" and m.source not in self.extractor.tests) for m in macros) \
-                or self.n_columns > 64:
+        if any(m.anchored or (m.kind != "x" and not m.real and m.source not in self.extractor.tests)
+               for m in macros) or self.n_columns > 64:
             self._column_tables = None
             return None
-        self._derived = [k for k in self.template.sources if not isinstance(k, int)]
+        self._derived = [k for k in self.extractor.keys if not isinstance(k, int)]
         for k in self._derived:          # the tables over the vocabularies, before any thread reads them
             self.extractor.test_table(k)
-        self._column_tables = {c: _encode.ColumnIds(self.vocabs[c].strings) for c in self.template.columns}
+        for table in self.extractor.vectors.values():
+            table.column_ids()
+        self._column_tables = {c: _encode.ColumnIds(self.vocabs[c].strings) for c in self.extractor.columns}
         return self._column_tables
 
     def raw_encoder(self):
@@ -597,7 +661,7 @@ class FeatureSpace:
         if self._raw_tables() is None or any(m.multi for m in self.template.macros):
             self._raw_encoder = None
             return None
-        columns = self.template.columns
+        columns = self.extractor.columns
 
         def spec(cl):
             ms = []
@@ -614,7 +678,7 @@ class FeatureSpace:
 
         self._raw_encoder = _encode.Encoder(list(columns) + self._derived,
                                             [self._column_tables[c] for c in columns],
-                                            [spec(cl) for cl in self.unigram_lines],
+                                            [spec(cl) for cl in self.unigram_lines if cl.line.real is None],
                                             [spec(cl) for cl in self.bigram_lines])
         return self._raw_encoder
 
@@ -624,7 +688,7 @@ class FeatureSpace:
         if self.raw_encoder() is None:
             v = self.raw_values(batch)
             return self.encode_values(v, Positions(v.lengths))
-        columns = self.template.columns
+        columns = self.extractor.columns
 
         def fill(ids):               # the derived tests: [tokens, columns + derived] of column ids
             tests = self._raw_tests(batch, {c: ids[:, i] for i, c in enumerate(columns)})
@@ -633,7 +697,17 @@ class FeatureSpace:
 
         attr_ptr, attrs, eattr_ptr, eattrs = self.raw_encoder().encode(batch.block, batch.tok_start,
                                                                        batch.tok_end, batch.sent_ptr, fill)
-        return EncodedCorpus(batch.sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, None)
+        reals = None
+        real_lines = [cl for cl in self.unigram_lines if cl.line.real is not None]
+        if real_lines:       # the binary lines' ids first, then each real-valued line's, as encode_values
+            from crftk.features.extract import Values
+            v = Values({}, {}, None, batch.sentence_lengths(), None, self.extractor.batch_reals(batch))
+            parts = [self._real_ranks(cl, v, Positions(v.lengths)) for cl in real_lines]
+            attr_ptr, attrs, reals = _encode.merge_csr(np.diff(attr_ptr).astype(np.int64), attrs,
+                                                       [p[0] for p in parts],
+                                                       [p[1] + np.int32(cl.offset) for cl, p in zip(real_lines, parts)],
+                                                       [p[2] for p in parts])
+        return EncodedCorpus(batch.sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, None, reals)
 
     def raw_values(self, batch, fed=None):
         """The value ids (crftk.features.extract.Values) of a RawBatch, as ``extractor.values``
@@ -643,18 +717,19 @@ class FeatureSpace:
         from crftk.features.extract import MULTI, Values
         self._raw_tables()
         fed_col = None if fed is None else fed[0]
-        columns = [c for c in self.template.columns if c < batch.n_columns and c != fed_col]
+        columns = [c for c in self.extractor.columns if c < batch.n_columns and c != fed_col]
         ids = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, columns,
                                  [self._column_tables[c] for c in columns])
         n = batch.n_tokens
-        single = {c: np.full(n, -1, dtype=np.int64) for c in self.template.columns}
+        single = {c: np.full(n, -1, dtype=np.int64) for c in self.extractor.columns}
         single.update({c: np.ascontiguousarray(ids[:, i]) for i, c in enumerate(columns)})
         if fed is not None and fed_col in single:
             single[fed_col] = self.vocabs[fed_col].ids(list(fed[1]))[fed[2]]
         multi = {}
         for key, ids in self._raw_tests(batch, single, fed).items():
             (multi if key[0] in MULTI else single)[key] = ids
-        return Values(single, multi, None, batch.sentence_lengths().astype(np.int64), None)
+        return Values(single, multi, None, batch.sentence_lengths().astype(np.int64), None,
+                      self.extractor.batch_reals(batch) or None)
 
     def _raw_tests(self, batch, single, fed=None):
         """{derived source: value ids} of a RawBatch from its columns' ids ``single`` (column ->
@@ -715,7 +790,11 @@ class FeatureSpace:
         return np.stack(cols, axis=1) if cols else np.zeros((key.size, 0), dtype=np.int64)
 
     def _values(self, cl, keys):
-        """Macro value strings of each key of a line."""
+        """Macro value strings of each key of a line (a real-valued line's: the macro, with the
+        dimension for %vec: ``U20:%vec[0,0,emb][7]``)."""
+        m = cl.line.real
+        if m is not None:
+            return [(str(m) if m.kind == "num" else f"{m}[{k}]",) for k in np.asarray(keys).tolist()]
         ids = self.value_ids(cl, keys)
         cols = [[self.vocabs[m.source].strings[v] for v in ids[:, j].tolist()]
                 for j, m in enumerate(cl.line.macros)]
@@ -749,6 +828,9 @@ class FeatureSpace:
                 "n_columns": self.n_columns, "label_col": self.label_col,
                 "feature_set": self.feature_set, "n_sources": len(self.extractor.keys),
                 "lexicons": lexicons}
+        if self.extractor.vectors:       # only then: a binary template's model is byte for byte as before
+            meta["vectors"], vector_arrays = vectors_to_arrays(self.extractor.vectors)
+            arrays.update(vector_arrays)
         return meta, arrays
 
     @classmethod
@@ -765,6 +847,7 @@ class FeatureSpace:
                                                                 arrays[f"lexicon.{name}.blob"], path=path),
                                                  name, opts["ignore_case"])
                         for name, opts in meta.get("lexicons", {}).items()}
+            template.vectors = vectors_from_arrays(meta.get("vectors", {}), arrays, path)
             keys = Extractor(template, lexicons).keys
             if len(keys) != meta["n_sources"]:
                 raise ValueError("template and vocabularies disagree")
@@ -798,13 +881,13 @@ class PairSpace(FeatureSpace):
 
 #: the type of each field a model file's feature space records
 _META_TYPES = {"template": str, "template_path": str, "n_columns": int, "label_col": int,
-               "feature_set": str, "n_sources": int, "lexicons": dict}
+               "feature_set": str, "n_sources": int, "lexicons": dict, "vectors": dict}
 
 
 def _check_meta_types(meta, path):
     """Refuse a model header whose fields have the wrong types (a file crftk did not write)."""
     for key, kind in _META_TYPES.items():
-        if key in ("template_path", "lexicons") and key not in meta:     # absent in older files
+        if key in ("template_path", "lexicons", "vectors") and key not in meta:     # absent in older files
             continue
         value = meta[key] if key in meta else None
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -829,6 +912,10 @@ def _check_columns(meta, template, path):
     missing = sorted(set(template.lexicons) - set(meta.get("lexicons", {})))
     if missing:
         raise CrftkError(f"model file is inconsistent: its template uses lexicon {shown(missing[0])}, "
+                         "which the file does not hold", path)
+    missing = sorted(set(template.vector_lines) - set(meta.get("vectors", {})))
+    if missing:
+        raise CrftkError(f"model file is inconsistent: its template uses vectors {shown(missing[0])}, "
                          "which the file does not hold", path)
 
 

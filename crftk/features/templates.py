@@ -23,7 +23,15 @@ Extensions (a CRF++ file never uses them, so it reads unchanged):
 ``%^x[r,c]`` (``^`` before any name)  the same test at the first earlier mention of this
                                       (capitalized) word in the document, shifted by r
 ``@lexicon NAME FILE [icase]``        declares a lexicon (path relative to the template)
+``%num[r,c]``                         real-valued: one attribute whose value is the number in the column
+``%vec[r,c,NAME]``                    real-valued: one attribute per dimension of the word vector of the
+                                      column's word in table NAME (``crftk train --vectors NAME=FILE``)
 ====================================  ===============================================
+
+A real-valued macro stands alone on a ``U`` line (its attributes are the line's, with the
+number or the vector as their values; a string macro beside it, a ``B``/``*``/``P`` line or a
+first-mention ``^`` are errors). Out of the sentence, and for a word without a vector, the
+line has no occurrence.
 
 A line starting with ``P`` is a pair template of a factorial CRF (``crftk train`` with
 several ``--label-col``): its attributes condition the factor on the label pair of two
@@ -51,7 +59,10 @@ MACROS = {
     "pre": (("col", "int"), False), "suf": (("col", "int"), False),
     "ngram": (("col", "int", "int"), True),
     "lex": (("name",), False),
+    "num": (("col",), False), "vec": (("col", "name"), False),
 }
+#: Macros whose attributes carry real values (EncodedCorpus.values) instead of naming strings.
+REAL = ("num", "vec")
 MACRO_START = re.compile(r"%(\^?)([A-Za-z]+)\[")
 # ASCII digits only: str.isdigit() and \d also accept '²' or '①', which int() refuses
 INT = re.compile(r"^[+-]?[0-9]{1,12}$")
@@ -89,9 +100,16 @@ class Macro:
         """What the test reads: a column number for %x, else (kind, col, args)."""
         return self.col if self.kind == "x" else (self.kind, self.col, self.args)
 
+    @property
+    def real(self):
+        """Whether it makes real-valued attributes (%num, %vec) rather than strings."""
+        return self.kind in REAL
+
     def __str__(self):
         parts = [str(self.row)] + ([self.args[0]] if self.kind == "lex" else [str(self.col)])
-        if self.kind != "lex":
+        if self.kind == "vec":
+            parts.append(self.args[0])
+        elif self.kind != "lex":
             parts += [f'"{a}"' if isinstance(a, str) else str(a) for a in self.args]
         return f"%{'^' if self.anchored else ''}{self.kind}[{','.join(parts)}]"
 
@@ -108,6 +126,12 @@ class TemplateLine:
     @property
     def macros(self):
         return [p for p in self.parts if isinstance(p, Macro)]
+
+    @property
+    def real(self):
+        """The line's real-valued macro (%num, %vec: then its only one), or None."""
+        macros = self.macros
+        return macros[0] if len(macros) == 1 and macros[0].real else None
 
     def render(self, values):
         """The attribute string for the given macro values (CRF++'s feature string)."""
@@ -128,6 +152,9 @@ class Template:
     lexicon_lines: dict = field(default_factory=dict)  # name -> line of its @lexicon directive
     pairs: list = field(default_factory=list)      # TemplateLine, kind P: factorial pair factors
     pair_plain: int = 0                            # line number of a P line without macros (0: none)
+    # name -> crftk.features.vectors.VectorTable: the word vectors %vec lines read, attached by
+    # attach_vectors (crftk train --vectors) or restored from a model file
+    vectors: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def lines(self):
@@ -144,6 +171,25 @@ class Template:
         if any(m.anchored for m in self.macros):
             cols.add(0)
         return sorted(cols)
+
+    @property
+    def vocab_columns(self):
+        """Sorted columns whose values get a vocabulary: those a string macro reads (column 0 for
+        lexicons and first mentions); a column read only by %num or %vec has none."""
+        cols = {m.col for m in self.macros if not m.real}
+        if any(m.anchored for m in self.macros):
+            cols.add(0)
+        return sorted(cols)
+
+    @property
+    def vector_lines(self):
+        """{vector table name: line number of the first %vec line reading it}."""
+        out = {}
+        for line in self.unigrams:
+            m = line.real
+            if m is not None and m.kind == "vec":
+                out.setdefault(m.args[0], line.lineno)
+        return out
 
     @property
     def sources(self):
@@ -218,11 +264,28 @@ def parse_template(text, path="<template>"):
             seen[text_k] = lineno
             (tmpl.unigrams if k == "U" else tmpl.bigrams).append(tl)
     for line in tmpl.lines + tmpl.pairs:
+        _check_real(line, path)
         for m in line.macros:
             if m.kind == "lex" and m.args[0] not in tmpl.lexicons:
                 raise CrftkError(f"lexicon {m.args[0]!r} is not declared (add: @lexicon {m.args[0]} FILE)",
                                  path, line.lineno)
     return tmpl
+
+
+def _check_real(line, path):
+    """A real-valued macro alone on a U line: its attributes are the line's, the value theirs."""
+    real = [m for m in line.macros if m.real]
+    if not real:
+        return
+    name = f"%{real[0].kind}"
+    if line.kind != "U":
+        raise CrftkError(f"{name} makes real-valued state attributes: it belongs on a U line "
+                         f"(transitions and pair factors are binary)", path, line.lineno)
+    if len(line.macros) > 1:
+        raise CrftkError(f"{name} must be the only macro of its line (its attributes are the line's, "
+                         f"the values the macro's)", path, line.lineno)
+    if real[0].anchored:
+        raise CrftkError(f"{name} takes no first-mention '^'", path, line.lineno)
 
 
 def _directive(tmpl, line, path, lineno):

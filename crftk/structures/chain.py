@@ -333,6 +333,9 @@ def chain_summary(model):
         "parameters": s.n_params,
         "nonzero_parameters": int(np.count_nonzero(w)),
         "nonzero_state_features": int(np.count_nonzero(w[lay["state"]])),
+        **({"vectors": {name: {"words": len(v.words), "dimensions": v.dim, "dtype": "float32", "bytes": v.nbytes,
+                               "lookup": v.lookup} for name, v in s.extractor.vectors.items()}}
+           if s.extractor.vectors else {}),
         **({"parts": {p.name: {"attributes": p.space.n_attrs, "state_features": p.space.n_features,
                                "parameters": p.space.n_params} for p in model.parts}}
            if len(model.parts) > 1 else {}),

@@ -161,7 +161,7 @@ class FedLink:
             ids = [] if result is None else [i for i in space.vocabs[key].ids(result).tolist() if i >= 0]
             ptr = np.arange(n + 1, dtype=np.int64) * len(ids)
             multi[key] = (ptr, np.tile(np.asarray(ids, dtype=np.int64), n))
-        return type(values)(single, multi, values.anchor, values.lengths, values.labels)
+        return type(values)(single, multi, values.anchor, values.lengths, values.labels, values.reals)
 
     def _tiled(self, values, n):
         """(values, positions) of one copy of the batch per fed value, copy j with the fed column
