@@ -8,7 +8,8 @@ the column ids of a batch into the attribute ids of crftk.features.space (the sa
 For training, ``Interner`` and ``column_ids`` grow the vocabularies as batches are read,
 ``unique_inverse`` and ``shift_values`` make the template keys, ``dense_csr`` and
 ``merge_csr`` the attribute arrays (with the real values of %num/%vec lines);
-``parse_numbers`` reads the numbers of a %num column.
+``parse_numbers`` reads the numbers of a %num column, ``append_real_lines`` appends the real-valued
+lines' attributes to a batch's binary ones at tagging.
 """
 
 import numpy as np
@@ -670,31 +671,35 @@ cdef inline bint _digit(uint8_t c) noexcept nogil:
     return c >= 48 and c <= 57
 
 
+cdef inline Py_ssize_t _after_sign(const uint8_t* p, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    return i + 1 if i < n and (p[i] == 43 or p[i] == 45) else i
+
+
+cdef inline Py_ssize_t _after_digits(const uint8_t* p, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    while i < n and _digit(p[i]):
+        i += 1
+    return i
+
+
 cdef bint _is_decimal(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     """Whether p[:n] is [+-]?(D+.?D*|.D+)([eE][+-]?D+)? (no inf, nan, hex or '_'): the numbers
     crftk.features.extract.NUMBER accepts, so both readers agree."""
-    cdef Py_ssize_t i = 0, digits = 0, exp = 0
-    if i < n and (p[i] == 43 or p[i] == 45):
-        i += 1
-    while i < n and _digit(p[i]):
-        i += 1
-        digits += 1
+    cdef Py_ssize_t i = _after_sign(p, n, 0), j
+    j = _after_digits(p, n, i)
+    cdef Py_ssize_t digits = j - i
+    i = j
     if i < n and p[i] == 46:
-        i += 1
-        while i < n and _digit(p[i]):
-            i += 1
-            digits += 1
+        j = _after_digits(p, n, i + 1)
+        digits += j - i - 1
+        i = j
     if digits == 0:
         return False
     if i < n and (p[i] == 101 or p[i] == 69):
-        i += 1
-        if i < n and (p[i] == 43 or p[i] == 45):
-            i += 1
-        while i < n and _digit(p[i]):
-            i += 1
-            exp += 1
-        if exp == 0:
+        i = _after_sign(p, n, i + 1)
+        j = _after_digits(p, n, i)
+        if j == i:
             return False
+        i = j
     return i == n
 
 
@@ -749,3 +754,106 @@ def parse_numbers(const uint8_t[::1] block, const int64_t[::1] tok_start, const 
     if bad == -2:
         raise MemoryError()
     return out_np, bad
+
+
+# ------------------------------------------------------------------ real values: appending lines
+
+cdef struct RealLine:
+    const int64_t* owner      # the tokens with an occurrence, increasing
+    Py_ssize_t m
+    int32_t offset
+    const int64_t* ranks      # rank of each attribute key among the line's (-1: not kept)
+    int width
+    const double* numbers     # %num: the value of each occurrence
+    const int64_t* rows       # %vec: the vector row of each occurrence
+    const float* table        # %vec: [rows, width]
+
+
+def append_real_lines(const int32_t[::1] ptr, const int32_t[::1] ids, lines):
+    """(ptr int32, ids int32, values float64) of the tokens of CSR (ptr, ids), each token's ids
+    (value 1) followed by the attributes of each real-valued line in turn, in one pass with no
+    temporaries per occurrence. ``lines``: per line (owner int64, offset, ranks int64 [width],
+    numbers float64 or None, rows int64 or None, table float32 [_, width] or None): %num gives
+    one number per owner (key 0), %vec a table row per owner (keys 0..width-1)."""
+    cdef Py_ssize_t n = ptr.shape[0] - 1, L = len(lines), l, total = ids.shape[0]
+    keep = []                 # the arrays the pointers point into, alive until the pass is done
+    cdef RealLine* spec = <RealLine*> malloc(max(1, L) * sizeof(RealLine))
+    cdef Py_ssize_t* cursor = <Py_ssize_t*> malloc(max(1, L) * sizeof(Py_ssize_t))
+    if spec == NULL or cursor == NULL:
+        free(spec)
+        free(cursor)
+        raise MemoryError()
+    try:
+        for l in range(L):
+            owner, offset, ranks, numbers, rows, table = lines[l]
+            owner = np.ascontiguousarray(owner, dtype=np.int64)
+            ranks = np.ascontiguousarray(ranks, dtype=np.int64)
+            keep += [owner, ranks]
+            spec[l].owner = <const int64_t*> cnp.PyArray_DATA(owner)
+            spec[l].m = owner.shape[0]
+            spec[l].offset = offset
+            spec[l].ranks = <const int64_t*> cnp.PyArray_DATA(ranks)
+            spec[l].width = ranks.shape[0]
+            spec[l].numbers = NULL
+            spec[l].rows = NULL
+            spec[l].table = NULL
+            if spec[l].m and (owner[0] < 0 or owner[-1] >= n or np.any(np.diff(owner) <= 0)):
+                raise ValueError("owners must be increasing tokens")
+            if numbers is not None:
+                numbers = np.ascontiguousarray(numbers, dtype=np.float64)
+                if numbers.shape[0] != spec[l].m or spec[l].width != 1:
+                    raise ValueError("a number per owner, one attribute")
+                keep.append(numbers)
+                spec[l].numbers = <const double*> cnp.PyArray_DATA(numbers)
+            else:
+                rows = np.ascontiguousarray(rows, dtype=np.int64)
+                table = np.ascontiguousarray(table, dtype=np.float32)
+                if rows.shape[0] != spec[l].m or table.ndim != 2 or table.shape[1] != spec[l].width:
+                    raise ValueError("a row per owner, of the table's width")
+                if spec[l].m and (rows.min() < 0 or rows.max() >= table.shape[0]):
+                    raise ValueError("a row outside the table")
+                keep += [rows, table]
+                spec[l].rows = <const int64_t*> cnp.PyArray_DATA(rows)
+                spec[l].table = <const float*> cnp.PyArray_DATA(table)
+            total += spec[l].m * int(np.count_nonzero(ranks >= 0))
+            cursor[l] = 0
+        if total >= 2**31:
+            raise ValueError("too many attribute occurrences for int32 offsets")
+        out_ptr_np = np.empty(n + 1, dtype=np.int32)
+        out_np = np.empty(total, dtype=np.int32)
+        vals_np = np.empty(total, dtype=np.float64)
+        _append_real(&ptr[0], &ids[0] if ids.shape[0] else NULL, n, spec, L, cursor,
+                     <int32_t*> cnp.PyArray_DATA(out_ptr_np), <int32_t*> cnp.PyArray_DATA(out_np),
+                     <double*> cnp.PyArray_DATA(vals_np))
+    finally:
+        free(spec)
+        free(cursor)
+    return out_ptr_np, out_np, vals_np
+
+
+cdef void _append_real(const int32_t* ptr, const int32_t* ids, Py_ssize_t n, const RealLine* spec, Py_ssize_t L,
+                       Py_ssize_t* cursor, int32_t* out_ptr, int32_t* out, double* vals) noexcept nogil:
+    cdef Py_ssize_t t, c, l, k = 0, i
+    cdef int d
+    cdef int64_t r
+    cdef const RealLine* s
+    out_ptr[0] = 0
+    for t in range(n):
+        for c in range(ptr[t], ptr[t + 1]):
+            out[k] = ids[c]
+            vals[k] = 1.0
+            k += 1
+        for l in range(L):
+            s = &spec[l]
+            i = cursor[l]
+            if i >= s.m or s.owner[i] != t:
+                continue
+            cursor[l] = i + 1
+            for d in range(s.width):
+                r = s.ranks[d]
+                if r < 0:
+                    continue
+                out[k] = <int32_t> (s.offset + r)
+                vals[k] = s.numbers[i] if s.numbers != NULL else s.table[s.rows[i] * s.width + d]
+                k += 1
+        out_ptr[t + 1] = <int32_t> k

@@ -45,6 +45,10 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
                 [*data_inputs(train_files, dev_file), *template_inputs(template)])
     if not template.label_bigram:
         raise CrftkError("induce needs a label bigram: add a line 'B' to the template", template_path)
+    real = next((line for line in template.unigrams if line.real is not None), None)
+    if real is not None:
+        raise CrftkError(f"induce conjoins tests of strings; %{real.real.kind} makes real-valued attributes "
+                         "(train them with crftk train)", template.path, real.lineno)
     status(log, "reading and encoding the training data ...")
     sentences = read_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
     if not sentences:

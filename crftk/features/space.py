@@ -495,10 +495,9 @@ class FeatureSpace:
         """The attributes of a real-valued line: 1 for %num, the vector dimension for %vec."""
         return 1 if macro.kind == "num" else self.extractor.vectors[macro.args[0]].dim
 
-    def _real_occurrences(self, line, values, pos):
-        """(owner token, attribute key, value) of each occurrence of a real-valued line: %num's one
-        key 0 with the number, %vec's keys 0..D-1 with the vector; none out of the sentence or for
-        a word without a vector."""
+    def _real_sources(self, line, values, pos):
+        """(tokens, what each reads) of a real-valued line's occurrences, tokens increasing: %num's
+        number, %vec's vector row; none out of the sentence or for a word without a vector."""
         m = line.real
         src = values.reals[m.source]
         if m.row == 0:
@@ -507,10 +506,19 @@ class FeatureSpace:
             target = pos.token + m.row
             tok = np.flatnonzero((target >= pos.start) & (target < pos.end))
             got = src[target[tok]]
+        if m.kind == "vec":
+            has = got >= 0
+            tok, got = tok[has], got[has]
+        return tok, got
+
+    def _real_occurrences(self, line, values, pos):
+        """(owner token, attribute key, value) of each occurrence of a real-valued line: %num's one
+        key 0 with the number, %vec's keys 0..D-1 with the vector."""
+        m = line.real
+        tok, got = self._real_sources(line, values, pos)
         if m.kind == "num":
             return tok, np.zeros(tok.size, dtype=np.int64), got
-        has = got >= 0
-        tok, rows = tok[has], got[has]
+        rows = got
         table = self.extractor.vectors[m.args[0]].table
         dim = table.shape[1]
         return (np.repeat(tok, dim), np.tile(np.arange(dim, dtype=np.int64), tok.size),
@@ -531,11 +539,30 @@ class FeatureSpace:
         """(owner token, rank among the line's attributes, value) of a real-valued line's
         occurrences with an attribute."""
         tok, key, val = self._real_occurrences(cl.line, values, pos)
-        table = np.full(self._real_width(cl.line.real), -1, dtype=np.int64)
-        table[cl.keys] = np.arange(cl.keys.size)
-        rank = table[key]
+        rank = self._real_rank_table(cl)[key]
         kept = rank >= 0
         return tok[kept], rank[kept].astype(np.int32), val[kept]
+
+    def _real_rank_table(self, cl):
+        """The rank of each attribute key of a real-valued line among its kept ones (-1: dropped)."""
+        table = np.full(self._real_width(cl.line.real), -1, dtype=np.int64)
+        table[cl.keys] = np.arange(cl.keys.size)
+        return table
+
+    def _append_real_lines(self, attr_ptr, attrs, values, pos):
+        """(attr_ptr, attrs, values) of a batch's binary attributes (attr_ptr, attrs) followed, token
+        by token, by those of the real-valued lines, in compiled code (as encode_values orders them
+        when no line is multi-valued)."""
+        specs = []
+        for cl in self.unigram_lines:
+            m = cl.line.real
+            if m is None:
+                continue
+            tok, got = self._real_sources(cl.line, values, pos)
+            table = None if m.kind == "num" else self.extractor.vectors[m.args[0]].table
+            specs.append((tok, cl.offset, self._real_rank_table(cl), got if table is None else None,
+                          got if table is not None else None, table))
+        return _encode.append_real_lines(attr_ptr, attrs, specs)
 
     def _prune(self, cl, kept):
         """Drop the combinations that no kept attribute uses; returns the re-keyed kept keys.
@@ -698,15 +725,10 @@ class FeatureSpace:
         attr_ptr, attrs, eattr_ptr, eattrs = self.raw_encoder().encode(batch.block, batch.tok_start,
                                                                        batch.tok_end, batch.sent_ptr, fill)
         reals = None
-        real_lines = [cl for cl in self.unigram_lines if cl.line.real is not None]
-        if real_lines:       # the binary lines' ids first, then each real-valued line's, as encode_values
+        if self.extractor.reals:       # the binary lines' ids first, then each real-valued line's
             from crftk.features.extract import Values
             v = Values({}, {}, None, batch.sentence_lengths(), None, self.extractor.batch_reals(batch))
-            parts = [self._real_ranks(cl, v, Positions(v.lengths)) for cl in real_lines]
-            attr_ptr, attrs, reals = _encode.merge_csr(np.diff(attr_ptr).astype(np.int64), attrs,
-                                                       [p[0] for p in parts],
-                                                       [p[1] + np.int32(cl.offset) for cl, p in zip(real_lines, parts)],
-                                                       [p[2] for p in parts])
+            attr_ptr, attrs, reals = self._append_real_lines(attr_ptr, attrs, v, Positions(v.lengths))
         return EncodedCorpus(batch.sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, None, reals)
 
     def raw_values(self, batch, fed=None):

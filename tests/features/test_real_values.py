@@ -299,3 +299,18 @@ def test_api_trains_and_tags_with_vectors(data, tmp_path):
         crftk.CRF(TEMPLATE, max_iter=1).fit(X, y)
     with pytest.raises(CrftkError, match="vectors_lookup must be one of"):
         crftk.CRF(TEMPLATE, vectors={"emb": str(vec)}, vectors_lookup="fuzzy", max_iter=1).fit(X, y)
+
+
+@pytest.mark.parametrize("text", ["1", "-2.5", ".5", "5.", "+3e-2", "1E5", "00012", "-0", "0.1", "123456789.123456789e-3",
+                                  "9" * 80 + ".5", "nan", "inf", "-Infinity", "1_0", "0x10", "1e", "e5", ".", "-", "+.e1",
+                                  "1,5", "\u0661", "1e400", "1.5.2", "--1", "1e+", "1e-7x"])
+def test_compiled_numbers_agree_with_python(text):
+    from crftk import _encode
+    from crftk.features.extract import NUMBER
+    data = f"{text} O".encode("utf-8")
+    got, bad = _encode.parse_numbers(np.frombuffer(data, dtype=np.uint8), np.array([0], dtype=np.int64),
+                                     np.array([len(data)], dtype=np.int64), 0)
+    ok = NUMBER.fullmatch(text) is not None and np.isfinite(float(text))
+    assert (bad == -1) == ok
+    if ok:
+        assert got[0] == float(text)
