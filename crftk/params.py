@@ -29,8 +29,7 @@ from crftk.io.conll import DEFAULT_ENCODING, codec
 from crftk.io.conll import MAX_LINE_BYTES as MAX_LINE
 from crftk.io.conll import MAX_SENTENCE_TOKENS as MAX_SENTENCE
 from crftk.errors import CrftkError, shown
-from crftk.features.templates import MAX_COLUMNS
-from crftk.features.vectors import LOOKUPS
+from crftk.features.templates import MAX_COLUMNS, VECTOR_LOOKUPS
 
 #: Iterations, epochs, rounds: CoNLL-2000 converges within about a thousand.
 MAX_ITER = 1_000_000
@@ -394,7 +393,7 @@ VECTORS = Param("vectors", None, str,
 VECTORS_LOOKUP = Param("vectors_lookup", "exact", str,
                        "How a word finds its vector: exact (as written), or lowercase (as written, else "
                        "lower-cased: for tables of lower-cased words such as GloVe's). Stored in the model: "
-                       "tagging looks words up the same way.", LOOKUPS)
+                       "tagging looks words up the same way.", VECTOR_LOOKUPS)
 
 #: The encoding of the CoNLL files a command reads (and of tag's output, which follows its input).
 ENCODING = Param("encoding", DEFAULT_ENCODING, Encoding(),

@@ -63,6 +63,9 @@ MACROS = {
 }
 #: Macros whose attributes carry real values (EncodedCorpus.values) instead of naming strings.
 REAL = ("num", "vec")
+#: How a %vec line's word finds its vector (crftk.features.vectors): as written, or as written
+#: then lower-cased.
+VECTOR_LOOKUPS = ("exact", "lowercase")
 MACRO_START = re.compile(r"%(\^?)([A-Za-z]+)\[")
 # ASCII digits only: str.isdigit() and \d also accept '²' or '①', which int() refuses
 INT = re.compile(r"^[+-]?[0-9]{1,12}$")

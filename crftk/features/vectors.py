@@ -16,9 +16,7 @@ import numpy as np
 
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.templates import NAME
-
-#: How a word finds its vector: as written, or as written then lower-cased.
-LOOKUPS = ("exact", "lowercase")
+from crftk.features.templates import VECTOR_LOOKUPS as LOOKUPS
 #: Largest dimension of a vector table: word2vec and GloVe use 50-1000.
 MAX_DIM = 10_000
 
