@@ -14,10 +14,12 @@ attributes; its transitions are the label bigram.
 """
 
 import math
+from itertools import repeat
 from numbers import Real
 
 import numpy as np
 
+from crftk import _encode
 from crftk.errors import CrftkError, shown
 from crftk.features.layout import ChainLayout
 from crftk.features.space import FEATURE_SETS, EncodedCorpus
@@ -257,15 +259,15 @@ class AttributeSpace:
         label_index = {s: i for i, s in enumerate(labels)}
         L = len(labels)
         gold = np.fromiter(map(label_index.__getitem__, data.labels), dtype=np.int64, count=data.n_tokens)
-        seen = {}
-        first = np.fromiter(map(lambda a: seen.setdefault(a, len(seen)), data.names), dtype=np.int64,
-                            count=len(data.names))
+        seen = dict.fromkeys(data.names)            # in order of first occurrence
         names = list(seen)
+        seen.update(zip(names, range(len(names))))
+        first = np.fromiter(map(seen.__getitem__, data.names), dtype=np.int64, count=len(data.names))
         del seen
         counts = np.diff(data.tok_ptr)
         key = first * L + np.repeat(gold, counts)
-        uniq, inverse = np.unique(key, return_inverse=True)
-        freq = np.bincount(inverse.reshape(-1), weights=data.values, minlength=uniq.size)
+        uniq, inverse, _ = _encode.unique_inverse(key)
+        freq = np.bincount(inverse, weights=data.values, minlength=uniq.size)
         kept = uniq[freq >= min_freq]
         has_feature = np.zeros(len(names), dtype=bool)
         has_feature[kept // L] = True
@@ -313,11 +315,11 @@ class AttributeSpace:
         """Encode AttributeSequences with the frozen dictionaries; attributes unseen in training
         are left out; gold labels kept when present (-1: a label the space lacks)."""
         index = self.attribute_index
-        ids = np.fromiter(map(lambda a: index.get(a, -1), data.names), dtype=np.int64, count=len(data.names))
+        ids = np.fromiter(map(index.get, data.names, repeat(-1)), dtype=np.int64, count=len(data.names))
         gold = None
         if data.labels is not None:
-            li = self.label_index
-            gold = np.fromiter(map(lambda s: li.get(s, -1), data.labels), dtype=np.int32, count=data.n_tokens)
+            gold = np.fromiter(map(self.label_index.get, data.labels, repeat(-1)), dtype=np.int32,
+                               count=data.n_tokens)
         return self._corpus(data, ids, gold)
 
     # serialization -------------------------------------------------------
