@@ -162,7 +162,7 @@ def flatten(X, y=None, *, name="X", y_name="y"):
                 raise CrftkError(f"{name}[{i}] has {n} tokens but {y_name}[{i}] has {len(seq_labels)} labels")
             for t, label in enumerate(seq_labels):
                 if type(label) is not str or not label or any(c.isspace() for c in label):
-                    what = (f"is {_a(label)}, not a str" if type(label) is not str else
+                    what = ("is None" if label is None else f"is {_a(label)}, not a str" if type(label) is not str else
                             "is an empty label" if not label else f"({shown(label)}) holds white space")
                     raise CrftkError(f"{y_name}[{i}][{t}] {what}: a label is a non-empty string without "
                                      "white space")
