@@ -21,8 +21,7 @@ import numpy as np
 
 from crftk import _encode
 from crftk.errors import CrftkError, shown
-from crftk.features.layout import ChainLayout
-from crftk.features.space import FEATURE_SETS, EncodedCorpus
+from crftk.features.space import FEATURE_SETS, ChainSpace, EncodedCorpus
 from crftk.features.templates import parse_template
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.io.crfsuite import AttributeSequences
@@ -181,7 +180,7 @@ def attribute_template():
     return parse_template(_TEMPLATE, "<attributes>")
 
 
-class AttributeSpace:
+class AttributeSpace(ChainSpace):
     """Labels, attribute strings and state features of attribute data (no template)."""
 
     # what the template spaces have and this one has not: columns, lines of macros, vocabularies
@@ -202,26 +201,9 @@ class AttributeSpace:
         self.feature_set = feature_set
         self._index = None
 
-    # sizes ---------------------------------------------------------------
-    @property
-    def n_labels(self):
-        return len(self.labels)
-
     @property
     def n_attrs(self):
         return len(self.attributes)
-
-    @property
-    def n_features(self):
-        return int(self.feat_label.size)
-
-    @property
-    def n_params(self):
-        return self.layout().n_params
-
-    def layout(self):
-        """The parameter layout of a chain CRF on this space (crftk.features.layout)."""
-        return ChainLayout(self.n_features, self.n_labels, 0)
 
     @property
     def attribute_index(self):

@@ -35,16 +35,14 @@ class AttributeSequences:
     name: str = "X"
     index: object = None
 
-    @property
-    def n_sequences(self):
+    def __len__(self):
         return self.sent_ptr.size - 1
+
+    n_sequences = property(__len__)
 
     @property
     def n_tokens(self):
         return int(self.sent_ptr[-1])
-
-    def __len__(self):
-        return self.n_sequences
 
     def locate(self, k, t):
         """(path, line) of token t of sequence k for an error: the file and line it was read from,
