@@ -118,3 +118,5 @@ def test_train_and_tag_crfsuite_files(tmp_path):
     r = runner.invoke(main, ["tag", "--format", "crfsuite", "-m", str(model), str(tmp_path / "bad.crfsuite")])
     assert r.exit_code == 1 and "bad.crfsuite:1: the value 'oops' is not a number" in r.output
     assert "Traceback" not in r.output
+    r = runner.invoke(main, ["compose", "-m", str(model), "-m", str(model), "--feed", "0", "-o", str(tmp_path / "p")])
+    assert r.exit_code == 1 and "was trained on attributes" in r.output
