@@ -328,6 +328,9 @@ TRAIN = (
     Param("feature_set", "supported", str,
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),
+    Param("transitions", "all", str,
+          "all: every transition between two labels has a weight; seen: only those seen in the training "
+          "labels, the others fixed at 0 (CRFsuite without all_possible_transitions).", ("all", "seen")),
     Param("label_col", -1, column_index(),
           "Column of the gold label (0-based; negative counts from the end). crftk train: repeat it "
           "(--label-col 1 --label-col 2) to train a factorial CRF, one chain per label column."),
@@ -547,6 +550,14 @@ BAG = (
           "benchmarks/results/bag.md (2 cores).", ("auto", "threads", "bags")),
 )
 #: ``crftk tag``'s options for a bag: which combination, with which decoding.
+DATA_FORMAT = Param("format", "conll", str,
+                    "conll: CoNLL columns, features from the template; crfsuite: CRFsuite's data files "
+                    "(LABEL<TAB>ATTR[:VALUE]<TAB>..., a blank line between sequences, \\: and \\\\ escaping a colon "
+                    "and a backslash), the attributes themselves the features: no template.",
+                    ("conll", "crfsuite"))
+REFERENCE = Param("reference", False, bool,
+                  "--format crfsuite: write each token's label from the input before the predicted one "
+                  "(REFERENCE<TAB>PREDICTED, as crfsuite tag -r), so crftk eval scores the output.")
 TAG_COMBINE = Param("combine", "chosen", str,
                     "For a bag: the combination to tag with (chosen: the one crftk bag chose).",
                     ("chosen",) + COMBINATIONS)
