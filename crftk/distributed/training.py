@@ -30,7 +30,7 @@ MAX_RESENDS = 3
 RESEND_WAIT = 1.0
 
 #: Algorithms that go through the corpus sentence by sentence (not a sum the workers can split).
-SEQUENTIAL = ("sgd", "perceptron")
+SEQUENTIAL = ("sgd", "perceptron", "pa", "arow")
 
 # On each worker: (run, shard) -> the shard's objective, for the run it last served.
 _SHARDS = {}

@@ -170,6 +170,12 @@ class ChainInference(Inference):
     def sgd_epoch(self, v, a, labels, order, lam, t0_rate, t, learn_transitions):
         return self.lattices.sgd_epoch(v, a, labels, order, lam, t0_rate, t, learn_transitions)
 
+    def pa_epoch(self, w, u, labels, order, c, pa_type, aggressiveness, error_sensitive, frozen):
+        return self.lattices.pa_epoch(w, u, labels, order, c, pa_type, aggressiveness, error_sensitive, frozen)
+
+    def arow_epoch(self, mean, variance, labels, order, gamma, frozen):
+        return self.lattices.arow_epoch(mean, variance, labels, order, gamma, frozen)
+
     def state_matrix(self, w):
         return self.lattices.state_matrix(w)
 
