@@ -159,6 +159,20 @@ cdef inline int online_mistakes(const Features* d, const double* w, Py_ssize_t t
     return wrong
 
 
+def occurrence_values(values, Py_ssize_t n_occurrences, name="values"):
+    """Real values of attribute occurrences as the kernels read them (contiguous float64, one
+    per occurrence, finite), or None for a binary encoding."""
+    if values is None:
+        return None
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    if v.ndim != 1 or v.shape[0] != n_occurrences:
+        raise ValueError(f"{name} must have one entry per attribute occurrence ({n_occurrences}), "
+                         f"not shape {v.shape}")
+    if not np.isfinite(v).all():
+        raise ValueError(f"{name}: an attribute value is not finite (NaN or infinite)")
+    return v
+
+
 cdef class Lattices:
     """The lattices of an encoded corpus, ready for the kernels."""
 
@@ -171,14 +185,18 @@ cdef class Lattices:
     cdef const int[::1] eattrs
     cdef const int[::1] feat_ptr
     cdef const int[::1] feat_label
+    cdef const double[::1] values
+    cdef readonly bint valued
     cdef Features d
 
     def __init__(self, const int[::1] sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
                  const int[::1] eattr_ptr, const int[::1] eattrs,
                  const int[::1] feat_ptr, const int[::1] feat_label,
-                 int n_labels, int n_edge_attrs, offsets=None):
+                 int n_labels, int n_edge_attrs, offsets=None, values=None):
         """The corpus arrays, the feature map, and the layout's offsets (trans, start, end,
-        edge, n_params: crftk.features.layout.ChainLayout.offsets; by default that layout's)."""
+        edge, n_params: crftk.features.layout.ChainLayout.offsets; by default that layout's);
+        values: the real value of each state attribute occurrence (float64 aligned with attrs),
+        or None for a binary corpus (crftk.features.space.EncodedCorpus.values)."""
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int L = n_labels
@@ -210,6 +228,7 @@ cdef class Lattices:
         lengths = np.diff(np.asarray(sent_ptr))
         if lengths.size and lengths.min() < 1:
             raise ValueError("empty sentence")
+        values = occurrence_values(values, attrs.shape[0])
         self.sent_ptr = sent_ptr
         self.attr_ptr = attr_ptr
         self.attrs = attrs
@@ -241,6 +260,11 @@ cdef class Lattices:
         self.d.feat_ptr = &feat_ptr[0]
         self.d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
         self.d.values = NULL
+        self.valued = values is not None
+        if self.valued:
+            self.values = values
+            if values.shape[0]:
+                self.d.values = &self.values[0]
         self.d.L = L
         self.d.has_edges = 1 if eattrs.shape[0] > 0 else 0
         self.d.off_trans = off_trans

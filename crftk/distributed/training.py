@@ -295,7 +295,7 @@ class ShardedObjective:
         if self._counts is None:
             self._likelihood_only("GIS")
             counts, most = self._reduce(np.zeros(self.n_params), "counts")
-            self._counts = (counts, int(most[0]))
+            self._counts = (counts, float(most[0]))     # a real total with real-valued attributes
         return self._counts
 
     def empirical_counts(self):
