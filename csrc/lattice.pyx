@@ -173,6 +173,58 @@ def occurrence_values(values, Py_ssize_t n_occurrences, name="values"):
     return v
 
 
+cdef enum:
+    AROW = 3       # MarginStep.method; 0, 1, 2 are the passive-aggressive types
+
+
+cdef struct MarginStep:
+    # how an online epoch steps on a mislabeled sentence (pa_epoch, arow_epoch)
+    int method
+    double aggressiveness      # PA-I and PA-II's C
+    bint error_sensitive       # PA: the loss adds sqrt(mislabeled tokens), else 1
+    double gamma               # AROW
+    double c                   # PA: the sentences seen so far, counting from 1 (averaging)
+    double* second             # PA: u, the c-weighted sum of the updates; AROW: the variances
+
+
+cdef double margin_step(MarginStep* m, const Difference* g, double* w, int wrong,
+                        double margin) noexcept nogil:
+    """The update of w along g = F(gold) - F(predicted) of a sentence with ``wrong`` mislabeled
+    tokens and score(predicted) - score(gold) = margin; returns its loss."""
+    cdef Py_ssize_t i, q
+    cdef double loss, norm2, tau, spread, alpha, v
+    cdef double* u = m.second
+    cdef double* var = m.second
+    if m.method == AROW:
+        loss = margin + wrong
+        spread = m.gamma
+        for i in range(g.n):
+            q = g.index[i]
+            spread += var[q] * g.value[q] * g.value[q]
+        alpha = loss / spread
+        for i in range(g.n):
+            q = g.index[i]
+            v = g.value[q]
+            w[q] += alpha * var[q] * v
+            var[q] = 1.0 / (1.0 / var[q] + v * v / m.gamma)
+        return loss
+    loss = margin + (sqrt(<double> wrong) if m.error_sensitive else 1.0)
+    norm2 = difference_norm2(g)
+    if norm2 > 0:       # else the labelings differ only in frozen parameters: no step moves them
+        if m.method == 0:
+            tau = loss / norm2
+        elif m.method == 1:
+            tau = min(m.aggressiveness, loss / norm2)
+        else:
+            tau = loss / (norm2 + 0.5 / m.aggressiveness)
+        for i in range(g.n):
+            q = g.index[i]
+            v = tau * g.value[q]
+            w[q] += v
+            u[q] += m.c * v
+    return loss
+
+
 cdef class Lattices:
     """The lattices of an encoded corpus, ready for the kernels."""
 
@@ -514,6 +566,33 @@ cdef class Lattices:
             return np.zeros(0, dtype=np.uint8)
         return np.ascontiguousarray(frozen, dtype=bool).view(np.uint8)
 
+    cdef tuple _margin_epoch(self, double[::1] w, double[::1] second, const int[::1] labels,
+                             const int[::1] order, frozen, MarginStep* m):
+        """The pass that pa_epoch and arow_epoch share (second: u or the variances); returns
+        (sentences with a mistake, tokens with a mistake, sum of the losses)."""
+        cdef const unsigned char[::1] fz = self._online_checks(w, second, labels, order, frozen)
+        cdef Pass p = self.start(w)
+        cdef Online o
+        cdef Py_ssize_t k, t0
+        cdef int T, wrong
+        cdef long n_sent = 0, n_tok = 0
+        cdef double margin, total = 0.0
+        m.second = &second[0]
+        self._online_new(&o, fz)
+        try:
+            with nogil:
+                for k in range(order.shape[0]):
+                    T = sentence(&p, order[k], &t0)
+                    wrong = online_mistakes(&self.d, &w[0], t0, T, &labels[t0], &o, &margin)
+                    if wrong:
+                        n_sent += 1
+                        n_tok += wrong
+                        total += margin_step(m, &o.g, &w[0], wrong, margin)
+                    m.c += 1.0
+        finally:
+            self._online_free(&o)
+        return n_sent, n_tok, total
+
     def pa_epoch(self, double[::1] w, double[::1] u, const int[::1] labels, const int[::1] order,
                  double c, int pa_type=1, double aggressiveness=1.0, bint error_sensitive=True,
                  frozen=None):
@@ -530,41 +609,10 @@ cdef class Lattices:
         """
         if pa_type not in (0, 1, 2) or not aggressiveness > 0:
             raise ValueError("pa_type must be 0, 1 or 2 and aggressiveness positive")
-        cdef const unsigned char[::1] fz = self._online_checks(w, u, labels, order, frozen)
-        cdef Pass p = self.start(w)
-        cdef Online o
-        cdef Py_ssize_t k, t0, i, q
-        cdef int T, wrong
-        cdef long n_sent = 0, n_tok = 0
-        cdef double margin, loss, norm2, tau, step, total = 0.0
-        self._online_new(&o, fz)
-        try:
-            with nogil:
-                for k in range(order.shape[0]):
-                    T = sentence(&p, order[k], &t0)
-                    wrong = online_mistakes(&self.d, &w[0], t0, T, &labels[t0], &o, &margin)
-                    if wrong:
-                        n_sent += 1
-                        n_tok += wrong
-                        loss = margin + (sqrt(<double> wrong) if error_sensitive else 1.0)
-                        total += loss
-                        norm2 = difference_norm2(&o.g)
-                        if norm2 > 0:
-                            if pa_type == 0:
-                                tau = loss / norm2
-                            elif pa_type == 1:
-                                tau = min(aggressiveness, loss / norm2)
-                            else:
-                                tau = loss / (norm2 + 0.5 / aggressiveness)
-                            for i in range(o.g.n):
-                                q = o.g.index[i]
-                                step = tau * o.g.value[q]
-                                w[q] += step
-                                u[q] += c * step
-                    c += 1.0
-        finally:
-            self._online_free(&o)
-        return n_sent, n_tok, total, c
+        cdef MarginStep m
+        memset(&m, 0, sizeof(MarginStep))
+        m.method, m.aggressiveness, m.error_sensitive, m.c = pa_type, aggressiveness, error_sensitive, c
+        return self._margin_epoch(w, u, labels, order, frozen, &m) + (m.c,)
 
     def arow_epoch(self, double[::1] mean, double[::1] variance, const int[::1] labels,
                    const int[::1] order, double gamma=1.0, frozen=None):
@@ -580,37 +628,10 @@ cdef class Lattices:
         """
         if not gamma > 0:
             raise ValueError("gamma must be positive")
-        cdef const unsigned char[::1] fz = self._online_checks(mean, variance, labels, order, frozen)
-        cdef Pass p = self.start(mean)
-        cdef Online o
-        cdef Py_ssize_t k, t0, i, q
-        cdef int T, wrong
-        cdef long n_sent = 0, n_tok = 0
-        cdef double margin, loss, spread, alpha, v, total = 0.0
-        self._online_new(&o, fz)
-        try:
-            with nogil:
-                for k in range(order.shape[0]):
-                    T = sentence(&p, order[k], &t0)
-                    wrong = online_mistakes(&self.d, &mean[0], t0, T, &labels[t0], &o, &margin)
-                    if wrong:
-                        n_sent += 1
-                        n_tok += wrong
-                        loss = margin + wrong
-                        total += loss
-                        spread = gamma
-                        for i in range(o.g.n):
-                            q = o.g.index[i]
-                            spread += variance[q] * o.g.value[q] * o.g.value[q]
-                        alpha = loss / spread
-                        for i in range(o.g.n):
-                            q = o.g.index[i]
-                            v = o.g.value[q]
-                            mean[q] += alpha * variance[q] * v
-                            variance[q] = 1.0 / (1.0 / variance[q] + v * v / gamma)
-        finally:
-            self._online_free(&o)
-        return n_sent, n_tok, total
+        cdef MarginStep m
+        memset(&m, 0, sizeof(MarginStep))
+        m.method, m.gamma = AROW, gamma
+        return self._margin_epoch(mean, variance, labels, order, frozen, &m)
 
     def state_matrix(self, const double[::1] w):
         """Log state potentials [N, L] of every token, start and end weights included."""
