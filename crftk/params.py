@@ -331,9 +331,9 @@ TRAIN = (
     Param("gpd_iter", 0, Integer(0, MAX_ITER),
           "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
     Param("pa_type", 1, int,
-          "pa: the step on a mislabeled sentence, tau = loss / ||d||^2 with d = F(gold) - "
-          "F(predicted): 0 takes it whole (PA), 1 caps it at --pa-c (PA-I), 2 divides by "
-          "||d||^2 + 1/(2 --pa-c) instead (PA-II).", (0, 1, 2)),
+          "pa: the step along d = F(gold) - F(predicted) on a mislabeled sentence: 0 takes "
+          "loss / ||d||^2 (PA), 1 that at most C = --pa-c (PA-I), 2 loss / (||d||^2 + 1/(2C)) "
+          "(PA-II). Each epoch logs the sum of the losses (the objective --epsilon watches).", (0, 1, 2)),
     Param("pa_c", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
           "pa: the aggressiveness C of --pa-type 1 and 2 (larger: bigger steps)."),
     Param("error_sensitive", True, Flag(),

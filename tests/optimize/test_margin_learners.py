@@ -5,6 +5,7 @@ averaging and stopping, and training end to end through the command line and the
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 
@@ -24,6 +25,8 @@ I32 = np.int32
 DEMO_TRAIN = REPO / "data" / "demo.train"
 DEMO_TEST = REPO / "data" / "demo.test"
 CHUNKING = REPO / "templates" / "chunking-crfpp.tmpl"
+# subprocesses run this checkout's crftk, whatever their working directory (not an installed one)
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 
 # ---- the reference: one pass, straight from the definitions ------------------------------------
@@ -253,7 +256,7 @@ def test_a_separable_corpus_is_learned_without_mistakes(train):
 
 def cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "crftk.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+                          cwd=cwd, timeout=300, env=ENV)
 
 
 @pytest.mark.parametrize("options", [
