@@ -127,7 +127,8 @@ def _option(p, **extra):
     """The click option of a Param declaration: a numeric Param's type is a bounded click type,
     so the CLI and the library share one declaration and its bounds."""
     kind = click.Choice(p.choices) if p.choices else p.type
-    return click.option(p.option, p.name, type=kind, default=p.default, show_default=True, help=p.help,
+    names = f"{p.option}/--no-{p.option[2:]}" if isinstance(p.type, params.Flag) else p.option
+    return click.option(names, p.name, type=kind, default=p.default, show_default=True, help=p.help,
                         **extra)
 
 

@@ -196,6 +196,18 @@ class Threads(Integer):
         return self._capped(n, option, lambda msg: click.echo(msg, err=True))
 
 
+class Flag(click.types.BoolParamType):
+    """An on/off option: --NAME/--no-NAME on the command line, True or False (or 1, 0) from
+    Python."""
+
+    def check(self, value, option, warn=None):
+        if isinstance(value, bool) or (getattr(value, "dtype", None) is not None and value.dtype.kind == "b"):
+            return bool(value)
+        if isinstance(value, numbers.Integral) and value in (0, 1):
+            return bool(value)
+        raise CrftkError(f"{option} must be True or False (got {_got(value)})")
+
+
 class Encoding(click.ParamType):
     """The name of a text encoding crftk reads CoNLL files in (crftk.io.conll.codec): the
     value is the codec's own name ("latin-1" gives "iso8859-1")."""
@@ -279,7 +291,7 @@ class Param:
                 raise CrftkError(f"{spelled(self.name)} must be one of {', '.join(map(str, self.choices))} "
                                  f"(got {_got(value)})")
             return value
-        if isinstance(self.type, (_Bounded, Encoding)):
+        if isinstance(self.type, (_Bounded, Encoding, Flag)):
             return self.type.check(value, spelled(self.name), warn)
         return value
 
@@ -298,9 +310,13 @@ TRAIN = (
           "gis: generalized iterative scaling; sgd: stochastic gradient descent with L2 and a "
           "decaying rate (CRFsuite's l2sgd; --max-iter counts epochs); perceptron: Collins' "
           "averaged perceptron (unregularized: --c2 is ignored; --max-iter counts epochs); "
+          "pa: passive-aggressive (Crammer et al. 2006, as CRFsuite's pa; see --pa-type, "
+          "--pa-c, --error-sensitive, --averaging; --c2 is ignored; --max-iter counts epochs); "
+          "arow: adaptive regularization of weights (Mejer & Crammer 2010, as CRFsuite's arow; "
+          "see --arow-variance, --arow-gamma; --c2 is ignored; --max-iter counts epochs); "
           "quickprop: Fahlman's QuickProp, fixed-rule steps without a line search (for "
           "--objective mce-f, as Suzuki et al.). Only lbfgs takes --c1.",
-          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "quickprop")),
+          ("lbfgs", "cg", "pcg", "mixed-cg", "gis", "sgd", "perceptron", "pa", "arow", "quickprop")),
     Param("mixed_after", 20, Integer(0, MAX_ITER),
           "mixed-cg: iterations with the preconditioner before plain CG."),
     Param("precondition", "variance", str,
@@ -314,6 +330,23 @@ TRAIN = (
           "(this fixes the learning rate of the gradient terms)."),
     Param("gpd_iter", 0, Integer(0, MAX_ITER),
           "quickprop: plain gradient-descent (GPD) iterations before QuickProp."),
+    Param("pa_type", 1, int,
+          "pa: the step on a mislabeled sentence, tau = loss / ||d||^2 with d = F(gold) - "
+          "F(predicted): 0 takes it whole (PA), 1 caps it at --pa-c (PA-I), 2 divides by "
+          "||d||^2 + 1/(2 --pa-c) instead (PA-II).", (0, 1, 2)),
+    Param("pa_c", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "pa: the aggressiveness C of --pa-type 1 and 2 (larger: bigger steps)."),
+    Param("error_sensitive", True, Flag(),
+          "pa: the loss of a mislabeled sentence is score(predicted) - score(gold) plus the square "
+          "root of its mislabeled tokens (--error-sensitive), or plus 1 (--no-error-sensitive)."),
+    Param("averaging", True, Flag(),
+          "pa: return the average of the weights over every sentence of every epoch (as the "
+          "averaged perceptron), or the last weights (--no-averaging)."),
+    Param("arow_variance", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "arow: the initial variance of every weight."),
+    Param("arow_gamma", 1.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "arow: the trade-off gamma between keeping the weights and fitting a mislabeled "
+          "sentence (smaller: bigger steps, the variances shrink faster)."),
     Param("c1", 0.0, Real(0, MAX_COEFFICIENT), "L1 coefficient: adds c1*|w|_1 (OWL-QN). 0 disables L1."),
     Param("c2", 1.0, Real(0, MAX_COEFFICIENT),
           "L2 coefficient: adds c2*||w||^2 (CRFsuite's c2; a Gaussian prior "

@@ -29,8 +29,7 @@ from libc.string cimport memcpy, memset
 from chain cimport ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted
 from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
 from potentials cimport (Features, state_scores, has_edge_attributes, edge_scores, labeling_score,
-                         scatter_edge, scatter_nodes, gather_attribute, scatter_attribute,
-                         dense_attributes)
+                         scatter_edge, scatter_nodes, gather_tokens, scatter_token, dense_attributes)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_bp, grid_bp_max,
@@ -175,28 +174,16 @@ cdef inline void pair_scores(const Features* d, const double* w, Py_ssize_t t0, 
                              double* p) noexcept nogil:
     """p[t*L + k]: the summed weights of the pair features (attribute, label pair k) of the
     token's pair attributes; no start or end weights (a pair factor has none)."""
-    cdef int L = d.L
-    cdef int t, k
-    cdef double* row
-    memset(p, 0, T * L * sizeof(double))
-    for t in range(T):
-        row = p + t * L
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            gather_attribute(d, w, d.attrs[k], row)
+    gather_tokens(d, w, t0, T, p)
 
 
 cdef inline void scatter_pairs(const Features* d, Py_ssize_t t0, int T, const double* marg,
                                const int* ya, const int* yb, int nb, double* g) noexcept nogil:
     """g += expected - observed counts of the pair features, from pair marginals marg[t*L + k]
     and the observed pairs (ya[t], yb[t])."""
-    cdef int L = d.L
-    cdef int t, k, gold
-    cdef const double* pt
+    cdef int t
     for t in range(T):
-        pt = marg + t * L
-        gold = ya[t] * nb + yb[t]
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            scatter_attribute(d, d.attrs[k], pt, gold, 1.0, g)
+        scatter_token(d, t0 + t, marg + t * d.L, ya[t] * nb + yb[t], 1.0, g)
 
 
 cdef void grid_tables(const Model* m, const double* w, Py_ssize_t t0, int T, Work* b,
@@ -527,8 +514,9 @@ cdef void viterbi_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int 
 
 
 cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except *:
-    """A Features struct over (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, dense)
-    arrays; dense (uint8, one per attribute) is filled here."""
+    """A Features struct over (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, dense
+    [, values]) arrays; dense (uint8, one per attribute) is filled here; values (float64, one per
+    attribute occurrence) when the encoding has them."""
     cdef unsigned char[::1] dense = arrays[6]
     cdef const int[::1] attr_ptr = arrays[0]
     cdef const int[::1] attrs = arrays[1]
@@ -543,7 +531,11 @@ cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except
     d.feat_ptr = &feat_ptr[0]
     d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
     d.dense = &dense[0] if dense.shape[0] else NULL
+    cdef const double[::1] values
     d.values = NULL
+    if len(arrays) > 7:
+        values = arrays[7]
+        d.values = &values[0] if values.shape[0] else NULL
     if dense.shape[0]:
         dense_attributes(d.feat_ptr, d.feat_label, dense.shape[0], L, &dense[0])
     d.L = L
@@ -582,20 +574,27 @@ cdef class Grids:
     cdef bint warm_valid
 
     def __init__(self, sent_ptr, chains, pairs, Py_ssize_t n_params, method="exact", double tolerance=1e-3,
-                 int max_sweeps=100, bint warm_start=False):
+                 int max_sweeps=100, bint warm_start=False, values=None):
         """chains[c]: (attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, n_labels,
         n_edge_attrs, offset); pairs[c] (between chain c and c+1): (attr_ptr, attrs, feat_ptr,
         feat_label, offset), its labels the pairs a * n_{c+1} + b. All int32, contiguous.
         method: exact, trp or bp (message passing: tolerance, max_sweeps; shared transition
         matrices only, no B lines with macros). warm_start (trp only): loglik keeps each
         sentence's messages (chains 1..C-1's forward and backward ones, float32) and starts the
-        next loglik's message passing from them (messages.pxd, grid_warm_floats)."""
+        next loglik's message passing from them (messages.pxd, grid_warm_floats). values: None
+        (every encoding binary) or one entry per chain, then per pair space: None or the real
+        value of each of its attribute occurrences (float64 aligned with its attrs)."""
+        from crftk._lattice import occurrence_values
         cdef int C = len(chains), c
         cdef int n[MAX_CHAINS]
         if not 1 <= C <= MAX_CHAINS:
             raise ValueError(f"a factorial CRF has 1 to {MAX_CHAINS} chains")
         if len(pairs) != C - 1:
             raise ValueError("one pair space per adjacent pair of chains")
+        if values is None:
+            values = [None] * (2 * C - 1)
+        if len(values) != 2 * C - 1:
+            raise ValueError("values: one entry per chain and per pair space")
         sp = np.ascontiguousarray(sent_ptr, dtype=np.int32)
         N = int(sp[sp.size - 1]) if sp.size else 0
         if sp.size < 1 or sp[0] != 0 or (np.diff(sp) < 1).any():
@@ -618,6 +617,8 @@ cdef class Grids:
                 raise ValueError("chain offsets must follow each other")
             total += F + L * L + 2 * L + E * L * L
             arrays.append(np.zeros(arrays[4].size - 1, dtype=np.uint8))
+            if values[c] is not None:
+                arrays.append(occurrence_values(values[c], arrays[1].size, f"chain {c} values"))
             keep.extend(arrays)
             fill_features(&self.m.chain[c], arrays, L, F)
             self.m.chain_off[c] = off
@@ -635,6 +636,8 @@ cdef class Grids:
                 raise ValueError("pair offsets must follow the chains'")
             total += arrays[5].size
             arrays.append(np.zeros(arrays[4].size - 1, dtype=np.uint8))
+            if values[C + c] is not None:
+                arrays.append(occurrence_values(values[C + c], arrays[1].size, f"pair {c} values"))
             keep.extend(arrays)
             fill_features(&self.m.pair[c], arrays, L, 0)
             self.m.pair_off[c] = off

@@ -11,7 +11,7 @@ potentials.pxd.
 
 import numpy as np
 cimport numpy as cnp
-from libc.math cimport exp, log, INFINITY
+from libc.math cimport exp, log, sqrt, INFINITY
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
 
@@ -20,6 +20,7 @@ from chain cimport (ChainBuffers, ChainTask, run_chains, chain_pool_new, chain_p
                     chain_nbest, chain_max_scores)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
                          labeling_score, scatter_edge, scatter_nodes, scatter_curvature, add_counts)
+from difference cimport Difference, difference_init, difference_free, difference_norm2, labeling_difference
 
 cnp.import_array()
 
@@ -133,6 +134,45 @@ cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept
                                   p.paths + t0, p.N, p.score + s * p.K)
 
 
+cdef struct Online:
+    # one online epoch's workspace (crftk's passive-aggressive and AROW passes)
+    ChainBuffers* b
+    int* pred             # [max_len] the Viterbi labeling of the current sentence
+    Difference g          # F(gold) - F(pred) of the current sentence
+
+
+cdef inline int online_mistakes(const Features* d, const double* w, Py_ssize_t t0, int T, const int* gold,
+                                Online* o, double* margin) noexcept nogil:
+    """Viterbi on the sentence at t0 with weights w into o.pred; returns its mislabeled tokens
+    and, when there are any, puts score(pred) - score(gold) in margin and F(gold) - F(pred) in
+    o.g."""
+    cdef double best
+    cdef int t, wrong = 0
+    build_log_tables(d, w, t0, T, o.b)
+    chain_viterbi(T, d.L, o.b.s, o.b.E, o.b.alpha, o.b.bp, o.pred, &best)
+    for t in range(T):
+        if o.pred[t] != gold[t]:
+            wrong += 1
+    if wrong:
+        margin[0] = best - labeling_score(d, w, o.b.s, t0, T, gold, 1.0)
+        labeling_difference(&o.g, d, t0, T, gold, o.pred)
+    return wrong
+
+
+def occurrence_values(values, Py_ssize_t n_occurrences, name="values"):
+    """Real values of attribute occurrences as the kernels read them (contiguous float64, one
+    per occurrence, finite), or None for a binary encoding."""
+    if values is None:
+        return None
+    v = np.ascontiguousarray(values, dtype=np.float64)
+    if v.ndim != 1 or v.shape[0] != n_occurrences:
+        raise ValueError(f"{name} must have one entry per attribute occurrence ({n_occurrences}), "
+                         f"not shape {v.shape}")
+    if not np.isfinite(v).all():
+        raise ValueError(f"{name}: an attribute value is not finite (NaN or infinite)")
+    return v
+
+
 cdef class Lattices:
     """The lattices of an encoded corpus, ready for the kernels."""
 
@@ -145,14 +185,18 @@ cdef class Lattices:
     cdef const int[::1] eattrs
     cdef const int[::1] feat_ptr
     cdef const int[::1] feat_label
+    cdef const double[::1] values
+    cdef readonly bint valued
     cdef Features d
 
     def __init__(self, const int[::1] sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
                  const int[::1] eattr_ptr, const int[::1] eattrs,
                  const int[::1] feat_ptr, const int[::1] feat_label,
-                 int n_labels, int n_edge_attrs, offsets=None):
+                 int n_labels, int n_edge_attrs, offsets=None, values=None):
         """The corpus arrays, the feature map, and the layout's offsets (trans, start, end,
-        edge, n_params: crftk.features.layout.ChainLayout.offsets; by default that layout's)."""
+        edge, n_params: crftk.features.layout.ChainLayout.offsets; by default that layout's);
+        values: the real value of each state attribute occurrence (float64 aligned with attrs),
+        or None for a binary corpus (crftk.features.space.EncodedCorpus.values)."""
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int L = n_labels
@@ -184,6 +228,7 @@ cdef class Lattices:
         lengths = np.diff(np.asarray(sent_ptr))
         if lengths.size and lengths.min() < 1:
             raise ValueError("empty sentence")
+        values = occurrence_values(values, attrs.shape[0])
         self.sent_ptr = sent_ptr
         self.attr_ptr = attr_ptr
         self.attrs = attrs
@@ -215,6 +260,11 @@ cdef class Lattices:
         self.d.feat_ptr = &feat_ptr[0]
         self.d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
         self.d.values = NULL
+        self.valued = values is not None
+        if self.valued:
+            self.values = values
+            if values.shape[0]:
+                self.d.values = &self.values[0]
         self.d.L = L
         self.d.has_edges = 1 if eattrs.shape[0] > 0 else 0
         self.d.off_trans = off_trans
@@ -430,6 +480,137 @@ cdef class Lattices:
         finally:
             chain_pool_free(b, 1)
         return a, t, total
+
+    cdef int _online_new(self, Online* o, const unsigned char[::1] frozen) except -1:
+        """The workspace of an online epoch (frozen: one flag per parameter, or empty)."""
+        if frozen.shape[0] not in (0, self.n_params):
+            raise ValueError("frozen must have one entry per parameter")
+        sp = np.asarray(self.sent_ptr, dtype=np.int64)
+        touched = (np.diff(np.asarray(self.attr_ptr, dtype=np.int64)[sp])
+                   + np.diff(np.asarray(self.eattr_ptr, dtype=np.int64)[sp]) + np.diff(sp) + 1)
+        cdef Py_ssize_t capacity = 2 * int(touched.max()) if touched.size else 1
+        memset(o, 0, sizeof(Online))
+        o.b = chain_pool_new(1, self.max_len, self.n_labels, 1, self.d.has_edges, 0)
+        o.pred = <int*> malloc(max(1, self.max_len) * sizeof(int))
+        if (o.pred == NULL or difference_init(&o.g, self.n_params, capacity,
+                                              &frozen[0] if frozen.shape[0] else NULL) != 0):
+            self._online_free(o)
+            raise MemoryError()
+        return 0
+
+    cdef void _online_free(self, Online* o):
+        chain_pool_free(o.b, 1)
+        free(o.pred)
+        difference_free(&o.g)
+
+    def _online_checks(self, w, state, labels, order, frozen):
+        """The frozen flags as the kernel reads them, after the shared checks of an online epoch."""
+        self._check_w(w)
+        if state.shape[0] != w.shape[0]:
+            raise ValueError("the second weight vector must match w")
+        self._check_labels(labels)
+        self._check_order(order)
+        if frozen is None:
+            return np.zeros(0, dtype=np.uint8)
+        return np.ascontiguousarray(frozen, dtype=bool).view(np.uint8)
+
+    def pa_epoch(self, double[::1] w, double[::1] u, const int[::1] labels, const int[::1] order,
+                 double c, int pa_type=1, double aggressiveness=1.0, bint error_sensitive=True,
+                 frozen=None):
+        """One pass of passive-aggressive training over the sentences in ``order`` (CRFsuite's pa).
+
+        For each sentence, Viterbi with the current weights; when it mislabels n > 0 tokens,
+        the loss is score(predicted) - score(gold) + sqrt(n) (error_sensitive; else + 1), d =
+        F(gold) - F(predicted), and w += tau * d with tau = loss / ||d||^2 (pa_type 0),
+        min(aggressiveness, that) (1), or loss / (||d||^2 + 1 / (2 * aggressiveness)) (2).
+        u accumulates c times every update, c counting the sentences seen, so that the
+        averaged weights are w - u / c (as perceptron_epoch). ``frozen`` (one bool per
+        parameter, or None): parameters left out of d. Updates w and u in place; returns
+        (sentences with a mistake, tokens with a mistake, sum of the losses, c after the pass).
+        """
+        if pa_type not in (0, 1, 2) or not aggressiveness > 0:
+            raise ValueError("pa_type must be 0, 1 or 2 and aggressiveness positive")
+        cdef const unsigned char[::1] fz = self._online_checks(w, u, labels, order, frozen)
+        cdef Pass p = self.start(w)
+        cdef Online o
+        cdef Py_ssize_t k, t0, i, q
+        cdef int T, wrong
+        cdef long n_sent = 0, n_tok = 0
+        cdef double margin, loss, norm2, tau, step, total = 0.0
+        self._online_new(&o, fz)
+        try:
+            with nogil:
+                for k in range(order.shape[0]):
+                    T = sentence(&p, order[k], &t0)
+                    wrong = online_mistakes(&self.d, &w[0], t0, T, &labels[t0], &o, &margin)
+                    if wrong:
+                        n_sent += 1
+                        n_tok += wrong
+                        loss = margin + (sqrt(<double> wrong) if error_sensitive else 1.0)
+                        total += loss
+                        norm2 = difference_norm2(&o.g)
+                        if norm2 > 0:
+                            if pa_type == 0:
+                                tau = loss / norm2
+                            elif pa_type == 1:
+                                tau = min(aggressiveness, loss / norm2)
+                            else:
+                                tau = loss / (norm2 + 0.5 / aggressiveness)
+                            for i in range(o.g.n):
+                                q = o.g.index[i]
+                                step = tau * o.g.value[q]
+                                w[q] += step
+                                u[q] += c * step
+                    c += 1.0
+        finally:
+            self._online_free(&o)
+        return n_sent, n_tok, total, c
+
+    def arow_epoch(self, double[::1] mean, double[::1] variance, const int[::1] labels,
+                   const int[::1] order, double gamma=1.0, frozen=None):
+        """One pass of AROW over the sentences in ``order`` (CRFsuite's arow), the covariance
+        of the weights kept diagonal (``variance``, one entry per parameter).
+
+        For each sentence, Viterbi with the weights ``mean``; when it mislabels n > 0 tokens,
+        the loss is score(predicted) - score(gold) + n, d = F(gold) - F(predicted), and with
+        alpha = loss / (gamma + sum of variance * d^2), mean += alpha * variance * d, then each
+        touched variance v becomes 1 / (1/v + d^2 / gamma). ``frozen`` as pa_epoch. Updates
+        mean and variance in place; returns (sentences with a mistake, tokens with a mistake,
+        sum of the losses).
+        """
+        if not gamma > 0:
+            raise ValueError("gamma must be positive")
+        cdef const unsigned char[::1] fz = self._online_checks(mean, variance, labels, order, frozen)
+        cdef Pass p = self.start(mean)
+        cdef Online o
+        cdef Py_ssize_t k, t0, i, q
+        cdef int T, wrong
+        cdef long n_sent = 0, n_tok = 0
+        cdef double margin, loss, spread, alpha, v, total = 0.0
+        self._online_new(&o, fz)
+        try:
+            with nogil:
+                for k in range(order.shape[0]):
+                    T = sentence(&p, order[k], &t0)
+                    wrong = online_mistakes(&self.d, &mean[0], t0, T, &labels[t0], &o, &margin)
+                    if wrong:
+                        n_sent += 1
+                        n_tok += wrong
+                        loss = margin + wrong
+                        total += loss
+                        spread = gamma
+                        for i in range(o.g.n):
+                            q = o.g.index[i]
+                            spread += variance[q] * o.g.value[q] * o.g.value[q]
+                        alpha = loss / spread
+                        for i in range(o.g.n):
+                            q = o.g.index[i]
+                            v = o.g.value[q]
+                            mean[q] += alpha * variance[q] * v
+                            variance[q] = 1.0 / (1.0 / variance[q] + v * v / gamma)
+        finally:
+            self._online_free(&o)
+        return n_sent, n_tok, total
 
     def state_matrix(self, const double[::1] w):
         """Log state potentials [N, L] of every token, start and end weights included."""

@@ -100,6 +100,21 @@ cdef inline void gather_attribute(const Features* d, const double* w, int a, dou
         row[d.feat_label[f]] += w[f]
 
 
+cdef inline void gather_scaled(const Features* d, const double* w, int a, double value,
+                               double* row) noexcept nogil:
+    """gather_attribute for an occurrence of attribute a with a real value: row[y] += value *
+    the weight (a loop of its own: the binary one keeps no multiply)."""
+    cdef int f, f0 = d.feat_ptr[a]
+    cdef const double* v
+    if d.dense != NULL and d.dense[a]:
+        v = w + f0
+        for f in range(d.L):
+            row[f] += value * v[f]
+        return
+    for f in range(f0, d.feat_ptr[a + 1]):
+        row[d.feat_label[f]] += value * w[f]
+
+
 cdef inline void scatter_attribute(const Features* d, int a, const double* p, int gold, double factor,
                                    double* g) noexcept nogil:
     """g += factor * (expected - observed counts) of attribute a's features at one token: p the
@@ -139,18 +154,31 @@ cdef inline int dense_attributes(const int* feat_ptr, const int* feat_label, Py_
     return n
 
 
+cdef inline void gather_tokens(const Features* d, const double* w, Py_ssize_t t0, int T,
+                               double* s) noexcept nogil:
+    """s[t*L+y] = the summed (value *) weights of token t0+t's attribute occurrences' features
+    with label y. Binary or valued is chosen once per call: the binary loop stays as it was."""
+    cdef int L = d.L
+    cdef int t, k, k_end = d.attr_ptr[t0 + T]
+    memset(s, 0, T * L * sizeof(double))
+    if d.values == NULL:
+        for t in range(T):
+            for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+                prefetch_features(d, w, k, k_end, False)
+                gather_attribute(d, w, d.attrs[k], s + t * L)
+        return
+    for t in range(T):
+        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+            prefetch_features(d, w, k, k_end, False)
+            gather_scaled(d, w, d.attrs[k], d.values[k], s + t * L)
+
+
 cdef inline void state_scores(const Features* d, const double* w, Py_ssize_t t0, int T,
                               double* s) noexcept nogil:
     """s[t*L+y]: log potential of label y at token t0+t, with start/end weights."""
     cdef int L = d.L
-    cdef int t, y, k, k_end = d.attr_ptr[t0 + T]
-    cdef double* row
-    memset(s, 0, T * L * sizeof(double))
-    for t in range(T):
-        row = s + t * L
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            prefetch_features(d, w, k, k_end, False)
-            gather_attribute(d, w, d.attrs[k], row)
+    cdef int y
+    gather_tokens(d, w, t0, T, s)
     for y in range(L):
         s[y] += w[d.off_start + y]
         s[(T - 1) * L + y] += w[d.off_end + y]
@@ -249,7 +277,8 @@ cdef inline void scatter_edge(const Features* d, Py_ssize_t tok, const double* m
 cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const double* marg,
                                const int* y, double* g, double factor) noexcept nogil:
     """g += factor * (expected - observed counts) of the state features and the start and
-    end weights, from node marginals marg[t*L + j] and the observed labeling y.
+    end weights, from node marginals marg[t*L + j] and the observed labeling y (a feature's
+    count at a token is its attribute occurrence's value: 1 on the binary path).
 
     The token/attribute/feature walk is state_scores' run backwards (scatter, not gather).
     It is written twice on purpose: one walker with a gather/scatter flag made the Viterbi
@@ -263,52 +292,92 @@ cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const do
         g[d.off_end + j] += factor * marg[(T - 1) * L + j]
     g[d.off_start + y[0]] -= factor
     g[d.off_end + y[T - 1]] -= factor
+    if d.values == NULL:
+        for t in range(T):
+            pt = marg + t * L
+            for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+                prefetch_features(d, g, k, k_end, True)
+                scatter_attribute(d, d.attrs[k], pt, y[t], factor, g)
+        return
     for t in range(T):
         pt = marg + t * L
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             prefetch_features(d, g, k, k_end, True)
-            scatter_attribute(d, d.attrs[k], pt, y[t], factor, g)
+            scatter_attribute(d, d.attrs[k], pt, y[t], factor * d.values[k], g)
+
+
+cdef inline void scatter_token(const Features* d, Py_ssize_t tok, const double* p, int gold, double factor,
+                               double* g) noexcept nogil:
+    """scatter_attribute for each state attribute occurrence of token tok (value * factor each)."""
+    cdef int k
+    if d.values == NULL:
+        for k in range(d.attr_ptr[tok], d.attr_ptr[tok + 1]):
+            scatter_attribute(d, d.attrs[k], p, gold, factor, g)
+        return
+    for k in range(d.attr_ptr[tok], d.attr_ptr[tok + 1]):
+        scatter_attribute(d, d.attrs[k], p, gold, factor * d.values[k], g)
+
+
+cdef inline void curvature_attribute(const Features* d, int a, const double* p, double v2,
+                                     double* h) noexcept nogil:
+    """h += v2 * p(1 - p) for each feature of attribute a (p: the token's marginals)."""
+    cdef int f
+    cdef double q
+    for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+        q = p[d.feat_label[f]]
+        h[f] += v2 * q * (1.0 - q)
 
 
 cdef inline void scatter_curvature(const Features* d, Py_ssize_t t0, int T, const double* marg,
                                    double* h) noexcept nogil:
-    """h += p(1 - p) summed over the tokens, for every state feature, start and end weight.
+    """h += value^2 p(1 - p) summed over the tokens, for every state feature, start and end
+    weight (value 1 on the binary path).
 
     The Hessian diagonal if the tokens were independent (Sha & Pereira's feature
     independence approximation), from the node marginals.
     """
     cdef int L = d.L
-    cdef int t, j, k, a, f
+    cdef int t, j, k
     cdef double p
-    cdef const double* pt
     for j in range(L):
         p = marg[j]
         h[d.off_start + j] += p * (1.0 - p)
         p = marg[(T - 1) * L + j]
         h[d.off_end + j] += p * (1.0 - p)
     for t in range(T):
-        pt = marg + t * L
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                p = pt[d.feat_label[f]]
-                h[f] += p * (1.0 - p)
+        if d.values == NULL:        # 1.0: the multiply folds away
+            for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+                curvature_attribute(d, d.attrs[k], marg + t * L, 1.0, h)
+        else:
+            for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+                curvature_attribute(d, d.attrs[k], marg + t * L, d.values[k] * d.values[k], h)
+
+
+cdef inline void count_attribute(const Features* d, int a, int label, double step, double c,
+                                 double* w, double* u) noexcept nogil:
+    """w += step, u += c * step at attribute a's feature with the label, if it has one."""
+    cdef int f
+    for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
+        if d.feat_label[f] == label:
+            w[f] += step
+            u[f] += c * step
+            return
 
 
 cdef inline void add_counts(const Features* d, Py_ssize_t t0, int T, const int* y, double amount,
                             double* w, double* u, double c) noexcept nogil:
-    """w += amount * F(y) and u += c * amount * F(y) for the labeling y of one sentence."""
+    """w += amount * F(y) and u += c * amount * F(y) for the labeling y of one sentence (a state
+    feature counts its attribute occurrence's value)."""
     cdef int L = d.L
-    cdef int t, k, a, f
+    cdef int t, k
     cdef Py_ssize_t idx
     for t in range(T):
-        for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
-            a = d.attrs[k]
-            for f in range(d.feat_ptr[a], d.feat_ptr[a + 1]):
-                if d.feat_label[f] == y[t]:
-                    w[f] += amount
-                    u[f] += c * amount
-                    break
+        if d.values == NULL:
+            for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+                count_attribute(d, d.attrs[k], y[t], amount, c, w, u)
+        else:
+            for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
+                count_attribute(d, d.attrs[k], y[t], amount * d.values[k], c, w, u)
         if t > 0:
             idx = d.off_trans + y[t - 1] * L + y[t]
             w[idx] += amount

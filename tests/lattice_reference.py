@@ -4,7 +4,8 @@ Everything here is written straight from the definitions in csrc/potentials.pxd
 and crftk.features.layout (the declared parameter layout), and shares no code
 with the kernels:
 
-- the score of a labeling is a sum of weights, one per firing parameter;
+- the score of a labeling is a sum of weights, one per firing parameter (a state feature's
+  times the value of the attribute occurrence it fires from, 1 in a binary corpus);
 - brute-force enumeration of all L**T labelings of tiny sentences;
 - log-space forward-backward and Viterbi (logaddexp / max) for long ones.
 
@@ -26,7 +27,7 @@ class Corpus:
     """A corpus in the flat encoding the kernels read, plus the layout offsets."""
 
     def __init__(self, sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label,
-                 n_labels, n_edge_attrs):
+                 n_labels, n_edge_attrs, values=None):
         self.sent_ptr = np.ascontiguousarray(sent_ptr, dtype=I32)
         self.attr_ptr = np.ascontiguousarray(attr_ptr, dtype=I32)
         self.attrs = np.ascontiguousarray(attrs, dtype=I32)
@@ -34,6 +35,7 @@ class Corpus:
         self.eattrs = np.ascontiguousarray(eattrs, dtype=I32)
         self.feat_ptr = np.ascontiguousarray(feat_ptr, dtype=I32)
         self.feat_label = np.ascontiguousarray(feat_label, dtype=I32)
+        self.values = None if values is None else np.ascontiguousarray(values, dtype=np.float64)
         self.L = int(n_labels)
         self.E = int(n_edge_attrs)
         self.F = len(self.feat_label)
@@ -44,7 +46,7 @@ class Corpus:
 
     def arrays(self):
         return (self.sent_ptr, self.attr_ptr, self.attrs, self.eattr_ptr, self.eattrs,
-                self.feat_ptr, self.feat_label, self.L, self.E, self.layout.offsets())
+                self.feat_ptr, self.feat_label, self.L, self.E, self.layout.offsets(), self.values)
 
     def sentences(self):
         """(s, t0, T) for every sentence."""
@@ -55,6 +57,12 @@ class Corpus:
     def token_attrs(self, tok):
         return self.attrs[self.attr_ptr[tok]:self.attr_ptr[tok + 1]]
 
+    def token_occurrences(self, tok):
+        """(attribute, value) of each state attribute occurrence of the token."""
+        lo, hi = self.attr_ptr[tok], self.attr_ptr[tok + 1]
+        vals = np.ones(hi - lo) if self.values is None else self.values[lo:hi]
+        return list(zip(self.attrs[lo:hi].tolist(), vals.tolist()))
+
     def token_eattrs(self, tok):
         return self.eattrs[self.eattr_ptr[tok]:self.eattr_ptr[tok + 1]]
 
@@ -63,8 +71,18 @@ class Corpus:
         return [(f, int(self.feat_label[f])) for f in range(self.feat_ptr[a], self.feat_ptr[a + 1])]
 
 
+def random_values(rng, n):
+    """n real attribute values: mostly in [-2, 2], some exactly 0, 1 and -1."""
+    v = rng.uniform(-2.0, 2.0, n)
+    special = rng.random(n)
+    v[special < 0.1] = 0.0
+    v[(special >= 0.1) & (special < 0.2)] = 1.0
+    v[(special >= 0.2) & (special < 0.25)] = -1.0
+    return v
+
+
 def random_corpus(rng, L, lengths, n_attrs=7, complete=False, n_eattrs=0, max_attrs=3,
-                  max_eattrs=2, p_no_attr=0.25):
+                  max_eattrs=2, p_no_attr=0.25, valued=False):
     """A random corpus.
 
     complete: every attribute has a feature for every label; otherwise each
@@ -72,7 +90,8 @@ def random_corpus(rng, L, lengths, n_attrs=7, complete=False, n_eattrs=0, max_at
     order. Tokens draw 0..max_attrs attributes (repeats allowed), and
     0..max_eattrs edge attributes when n_eattrs > 0 (first tokens of sentences
     included: there is no transition into them, so those must be ignored).
-    At least one token has no attribute at all.
+    At least one token has no attribute at all. valued: each state attribute occurrence
+    gets a random real value (random_values), else the corpus is binary (values None).
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     N = int(lengths.sum())
@@ -96,7 +115,8 @@ def random_corpus(rng, L, lengths, n_attrs=7, complete=False, n_eattrs=0, max_at
             m = int(rng.integers(0, max_eattrs + 1))
             eattrs.extend(int(x) for x in rng.integers(0, n_eattrs, m))
         eattr_ptr.append(len(eattrs))
-    return Corpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, L, n_eattrs)
+    values = random_values(rng, len(attrs)) if valued else None
+    return Corpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label, L, n_eattrs, values)
 
 
 # ---------------------------------------------------------------------------
@@ -109,10 +129,10 @@ def ref_score(c, w, t0, y):
     total = 0.0
     for t, yt in enumerate(y):
         tok = t0 + t
-        for a in c.token_attrs(tok):
+        for a, v in c.token_occurrences(tok):
             for f, lab in c.features(a):
                 if lab == yt:
-                    total += w[f]
+                    total += v * w[f]
         if t > 0:
             total += w[c.off_trans + y[t - 1] * L + yt]
             for e in c.token_eattrs(tok):
@@ -134,9 +154,9 @@ def feature_counts(c, t0, Y):
     phi = np.zeros((M, c.P))
     for t in range(T):
         tok = t0 + t
-        for a in c.token_attrs(tok):
+        for a, v in c.token_occurrences(tok):
             for f, lab in c.features(a):
-                phi[:, f] += Y[:, t] == lab
+                phi[:, f] += v * (Y[:, t] == lab)
         if t > 0:
             pair = Y[:, t - 1] * L + Y[:, t]
             phi[rows, c.off_trans + pair] += 1.0
@@ -204,9 +224,9 @@ def log_potentials(c, w, t0, T):
     L = c.L
     state = np.zeros((T, L))
     for t in range(T):
-        for a in c.token_attrs(t0 + t):
+        for a, v in c.token_occurrences(t0 + t):
             for f, lab in c.features(a):
-                state[t, lab] += w[f]
+                state[t, lab] += v * w[f]
     state[0] += w[c.off_start:c.off_start + L]
     state[T - 1] += w[c.off_end:c.off_end + L]
     base = w[c.off_trans:c.off_trans + L * L].reshape(L, L)
@@ -248,9 +268,9 @@ def expected_counts_from_marginals(c, t0, T, marg, xi):
     L = c.L
     g = np.zeros(c.P)
     for t in range(T):
-        for a in c.token_attrs(t0 + t):
+        for a, v in c.token_occurrences(t0 + t):
             for f, lab in c.features(a):
-                g[f] += marg[t, lab]
+                g[f] += v * marg[t, lab]
     g[c.off_start:c.off_start + L] += marg[0]
     g[c.off_end:c.off_end + L] += marg[T - 1]
     for t in range(1, T):

@@ -30,7 +30,7 @@ MAX_RESENDS = 3
 RESEND_WAIT = 1.0
 
 #: Algorithms that go through the corpus sentence by sentence (not a sum the workers can split).
-SEQUENTIAL = ("sgd", "perceptron")
+SEQUENTIAL = ("sgd", "perceptron", "pa", "arow")
 
 # On each worker: (run, shard) -> the shard's objective, for the run it last served.
 _SHARDS = {}
@@ -295,7 +295,7 @@ class ShardedObjective:
         if self._counts is None:
             self._likelihood_only("GIS")
             counts, most = self._reduce(np.zeros(self.n_params), "counts")
-            self._counts = (counts, int(most[0]))
+            self._counts = (counts, float(most[0]))     # a real total with real-valued attributes
         return self._counts
 
     def empirical_counts(self):

@@ -425,13 +425,19 @@ class ChainTrainer:
         def describe(info):
             if algorithm == "perceptron":
                 line = f"epoch {info.iteration:4d}  mislabeled tokens {int(info.f)}  active {info.n_active}"
+            elif algorithm in ("pa", "arow"):
+                line = (f"epoch {info.iteration:4d}  mislabeled tokens {info.mislabeled}  loss {info.f:.6e}  "
+                        f"active {info.n_active}")
             elif algorithm == "sgd":
                 line = (f"epoch {info.iteration:4d}  objective {info.f:.6e}  rate {info.step:.3e}  "
                         f"active {info.n_active}")
             else:
                 line = (f"iter {info.iteration:4d}  objective {info.f:.6e}  |g| {info.gnorm:.3e}  "
                         f"active {info.n_active}")
-            return line, {"active": info.n_active, "evals": info.n_evals}
+            fields = {"active": info.n_active, "evals": info.n_evals}
+            if info.mislabeled is not None:
+                fields["mislabeled"] = info.mislabeled
+            return line, fields
         return describe
 
     @staticmethod

@@ -285,7 +285,7 @@ class FactorialTrainer:
 
     def check(self, opt):
         """Training options a factorial CRF does not take, refused in one line that says why."""
-        if opt["algorithm"] in ("sgd", "perceptron"):
+        if opt["algorithm"] in ("sgd", "perceptron", "pa", "arow"):
             raise UsageError(f"--algorithm {opt['algorithm']} {ONLINE_ONLY}: use lbfgs, cg, pcg, mixed-cg, gis "
                              f"or quickprop")
         if opt["objective"] != "map":

@@ -55,7 +55,8 @@ class IterationInfo:
     search direction, ``n_evals`` the evaluations so far and ``n_active`` the
     number of nonzero parameters.  For :func:`gis`, ``f`` is the value of
     ``objective`` (the gradient norm without one), ``step`` the norm of the
-    update and ``n_evals`` counts calls of ``expected``.
+    update and ``n_evals`` counts calls of ``expected``. ``mislabeled``: the
+    training tokens an online learner mislabeled during the epoch (pa, arow), else None.
     """
 
     iteration: int
@@ -66,6 +67,7 @@ class IterationInfo:
     step: float
     n_evals: int
     n_active: int
+    mislabeled: int | None = None
 
 
 class Objective:
@@ -240,7 +242,7 @@ class StoppingRules:
         return None
 
 
-def report(callback, *, iteration, x, shape, f, gnorm, xnorm, step, n_evals):
+def report(callback, *, iteration, x, shape, f, gnorm, xnorm, step, n_evals, mislabeled=None):
     """Call the callback (if any) with an :class:`IterationInfo`; return its stop request."""
     if callback is None:
         return False
@@ -253,6 +255,7 @@ def report(callback, *, iteration, x, shape, f, gnorm, xnorm, step, n_evals):
         step=step,
         n_evals=n_evals,
         n_active=int(np.count_nonzero(x)),
+        mislabeled=mislabeled,
     )
     return bool(callback(info))
 

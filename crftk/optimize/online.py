@@ -1,4 +1,5 @@
-"""Online training: Collins' averaged (voted) perceptron, and SGD with L2 (l2sgd).
+"""Online training: Collins' averaged (voted) perceptron, SGD with L2 (l2sgd), and the
+large-margin learners of CRFsuite, passive-aggressive (pa) and AROW (arow).
 
 Each epoch visits the sentences in a new random order (seeded), decodes each
 with the current weights and, on a mistake, adds the gold labeling's features
@@ -112,3 +113,79 @@ def sgd(model, labels, w0, *, c2, max_iter=50, epsilon=1e-6, period=10, frozen=N
             outcome = found
             break
     return OptimizeResult(x=w, f=value, n_iter=epoch, n_evals=epoch, converged=outcome[0], reason=outcome[1])
+
+
+def _frozen_flags(frozen, n):
+    return None if frozen is None else np.asarray(frozen, dtype=bool).reshape(n)
+
+
+def _margin_epochs(epoch_pass, x0_report, *, max_iter, epsilon, period, callback, seed, n_sentences):
+    """The epochs of a large-margin learner: ``epoch_pass(order)`` runs one and returns
+    (mislabeled sentences, mislabeled tokens, loss sum, the weights to report). The
+    objective of an epoch is its loss sum (0 exactly when no sentence was mislabeled:
+    converged); the stopping rules are the perceptron's."""
+    rng = np.random.default_rng(seed)
+    rules = _rules(max_iter, epsilon, period)
+    x, loss, epoch = x0_report, float("nan"), 0
+    outcome = (False, f"reached the iteration limit ({max_iter}) before converging")
+    for epoch in range(1, max_iter + 1):
+        order = rng.permutation(n_sentences).astype(np.int32)
+        n_sent, n_tok, loss, x = epoch_pass(order)
+        stop = report(callback, iteration=epoch, x=x, shape=x.shape, f=float(loss), gnorm=float("nan"),
+                      xnorm=float(np.linalg.norm(x)), step=1.0, n_evals=epoch, mislabeled=int(n_tok))
+        if n_sent == 0:
+            outcome = (True, f"converged: no training sentence mislabeled in epoch {epoch}")
+            break
+        found = rules.after_iteration(epoch, float(loss), float("nan"), 0.0, stop)
+        if found is not None:
+            outcome = found
+            break
+    return OptimizeResult(x=x, f=float(loss), n_iter=epoch, n_evals=epoch, converged=outcome[0],
+                          reason=outcome[1])
+
+
+def passive_aggressive(model, labels, w0, *, pa_type=1, c=1.0, error_sensitive=True, averaging=True,
+                       max_iter=50, epsilon=0.0, period=10, frozen=None, callback=None, seed=0):
+    """Train by passive-aggressive updates (Crammer et al. 2006, as CRFsuite's pa); returns an
+    OptimizeResult whose x is the average of the weights over every sentence seen (averaging)
+    or the last weights.
+
+    ``model`` runs the epochs: ``n_sentences`` and ``pa_epoch`` (crftk._lattice.Lattices,
+    where the loss and the three step sizes of ``pa_type`` are described). Each epoch's
+    objective is the sum of its losses; the callback's ``mislabeled`` its mislabeled tokens.
+    ``frozen`` parameters keep their starting values.
+    """
+    w = np.array(w0, dtype=np.float64)
+    u = np.zeros_like(w)
+    flags = _frozen_flags(frozen, w.size)
+    state = {"c": 1.0}
+
+    def epoch_pass(order):
+        n_sent, n_tok, loss, state["c"] = model.pa_epoch(w, u, labels, order, state["c"], pa_type, c,
+                                                         error_sensitive, flags)
+        return n_sent, n_tok, loss, (w - u / state["c"] if averaging else w.copy())
+
+    return _margin_epochs(epoch_pass, w.copy(), max_iter=max_iter, epsilon=epsilon, period=period,
+                          callback=callback, seed=seed, n_sentences=model.n_sentences)
+
+
+def arow(model, labels, w0, *, variance=1.0, gamma=1.0, max_iter=50, epsilon=0.0, period=10, frozen=None,
+         callback=None, seed=0):
+    """Train by AROW (Mejer & Crammer 2010, as CRFsuite's arow: a diagonal covariance, every
+    weight's variance starting at ``variance``); returns an OptimizeResult whose x is the
+    mean weights (not averaged, as CRFsuite).
+
+    ``model`` runs the epochs: ``n_sentences`` and ``arow_epoch`` (crftk._lattice.Lattices).
+    Each epoch's objective is the sum of its losses; the callback's ``mislabeled`` its
+    mislabeled tokens. ``frozen`` parameters keep their starting values.
+    """
+    mean = np.array(w0, dtype=np.float64)
+    cov = np.full_like(mean, float(variance))
+    flags = _frozen_flags(frozen, mean.size)
+
+    def epoch_pass(order):
+        n_sent, n_tok, loss = model.arow_epoch(mean, cov, labels, order, gamma, flags)
+        return n_sent, n_tok, loss, mean.copy()
+
+    return _margin_epochs(epoch_pass, mean.copy(), max_iter=max_iter, epsilon=epsilon, period=period,
+                          callback=callback, seed=seed, n_sentences=model.n_sentences)

@@ -22,7 +22,26 @@ def chain_lattices(space, corpus):
     """The chain kernel (crftk._lattice.Lattices) over a corpus that ``space`` encoded, its weight
     vector laid out by ``space.layout()``."""
     return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
-                    space.feat_ptr, space.feat_label, space.n_labels, space.n_edge_attrs, space.layout().offsets())
+                    space.feat_ptr, space.feat_label, space.n_labels, space.n_edge_attrs, space.layout().offsets(),
+                    values=corpus.values)
+
+
+def token_values(corpus):
+    """Per token, the summed values of its state attribute occurrences (their number on a binary
+    corpus): what its state features can add to a labeling's feature total."""
+    counts = np.diff(corpus.attr_ptr)
+    if corpus.values is None:
+        return counts
+    sums = np.zeros(counts.size)
+    np.add.at(sums, np.repeat(np.arange(counts.size), counts), corpus.values)
+    return sums
+
+
+def refuse_negative_values(corpus):
+    """GIS's bound needs features that are never negative: one line when a value is."""
+    if corpus.values is not None and corpus.values.size and corpus.values.min() < 0:
+        raise CrftkError(f"GIS needs non-negative feature values, and the training data has an attribute "
+                         f"value of {corpus.values.min():g}; train with another --algorithm")
 
 
 def ranges(starts, counts):
@@ -170,6 +189,12 @@ class ChainInference(Inference):
     def sgd_epoch(self, v, a, labels, order, lam, t0_rate, t, learn_transitions):
         return self.lattices.sgd_epoch(v, a, labels, order, lam, t0_rate, t, learn_transitions)
 
+    def pa_epoch(self, w, u, labels, order, c, pa_type, aggressiveness, error_sensitive, frozen):
+        return self.lattices.pa_epoch(w, u, labels, order, c, pa_type, aggressiveness, error_sensitive, frozen)
+
+    def arow_epoch(self, mean, variance, labels, order, gamma, frozen):
+        return self.lattices.arow_epoch(mean, variance, labels, order, gamma, frozen)
+
     def state_matrix(self, w):
         return self.lattices.state_matrix(w)
 
@@ -233,7 +258,10 @@ class ChainInference(Inference):
                 attrs = np.asarray(corpus.attrs, dtype=np.int64)[occ]
                 f, hit = self._state_features(attrs * L + np.repeat(node_lab, cnt))
                 out_idx.append(f[hit])
-                val.append(np.repeat(node_w, cnt)[hit])
+                amount = np.repeat(node_w, cnt)
+                if corpus.values is not None:       # a feature counts its occurrence's value
+                    amount = amount * corpus.values[occ]
+                val.append(amount[hit])
             s = idx["first"][node_tok]
             out_idx.append(lay.start.start + node_lab[s])
             val.append(node_w[s])
@@ -266,11 +294,13 @@ class ChainInference(Inference):
     def sentence_active(self):
         """Per sentence, the most features that can fire on a labeling of it."""
         c = self.corpus
-        per_token = np.diff(c.attr_ptr) + np.diff(c.eattr_ptr) + 1
+        per_token = token_values(c) + np.diff(c.eattr_ptr) + 1
         return np.add.reduceat(per_token, c.sent_ptr[:-1]) + 1     # + start, end, - first transition
 
     def max_active(self):
-        """Most features that can fire on one sentence's labeling (GIS's constant C)."""
+        """Most features that can fire on one sentence's labeling (GIS's constant C); with values,
+        the largest total of the feature values of one."""
+        refuse_negative_values(self.corpus)
         return float(self.sentence_active().max())
 
     # -- transition scores ---------------------------------------------------

@@ -21,7 +21,8 @@ from crftk import _factorial, params
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.templates import parse_template
 from crftk.structures.base import Inference, Structure
-from crftk.structures.chain import Chain, ChainInference, StateFeatures, dump_weights
+from crftk.structures.chain import (Chain, ChainInference, StateFeatures, dump_weights, refuse_negative_values,
+                                   token_values)
 from crftk.structures.pairs import SEP
 
 #: the product kernel's limit
@@ -329,8 +330,10 @@ class FactorialInference(Inference):
         C = st.n_chains
         for c, (p, enc) in enumerate(zip(st.pairs, corpus.pairs)):
             pairs.append((enc.attr_ptr, enc.attrs, p.feat_ptr, p.feat_label, int(off[C + c])))
+        values = [enc.values for enc in list(corpus.chains) + list(corpus.pairs)]
         self.grids = _factorial.Grids(corpus.sent_ptr, chains, pairs, st.n_params, inference, tolerance,
-                                      max_sweeps, self.warm_start)
+                                      max_sweeps, self.warm_start,
+                                      values=None if all(v is None for v in values) else values)
 
     @property
     def last_stats(self):
@@ -387,8 +390,11 @@ class FactorialInference(Inference):
         return np.concatenate(out)
 
     def max_active(self):
-        """Most features that can fire on one sentence's joint labeling (GIS's constant C)."""
-        per_sentence = sum(np.add.reduceat(np.diff(enc.attr_ptr), enc.sent_ptr[:-1]).astype(np.float64)
+        """Most features that can fire on one sentence's joint labeling (GIS's constant C); with
+        values, the largest total of the feature values of one."""
+        for enc in list(self.corpus.chains) + list(self.corpus.pairs):
+            refuse_negative_values(enc)
+        per_sentence = sum(np.add.reduceat(token_values(enc), enc.sent_ptr[:-1]).astype(np.float64)
                            for enc in self.corpus.pairs)
         for s, enc in zip(self.structure.chains, self.corpus.chains):
             inf = Chain(s).bind(enc)
@@ -398,10 +404,11 @@ class FactorialInference(Inference):
 
 def _feature_sums(space, corpus, values):
     """Per (attribute, label) feature of a space, ``values[t, label]`` summed over the tokens t where
-    its attribute fires."""
+    its attribute fires, each time times the square of its occurrence's value (the curvature's)."""
     from scipy.sparse import csr_matrix
     n_tokens = corpus.attr_ptr.size - 1
-    incidence = csr_matrix((np.ones(corpus.attrs.size), np.asarray(corpus.attrs, dtype=np.int64),
+    weight = np.ones(corpus.attrs.size) if corpus.values is None else corpus.values ** 2
+    incidence = csr_matrix((weight, np.asarray(corpus.attrs, dtype=np.int64),
                             np.asarray(corpus.attr_ptr, dtype=np.int64)), shape=(n_tokens, space.n_attrs))
     per_attr = np.asarray(incidence.T @ values)
     attr_of_feat = np.repeat(np.arange(space.n_attrs), np.diff(space.feat_ptr))
@@ -414,7 +421,8 @@ def _state_counts(space, corpus, labels):
         return np.zeros(0)
     fired = np.asarray(corpus.attrs, dtype=np.int64) * space.n_labels + np.repeat(labels, np.diff(corpus.attr_ptr))
     f, hit = StateFeatures(space, ChainInference.TABLE_LIMIT)(fired)
-    return np.bincount(f[hit], minlength=space.n_features).astype(np.float64)
+    weights = None if corpus.values is None else corpus.values[hit]
+    return np.bincount(f[hit], weights=weights, minlength=space.n_features).astype(np.float64)
 
 
 def _check_record(info, path):

@@ -66,7 +66,8 @@ class MEMMInference(Inference):
         self._state_pairs = None
 
     def _pairs(self):
-        """Every (token, state feature) pair of the corpus, for the gradient of state weights."""
+        """Every (token, state feature) pair of the corpus, for the gradient of state weights, and
+        the value of the attribute occurrence it came from (None: all 1)."""
         if self._state_pairs is None:
             space, corpus = self.space, self.corpus
             a_tok = np.repeat(np.arange(corpus.n_tokens), np.diff(corpus.attr_ptr))
@@ -74,7 +75,8 @@ class MEMMInference(Inference):
             f_tok = np.repeat(a_tok, counts)
             starts = np.repeat(space.feat_ptr[corpus.attrs].astype(np.int64), counts)
             f_idx = starts + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
-            self._state_pairs = f_tok, f_idx, space.feat_label[f_idx].astype(np.int64)
+            f_val = None if corpus.values is None else np.repeat(corpus.values, counts)
+            self._state_pairs = f_tok, f_idx, space.feat_label[f_idx].astype(np.int64), f_val
         return self._state_pairs
 
     def logits(self, w, y, S=None):
@@ -96,13 +98,14 @@ class MEMMInference(Inference):
         space, lay = self.space, self.structure.layout
         y = np.asarray(labels, dtype=np.int64)
         L = space.n_labels
-        f_tok, f_idx, f_lab = self._pairs()
+        f_tok, f_idx, f_lab, f_val = self._pairs()
         logp = _log_softmax(self.logits(w, y))
         loss = -float(logp[np.arange(y.size), y].sum())
         D = np.exp(logp)
         D[np.arange(y.size), y] -= 1.0
         g = np.zeros(space.n_params)
-        g[:space.n_features] = np.bincount(f_idx, weights=D[f_tok, f_lab], minlength=space.n_features)
+        scattered = D[f_tok, f_lab] if f_val is None else D[f_tok, f_lab] * f_val
+        g[:space.n_features] = np.bincount(f_idx, weights=scattered, minlength=space.n_features)
         prev = y[self.inner - 1]
         g[lay.trans] = np.bincount((prev[:, None] * L + np.arange(L)).ravel(),
                                    weights=D[self.inner].ravel(), minlength=L * L)

@@ -20,7 +20,7 @@ from crftk.errors import CrftkError, UsageError
 from crftk.objectives import Likelihood
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
-from crftk.optimize.online import averaged_perceptron, sgd
+from crftk.optimize.online import arow, averaged_perceptron, passive_aggressive, sgd
 from crftk.params import resolve_threads
 from crftk.progress import plural
 from crftk.kinds import trainer_for
@@ -125,6 +125,13 @@ def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
                    learn_transitions=template.label_bigram, log=log, **common)
     if algorithm == "perceptron":
         return averaged_perceptron(objective.inference, objective.labels, w0, frozen=fixed, **common)
+    if algorithm == "pa":
+        return passive_aggressive(objective.inference, objective.labels, w0, pa_type=opt["pa_type"], c=opt["pa_c"],
+                                  error_sensitive=opt["error_sensitive"], averaging=opt["averaging"],
+                                  frozen=fixed, **common)
+    if algorithm == "arow":
+        return arow(objective.inference, objective.labels, w0, variance=opt["arow_variance"],
+                    gamma=opt["arow_gamma"], frozen=fixed, **common)
     if algorithm in ("cg", "pcg", "mixed-cg"):
         precondition = None
         if algorithm != "cg":

@@ -100,6 +100,9 @@ class Inducer:
                                  f"has {len(line.macros)} ({line.text})", template.path, line.lineno)
         self.atomic, corpus = FeatureSpace.fit(sentences, template, label_col=opt["label_col"],
                                                min_freq=opt["min_freq"])
+        if corpus.values is not None:
+            raise CrftkError("induce conjoins binary tests: the template gives real-valued attributes; "
+                             "train them with crftk train instead", template.path)
         self.gold = corpus.labels
         self.tests = _Csr(corpus.attr_ptr, corpus.attrs)
         self.n_tests = self.atomic.n_attrs
