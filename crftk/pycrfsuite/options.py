@@ -131,7 +131,7 @@ PARAMETERS = {
 
 #: crftk's names of the PA and AROW options (crftk.params).
 ONLINE = {"type": "pa_type", "c": "pa_c", "error_sensitive": "error_sensitive", "averaging": "averaging",
-          "variance": "variance", "gamma": "gamma"}
+          "variance": "arow_variance", "gamma": "arow_gamma"}
 
 #: Values crftk runs at whatever is asked: (algorithm, parameter) -> what it does instead.
 FIXED = {
