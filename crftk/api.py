@@ -34,6 +34,7 @@ from crftk.evaluation.conlleval import evaluate as _evaluate
 from crftk.evaluation.conlleval import read_labels
 from crftk.model import Model
 from crftk.progress import Reporter
+from crftk.features.attributes import AttributeSpace, attribute_template, flatten
 from crftk.features.templates import parse_template, read_template
 from crftk.params import BAG, CHECKPOINT_EVERY, FACTORIAL, SCHEDULER, TRAIN, WORKERS, Param, python_names
 from crftk.params import python_spelling
@@ -271,28 +272,13 @@ class CRF(_Estimator):
         check_options(options, log=lambda message: None)   # a bad value fails before the data are
         # converted; train.fit checks again, and warns (through _Log) of a capped thread count
         init = self._init_model()
-        if init is not None:
-            if self.template is not None:
-                raise CrftkError("init starts from the model's own template and feature space: "
-                                 "leave template=None (or drop init to train from the template)")
-            template, n_columns, label_col = None, init.space.n_columns, init.space.label_col
-            width = n_columns - 1
+        if init is not None and self.template is not None:
+            raise CrftkError("init starts from the model's own template and feature space: "
+                             "leave template=None (or drop init to train from the template)")
+        if init is not None and isinstance(init.space, AttributeSpace) or init is None and self.template is None:
+            template, train, dev = _attribute_data(X, y, X_dev, y_dev, docs, dev_docs)
         else:
-            if self.template is None:
-                raise CrftkError("CRF needs a template (or init=MODEL)")
-            template = _template(self.template)
-            width, label_col = None, options["label_col"]
-        if y is None:
-            raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")
-        _, train = _sentences(X, "X", width, label_col, y, "y", docs, "docs")
-        if not train:
-            raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
-        width = len(train[0].rows[0]) - 1
-        dev = None
-        if X_dev is not None or y_dev is not None:
-            if X_dev is None or y_dev is None:
-                raise CrftkError("a development set needs both X_dev and y_dev")
-            _, dev = _sentences(X_dev, "X_dev", width, label_col, y_dev, "y_dev", dev_docs, "dev_docs")
+            template, train, dev = self._column_data(X, y, X_dev, y_dev, docs, dev_docs, init, options)
         log = _Log(self.verbose)
         if dev is not None and not dev:
             log("crftk: warning: the development set has no tokens; it is not used")
@@ -319,6 +305,27 @@ class CRF(_Estimator):
             raise KeyboardInterrupt     # fitted with the last finished iteration's weights
         return self
 
+    def _column_data(self, X, y, X_dev, y_dev, docs, dev_docs, init, options):
+        """(template, training Sentences, development Sentences or None) of rows of columns."""
+        if init is not None:
+            template, n_columns, label_col = None, init.space.n_columns, init.space.label_col
+            width = n_columns - 1
+        else:
+            template = _template(self.template)
+            width, label_col = None, options["label_col"]
+        if y is None:
+            raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")
+        _, train = _sentences(X, "X", width, label_col, y, "y", docs, "docs")
+        if not train:
+            raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
+        width = len(train[0].rows[0]) - 1
+        dev = None
+        if X_dev is not None or y_dev is not None:
+            if X_dev is None or y_dev is None:
+                raise CrftkError("a development set needs both X_dev and y_dev")
+            _, dev = _sentences(X_dev, "X_dev", width, label_col, y_dev, "y_dev", dev_docs, "dev_docs")
+        return template, train, dev
+
     def _init_model(self):
         init = self.init
         if init is None or isinstance(init, Model):
@@ -338,6 +345,9 @@ class CRF(_Estimator):
         """(tagger, batch of Sentences, their indices in X) for the non-empty sentences of X."""
         model = self._model()
         space = model.space
+        if isinstance(space, AttributeSpace):
+            yield from _attribute_batches(model, X, docs, _BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+            return
         index, sentences = _sentences(X, "X", None, space.label_col, None, None, docs, "docs",
                                       space.input_widths())
         anchored = space.template.anchored
@@ -422,7 +432,7 @@ class CRF(_Estimator):
     @classmethod
     def _from_model(cls, model):
         options = model.info.get("options") or {}
-        crf = cls(template=model.space.template.text,
+        crf = cls(template=None if isinstance(model.space, AttributeSpace) else model.space.template.text,
                   **{name: options[name] for name in _TRAIN_NAMES if name in options})
         crf._set_model(model)
         return crf
@@ -774,10 +784,49 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=Non
     return index, out
 
 
-#: Feature dicts or lists per token (python-crfsuite's input) are not read yet (issue 30).
-_NO_FEATURE_INPUT = ("feature dicts and feature lists are not accepted yet. A token row holds the column "
-                     "strings of a CoNLL line (the label split off), and the template makes the features "
-                     "from them: see the \"Python API\" section of crftk's README.md")
+#: Feature dicts or lists per token (python-crfsuite's input) with a template.
+_NO_FEATURE_INPUT = ("feature dicts and feature lists are read without a template: CRF(template=None) (see "
+                     "\"Feature dicts\" in crftk's README.md); with a template, a token row holds the column "
+                     "strings of a CoNLL line (the label split off)")
+
+
+def _attribute_data(X, y, X_dev, y_dev, docs, dev_docs):
+    """(template, training data, development data or None) of feature dicts or attribute lists
+    (crftk.features.attributes)."""
+    if docs is not None or dev_docs is not None:
+        raise CrftkError("docs are for a template's first-mention macros and lexicons; feature dicts take none")
+    if y is None:
+        raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")
+    train = flatten(X, y)
+    if not train.n_sequences:
+        raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
+    dev = None
+    if X_dev is not None or y_dev is not None:
+        if X_dev is None or y_dev is None:
+            raise CrftkError("a development set needs both X_dev and y_dev")
+        dev = flatten(X_dev, y_dev, name="X_dev", y_name="y_dev")
+    return attribute_template(), train, dev
+
+
+def _attribute_batches(model, X, docs, threads):
+    """_batches of a model over attributes: (tagger, AttributeSequences, their indices in X)."""
+    if docs is not None:
+        raise CrftkError("docs are for a template's first-mention macros and lexicons; feature dicts take none")
+    _count(X, "X")
+    data = flatten(X)
+    tagger = Tagger(model, threads=threads)
+    for k0, k1 in _token_chunks(data.sent_ptr, BATCH_TOKENS):
+        yield tagger, data.slice(k0, k1), data.index[k0:k1].tolist()
+
+
+def _token_chunks(sent_ptr, tokens):
+    """(first, end) sequence ranges of about ``tokens`` tokens each (at least one sequence)."""
+    n = sent_ptr.size - 1
+    k0 = 0
+    while k0 < n:
+        k1 = max(k0 + 1, int(np.searchsorted(sent_ptr, sent_ptr[k0] + tokens, side="right")) - 1)
+        yield k0, min(k1, n)
+        k0 = min(k1, n)
 _FEATURE_STRING = re.compile(r"^[^=\s]+=")
 
 

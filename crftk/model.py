@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crftk.errors import CrftkError, shown
+from crftk.features.attributes import SPACE_KIND, AttributeSpace
 from crftk.features.space import FeatureSpace
 from crftk.io.container import dumps, loads, read_container, read_header, write_container
 from crftk.structures import STRUCTURES, make_structure, structure_name
@@ -159,7 +160,7 @@ class Model:
             if flat:       # crftk writes every array of a part flat; code that reads them relies on it
                 raise CrftkError(f"model file is inconsistent: its array {shown(flat[0])} is not one-dimensional",
                                  path)
-            space_type = getattr(STRUCTURES.get(structure), "part_space", lambda name: FeatureSpace)(name)
+            space_type = _space_type(structure, name, space_meta, path)
             try:
                 space = space_type.from_arrays(space_meta, space_arrays, path)
             except CrftkError as e:
@@ -204,6 +205,18 @@ def _weights_for(space, weights):
     if weights.shape != (space.n_params,):
         raise CrftkError(f"weights have {weights.size} entries, the feature space needs {space.n_params}")
     return weights
+
+
+def _space_type(structure, name, space_meta, path):
+    """The feature-space class of a part: the structure's, or, for a chain over attributes
+    (no template: crftk.features.attributes), AttributeSpace."""
+    space_type = getattr(STRUCTURES.get(structure), "part_space", lambda name: FeatureSpace)(name)
+    if space_meta.get("space") is None:
+        return space_type
+    if space_meta["space"] != SPACE_KIND or space_type is not FeatureSpace:
+        raise CrftkError(f"model file is inconsistent: part {shown(name)} has a feature space of kind "
+                         f"{shown(space_meta['space'])}", path)
+    return AttributeSpace
 
 
 def _split_parts(meta, arrays, path):

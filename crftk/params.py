@@ -361,6 +361,9 @@ TRAIN = (
     Param("feature_set", "supported", str,
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),
+    Param("transitions", "all", str,
+          "all: every transition between two labels has a weight; seen: only those seen in the training "
+          "labels, the others fixed at 0 (CRFsuite without all_possible_transitions).", ("all", "seen")),
     Param("label_col", -1, column_index(),
           "Column of the gold label (0-based; negative counts from the end). crftk train: repeat it "
           "(--label-col 1 --label-col 2) to train a factorial CRF, one chain per label column."),

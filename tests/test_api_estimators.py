@@ -308,8 +308,8 @@ def test_python_warnings_name_options_by_keyword():
     [[{"word.lower()": "the", "bias": 1.0}, {"word.lower()": "cat", "bias": 1.0}]],   # python-crfsuite dicts
     [[["bias", "word.lower=the", "BOS"], ["bias", "word.lower=cat"]]],                # its feature lists
 ], ids=["dicts", "lists"])
-def test_feature_dicts_are_refused_with_a_pointer_to_the_row_format(X):
-    message = r"feature dicts and feature lists are not accepted yet.*\"Python API\" section of crftk's README.md"
+def test_feature_dicts_with_a_template_are_refused_with_a_pointer_to_template_none(X):
+    message = r"feature dicts and feature lists are read without a template: CRF\(template=None\)"
     with pytest.raises(CrftkError, match=message):
         CRF("U00:%x[0,0]\nB\n", max_iter=2).fit(X, [["B-NP", "I-NP"]])
     fitted = CRF("U00:%x[0,0]\nB\n", max_iter=2).fit(TINY_X, TINY_Y)

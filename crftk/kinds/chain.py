@@ -11,8 +11,10 @@ import numpy as np
 from crftk import params
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.evaluation.conlleval import evaluate
+from crftk.features.attributes import AttributeSpace
 from crftk.features.space import FeatureSpace
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
+from crftk.io.crfsuite import AttributeSequences
 from crftk.io.stream import format_batch, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
@@ -22,7 +24,7 @@ from crftk.params import resolve_threads
 from crftk.progress import plural, status
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
-from crftk.structures.pairs import current_tags, pair_sentences
+from crftk.structures.pairs import current_tags, pair_labels, pair_sentences
 
 NAME = "crf"
 
@@ -243,7 +245,10 @@ class DevScorer:
         self.labels = np.asarray(structure.output_labels, dtype=object)
         self.slices = self.inference.corpus.sentence_slices()
         gold_sentences = sentences if gold_sentences is None else gold_sentences
-        self.gold = [[row[space.label_col] for row in s.rows] for s in gold_sentences]
+        if isinstance(gold_sentences, AttributeSequences):
+            self.gold = gold_sentences.gold()
+        else:
+            self.gold = [[row[space.label_col] for row in s.rows] for s in gold_sentences]
 
     def unseen_labels(self):
         """(label, tokens) of the gold labels the model does not have, most frequent first."""
@@ -293,6 +298,21 @@ class DevScorer:
                 f"{best['score']:.2f} at iteration {best['iteration']})")
 
 
+def unseen_transitions(structure, corpus):
+    """Mask of the transition parameters (previous label -> label) that no two adjacent tokens of
+    the corpus's gold labels show."""
+    L = structure.space.n_labels
+    y = np.asarray(corpus.labels, dtype=np.int64)
+    follows = np.ones(y.size, dtype=bool)
+    follows[corpus.sent_ptr[:-1]] = False            # a sentence's first token follows nothing
+    seen = np.zeros(L * L, dtype=bool)
+    t = np.flatnonzero(follows)
+    seen[y[t - 1] * L + y[t]] = True
+    mask = np.zeros(structure.n_params, dtype=bool)
+    mask[structure.layout.trans] = ~seen
+    return mask
+
+
 class ChainJob:
     """A chain's training data, encoded: its structure, corpus and what prepare learned."""
 
@@ -340,6 +360,9 @@ class ChainTrainer:
         """Check the template, encode the training data (with an --init model's feature space, or
         a new one fit to it) and log what was read."""
         t0 = time.perf_counter()
+        if isinstance(sentences, AttributeSequences):
+            return self._prepare_attributes(sentences, opt, init=init, log=log, source=source, t0=t0,
+                                            n_threads=n_threads)
         if init is None:
             if template.pairs or template.pair_plain:
                 line = template.pairs[0].lineno if template.pairs else template.pair_plain
@@ -375,6 +398,9 @@ class ChainTrainer:
             space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
                                              min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                              path=source)
+        if isinstance(space, AttributeSpace):
+            raise CrftkError("the --init model was trained on attribute data (feature dicts or a CRFsuite file): "
+                             "continue it with that kind of data", source)
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
         transitions = "no transitions" if not template.label_bigram else "label bigram"
         if space.n_edge_attrs:
@@ -386,10 +412,43 @@ class ChainTrainer:
         return ChainJob(structure, corpus, origins, template, order2)
 
     @staticmethod
+    def _prepare_attributes(data, opt, *, init, log, source, t0, n_threads):
+        """prepare for attribute data (crftk.io.crfsuite.AttributeSequences): the features are the
+        data's attributes, no template's."""
+        order2 = opt["order"] == 2
+        if data.labels is None:
+            raise CrftkError("the training data has no labels", source)
+        if order2:
+            data = pair_labels(data)
+        status(log, f"encoding the training data{' from ' + str(source) if source else ''} ...")
+        if init is not None:
+            space = init.space
+            if not isinstance(space, AttributeSpace):
+                raise CrftkError("the --init model was trained from a template: continue it with CoNLL data",
+                                 source)
+            corpus = space.encode(data)
+            unknown = np.flatnonzero(corpus.labels < 0)
+            if unknown.size:
+                raise data.error(f"label {shown(data.labels[unknown[0]])} is not one of the --init model's "
+                                 f"{plural(space.n_labels, 'label')}", unknown[0])
+        else:
+            space, corpus = AttributeSpace.fit(data, min_freq=opt["min_freq"], feature_set=opt["feature_set"])
+        structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
+        log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
+            f"{plural(space.n_labels, 'label')}, {plural(space.n_attrs, 'attribute')}, "
+            f"{plural(space.n_features, 'state feature')}"
+            f"{', real values' if corpus.values is not None else ''}; {plural(space.n_params, 'parameter')} "
+            f"({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
+        return ChainJob(structure, corpus, data, space.template, order2)
+
+    @staticmethod
     def dev_scorer(job, dev, n_threads):
         space = job.structure.space
-        return DevScorer(job.structure, list(pair_sentences(dev, space.label_col)) if job.order2 else dev,
-                         n_threads, gold_sentences=dev)
+        if not job.order2:
+            return DevScorer(job.structure, dev, n_threads)
+        if isinstance(dev, AttributeSequences):
+            return DevScorer(job.structure, pair_labels(dev), n_threads, gold_sentences=dev)
+        return DevScorer(job.structure, list(pair_sentences(dev, space.label_col)), n_threads, gold_sentences=dev)
 
     @staticmethod
     def start(job, template, opt, init):
@@ -406,6 +465,9 @@ class ChainTrainer:
             mask, value = pinned
             frozen |= mask
             w0[mask] = value
+        if opt["transitions"] == "seen":
+            # CRFsuite without all_possible_transitions: a transition never seen stays at 0
+            frozen |= unseen_transitions(structure, corpus)
         if init is not None:
             start = structure.params(init.weights)
             w0 = np.where(w0 != 0, w0, start)    # the pinned (non-zero) weights stay pinned

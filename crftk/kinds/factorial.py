@@ -299,9 +299,11 @@ class FactorialTrainer:
             bad.append(f"--model-type {opt['model_type']}")
         if opt["constraints"] != "none":
             bad.append(f"--constraints {opt['constraints']}")
+        if opt["transitions"] != "all":
+            bad.append(f"--transitions {opt['transitions']}")
         if bad:
             raise UsageError(f"a factorial CRF (several --label-col) is first-order chains of CRF potentials "
-                             f"without label constraints: drop {', '.join(bad)}")
+                             f"with every transition and without label constraints: drop {', '.join(bad)}")
 
     def check_init(self, init):
         init.require_kind("factorial", "--init with several --label-col",

@@ -30,20 +30,39 @@ def current_tag(pair):
     return pair.split(SEP, 1)[1]
 
 
+def _check_tag(tag, path, line):
+    if SEP in tag or tag == BOS:
+        raise CrftkError(f"label {shown(tag)} cannot be used with --order 2 (it contains {SEP!r} "
+                         f"or is {BOS})", path, line)
+
+
 def pair_sentences(sentences, label_col):
     """The sentences with the label column replaced by (previous tag, tag) pairs."""
     for s in sentences:
         rows, prev = [], BOS
         for i, row in enumerate(s.rows):
             tag = row[label_col]
-            if SEP in tag or tag == BOS:
-                raise CrftkError(f"label {shown(tag)} cannot be used with --order 2 (it contains {SEP!r} "
-                                 f"or is {BOS})", s.source, s.line + i if s.line else None)
+            _check_tag(tag, s.source, s.line + i if s.line else None)
             new = list(row)
             new[label_col] = pair_name(prev, tag)
             rows.append(new)
             prev = tag
         yield Sentence(rows, s.doc, s.line, s.source)
+
+
+def pair_labels(data):
+    """Attribute sequences (crftk.io.crfsuite.AttributeSequences) with each label replaced by
+    the pair (previous tag, tag)."""
+    out = []
+    p = data.sent_ptr.tolist()
+    for k in range(len(p) - 1):
+        prev = BOS
+        for t in range(p[k], p[k + 1]):
+            tag = data.labels[t]
+            _check_tag(tag, *data.locate(k, t - p[k]))
+            out.append(pair_name(prev, tag))
+            prev = tag
+    return data.with_labels(out)
 
 
 def current_tags(pair_labels, y):

@@ -17,6 +17,8 @@ import numpy as np
 
 from crftk import params
 from crftk.errors import CrftkError, UsageError
+from crftk.features.attributes import AttributeSpace
+from crftk.io.crfsuite import AttributeSequences
 from crftk.objectives import Likelihood
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
@@ -241,6 +243,24 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
     return Outcome(result, weights, chosen, history, best, seconds)
 
 
+def check_dev(dev, space, dev_source):
+    """Refuse a development set unlike the training data: attribute data for an attribute space,
+    else sentences with the gold columns, so exactly the training data's column count."""
+    attributes = isinstance(space, AttributeSpace)
+    if isinstance(dev, AttributeSequences) != attributes:
+        raise CrftkError("the development set must be data of the training data's kind: "
+                         + ("attribute data (feature dicts, a CRFsuite file)" if attributes else
+                            "columns (a CoNLL file)"), dev_source)
+    if attributes:
+        if dev.labels is None:
+            raise CrftkError("the development set has no labels", dev_source)
+        return
+    n, n_columns = len(dev[0].rows[0]), space.n_columns
+    if n != n_columns:
+        raise CrftkError(f"the development set has {n} columns, the training data {n_columns}",
+                         dev_source, dev[0].line or None)
+
+
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
         tolerance=None, max_sweeps=None, warm_start=False, stop=None, **options):
@@ -275,11 +295,7 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads)
     scorer = None
     if dev:
-        # the development set needs the gold columns, so exactly the training data's column count
-        n, n_columns = len(dev[0].rows[0]), job.structure.space.n_columns
-        if n != n_columns:
-            raise CrftkError(f"the development set has {n} columns, the training data {n_columns}",
-                             dev_source, dev[0].line or None)
+        check_dev(dev, job.structure.space, dev_source)
         scorer = trainer.dev_scorer(job, dev, n_threads)
         log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
         for line in scorer.warnings():
