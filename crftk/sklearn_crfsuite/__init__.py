@@ -10,15 +10,8 @@ crftk's threads (``n_threads``). scikit-learn is needed only by ``scorers`` and
 ``metrics.flat_classification_report``.
 """
 
-from crftk.sklearn_crfsuite import metrics, utils
+# scorers builds its scikit-learn objects when first asked for one
+from crftk.sklearn_crfsuite import metrics, scorers, utils
 from crftk.sklearn_crfsuite.estimator import CRF, NotFittedError
 
 __all__ = ["CRF", "NotFittedError", "metrics", "scorers", "utils"]
-
-
-def __getattr__(name):
-    # scorers are scikit-learn objects: the module is imported when asked for
-    if name == "scorers":
-        from crftk.sklearn_crfsuite import scorers
-        return scorers
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
