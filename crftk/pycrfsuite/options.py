@@ -21,9 +21,9 @@ different). What each maps to:
   mislabeled (CRFsuite's ``epsilon`` 0).
 - ``pa``, ``arow`` -> crftk's ``pa``, ``arow`` with the same options.
 - ``feature.minfreq`` -> ``min_freq`` (a feature is kept when its count, the sum of its values,
-  reaches it), rounded up to a whole number >= 1, which crftk takes: the same for binary
-  features; a real-valued feature whose values sum below 1 is dropped where CRFsuite's default
-  0 keeps it,
+  reaches it), rounded up to a whole number, which crftk takes: the same for binary features
+  and CRFsuite's default 0 (which keeps the features whose values are all 0: the model's
+  weights for "not this label where the attribute fires"); a threshold between 0 and 1 is 1,
   ``feature.possible_states`` -> ``feature_set="complete"``, ``feature.possible_transitions``
   -> ``transitions="all"``.
 """
@@ -185,8 +185,8 @@ def crftk_options(algorithm, values, threads=0):
     options = {
         "algorithm": ALGORITHMS[algorithm],
         "max_iter": max(1, min(p["max_iterations"], MAX_ITERATIONS)),
-        # crftk's min_freq is a whole count >= 1; the same threshold for counts of binary features
-        "min_freq": max(1, math.ceil(p["feature.minfreq"])),
+        # crftk's min_freq is a whole number: the same threshold for counts of binary features
+        "min_freq": max(0, math.ceil(p["feature.minfreq"])),
         "feature_set": "complete" if p["feature.possible_states"] else "supported",
         "transitions": "all" if p["feature.possible_transitions"] else "seen",
         "threads": threads,

@@ -62,9 +62,14 @@ def test_fitted_attributes(fitted, data):
     model = crf.model_
     layout = model.space.layout()
     state = model.weights[layout.state]
-    # c1 = 0: no trained weight is exactly zero, so every feature is listed
-    assert len(crf.state_features_) == np.count_nonzero(state) == model.space.n_features
-    assert crf.num_attributes_ == len(crf.attributes_) == model.space.n_attrs
+    # c1 = 0: a weight stays exactly zero only where the attribute never fires with a non-zero
+    # value (CRFsuite's min_freq 0 keeps such features; its model file drops them, and so do we)
+    fires = {model.space.attributes[a] for s in X for token in s for a in _nonzero_attributes(token, model)}
+    listed = [(model.space.attributes[a], k) for a in range(model.space.n_attrs)
+              for k in range(model.space.feat_ptr[a], model.space.feat_ptr[a + 1]) if state[k] != 0]
+    assert len(crf.state_features_) == np.count_nonzero(state) == len(listed) > 0.99 * model.space.n_features
+    assert {a for a, _ in listed} == set(crf.attributes_) == fires
+    assert crf.num_attributes_ == len(crf.attributes_)
     assert set(crf.attributes_) == {a for a, _ in crf.state_features_}
     seen = {(s[i], s[i + 1]) for s in y for i in range(len(s) - 1)}
     assert set(crf.transition_features_) == seen        # all_possible_transitions=False
@@ -76,6 +81,13 @@ def test_fitted_attributes(fitted, data):
     assert crf.size_ == len(model.to_bytes())
     log = crf.training_log_
     assert 1 <= len(log.iterations) <= 20 and log.last_iteration["num"] == len(log.iterations)
+
+
+def _nonzero_attributes(token, model):
+    """Ids of the model's attributes that fire with a non-zero value on a token."""
+    from crftk.pycrfsuite import ItemSequence
+    index = model.space.attribute_index
+    return [index[a] for a, v in ItemSequence([token]).items()[0].items() if v != 0 and a in index]
 
 
 def test_all_possible_transitions_and_states(data):
