@@ -152,26 +152,9 @@ class Trainer(BaseTrainer):
         self.on_optimization_end(log.last_log)
         self.on_end("")
 
-    def on_start(self, log):
-        pass
+    def _quiet(self, log, *info):
+        """A hook: override it to act on the event (``on_iteration(log, info)``,
+        ``on_featgen_progress(log, percent)``, the others ``(log)``)."""
 
-    def on_featgen_progress(self, log, percent):
-        pass
-
-    def on_featgen_end(self, log):
-        pass
-
-    def on_prepared(self, log):
-        pass
-
-    def on_prepare_error(self, log):
-        pass
-
-    def on_iteration(self, log, info):
-        pass
-
-    def on_optimization_end(self, log):
-        pass
-
-    def on_end(self, log):
-        pass
+    on_start = on_featgen_progress = on_featgen_end = on_prepared = on_prepare_error = _quiet
+    on_iteration = on_optimization_end = on_end = _quiet

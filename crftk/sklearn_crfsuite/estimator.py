@@ -75,32 +75,15 @@ class CRF:
                 setattr(self, name, value)
         self.training_log_ = None
         self._model = None
-        self.modelfile = ModelFile(model_filename)
+        self._written = None
 
-    # scikit-learn's parameter protocol -------------------------------------------------
-    @classmethod
-    def _param_names(cls):
-        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-
-    def get_params(self, deep=True):
-        """The constructor's arguments, by name."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params):
-        """Set constructor arguments; returns self. An unknown name is a ValueError (as in sklearn)."""
-        names = self._param_names()
-        for name in params:
-            if name not in names:
-                raise ValueError(f"invalid parameter {name!r} for estimator {self!r}; valid parameters: "
-                                 f"{', '.join(sorted(names))}")
-        for name, value in params.items():
-            setattr(self, name, value)
-            if name == "model_filename":
-                self.modelfile = ModelFile(value)
-        return self
+    # scikit-learn's parameter protocol: crftk's estimators' get_params and set_params over the
+    # constructor's parameter names
+    get_params = _Estimator.get_params
+    set_params = _Estimator.set_params
 
     def __repr__(self):
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        defaults = {p.name: p.default for p in self._PARAMS}
         args = [f"{name}={value!r}" for name, value in self.get_params().items() if value != defaults[name]]
         return f"CRF({', '.join(args)})"
 
@@ -148,7 +131,7 @@ class CRF:
             fd, path = tempfile.mkstemp(suffix=".crftk", prefix="model")
             os.close(fd)
         trainer.train(path or "", holdout=-1 if X_dev is None else 1)
-        self.modelfile = ModelFile(path)
+        self._written = path
         self._set_model(trainer.model_)
         self.training_log_ = trainer.logparser
         return self
@@ -159,6 +142,12 @@ class CRF:
         self._estimator = None
         self._tagger = None
         self._info = None
+
+    @property
+    def modelfile(self):
+        """Where the model file is (sklearn-crfsuite's ``modelfile``; ``name`` None while the model
+        is only in memory)."""
+        return ModelFile(self._written or self.model_filename)
 
     def _fitted_model(self):
         if self._model is None and self.model_filename is not None and os.path.exists(self.model_filename):
@@ -275,6 +264,10 @@ class CRF:
         self.training_log_ = state["training_log"]
         if state["model"] is not None:
             self._set_model(Model.from_bytes(state["model"], name="<pickled CRF>"))
+
+
+# the constructor's parameters, as crftk's estimators declare theirs (name, default)
+CRF._PARAMS = tuple(inspect.signature(CRF.__init__).parameters.values())[1:]
 
 
 def _array(rows):
