@@ -360,7 +360,7 @@ TRAIN = (
           "Drop attributes seen fewer than this many times in training (CRF++ -f). Feature dicts and "
           "CRFsuite data: drop an (attribute, label) feature whose values with that label sum to less "
           "(CRFsuite's feature.minfreq); 0 keeps those whose values are all 0 too, as CRFsuite's "
-          "default does (with a template 0 is 1)."),
+          "default does (a template needs at least 1)."),
     Param("feature_set", "supported", str,
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),

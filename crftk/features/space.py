@@ -215,8 +215,8 @@ class FeatureSpace:
         """
         if feature_set not in FEATURE_SETS:
             raise CrftkError(f"unknown feature set {feature_set!r}: choose supported or complete")
-        if min_freq < 0:
-            raise CrftkError("--min-freq must be at least 0")
+        if min_freq < 1:
+            raise CrftkError("--min-freq must be at least 1")
         batches = getattr(sentences, "batches", None)
         if batches is not None and Extractor(template, {}).can_fit_batches():
             values, n_columns, label_col, extractor = cls._fit_batches(batches(), template, label_col, path)
