@@ -220,9 +220,10 @@ _induce_options = _param_options(params.INDUCE)
                    "from the messages of the one before (a float32 state of about 2 numbers per token "
                    "and label of chains 2..C); fewer sweeps, an objective that depends on the "
                    "evaluations before it.")
+@_option(params.DATA_FORMAT)
 @_train_command_options
 def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, cross_predict,
-          cross_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, **options):
+          cross_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, format, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column).
 
     With --scheduler or --workers the objective and gradient are computed data-parallel
@@ -239,7 +240,8 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
-        scheduler=scheduler, workers=workers, warm_start=warm_start, encoding=encoding, **options)
+        scheduler=scheduler, workers=workers, warm_start=warm_start, encoding=encoding, data_format=format,
+        **options)
 
 
 @main.command(context_settings=CONTEXT)
@@ -297,6 +299,8 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @_option(params.WORKERS, metavar="N")
 @_option(params.PIECE_BYTES, metavar="N")
 @_factorial_options(params.FACTORIAL)
+@_option(params.DATA_FORMAT)
+@click.option(params.REFERENCE.option, "reference", is_flag=True, help=params.REFERENCE.help)
 def tag(**options):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
     of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).
@@ -307,7 +311,11 @@ def tag(**options):
     The output is written in the input's --encoding.
     """
     # both paths take every option, and build the same TagJob from them
+    options["data_format"] = options.pop("format")
     if options["scheduler"] is not None or options["workers"]:
+        if options["data_format"] != "conll" or options["reference"]:
+            raise UsageError("--format crfsuite and --reference tag on this machine: drop --scheduler/--workers")
+        del options["data_format"], options["reference"]
         from crftk.distributed.tagging import run
     else:
         from crftk.commands.tag import run

@@ -575,6 +575,14 @@ BAG = (
           "benchmarks/results/bag.md (2 cores).", ("auto", "threads", "bags")),
 )
 #: ``crftk tag``'s options for a bag: which combination, with which decoding.
+DATA_FORMAT = Param("format", "conll", str,
+                    "conll: CoNLL columns, features from the template; crfsuite: CRFsuite's data files "
+                    "(LABEL<TAB>ATTR[:VALUE]<TAB>..., a blank line between sequences, \\: and \\\\ escaping a colon "
+                    "and a backslash), the attributes themselves the features: no template.",
+                    ("conll", "crfsuite"))
+REFERENCE = Param("reference", False, bool,
+                  "--format crfsuite: write each token's label from the input before the predicted one "
+                  "(REFERENCE<TAB>PREDICTED, as crfsuite tag -r), so crftk eval scores the output.")
 TAG_COMBINE = Param("combine", "chosen", str,
                     "For a bag: the combination to tag with (chosen: the one crftk bag chose).",
                     ("chosen",) + COMBINATIONS)

@@ -11,7 +11,9 @@ from crftk.io.outputs import check_apart, check_output, directory_outputs
 from crftk.io.stream import format_batch  # noqa: F401 (re-exported)
 from crftk.kinds import kind_of, tagger_for
 from crftk.kinds.bag import BagTagger  # noqa: F401 (re-exported)
-from crftk.kinds.chain import Tagger, _rows_text, input_widths, tag_with  # noqa: F401 (re-exported)
+from crftk.errors import UsageError
+from crftk.features.attributes import AttributeSpace
+from crftk.kinds.chain import Tagger, _rows_text, input_widths, tag_attributes, tag_with  # noqa: F401
 from crftk.model import Model
 from crftk.progress import tty_progress
 
@@ -80,15 +82,21 @@ class TagJob:
 
 
 def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None,
-        encoding=DEFAULT_ENCODING, **options):
+        encoding=DEFAULT_ENCODING, data_format="conll", reference=False, **options):
     """crftk tag (here; crftk.distributed.tagging.run on a cluster, from the same options): a
     TagJob of the model and ``options`` (JOB_OPTIONS) tags the inputs. ``output`` ("-": stdout)
     is written whole or not at all; an existing directory gets one output per input, named like
     it (all written, or none). Progress goes to stderr when it is a terminal. The inputs are
     read in ``encoding`` and the outputs written in it (a file and its tagged copy compare line
-    by line)."""
+    by line). ``data_format`` "crfsuite": the inputs are CRFsuite data files, tagged by a model
+    trained on attributes; the output is a label a line (``reference``: the input's label, a tab,
+    the predicted one), a blank line between sequences."""
     inputs = list(inputs) or ["-"]
     encoding = params.ENCODING.check(encoding)
+    crfsuite = params.DATA_FORMAT.check(data_format) == "crfsuite"
+    if reference and not crfsuite:
+        raise UsageError("--reference writes the labels of CRFsuite data files: it needs --format crfsuite "
+                         "(a CoNLL file's tagged output keeps its gold column)")
     output = os.fsdecode(os.fspath(output))
     targets = None
     if output != "-" and os.path.isdir(output):     # -o DIR: one output per input, named like it
@@ -100,10 +108,24 @@ def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=
     check_inputs([model_path, *inputs, weights_file])
     check_apart([("output", targets or output)], tag_inputs(model_path, inputs, weights_file))
     job = load_job(model_path, inputs, **options)
+    reads_attributes = isinstance(job.model.space, AttributeSpace)
+    if crfsuite and (job.model.kind != "crf" or not reads_attributes):
+        raise UsageError(f"--format crfsuite tags with a model trained on attributes (crftk train --format crfsuite, "
+                         f"or feature dicts); {model_path} reads CoNLL columns through its template")
+    if reads_attributes and not crfsuite:
+        raise UsageError(f"{model_path} was trained on attributes (feature dicts or a CRFsuite file): tag CRFsuite "
+                         "data files with --format crfsuite")
+    if crfsuite and (options.get("marginals") or options.get("nbest")):
+        raise UsageError("--format crfsuite writes labels only: drop -v/--marginals and -n/--nbest")
     progress = tty_progress()
     job.announce(log)
     read = dict(batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                 encoding=encoding)
+    if crfsuite:
+        tagger = job.runtime.tagger
+        read = dict(reference=reference, batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens,
+                    encoding=encoding)
+        job = _AttributeJob(lambda out, paths: tag_attributes(tagger, paths, out, **read))
     if targets is None:
         with AtomicWriter(output, encoding=encoding) as out:
             job.report(log, job.tag(out, inputs, **read)[2])
@@ -112,6 +134,17 @@ def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=
             for i, path in enumerate(inputs):
                 job.report(log, job.tag(files.open(i), [path], **read)[2])
     end_progress_line(progress)
+
+
+class _AttributeJob:
+    """What run asks of a TagJob, for CRFsuite data files."""
+
+    def __init__(self, tag):
+        self.tag = lambda out, paths, **read: tag(out, paths) + (None,)
+
+    @staticmethod
+    def report(log, gold):
+        pass
 
 
 def tag_inputs(model_path, inputs, weights_file=None):

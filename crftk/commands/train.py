@@ -16,7 +16,9 @@ from crftk.model import Model
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
 from crftk.features.extract import load_lexicons
+from crftk.features.attributes import attribute_template
 from crftk.features.templates import read_template, template_difference
+from crftk.io.crfsuite import read_crfsuite
 from crftk.training import TRAIN_PARAMS, _stderr_log, check_cluster, check_options, fit, trainer_for  # noqa: F401
 
 DEFAULTS = params.defaults(TRAIN_PARAMS)
@@ -26,7 +28,7 @@ CHECKPOINT_SUFFIX = ".checkpoint"
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
-          max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, **options):
+          max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, data_format="conll", **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -42,10 +44,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     ``scheduler``/``workers``: train data-parallel on a Dask cluster (see :func:`fit`).
     ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
     (crftk.kinds.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
-    ``encoding``: of the training and dev files, and of ``cross_output``.
+    ``encoding``: of the training and dev files, and of ``cross_output``. ``data_format``
+    "crfsuite": the files are CRFsuite data files (crftk.io.crfsuite), whose attributes are the
+    features: no template.
     """
     options = dict(options)
     encoding = params.ENCODING.check(encoding)
+    crfsuite = params.DATA_FORMAT.check(data_format) == "crfsuite"
+    if crfsuite:
+        _check_crfsuite_options(train_files, template_path, cross_predict, scheduler, workers, options)
     trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     trainer.check(opt)
@@ -75,7 +82,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     train_files = training_files(train_files)
     check_inputs([*train_files, dev_file, init_model, template_path])
     init = None
-    if init_model is None and template_path is None:
+    if init_model is None and template_path is None and not crfsuite:
         raise UsageError("train needs --template (or --init MODEL)")
     template = None if template_path is None else read_template(template_path)
     lexicons = None if template is None else load_lexicons(template)   # all inputs before any work
@@ -92,8 +99,14 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if template is not None:
             check_init_template(template, lexicons, init, init_model)
         template = None
+    if crfsuite and init is None:
+        template = attribute_template()
     dev = None
-    if dev_file is not None:
+    if dev_file is not None and crfsuite:
+        dev = read_crfsuite(dev_file, encoding=encoding, max_sequence_tokens=max_sentence_tokens)
+        if not dev.n_sequences:
+            log(f"crftk: warning: the development set {dev_file} has no sequences; it is not used")
+    elif dev_file is not None:
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
@@ -106,8 +119,11 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         if trace_file is not None and not hasattr(trace_file, "write"):
             trace = stack.enter_context(AtomicWriter(trace_file))
         try:
-            model = fit(iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding),
-                        template, dev=dev or None, init=init, log=log, trace=trace, source=train_files[0],
+            if crfsuite:
+                data = read_crfsuite(train_files[0], encoding=encoding, max_sequence_tokens=max_sentence_tokens)
+            else:
+                data = iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
+            model = fit(data, template, dev=dev or None, init=init, log=log, trace=trace, source=train_files[0],
                         dev_source=dev_file, keep_on_interrupt=model_path is not None, checkpoint=checkpoint,
                         scheduler=scheduler, workers=workers, **trainer.fit_options(opt))
         except KeyboardInterrupt:
@@ -126,6 +142,21 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if model.info["interrupted"]:
         raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
+
+
+def _check_crfsuite_options(train_files, template_path, cross_predict, scheduler, workers, options):
+    """What --format crfsuite does not take, refused in one line each."""
+    if template_path is not None:
+        raise UsageError("--format crfsuite trains on the file's attributes: drop --template")
+    if len(training_files(train_files)) != 1:
+        raise UsageError("--format crfsuite trains on one data file (concatenate them: cat A B > C)")
+    if cross_predict:
+        raise UsageError("--cross-predict writes CoNLL columns: it takes --format conll")
+    if scheduler is not None or workers:
+        raise UsageError("--format crfsuite trains on this machine: drop --scheduler/--workers")
+    cols = options.get("label_col", -1)
+    if isinstance(cols, (list, tuple)) or cols != -1:
+        raise UsageError("--format crfsuite reads the label first on each line: drop --label-col")
 
 
 def _write_cross_output(text, path, folds, log, encoding):

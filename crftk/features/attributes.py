@@ -14,13 +14,14 @@ attributes; its transitions are the label bigram.
 """
 
 import math
+from itertools import repeat
 from numbers import Real
 
 import numpy as np
 
+from crftk import _encode
 from crftk.errors import CrftkError, shown
-from crftk.features.layout import ChainLayout
-from crftk.features.space import FEATURE_SETS, EncodedCorpus
+from crftk.features.space import FEATURE_SETS, ChainSpace, EncodedCorpus
 from crftk.features.templates import parse_template
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.io.crfsuite import AttributeSequences
@@ -160,7 +161,7 @@ def flatten(X, y=None, *, name="X", y_name="y"):
                 raise CrftkError(f"{name}[{i}] has {n} tokens but {y_name}[{i}] has {len(seq_labels)} labels")
             for t, label in enumerate(seq_labels):
                 if type(label) is not str or not label or any(c.isspace() for c in label):
-                    what = (f"is {_a(label)}, not a str" if type(label) is not str else
+                    what = ("is None" if label is None else f"is {_a(label)}, not a str" if type(label) is not str else
                             "is an empty label" if not label else f"({shown(label)}) holds white space")
                     raise CrftkError(f"{y_name}[{i}][{t}] {what}: a label is a non-empty string without "
                                      "white space")
@@ -179,7 +180,7 @@ def attribute_template():
     return parse_template(_TEMPLATE, "<attributes>")
 
 
-class AttributeSpace:
+class AttributeSpace(ChainSpace):
     """Labels, attribute strings and state features of attribute data (no template)."""
 
     # what the template spaces have and this one has not: columns, lines of macros, vocabularies
@@ -200,26 +201,9 @@ class AttributeSpace:
         self.feature_set = feature_set
         self._index = None
 
-    # sizes ---------------------------------------------------------------
-    @property
-    def n_labels(self):
-        return len(self.labels)
-
     @property
     def n_attrs(self):
         return len(self.attributes)
-
-    @property
-    def n_features(self):
-        return int(self.feat_label.size)
-
-    @property
-    def n_params(self):
-        return self.layout().n_params
-
-    def layout(self):
-        """The parameter layout of a chain CRF on this space (crftk.features.layout)."""
-        return ChainLayout(self.n_features, self.n_labels, 0)
 
     @property
     def attribute_index(self):
@@ -257,15 +241,15 @@ class AttributeSpace:
         label_index = {s: i for i, s in enumerate(labels)}
         L = len(labels)
         gold = np.fromiter(map(label_index.__getitem__, data.labels), dtype=np.int64, count=data.n_tokens)
-        seen = {}
-        first = np.fromiter(map(lambda a: seen.setdefault(a, len(seen)), data.names), dtype=np.int64,
-                            count=len(data.names))
+        seen = dict.fromkeys(data.names)            # in order of first occurrence
         names = list(seen)
+        seen.update(zip(names, range(len(names))))
+        first = np.fromiter(map(seen.__getitem__, data.names), dtype=np.int64, count=len(data.names))
         del seen
         counts = np.diff(data.tok_ptr)
         key = first * L + np.repeat(gold, counts)
-        uniq, inverse = np.unique(key, return_inverse=True)
-        freq = np.bincount(inverse.reshape(-1), weights=data.values, minlength=uniq.size)
+        uniq, inverse, _ = _encode.unique_inverse(key)
+        freq = np.bincount(inverse, weights=data.values, minlength=uniq.size)
         kept = uniq[freq >= min_freq]
         has_feature = np.zeros(len(names), dtype=bool)
         has_feature[kept // L] = True
@@ -313,11 +297,11 @@ class AttributeSpace:
         """Encode AttributeSequences with the frozen dictionaries; attributes unseen in training
         are left out; gold labels kept when present (-1: a label the space lacks)."""
         index = self.attribute_index
-        ids = np.fromiter(map(lambda a: index.get(a, -1), data.names), dtype=np.int64, count=len(data.names))
+        ids = np.fromiter(map(index.get, data.names, repeat(-1)), dtype=np.int64, count=len(data.names))
         gold = None
         if data.labels is not None:
-            li = self.label_index
-            gold = np.fromiter(map(lambda s: li.get(s, -1), data.labels), dtype=np.int32, count=data.n_tokens)
+            gold = np.fromiter(map(self.label_index.get, data.labels, repeat(-1)), dtype=np.int32,
+                               count=data.n_tokens)
         return self._corpus(data, ids, gold)
 
     # serialization -------------------------------------------------------

@@ -148,7 +148,28 @@ class Positions:
         return self.token.size
 
 
-class FeatureSpace:
+class ChainSpace:
+    """What a feature space of a chain CRF derives from its labels, its state feature table
+    (``feat_ptr``, ``feat_label``) and its count of edge attributes."""
+
+    @property
+    def n_labels(self):
+        return len(self.labels)
+
+    @property
+    def n_features(self):
+        return int(self.feat_label.size)
+
+    @property
+    def n_params(self):
+        return self.layout().n_params
+
+    def layout(self):
+        """The parameter layout of a chain CRF on this space (crftk.features.layout)."""
+        return ChainLayout(self.n_features, self.n_labels, self.n_edge_attrs)
+
+
+class FeatureSpace(ChainSpace):
     """Labels, column vocabularies, attribute dictionaries and the state features."""
 
     def __init__(self, template, n_columns, label_col, labels, extractor, unigram_lines,
@@ -177,28 +198,12 @@ class FeatureSpace:
 
     # sizes ---------------------------------------------------------------
     @property
-    def n_labels(self):
-        return len(self.labels)
-
-    @property
     def n_attrs(self):
         return sum(cl.size for cl in self.unigram_lines)
 
     @property
     def n_edge_attrs(self):
         return sum(cl.size for cl in self.bigram_lines)
-
-    @property
-    def n_features(self):
-        return int(self.feat_label.size)
-
-    @property
-    def n_params(self):
-        return self.layout().n_params
-
-    def layout(self):
-        """The parameter layout of a chain CRF on this space (crftk.features.layout)."""
-        return ChainLayout(self.n_features, self.n_labels, self.n_edge_attrs)
 
     # building ------------------------------------------------------------
     @classmethod

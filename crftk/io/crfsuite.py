@@ -4,11 +4,14 @@
 feature dicts flattened by crftk.features.attributes, or a CRFsuite data file read here).
 """
 
+import math
+import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 
 
 @dataclass
@@ -32,16 +35,14 @@ class AttributeSequences:
     name: str = "X"
     index: object = None
 
-    @property
-    def n_sequences(self):
+    def __len__(self):
         return self.sent_ptr.size - 1
+
+    n_sequences = property(__len__)
 
     @property
     def n_tokens(self):
         return int(self.sent_ptr[-1])
-
-    def __len__(self):
-        return self.n_sequences
 
     def locate(self, k, t):
         """(path, line) of token t of sequence k for an error: the file and line it was read from,
@@ -75,3 +76,149 @@ class AttributeSequences:
         """The same tokens with other labels (one string per token)."""
         return AttributeSequences(self.sent_ptr, self.tok_ptr, self.names, self.values, list(labels),
                                   self.source, self.lines, self.name, self.index)
+
+
+# CRFsuite's data files (its frontend's reader): one token a line, fields separated by tabs (empty
+# fields, so runs of tabs, are skipped), the label first, then attributes NAME or NAME:VALUE (no
+# value or an empty one: 1); "\:" and "\\" escape a colon and a backslash, any other backslash
+# is itself; a blank line ends a sequence; "@weight:W" before the label weights the sequence.
+# Unlike CRFsuite, which reads "1x" as 1 and "x" as 0, a value that is not a number is an error,
+# and so is a second unescaped colon in a field (CRFsuite makes a nameless attribute of what
+# follows it); a line's "\r" before its "\n" is dropped.
+
+def _number(text, locate):
+    try:
+        v = float(text)
+    except ValueError:
+        raise CrftkError(f"the value {shown(text)} is not a number", *locate()) from None
+    if not math.isfinite(v):
+        raise CrftkError(f"the value {shown(text)} is not a finite number", *locate())
+    return v
+
+
+def _declarations(fields, path, lineno):
+    """The fields after the "@" declarations that may come before the label."""
+    while fields and fields[0].startswith("@"):
+        name, _, value = fields[0].partition(":")
+        if name != "@weight":
+            raise CrftkError(f"unknown declaration {shown(name)} (CRFsuite's data files declare @weight only)",
+                             path, lineno)
+        if _number(value, lambda: (path, lineno)) != 1.0:
+            raise CrftkError("sequence weights (@weight) other than 1 are not supported", path, lineno)
+        fields = fields[1:]
+    return fields
+
+
+def read_crfsuite(path, *, encoding="utf-8", max_sequence_tokens=None):
+    """The AttributeSequences of a CRFsuite data file (``-``: stdin); errors name the file and line."""
+    name = os.fsdecode(os.fspath(path))
+    try:
+        if name == "-":
+            name = "<stdin>"
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(name, "rb") as f:
+                raw = f.read()
+    except OSError as e:
+        raise CrftkError(f"cannot open for reading ({e.strerror or e})", name) from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        column = e.start - raw.rfind(b"\n", 0, e.start)
+        raise CrftkError(f"not valid {encoding} (byte {column} of the line)", name,
+                         raw.count(b"\n", 0, e.start) + 1) from None
+    del raw
+    # escapes out of the way at once (as CRFsuite's left-to-right scan takes them): the colons
+    # left separate values; the escaped characters come back in the names at the end
+    escaped = "\\" in text
+    if escaped:
+        if "\x00" in text or "\x01" in text:
+            bad = text.find("\x00") if "\x00" in text else text.find("\x01")
+            raise CrftkError("a control character \\x00 or \\x01 in a file with escapes", name,
+                             text.count("\n", 0, bad) + 1)
+        text = text.replace("\\\\", "\x01").replace("\\:", "\x00")
+    names, value_at, value_text, tok_ptr, sent_ptr, labels, lines = [], [], [], [0], [0], [], []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        if not line:
+            if sent_ptr[-1] != len(labels):
+                sent_ptr.append(len(labels))
+            continue
+        fields = line.split("\t")
+        if "" in fields:
+            fields = [f for f in fields if f]
+        if fields and fields[0][0] == "@":
+            fields = _declarations(fields, name, lineno)
+        if not fields:
+            continue              # tabs alone: no item (as CRFsuite)
+        label, attrs = fields[0].partition(":")[0], fields[1:]
+        if ":" in line[len(fields[0]):]:
+            for i, field in enumerate(attrs):
+                if ":" in field:
+                    attrs[i], _, value = field.partition(":")
+                    if ":" in value:
+                        raise CrftkError(f"the field {shown(field)} has two unescaped colons (write a colon in a "
+                                         "name as \\:)", name, lineno)
+                    if value:
+                        value_at.append(len(names) + i)
+                        value_text.append(value)
+        names.extend(attrs)
+        labels.append(label)
+        lines.append(lineno)
+        tok_ptr.append(len(names))
+        if max_sequence_tokens is not None and len(labels) - sent_ptr[-1] > max_sequence_tokens:
+            raise CrftkError(f"a sequence longer than {max_sequence_tokens:,} tokens (a file whose blank lines "
+                             "between sequences are missing?)", name, lineno)
+    del text
+    if sent_ptr[-1] != len(labels):
+        sent_ptr.append(len(labels))
+    tok_ptr = np.array(tok_ptr, dtype=np.int64)
+    lines = np.array(lines, dtype=np.int64)
+    if escaped:
+        names, labels = _restored(names), _restored(labels)
+    values = None
+    if value_at:
+        values = np.ones(len(names), dtype=np.float64)
+        values[value_at] = _values(value_text, lambda k: (name, int(lines[np.searchsorted(
+            tok_ptr, value_at[k], side="right") - 1])))
+        if np.all(values == 1.0):
+            values = None
+    return AttributeSequences(np.array(sent_ptr, dtype=np.int64), tok_ptr, names, values, labels, name, lines)
+
+
+def _restored(strings):
+    """The strings with the escaped colons and backslashes that read_crfsuite set aside."""
+    if not strings:
+        return strings
+    return "\t".join(strings).replace("\x00", ":").replace("\x01", "\\").split("\t")
+
+
+def _values(texts, locate):
+    """The float64 values of value texts; ``locate(k)``: (path, line) of text k, for the error."""
+    try:
+        out = np.array(texts).astype(np.float64)
+        if np.isfinite(out).all():
+            return out
+    except ValueError:
+        pass
+    return np.array([_number(text, lambda: locate(k)) for k, text in enumerate(texts)], dtype=np.float64)
+
+
+def escape(text):
+    """A name or label as CRFsuite's data files write it: backslashes and colons escaped."""
+    return text.replace("\\", "\\\\").replace(":", "\\:")
+
+
+def write_crfsuite(data, out):
+    """Write AttributeSequences (with labels) as a CRFsuite data file to the text stream ``out``."""
+    p, q = data.sent_ptr.tolist(), data.tok_ptr.tolist()
+    values = None if data.values is None else data.values.tolist()
+    for k in range(len(p) - 1):
+        for t in range(p[k], p[k + 1]):
+            fields = [escape(data.labels[t])]
+            for o in range(q[t], q[t + 1]):
+                attr = escape(data.names[o])
+                fields.append(attr if values is None or values[o] == 1.0 else f"{attr}:{values[o]!r}")
+            out.write("\t".join(fields) + "\n")
+        out.write("\n")

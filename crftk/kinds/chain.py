@@ -14,7 +14,7 @@ from crftk.evaluation.conlleval import evaluate
 from crftk.features.attributes import AttributeSpace
 from crftk.features.space import FeatureSpace
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
-from crftk.io.crfsuite import AttributeSequences
+from crftk.io.crfsuite import AttributeSequences, read_crfsuite
 from crftk.io.stream import format_batch, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
@@ -201,6 +201,30 @@ def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, 
                                     max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                                     counts=counts, encoding=encoding):
         tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
+    return tuple(counts)
+
+
+def tag_attributes(tagger, inputs, out, *, reference=False, batch_tokens=50_000,
+                   max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
+    """Tag CRFsuite data files with a model over attributes: a label a line (``reference``: the
+    input's label, a tab, the predicted one), a blank line after each sequence (as crfsuite tag);
+    (sequences, tokens)."""
+    counts = [0, 0]
+    for path in inputs:
+        data = read_crfsuite(path, encoding=encoding, max_sequence_tokens=max_sentence_tokens)
+        p = data.sent_ptr
+        k0 = 0
+        while k0 < data.n_sequences:
+            k1 = max(k0 + 1, int(np.searchsorted(p, p[k0] + batch_tokens, side="right")) - 1)
+            batch = data.slice(k0, min(k1, data.n_sequences))
+            for k, labels in enumerate(tagger.tag(batch)):
+                if reference:
+                    gold = batch.labels[batch.sent_ptr[k]:batch.sent_ptr[k + 1]]
+                    labels = [f"{g}\t{y}" for g, y in zip(gold, labels)]
+                out.write("\n".join(labels) + "\n\n")
+            counts[0] += batch.n_sequences
+            counts[1] += batch.n_tokens
+            k0 = min(k1, data.n_sequences)
     return tuple(counts)
 
 

@@ -555,6 +555,9 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
                     "factorial": ": train one CRF per label column"}.get(m.kind, "")
             raise CrftkError(f"{_name(names, i)} is {m.describe()}; the stages of a pipeline are CRFs (a chain "
                              f"of any order or an MEMM){hint}", path)
+        if m.space.n_columns is None:        # an AttributeSpace: no columns for an upstream stage to fill
+            raise CrftkError(f"{_name(names, i)} was trained on attributes (feature dicts or a CRFsuite file); the "
+                             "stages of a pipeline read CoNLL columns through their templates", path)
     last = models[-1].space
     n_in = last.n_columns - 1 if last.label_col == last.n_columns - 1 else last.n_columns
     for i, (up, down, feed) in enumerate(zip(models, models[1:], feeds)):

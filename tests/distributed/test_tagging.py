@@ -390,8 +390,13 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
         # workers (test_a_raised_line_limit_reaches_the_workers); here, that it is set
         "max_line_bytes": ("crf", ["--max-line-bytes", "2000000"], 2_000_000),
     }
+    # options the Dask path refuses, in one line
+    refused = {"format": ["--format", "crfsuite"], "reference": ["--reference"]}
     options = {p.name for p in main.commands["tag"].params}
-    assert options == set(cases), "a tag option that the Dask path may not get: forward it and add a case"
+    assert options == set(cases) | set(refused), "a tag option that the Dask path may not get: forward it and add a case"
+    for name, args in refused.items():
+        result = CliRunner().invoke(main, ["tag", "-m", kinds["crf"], "--workers", "2", *args, a])
+        assert result.exit_code == 2 and "tag on this machine: drop --scheduler/--workers" in result.output, name
     assert set(inspect.signature(TagJob).parameters) == {"model", "name", *JOB_OPTIONS}
     for name, (kind, args, value) in cases.items():
         seen.clear()
