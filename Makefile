@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs
 
 all: test
@@ -30,6 +30,7 @@ help:
 	@echo "make conll2003   CoNLL-2003 NER: train on eng.train, score eng.testa (CONLL2003=...)"
 	@echo "make bench-pipeline  whole-process tag/train speed and memory beside python-crfsuite (CONLL2000=...)"
 	@echo "make bench-structures  tag speed of factorial models, bags and pipelines (CONLL2000=...)"
+	@echo "make bench-compat  sklearn-crfsuite vs crftk.sklearn_crfsuite on the tutorial's NER script (CONLL2003=...)"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
@@ -168,6 +169,13 @@ bench-structures: install
 	$(PYTHON) benchmarks/structures.py --data $(CONLL2000) --out $(OUT)/structures --fcrf-model $(OUT)/fcrf/8936/fcrf.model \
 		--pipeline $(OUT)/fcrf/8936/cascade.pipeline \
 		$(if $(STRUCTURES_BASELINE),--baseline $(STRUCTURES_BASELINE)) --results benchmarks/results/structures
+
+# sklearn-crfsuite's tutorial script with the real sklearn_crfsuite.CRF and with crftk.sklearn_crfsuite.CRF
+# (1 and 2 threads) on CoNLL-2003: fit time and F1 on eng.testa, medians of COMPAT_RUNS runs (a few minutes each).
+COMPAT_RUNS ?= 3
+bench-compat: install
+	$(PYTHON) -m pip install -q -e '.[compat]'
+	$(PYTHON) benchmarks/sklearn_compat.py --data $(CONLL2003) --runs $(COMPAT_RUNS)
 
 bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite

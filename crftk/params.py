@@ -356,8 +356,11 @@ TRAIN = (
                                        "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
     Param("period", 10, Integer(1, MAX_ITER), "Iterations over which --epsilon measures the improvement."),
     Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
-    Param("min_freq", 1, Integer(1, MAX_COUNT),
-          "Drop attributes seen fewer than this many times in training (CRF++ -f)."),
+    Param("min_freq", 1, Integer(0, MAX_COUNT),
+          "Drop attributes seen fewer than this many times in training (CRF++ -f). Feature dicts and "
+          "CRFsuite data: drop an (attribute, label) feature whose values with that label sum to less "
+          "(CRFsuite's feature.minfreq); 0 keeps those whose values are all 0 too, as CRFsuite's "
+          "default does (a template needs at least 1)."),
     Param("feature_set", "supported", str,
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),

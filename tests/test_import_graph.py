@@ -33,6 +33,7 @@ LAYERS = (
     ("commands", ("crftk.commands.*",)),
     ("scale-out (tagging)", ("crftk.distributed.tagging",)),
     ("front ends", ("crftk.cli", "crftk.api", "crftk", "crftk.__main__")),
+    ("drop-ins", ("crftk.pycrfsuite.*", "crftk.sklearn_crfsuite.*")),
 )
 
 #: Imports that run up the layers, each with why it is there and what removes it; an entry must
