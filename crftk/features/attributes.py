@@ -111,6 +111,8 @@ def _flatten_dict(token, names, values, prefix, depth):
 
 
 def _flatten_token(token, names, values):
+    if type(token) is dict and _encode.flatten_plain(token, names, values):
+        return
     if isinstance(token, dict):
         _flatten_dict(token, names, values, "", 0)
     elif isinstance(token, (list, tuple)):
@@ -159,20 +161,42 @@ def flatten(X, y=None, *, name="X", y_name="y"):
                                  "(strings) per sentence")
             if len(seq_labels) != n:
                 raise CrftkError(f"{name}[{i}] has {n} tokens but {y_name}[{i}] has {len(seq_labels)} labels")
-            for t, label in enumerate(seq_labels):
-                if type(label) is not str or not label or any(c.isspace() for c in label):
-                    what = ("is None" if label is None else f"is {_a(label)}, not a str" if type(label) is not str else
-                            "is an empty label" if not label else f"({shown(label)}) holds white space")
-                    raise CrftkError(f"{y_name}[{i}][{t}] {what}: a label is a non-empty string without "
-                                     "white space")
             labels.extend(seq_labels)
         if n:
             sent_ptr.append(sent_ptr[-1] + n)
             index.append(i)
+    if labels is not None:
+        _check_labels(y, labels, y_name)
     vals = np.array(values, dtype=np.float64)
     return AttributeSequences(np.array(sent_ptr, dtype=np.int64), np.array(tok_ptr, dtype=np.int64), names,
                               None if np.all(vals == 1.0) else vals, labels, name=name,
                               index=np.array(index, dtype=np.int64))
+
+
+def _bad_label(label):
+    """What is wrong with a label, or None: a label is a non-empty str without white space."""
+    if type(label) is not str:
+        return "is None" if label is None else f"is {_a(label)}, not a str"
+    if not label:
+        return "is an empty label"
+    if any(c.isspace() for c in label):
+        return f"({shown(label)}) holds white space"
+    return None
+
+
+def _check_labels(y, labels, y_name):
+    """Each distinct label checked once (a corpus has few); the first bad one located in y."""
+    try:
+        distinct = set(labels)
+    except TypeError:                       # an unhashable label: check them one by one
+        distinct = labels
+    if all(_bad_label(label) is None for label in distinct):
+        return
+    for i, seq_labels in enumerate(y):
+        for t, label in enumerate(seq_labels):
+            what = _bad_label(label)
+            if what is not None:
+                raise CrftkError(f"{y_name}[{i}][{t}] {what}: a label is a non-empty string without white space")
 
 
 def attribute_template():
@@ -277,8 +301,12 @@ class AttributeSpace(ChainSpace):
 
     def _corpus(self, data, ids, gold):
         """The EncodedCorpus of data whose occurrences have attribute ids ``ids`` (-1: unknown,
-        left out)."""
+        left out). Occurrences of value 0 are left out too: they add nothing to a potential or a
+        gradient, and dropping them lets data whose other values are all 1 (python-crfsuite's
+        ``False`` booleans) take the binary kernels, 2.5x faster than the valued ones."""
         keep = ids >= 0
+        if data.values is not None:
+            keep &= data.values != 0.0
         n = data.n_tokens
         owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(data.tok_ptr))[keep]
         attr_ptr = np.zeros(n + 1, dtype=np.int32)
