@@ -10,7 +10,7 @@ batch methods), ``active_features``, ``linesearch_trials`` (lbfgs), ``time`` (se
 ``scores``; with a held-out set every iteration has ``item_accuracy_float``, and the last one also
 ``item_accuracy``, ``instance_accuracy`` (Fractions and floats), ``avg_precision``, ``avg_recall``,
 ``avg_f1`` and ``scores`` per label (:data:`LabelScore`), of the final weights. CRFsuite's
-``feature_norm`` is not recorded by crftk and is absent.
+``feature_norm`` is the norm of the weights, ``linesearch_step`` the accepted step (L-BFGS).
 """
 
 from collections import namedtuple
@@ -62,11 +62,15 @@ class TrainLog:
             it = {"num": int(record["iteration"]), "scores": {}, "loss": float(record["objective"])}
             if record.get("gnorm") is not None:
                 it["error_norm"] = float(record["gnorm"])
+            if record.get("xnorm") is not None:
+                it["feature_norm"] = float(record["xnorm"])
             if "active" in record:
                 it["active_features"] = int(record["active"])
             if lbfgs and "evals" in record:
                 it["linesearch_trials"] = int(record["evals"]) - previous_evals
                 previous_evals = int(record["evals"])
+            if lbfgs and record.get("step") is not None:
+                it["linesearch_step"] = float(record["step"])
             if "seconds" in record:
                 it["time"] = float(record["seconds"])
             if record.get("dev_accuracy") is not None:

@@ -196,7 +196,9 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
             return False
         line, fields = describe(info)
         record = {"iteration": info.iteration, "objective": info.f,
-                  "gnorm": info.gnorm if math.isfinite(info.gnorm) else None, **fields}
+                  "gnorm": info.gnorm if math.isfinite(info.gnorm) else None,
+                  "xnorm": info.xnorm if math.isfinite(info.xnorm) else None,
+                  "step": info.step if math.isfinite(info.step) else None, **fields}
         record["seconds"] = now - clock[0]      # where fields put it, else last
         if scorer is not None:
             w = to_weights(info.x)
