@@ -174,7 +174,7 @@ cdef inline void pair_scores(const Features* d, const double* w, Py_ssize_t t0, 
                              double* p) noexcept nogil:
     """p[t*L + k]: the summed weights of the pair features (attribute, label pair k) of the
     token's pair attributes; no start or end weights (a pair factor has none)."""
-    gather_tokens(d, w, t0, T, p)
+    gather_tokens(d, w, t0, T, p, False)
 
 
 cdef inline void scatter_pairs(const Features* d, Py_ssize_t t0, int T, const double* marg,

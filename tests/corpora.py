@@ -144,3 +144,26 @@ def write_conll(path, sents):
     """Sentences as a CoNLL file (space-separated columns, a blank line after each)."""
     path.write_text("".join("".join(" ".join(r) + "\n" for r in s.rows) + "\n" for s in sents))
     return path
+
+
+def with_random_values(corpus, seed=0, low=-2.0, high=2.0, chains_only=False):
+    """The encoded corpus with a random real value on every state attribute occurrence (about a
+    tenth exactly 0, a tenth exactly 1; the rest uniform in [low, high)): an EncodedCorpus, or a
+    factorial one (each chain's and, unless chains_only, each pair space's encoding)."""
+    import dataclasses
+
+    import numpy as np
+
+    if hasattr(corpus, "chains"):
+        from crftk.structures.factorial import FactorialCorpus
+        chains = [with_random_values(c, seed + i, low, high) for i, c in enumerate(corpus.chains)]
+        pairs = corpus.pairs if chains_only else [with_random_values(p, seed + 100 + i, low, high)
+                                                  for i, p in enumerate(corpus.pairs)]
+        return FactorialCorpus(chains, pairs, corpus.labels)
+    rng = np.random.default_rng(seed)
+    n = corpus.attrs.size
+    values = rng.uniform(low, high, n)
+    kind = rng.random(n)
+    values[kind < 0.1] = 0.0
+    values[(kind >= 0.1) & (kind < 0.2)] = 1.0
+    return dataclasses.replace(corpus, values=values)
