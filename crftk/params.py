@@ -358,9 +358,14 @@ TRAIN = (
     Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
     Param("min_freq", 1, Integer(0, MAX_COUNT),
           "Drop attributes seen fewer than this many times in training (CRF++ -f). Feature dicts and "
-          "CRFsuite data: drop an (attribute, label) feature whose values with that label sum to less "
-          "(CRFsuite's feature.minfreq); 0 keeps those whose values are all 0 too, as CRFsuite's "
-          "default does (a template needs at least 1)."),
+          "CRFsuite data: drop an (attribute, label) feature seen fewer times with that label (with "
+          "--feature-count values, whose values with that label sum to less: CRFsuite's feature.minfreq; "
+          "0 then keeps those whose values are all 0 too, as CRFsuite's default does). A template needs "
+          "at least 1."),
+    Param("feature_count", "occurrences", str,
+          "Feature dicts and CRFsuite data: what --min-freq counts of an (attribute, label) feature: its "
+          "occurrences, or the sum of its values (CRFsuite's frequency, which drops a feature whose "
+          "values sum below the threshold, negative ones included).", ("occurrences", "values")),
     Param("feature_set", "supported", str,
           "supported: only (attribute, label) pairs seen in training; complete: every attribute "
           "with every label (Sha & Pereira's complete set; bigger, sometimes better).", ("supported", "complete")),

@@ -244,11 +244,13 @@ class AttributeSpace(ChainSpace):
 
     # building ------------------------------------------------------------
     @classmethod
-    def fit(cls, data, *, min_freq=0.0, feature_set="supported"):
+    def fit(cls, data, *, min_freq=0.0, feature_set="supported", count="values"):
         """The space of training data (AttributeSequences with labels); returns (space, corpus).
 
-        CRFsuite's feature selection: a state feature (attribute, label) is kept when its
-        frequency, the sum of the values of its occurrences, is at least ``min_freq``;
+        A state feature (attribute, label) is kept when its frequency is at least ``min_freq``:
+        with ``count="values"`` CRFsuite's, the sum of the values of its occurrences (a feature
+        whose values sum below it is dropped, negative ones included); with "occurrences" the
+        number of its occurrences, as templates count;
         attributes left with no feature are dropped. "complete" gives each attribute that keeps
         a feature every label (with ``min_freq`` <= 0, every attribute seen; CRFsuite's
         all_possible_states with a positive min_freq drops the unseen pairs: "supported").
@@ -273,7 +275,9 @@ class AttributeSpace(ChainSpace):
         counts = np.diff(data.tok_ptr)
         key = first * L + np.repeat(gold, counts)
         uniq, inverse, _ = _encode.unique_inverse(key)
-        freq = np.bincount(inverse, weights=data.values, minlength=uniq.size)
+        if count not in ("values", "occurrences"):
+            raise CrftkError(f"unknown feature count {count!r}: choose occurrences or values")
+        freq = np.bincount(inverse, weights=data.values if count == "values" else None, minlength=uniq.size)
         kept = uniq[freq >= min_freq]
         has_feature = np.zeros(len(names), dtype=bool)
         has_feature[kept // L] = True

@@ -456,7 +456,8 @@ class ChainTrainer:
                 raise data.error(f"label {shown(data.labels[unknown[0]])} is not one of the --init model's "
                                  f"{plural(space.n_labels, 'label')}", unknown[0])
         else:
-            space, corpus = AttributeSpace.fit(data, min_freq=opt["min_freq"], feature_set=opt["feature_set"])
+            space, corpus = AttributeSpace.fit(data, min_freq=opt["min_freq"], feature_set=opt["feature_set"],
+                                                count=opt["feature_count"])
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
         log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
             f"{plural(space.n_labels, 'label')}, {plural(space.n_attrs, 'attribute')}, "

@@ -187,6 +187,7 @@ def crftk_options(algorithm, values, threads=0):
         "max_iter": max(1, min(p["max_iterations"], MAX_ITERATIONS)),
         # crftk's min_freq is a whole number: the same threshold for counts of binary features
         "min_freq": max(0, math.ceil(p["feature.minfreq"])),
+        "feature_count": "values",
         "feature_set": "complete" if p["feature.possible_states"] else "supported",
         "transitions": "all" if p["feature.possible_transitions"] else "seen",
         "threads": threads,

@@ -55,11 +55,13 @@ def test_options_mapping():
     trainer = pycrfsuite.Trainer("lbfgs", {"c1": 0.1, "c2": 0.2, "delta": 1e-3, "period": 5, "num_memories": 9,
                                            "feature.possible_states": 1}, verbose=False, n_threads=2)
     options = trainer.crftk_options()
-    assert options == {"algorithm": "lbfgs", "max_iter": 1_000_000, "min_freq": 0, "feature_set": "complete",
+    assert options == {"algorithm": "lbfgs", "max_iter": 1_000_000, "min_freq": 0, "feature_count": "values",
+                       "feature_set": "complete",
                        "transitions": "seen", "threads": 2, "c1": 0.1, "c2": 0.2, "history": 9,
                        "epsilon": 1e-3, "period": 5}
     arow = pycrfsuite.Trainer("arow", {"variance": 2, "gamma": 0.5, "feature.minfreq": 2.5}, verbose=False)
-    assert arow.crftk_options() == {"algorithm": "arow", "max_iter": 100, "min_freq": 3, "feature_set": "supported",
+    assert arow.crftk_options() == {"algorithm": "arow", "max_iter": 100, "min_freq": 3, "feature_count": "values",
+                                    "feature_set": "supported",
                                     "transitions": "seen", "threads": 0, "epsilon": 0.0, "arow_variance": 2.0,
                                     "arow_gamma": 0.5}
     with pytest.warns(UserWarning, match="epsilon=0.01 has no counterpart"):
