@@ -120,3 +120,18 @@ def test_train_and_tag_crfsuite_files(tmp_path):
     assert "Traceback" not in r.output
     r = runner.invoke(main, ["compose", "-m", str(model), "-m", str(model), "--feed", "0", "-o", str(tmp_path / "p")])
     assert r.exit_code == 1 and "was trained on attributes" in r.output
+
+
+def test_info_dump_and_a_column_init_on_an_attribute_model_are_clean(tmp_path):
+    model, conll = tmp_path / "m.crftk", tmp_path / "train.txt"
+    CRF(max_iter=5).fit(dicts(WORDS), TAGS).save(model)
+    conll.write_text("".join("".join(f"{w}\t{t}\n" for w, t in zip(s, y)) + "\n" for s, y in zip(WORDS, TAGS)))
+    runner = CliRunner()
+    r = runner.invoke(main, ["info", str(model)])
+    assert r.exit_code == 0, r.output
+    assert "attributes" in r.output and "vectors" not in r.output
+    r = runner.invoke(main, ["info", "--json", str(model)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["train", "--init", str(model), "-m", str(tmp_path / "x.crftk"), str(conll), "-q"])
+    assert r.exit_code == 1 and "trained on attribute data" in r.output, r.output
+    assert not (tmp_path / "x.crftk").exists()

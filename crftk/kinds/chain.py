@@ -407,6 +407,9 @@ class ChainTrainer:
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
         if init is not None:
             space = init.space
+            if isinstance(space, AttributeSpace):
+                raise CrftkError("the --init model was trained on attribute data (feature dicts or a CRFsuite "
+                                 "file): continue it with that kind of data", source)
             sents = list(stream)
             corpus = space.encode(sents)
             if corpus.labels is None:
@@ -422,9 +425,6 @@ class ChainTrainer:
             space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
                                              min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                              path=source)
-        if isinstance(space, AttributeSpace):
-            raise CrftkError("the --init model was trained on attribute data (feature dicts or a CRFsuite file): "
-                             "continue it with that kind of data", source)
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
         transitions = "no transitions" if not template.label_bigram else "label bigram"
         if space.n_edge_attrs:
