@@ -160,7 +160,7 @@ class Model:
             if flat:       # crftk writes every array of a part flat; code that reads them relies on it
                 raise CrftkError(f"model file is inconsistent: its array {shown(flat[0])} is not one-dimensional",
                                  path)
-            space_type = _space_type(structure, name, space_meta, path)
+            space_type = _space_type(structure, name, space_meta, len(parts), path)
             try:
                 space = space_type.from_arrays(space_meta, space_arrays, path)
             except CrftkError as e:
@@ -207,13 +207,15 @@ def _weights_for(space, weights):
     return weights
 
 
-def _space_type(structure, name, space_meta, path):
+def _space_type(structure, name, space_meta, n_parts, path):
     """The feature-space class of a part: the structure's, or, for a chain over attributes
-    (no template: crftk.features.attributes), AttributeSpace."""
+    (no template: crftk.features.attributes), AttributeSpace. Such a chain is a file of one
+    part: bags, pipelines and factorial CRFs read CoNLL columns through templates."""
     space_type = getattr(STRUCTURES.get(structure), "part_space", lambda name: FeatureSpace)(name)
     if space_meta.get("space") is None:
         return space_type
-    if space_meta["space"] != SPACE_KIND or space_type is not FeatureSpace:
+    if (space_meta["space"] != SPACE_KIND or space_type is not FeatureSpace or n_parts != 1
+            or structure not in CHAIN_STRUCTURES):
         raise CrftkError(f"model file is inconsistent: part {shown(name)} has a feature space of kind "
                          f"{shown(space_meta['space'])}", path)
     return AttributeSpace

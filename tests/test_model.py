@@ -397,3 +397,17 @@ def test_a_line_key_out_of_range_is_refused_at_load(key):
         keys[-1] = key
         arrays["u0.keys"] = keys
     assert "state template line 1: its keys are not distinct, sorted" in load_error(crafted(edit))
+
+
+def test_an_attribute_space_is_refused_in_a_file_of_several_parts():
+    # found in review: a bag (or pipeline, factorial) file with a part over feature dicts loaded,
+    # then crftk info and tag failed with a traceback; such a space is a one-part chain's only
+    from crftk.features.attributes import AttributeSpace, flatten
+    from crftk.model import Part
+    space, _ = AttributeSpace.fit(flatten([[{"w": "a"}, {"w": "b"}]], [["A", "B"]]))
+    alone = Model(space, np.zeros(space.n_params), {})
+    assert Model.from_bytes(alone.to_bytes()).space.attributes == ["w:a", "w:b"]
+    a = make_model(0)
+    bag = Model(a.space, a.weights, {**a.info, "bag": {"members": ["main", "dicts"]}},
+                more_parts=[Part(space, np.zeros(space.n_params), "dicts")])
+    assert "part 'dicts' has a feature space of kind 'attributes'" in load_error(bag.to_bytes())
