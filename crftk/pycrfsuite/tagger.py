@@ -3,11 +3,14 @@
 import contextlib
 import math
 import os
+import sys
 
 import numpy as np
 
 from crftk.errors import CrftkError
 from crftk.features.attributes import AttributeSpace, flatten
+from crftk.io.atomic import AtomicWriter
+from crftk.io.outputs import check_apart
 from crftk.model import Model
 
 
@@ -169,13 +172,15 @@ class Tagger:
         return ParsedDump.of(self.model)
 
     def dump(self, filename=None):
-        """Write the model's weights as text (``crftk dump``'s) to filename, or print them."""
-        text = self.model.dump()
+        """Write the model's weights as text (``crftk dump``'s) to filename (written atomically,
+        never over the model file), or print them."""
+        model = self.model
         if filename is None:
-            print(text, end="")
-        else:
-            with open(filename, "w", encoding="utf-8") as out:
-                out.write(text)
+            model.dump(sys.stdout)
+            return
+        check_apart([("dump", filename)], [("model", model.source)])
+        with AtomicWriter(filename) as out:
+            model.dump(out)
 
 
 class ParsedDump:

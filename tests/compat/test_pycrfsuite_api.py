@@ -167,3 +167,19 @@ def test_every_algorithm_trains(tmp_path, algorithm, params):
     tagger = pycrfsuite.Tagger()
     tagger.open(str(path))
     assert len(tagger.tag(X_demo[0])) == len(X_demo[0])
+
+
+def test_dump_prints_or_writes_the_weights_and_never_over_the_model(tmp_path, capsys):
+    # found in review: Tagger.dump called Model.dump without its output, a TypeError either way
+    _, path = trained(tmp_path)
+    tagger = pycrfsuite.Tagger()
+    tagger.open(str(path))
+    tagger.dump()
+    printed = capsys.readouterr().out
+    assert "[transitions]" in printed and "w:a" in printed
+    tagger.dump(str(tmp_path / "weights.txt"))
+    assert (tmp_path / "weights.txt").read_text(encoding="utf-8") == printed
+    before = path.read_bytes()
+    with pytest.raises(CrftkError, match="same file"):
+        tagger.dump(str(path))
+    assert path.read_bytes() == before
