@@ -10,8 +10,8 @@ not read CRFsuite's files.
 """
 
 from crftk.pycrfsuite.log import LabelScore, TrainLog
-from crftk.pycrfsuite.tagger import ItemSequence, ParsedDump, Tagger
+from crftk.pycrfsuite.tagger import InvalidModelError, ItemSequence, ParsedDump, Tagger
 from crftk.pycrfsuite.trainer import BaseTrainer, CRFSuiteError, Trainer
 
-__all__ = ["BaseTrainer", "CRFSuiteError", "ItemSequence", "LabelScore", "ParsedDump", "Tagger", "TrainLog",
-           "Trainer"]
+__all__ = ["BaseTrainer", "CRFSuiteError", "InvalidModelError", "ItemSequence", "LabelScore", "ParsedDump", "Tagger",
+           "TrainLog", "Trainer"]

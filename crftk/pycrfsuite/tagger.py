@@ -47,6 +47,20 @@ class ItemSequence:
         return f"<ItemSequence of size {len(self)}>"
 
 
+class InvalidModelError(CrftkError, ValueError):
+    """A model that cannot be opened (a ValueError, as python-crfsuite's Tagger raises)."""
+
+
+@contextlib.contextmanager
+def _invalid_model():
+    try:
+        yield
+    except CrftkError as e:
+        if isinstance(e, ValueError):
+            raise
+        raise InvalidModelError(e.message, e.path, e.line) from None
+
+
 def tokens(xseq):
     """A sequence as crftk's dict path takes it (an ItemSequence as its flattened dicts)."""
     return xseq.items() if isinstance(xseq, ItemSequence) else xseq
@@ -65,14 +79,19 @@ class Tagger:
 
     # models -------------------------------------------------------------------
     def open(self, name):
-        """Open a model file; returns a context manager that closes the tagger."""
-        return self._open(Model.load(os.fspath(name)))
+        """Open a model file; returns a context manager that closes the tagger. A file that is
+        not a crftk model raises InvalidModelError, a ValueError as python-crfsuite's."""
+        with _invalid_model():
+            model = Model.load(os.fspath(name))
+        return self._open(model)
 
     def open_inmemory(self, value):
         """Open a model from the bytes of a model file."""
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise TypeError(f"open_inmemory takes the bytes of a model file, not {type(value).__name__}")
-        return self._open(Model.from_bytes(bytes(value), name="<in-memory model>"))
+        with _invalid_model():
+            model = Model.from_bytes(bytes(value), name="<in-memory model>")
+        return self._open(model)
 
     def _open(self, model):
         from crftk.api import CRF

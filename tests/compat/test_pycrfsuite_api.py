@@ -183,3 +183,17 @@ def test_dump_prints_or_writes_the_weights_and_never_over_the_model(tmp_path, ca
     with pytest.raises(CrftkError, match="same file"):
         tagger.dump(str(path))
     assert path.read_bytes() == before
+
+
+def test_a_file_that_is_not_a_model_is_a_value_error_as_python_crfsuite_says(tmp_path):
+    # found in review: crftk's CrftkError escaped, which code catching ValueError (what
+    # python-crfsuite's Tagger.open raises) does not catch
+    bad = tmp_path / "bad.crfsuite"
+    bad.write_bytes(b"lCRF" + bytes(60))
+    tagger = pycrfsuite.Tagger()
+    with pytest.raises(ValueError, match="bad.crfsuite"):
+        tagger.open(str(bad))
+    with pytest.raises(ValueError):
+        tagger.open_inmemory(b"not a model")
+    with pytest.raises(ValueError):
+        tagger.open(str(tmp_path / "missing.crftk"))
