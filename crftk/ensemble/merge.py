@@ -56,6 +56,13 @@ def merge_spaces(spaces):
                 raise CrftkError(f"two bags declare lexicon {shown(name)} with different entries: the "
                                  "seq-poe model cannot hold both")
             lexicons[name] = lex
+    for s in spaces:
+        for name, table in s.extractor.vectors.items():
+            held = template.vectors.setdefault(name, table)
+            if held is not table and (held.words != table.words or held.lookup != table.lookup
+                                      or not np.array_equal(held.table, table.table)):
+                raise CrftkError(f"two bags read vectors {shown(name)} from different tables: the seq-poe "
+                                 "model cannot hold both")
     pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
     extractor = Extractor(template, lexicons, {})
     vocabs = {}
@@ -67,9 +74,14 @@ def merge_spaces(spaces):
         vocabs[key] = v
     extractor = Extractor(template, lexicons, vocabs)
     radix = {key: len(v) for key, v in vocabs.items()}
+    # a real-valued line (%num, %vec) has no vocabulary: its keys number its attributes
+    radix.update({m.source: 1 if m.kind == "num" else template.vectors[m.args[0]].dim
+                  for m in template.macros if m.real})
 
     def member_rows(s, cl):
-        """A member line's value-id rows, over the union vocabularies."""
+        """A member line's value-id rows, over the union vocabularies (a real-valued line's: its keys)."""
+        if cl.line.real is not None:
+            return np.asarray(cl.keys, dtype=np.int64)[:, None]
         rows = s.value_ids(cl, cl.keys)
         for j, m in enumerate(cl.line.macros):
             to_union = vocabs[m.source].ids(s.vocabs[m.source].strings)

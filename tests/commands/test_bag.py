@@ -380,3 +380,25 @@ def test_cli_tag_of_a_bag_of_plain_column_templates_combines_the_bags(files, tmp
         assert got == want
     first = tagger_for(Bag.from_model(loaded).members[0]).tag(sents)
     assert want != [lab for s in first for lab in s]      # the combination is not the first bag alone
+
+
+def test_the_seq_poe_export_holds_real_valued_lines():
+    # found in review: crftk bag --export with a %num line ended in a traceback (KeyError in the
+    # merge, which looked the line up among the vocabularies it has none of)
+    from crftk.io.conll import Sentence
+    sents = [Sentence([[r[0], f"{len(r[0]) / 3 - 1:.2f}", *r[1:]] for r in s.rows], s.doc, s.line, s.source)
+             for s in random_corpus(60, seed=3)]
+    templates = [parse_template("U0:%x[0,0]\nU1:%num[0,1]\nB\n"),
+                 parse_template("U2:%x[0,2]\nU1:%num[0,1]\nU3:%num[-1,1]\nB\n")]
+    model = fit_bag(sents, templates, log=None, weights_by="uniform", **OPTS)
+    bag_ = Bag.from_model(model)
+    lam = np.array([0.3, 0.7])
+    merged = seq_poe_model(bag_, lam)
+    test = sents[:10]
+    ev, _ = bag_.evidence(test)
+    inf = merged.structure.bind(merged.space.encode(test))
+    np.testing.assert_allclose(inf.state_matrix(merged.weights), sum(l * s for l, (s, _) in zip(lam, ev.tables)),
+                               atol=1e-12)
+    back = Model.from_bytes(merged.to_bytes())
+    assert back.structure.bind(back.space.encode(test)).best(back.weights)[0].tolist() == \
+        combine(ev, "seq-poe", lam).best()[0].tolist()
