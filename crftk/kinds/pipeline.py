@@ -571,6 +571,10 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
         if col not in space.template.columns:
             raise CrftkError(f"--feed {feed}: the template of {where} never reads column {col}, so the "
                              f"link would change nothing", path)
+        real = next((m for m in space.template.macros if m.real and m.col == col), None)
+        if real is not None:
+            raise CrftkError(f"--feed {feed}: {where} reads column {col} with %{real.kind} (real values), not as "
+                             f"labels: feed a column its string macros (%x, ...) alone read", path)
         produced = list(up.output_labels)
         known = set(space.vocabs[col].strings)
         shared = [x for x in produced if x in known]

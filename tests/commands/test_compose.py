@@ -476,3 +476,20 @@ def test_too_few_columns_for_a_pipeline_say_which_columns_it_reads(tmp_path):
     path.write_text("The DT\ncat NN\n\n")
     code, out, err = cli("tag", "-m", tmp_path / "p.pipeline", path)
     assert code == 0 and [len(r) for r in columns(out)] == [4, 4]
+
+
+def test_a_feed_into_a_column_read_as_real_values_is_refused(files, tmp_path):
+    # found in review: a fed column read by %num ended compose in a traceback (it has no
+    # vocabulary); joint decoding would have read the input's column, not the fed labels
+    d, train, _, m = files
+    text = train.read_text()
+    numbered = "\n".join(line if not line.strip() else f"{line.split()[0]}\t{len(line.split()[0])}\t"
+                         + "\t".join(line.split()[1:]) for line in text.split("\n"))
+    (tmp_path / "num.txt").write_text(numbered)
+    down = fit(read_corpus(tmp_path / "num.txt"), parse_template("U0:%x[0,0]\nU1:%num[0,1]\nU2:%x[0,2]\nB\n"),
+               max_iter=3, log=lambda m: None)
+    down.save(tmp_path / "down.model")
+    code, _, err = cli("compose", "-m", m["pos"], "-m", tmp_path / "down.model", "--feed", 1,
+                       "-o", tmp_path / "p.pipeline")
+    assert code == 1 and "reads column 1 with %num (real values)" in err, err
+    assert "Traceback" not in err and not (tmp_path / "p.pipeline").exists()
