@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo bench bench-quick bench-ner bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo bench bench-quick bench-ner bench-crfsuite-files bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs
 
 all: test
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-pipeline  whole-process tag/train speed and memory beside python-crfsuite (CONLL2000=...)"
 	@echo "make bench-structures  tag speed of factorial models, bags and pipelines (CONLL2000=...)"
 	@echo "make bench-compat  sklearn-crfsuite vs crftk.sklearn_crfsuite on the tutorial's NER script (CONLL2003=...)"
+	@echo "make bench-crfsuite-files  crftk train --format crfsuite vs python-crfsuite on CRFsuite's chunking attributes"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
@@ -176,6 +177,17 @@ COMPAT_RUNS ?= 3
 bench-compat: install
 	$(PYTHON) -m pip install -q -e '.[compat]'
 	$(PYTHON) benchmarks/sklearn_compat.py --data $(CONLL2003) --runs $(COMPAT_RUNS)
+
+# crftk train --format crfsuite against python-crfsuite on CRFsuite data files made by CRFsuite's own
+# chunking attribute extractor (example/chunking.py, from python-crfsuite's sdist, fetched into $(OUT)).
+bench-crfsuite-files: install
+	$(PYTHON) -m pip install -q python-crfsuite
+	@mkdir -p $(OUT)/crfsuite-sdist
+	@ls $(OUT)/crfsuite-sdist/*/crfsuite/example/chunking.py >/dev/null 2>&1 || { \
+		$(PYTHON) -m pip download -q --no-deps --no-binary :all: python-crfsuite==0.9.12 -d $(OUT)/crfsuite-sdist && \
+		tar -xzf $(OUT)/crfsuite-sdist/python_crfsuite-0.9.12.tar.gz -C $(OUT)/crfsuite-sdist; }
+	$(PYTHON) benchmarks/crfsuite_files.py --data $(CONLL2000) --runs $(COMPAT_RUNS) \
+		--extractor $$(ls $(OUT)/crfsuite-sdist/*/crfsuite/example/chunking.py | head -1)
 
 bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite

@@ -252,8 +252,9 @@ class AttributeSpace(ChainSpace):
         whose values sum below it is dropped, negative ones included); with "occurrences" the
         number of its occurrences, as templates count;
         attributes left with no feature are dropped. "complete" gives each attribute that keeps
-        a feature every label (with ``min_freq`` <= 0, every attribute seen; CRFsuite's
-        all_possible_states with a positive min_freq drops the unseen pairs: "supported").
+        a feature every label; counting values, as CRFsuite's all_possible_states, the unseen
+        pairs count 0 and the threshold applies to every pair (a positive one leaves the seen
+        pairs only, "supported"; a seen pair whose values sum below it is dropped).
         """
         if feature_set not in FEATURE_SETS:
             raise CrftkError(f"unknown feature set {feature_set!r}: choose supported or complete")
@@ -279,6 +280,13 @@ class AttributeSpace(ChainSpace):
             raise CrftkError(f"unknown feature count {count!r}: choose occurrences or values")
         freq = np.bincount(inverse, weights=data.values if count == "values" else None, minlength=uniq.size)
         kept = uniq[freq >= min_freq]
+        complete = feature_set == "complete"
+        if complete and count == "values":
+            # CRFsuite's possible states are features of frequency 0, of every attribute seen: a
+            # positive threshold drops them, and a seen pair whose values sum below it goes too
+            complete = False
+            if min_freq <= 0:
+                kept = np.setdiff1d(np.arange(len(names) * L, dtype=np.int64), uniq[freq < min_freq])
         has_feature = np.zeros(len(names), dtype=bool)
         has_feature[kept // L] = True
         old_ids = np.flatnonzero(has_feature)
@@ -289,7 +297,7 @@ class AttributeSpace(ChainSpace):
         A = int(old_ids.size)
         if A * L >= 2**31:
             raise CrftkError(f"{A} attributes x {L} labels: too many for this version; raise min_freq")
-        if feature_set == "complete":
+        if complete:
             feat_ptr = (np.arange(A + 1, dtype=np.int64) * L).astype(np.int32)
             feat_label = np.tile(np.arange(L, dtype=np.int32), A)
         else:

@@ -171,3 +171,19 @@ def test_tagger_equal_counts(data, tmp_path):
     assert set(ours.transitions) == set(real.transitions)
     assert ours.header["num_attrs"] == real.header["num_attrs"]
     assert ours.header["num_labels"] == real.header["num_labels"]
+
+
+@pytest.mark.parametrize("possible_states", [True, False])
+@pytest.mark.parametrize("min_freq", [0, 1, 2])
+def test_the_same_features_with_negative_and_zero_values(min_freq, possible_states):
+    """CRFsuite's frequency sums values: a pair whose values sum below min_freq is dropped, and
+    possible states are pairs of frequency 0, of every attribute seen."""
+    X = [[{"a": -1.0, "w": "x"}, {"a": 2.0, "w": "y", "z": 0.0}], [{"a": -0.5, "b": 1.5}, {"a": 0.0, "w": "x", "c": -3.0}],
+         [{"b": 2.0, "w": "y"}, {"c": 0.5, "a": 1.0}]]
+    y = [["N", "P"], ["N", "Q"], ["P", "Q"]]
+    feats = {}
+    for name, module in BOTH.items():
+        crf = module.CRF(min_freq=min_freq, all_possible_states=possible_states, c1=0, c2=0.1,
+                         max_iterations=5).fit(X, y)
+        feats[name] = (set(crf.state_features_), crf.num_attributes_)
+    assert feats["crftk"] == feats["real"]
