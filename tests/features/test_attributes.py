@@ -94,8 +94,13 @@ def test_min_freq_is_crfsuites_per_feature_sum_of_values():
     assert features(space) == {("b", "A"), ("c", "A")}
     space, _ = fit(X, y, min_freq=0.0)
     assert features(space) == {("a", "A"), ("b", "A"), ("c", "A"), ("d", "B")}   # a negative sum is below 0
+    # possible states are pairs of frequency 0 (CRFsuite's, checked against it in tests/compat):
+    # a positive threshold drops them, 0 keeps them for every attribute seen, but not a pair whose
+    # values sum below 0
     space, _ = fit(X, y, min_freq=2.0, feature_set="complete")
-    assert features(space) == {(a, lab) for a in ("b", "c") for lab in ("A", "B")}
+    assert features(space) == {("b", "A"), ("c", "A")}
+    space, _ = fit(X, y, min_freq=0.0, feature_set="complete")
+    assert features(space) == {(a, lab) for a in "abcd" for lab in "AB"} - {("c", "B")}
 
 
 def test_encoding_keeps_values_aligned_and_drops_unseen_attributes():
