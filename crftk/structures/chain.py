@@ -349,6 +349,7 @@ def chain_summary(model):
     first part's sizes, each part's when there are several."""
     s, w = model.space, model.weights
     lay = s.layout()
+    vectors = getattr(getattr(s, "extractor", None), "vectors", None)     # an AttributeSpace has none
     return {
         "labels": s.labels,
         "n_labels": s.n_labels,
@@ -364,8 +365,8 @@ def chain_summary(model):
         "nonzero_parameters": int(np.count_nonzero(w)),
         "nonzero_state_features": int(np.count_nonzero(w[lay["state"]])),
         **({"vectors": {name: {"words": len(v.words), "dimensions": v.dim, "dtype": "float32", "bytes": v.nbytes,
-                               "lookup": v.lookup} for name, v in s.extractor.vectors.items()}}
-           if s.extractor.vectors else {}),
+                               "lookup": v.lookup} for name, v in vectors.items()}}
+           if vectors else {}),
         **({"parts": {p.name: {"attributes": p.space.n_attrs, "state_features": p.space.n_features,
                                "parameters": p.space.n_params} for p in model.parts}}
            if len(model.parts) > 1 else {}),
