@@ -111,7 +111,12 @@ def _declarations(fields, path, lineno):
 
 
 def read_crfsuite(path, *, encoding="utf-8", max_sequence_tokens=None):
-    """The AttributeSequences of a CRFsuite data file (``-``: stdin); errors name the file and line."""
+    """The AttributeSequences of a CRFsuite data file (``-``: stdin, or a binary file object, named
+    by its ``name``); errors name the file and line."""
+    if hasattr(path, "read"):
+        name = getattr(path, "name", None)
+        return _parse(_bounded_read(path, name), name if isinstance(name, str) else "<stream>", encoding,
+                      max_sequence_tokens)
     name = os.fsdecode(os.fspath(path))
     try:
         if name == "-":
@@ -122,6 +127,10 @@ def read_crfsuite(path, *, encoding="utf-8", max_sequence_tokens=None):
                 raw = _bounded_read(f, name)
     except OSError as e:
         raise CrftkError(f"cannot open for reading ({e.strerror or e})", name) from None
+    return _parse(raw, name, encoding, max_sequence_tokens)
+
+
+def _parse(raw, name, encoding, max_sequence_tokens):
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as e:
