@@ -316,9 +316,6 @@ def tag(**options):
     # both paths take every option, and build the same TagJob from them
     options["data_format"] = options.pop("format")
     if options["scheduler"] is not None or options["workers"]:
-        if options["data_format"] != "conll" or options["reference"]:
-            raise UsageError("--format crfsuite and --reference tag on this machine: drop --scheduler/--workers")
-        del options["data_format"], options["reference"]
         from crftk.distributed.tagging import run
     else:
         from crftk.commands.tag import run

@@ -258,4 +258,14 @@ def job_induce(train_file, template_path, **options):
     return model.weights.size, bool(np.isfinite(model.weights).all())
 
 
-JOBS = {"cli": job_cli, "tag": job_tag, "tag_run": job_tag_run, "fit": job_fit, "induce": job_induce}
+def job_fit_dicts(X, y, **options):
+    """crftk.CRF on feature dicts; returns the weights' (size, all finite) and the predictions."""
+    import numpy as np
+
+    from crftk import CRF
+    crf = CRF(**options).fit(X, y)
+    return crf.model_.weights.size, bool(np.isfinite(crf.model_.weights).all()), crf.predict(X)
+
+
+JOBS = {"cli": job_cli, "tag": job_tag, "tag_run": job_tag_run, "fit": job_fit, "induce": job_induce,
+        "fit_dicts": job_fit_dicts}

@@ -93,10 +93,7 @@ def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=
     the predicted one), a blank line between sequences."""
     inputs = list(inputs) or ["-"]
     encoding = params.ENCODING.check(encoding)
-    crfsuite = params.DATA_FORMAT.check(data_format) == "crfsuite"
-    if reference and not crfsuite:
-        raise UsageError("--reference writes the labels of CRFsuite data files: it needs --format crfsuite "
-                         "(a CoNLL file's tagged output keeps its gold column)")
+    params.DATA_FORMAT.check(data_format)
     output = os.fsdecode(os.fspath(output))
     targets = None
     if output != "-" and os.path.isdir(output):     # -o DIR: one output per input, named like it
@@ -107,25 +104,11 @@ def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=
     weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
     check_inputs([model_path, *inputs, weights_file])
     check_apart([("output", targets or output)], tag_inputs(model_path, inputs, weights_file))
-    job = load_job(model_path, inputs, **options)
-    reads_attributes = isinstance(job.model.space, AttributeSpace)
-    if crfsuite and (job.model.kind != "crf" or not reads_attributes):
-        raise UsageError(f"--format crfsuite tags with a model trained on attributes (crftk train --format crfsuite, "
-                         f"or feature dicts); {model_path} reads CoNLL columns through its template")
-    if reads_attributes and not crfsuite:
-        raise UsageError(f"{model_path} was trained on attributes (feature dicts or a CRFsuite file): tag CRFsuite "
-                         "data files with --format crfsuite")
-    if crfsuite and (options.get("marginals") or options.get("nbest")):
-        raise UsageError("--format crfsuite writes labels only: drop -v/--marginals and -n/--nbest")
+    job = in_format(load_job(model_path, inputs, **options), model_path, data_format, reference, options)
     progress = tty_progress()
     job.announce(log)
     read = dict(batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                 encoding=encoding)
-    if crfsuite:
-        tagger = job.runtime.tagger
-        read = dict(reference=reference, batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens,
-                    encoding=encoding)
-        job = _AttributeJob(lambda out, paths: tag_attributes(tagger, paths, out, **read))
     if targets is None:
         with AtomicWriter(output, encoding=encoding) as out:
             job.report(log, job.tag(out, inputs, **read)[2])
@@ -136,11 +119,54 @@ def run(model_path, inputs, output, *, batch_tokens=50_000, max_sentence_tokens=
     end_progress_line(progress)
 
 
-class _AttributeJob:
-    """What run asks of a TagJob, for CRFsuite data files."""
+def in_format(job, model_path, data_format, reference, options):
+    """The job that tags inputs of ``data_format`` (here and on a cluster): the TagJob itself for
+    CoNLL files, an AttributeJob over it for CRFsuite data files; a model or an option that does
+    not fit the format is refused in one line."""
+    crfsuite = params.DATA_FORMAT.check(data_format) == "crfsuite"
+    if reference and not crfsuite:
+        raise UsageError("--reference writes the labels of CRFsuite data files: it needs --format crfsuite "
+                         "(a CoNLL file's tagged output keeps its gold column)")
+    reads_attributes = isinstance(job.model.space, AttributeSpace)
+    if crfsuite and (job.model.kind != "crf" or not reads_attributes):
+        raise UsageError(f"--format crfsuite tags with a model trained on attributes (crftk train --format crfsuite, "
+                         f"or feature dicts); {model_path} reads CoNLL columns through its template")
+    if reads_attributes and not crfsuite:
+        raise UsageError(f"{model_path} was trained on attributes (feature dicts or a CRFsuite file): tag CRFsuite "
+                         "data files with --format crfsuite")
+    if crfsuite and (options.get("marginals") or options.get("nbest")):
+        raise UsageError("--format crfsuite writes labels only: drop -v/--marginals and -n/--nbest")
+    return AttributeJob(job, reference) if crfsuite else job
 
-    def __init__(self, tag):
-        self.tag = lambda out, paths, **read: tag(out, paths) + (None,)
+
+class AttributeJob:
+    """A TagJob's model tagging CRFsuite data files: a label a line (``reference``: the input's
+    label, a tab, the predicted one), as TagJob's interface asks (no gold evidence)."""
+
+    by_document = False
+
+    def __init__(self, job, reference=False):
+        self.job, self.reference = job, bool(reference)
+        self.model, self.name, self.options = job.model, job.name, job.options
+        self.weights_file = job.weights_file
+
+    def announce(self, log):
+        pass
+
+    def tag(self, out, inputs, *, batch_tokens=50_000, progress=None, log=None,
+            max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
+        counts = tag_attributes(self.job.runtime.tagger, inputs, out, reference=self.reference,
+                                batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens,
+                                encoding=encoding)
+        return counts + (None,)
+
+    @staticmethod
+    def merge(gold, more):
+        return None
+
+    @staticmethod
+    def without(gold, first):
+        return None
 
     @staticmethod
     def report(log, gold):

@@ -56,7 +56,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     encoding = params.ENCODING.check(encoding)
     crfsuite = params.DATA_FORMAT.check(data_format) == "crfsuite"
     if crfsuite:
-        _check_crfsuite_options(train_files, template_path, cross_predict, scheduler, workers, options)
+        _check_crfsuite_options(train_files, template_path, cross_predict, options)
     trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     trainer.check(opt)
@@ -158,7 +158,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     return model
 
 
-def _check_crfsuite_options(train_files, template_path, cross_predict, scheduler, workers, options):
+def _check_crfsuite_options(train_files, template_path, cross_predict, options):
     """What --format crfsuite does not take, refused in one line each."""
     if template_path is not None:
         raise UsageError("--format crfsuite trains on the file's attributes: drop --template")
@@ -166,8 +166,6 @@ def _check_crfsuite_options(train_files, template_path, cross_predict, scheduler
         raise UsageError("--format crfsuite trains on one data file (concatenate them: cat A B > C)")
     if cross_predict:
         raise UsageError("--cross-predict writes CoNLL columns: it takes --format conll")
-    if scheduler is not None or workers:
-        raise UsageError("--format crfsuite trains on this machine: drop --scheduler/--workers")
     cols = options.get("label_col", -1)
     if isinstance(cols, (list, tuple)) or cols != -1:
         raise UsageError("--format crfsuite reads the label first on each line: drop --label-col")

@@ -69,8 +69,9 @@ def first_token_line(path, name=None):
     return None, None, None, None
 
 
-def cut(path, target_bytes, *, file=0, by_document=False, name=None):
-    """The pieces of a file, in order: each about ``target_bytes`` long, cut as the module says."""
+def cut(path, target_bytes, *, file=0, by_document=False, name=None, crfsuite=False):
+    """The pieces of a file, in order: each about ``target_bytes`` long, cut as the module says
+    (``crfsuite``: a CRFsuite data file, cut after an empty line, which alone ends a sequence there)."""
     name = path if name is None else name
     if target_bytes < 1:
         raise ValueError(f"target_bytes must be positive, not {target_bytes!r}")
@@ -79,7 +80,7 @@ def cut(path, target_bytes, *, file=0, by_document=False, name=None):
     with _open(path, name) as f:
         size = os.fstat(f.fileno()).st_size
         while start < size:
-            end = _next_cut(f, start + target_bytes, size, by_document)
+            end = _next_cut(f, start + target_bytes, size, by_document, crfsuite)
             pieces.append(Piece(file, len(pieces), path, start, end, name))
             start = end
     if not pieces:      # an empty file is one (empty) piece, so that it has an output too
@@ -87,7 +88,7 @@ def cut(path, target_bytes, *, file=0, by_document=False, name=None):
     return pieces
 
 
-def _next_cut(f, offset, size, by_document):
+def _next_cut(f, offset, size, by_document, crfsuite=False):
     """The first cut at or after ``offset`` (past the line under it), or ``size``."""
     if offset >= size:
         return size
@@ -96,7 +97,10 @@ def _next_cut(f, offset, size, by_document):
     pos = f.tell()
     previous = None               # the kind of the line before, once known
     for raw in f:
-        kind = line_kind(raw)
+        if crfsuite:              # (a line of tabs alone is no token there, and ends nothing)
+            kind = BLANK if raw in (b"\n", b"\r\n") else TOKEN
+        else:
+            kind = line_kind(raw)
         if by_document:
             if kind == DOCSTART:
                 return pos

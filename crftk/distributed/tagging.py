@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from crftk.commands.tag import TagJob, end_progress_line, load_job, tag_inputs
+from crftk.commands.tag import AttributeJob, TagJob, end_progress_line, in_format, load_job, tag_inputs
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.cluster import Cluster, check_options, require, worker_threads
 from crftk.errors import CrftkError, shown
@@ -38,18 +38,24 @@ PIECE_BYTES = 1 << 20
 #: Pieces in flight (tagging, or tagged and waiting their turn) per worker thread.
 WINDOW_PER_SLOT = 2
 
+#: What tag and tag_files take as a job already built (a CRFsuite data file's AttributeJob wraps a TagJob).
+_JOB_TYPES = (TagJob, AttributeJob)
+
 # On each worker: the key (digest of the model and the job's options) -> the TagJob it last
 # built, and how many models it has loaded.
 _JOBS = {}
 _LOADS = [0]
 
 
-def _job(key, model_bytes, name, options):
+def _job(key, model_bytes, name, options, crfsuite=None):
     job = _JOBS.get(key)
     if job is None:
         _JOBS.clear()         # one job at a time: a new run's job replaces the last one
         options = dict(options, threads=worker_threads(options["threads"]))
-        job = _JOBS[key] = TagJob(Model.from_bytes(model_bytes, name=name), name, **options)
+        job = TagJob(Model.from_bytes(model_bytes, name=name), name, **options)
+        if crfsuite is not None:
+            job = AttributeJob(job, reference=crfsuite["reference"])
+        _JOBS[key] = job
         _LOADS[0] += 1
     return job
 
@@ -84,7 +90,7 @@ def models_loaded():
 def tag_piece(model_bytes, key, piece, options):
     """On a worker: (output text, sentences, tokens, gold evidence) of one piece of a file, tagged by
     the TagJob that ``crftk tag`` builds from the same model and options."""
-    job = _job(key, model_bytes, options["name"], options["job"])
+    job = _job(key, model_bytes, options["name"], options["job"], options["crfsuite"])
     read = dict(batch_tokens=options["batch_tokens"], max_sentence_tokens=options["max_sentence_tokens"],
                 encoding=options["encoding"])
     set_max_line_bytes(options["max_line_bytes"])       # the driver's, for every reader of this worker
@@ -104,9 +110,9 @@ def tag_piece(model_bytes, key, piece, options):
             data = first + b"\n" + data
         text, n_sent, n_tok, gold = _tag_bytes(job, data, piece.name, read)
     except CrftkError as e:
-        if e.path == piece.name and e.line is not None and prefix:
+        if e.path == piece.name and e.line is not None and piece.start > 0:
             # the piece's line numbers, as the file's
-            line = e.line - 2 + _pieces.lines_before(piece.path, piece.start)
+            line = e.line - (2 if prefix else 0) + _pieces.lines_before(piece.path, piece.start)   # the copy: 2 lines
             message = e.message.replace(" as on line 1 ", f" as on line {options['first_line_number']} ")
             raise CrftkError(message, e.path, line) from None
         raise
@@ -224,7 +230,7 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
     The inputs are read in ``encoding`` and the files of ``out_dir`` written in it.
     """
     encoding = codec(encoding)
-    job = model if isinstance(model, TagJob) else TagJob(model, "<model>", **options)
+    job = model if isinstance(model, _JOB_TYPES) else TagJob(model, "<model>", **options)
     inputs = [os.fspath(p) for p in inputs]
     if "-" in inputs:
         raise CrftkError("distributed tagging reads files on the workers: standard input ('-') cannot be "
@@ -233,16 +239,19 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
         raise ValueError("give out (a text stream) or out_dir, not both")
     outputs = _Outputs(inputs, out, out_dir, encoding)
     files = []
+    crfsuite = isinstance(job, AttributeJob)
     for path in inputs:
-        _, _, line, lineno = _pieces.first_token_line(path)
+        # a CRFsuite data file has no columns to hold a piece to: no copy of its first line
+        _, _, line, lineno = (None,) * 4 if crfsuite else _pieces.first_token_line(path)
         files.append({"path": os.path.abspath(path), "name": path, "first_line": line, "first_line_number": lineno})
     client = cluster.client
     model_bytes = job.model.to_bytes()
     shipped = dict(job.options, threads=cluster.task_threads())
-    key = _job_key(model_bytes, job.name, shipped)
     options = {"job": shipped, "name": job.name, "batch_tokens": batch_tokens,
                "max_sentence_tokens": max_sentence_tokens, "by_document": job.by_document, "encoding": encoding,
-               "max_line_bytes": max_line_bytes()}      # --max-line-bytes, set for the whole process here
+               "max_line_bytes": max_line_bytes(),      # --max-line-bytes, set for the whole process here
+               "crfsuite": {"reference": job.reference} if crfsuite else None}
+    key = _job_key(model_bytes, job.name, dict(shipped, crfsuite=options["crfsuite"]))
     counts = [[0, 0] for _ in inputs]
     golds = [None for _ in inputs]
     totals = [0, 0]
@@ -278,7 +287,8 @@ def _run(cluster, shared, key, files, options, piece_bytes, outputs, counts, gol
 
     def all_pieces():
         for i, f in enumerate(files):
-            cuts = _pieces.cut(f["path"], piece_bytes, file=i, by_document=options["by_document"], name=f["name"])
+            cuts = _pieces.cut(f["path"], piece_bytes, file=i, by_document=options["by_document"], name=f["name"],
+                               crfsuite=options["crfsuite"] is not None)
             for k, p in enumerate(cuts):
                 yield p, k == len(cuts) - 1
 
@@ -358,13 +368,13 @@ def tag(model, inputs, output="-", *, scheduler=None, workers=0, batch_tokens=50
     encoding = codec(encoding)
     piece_bytes = PIECE_PARAM.check(piece_bytes)
     inputs = [os.fspath(p) for p in inputs]
-    if isinstance(model, TagJob):
+    if isinstance(model, _JOB_TYPES):
         model_path, weights = (None if model.name == "<model>" else model.name), model.weights_file
     else:
         model_path, weights = (None if isinstance(model, Model) else model), options.get("weights")
     output, out_dir = _check_files(model_path, inputs, output,
                                    weights if isinstance(weights, (str, os.PathLike)) else None)
-    if not isinstance(model, TagJob):
+    if not isinstance(model, _JOB_TYPES):
         name = "<model>" if isinstance(model, Model) else os.fspath(model)
         model = TagJob(model if isinstance(model, Model) else Model.load(model), name, **options)
     job = model
@@ -397,7 +407,8 @@ def _check_files(model_path, inputs, output, weights_file):
 
 
 def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PIECE_BYTES, batch_tokens=50_000,
-        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, encoding=DEFAULT_ENCODING, **options):
+        max_sentence_tokens=MAX_SENTENCE_TOKENS, log=None, encoding=DEFAULT_ENCODING, data_format="conll",
+        reference=False, **options):
     """``crftk tag --scheduler/--workers``: the TagJob that :func:`crftk.commands.tag.run` builds
     from the model and ``options`` (every option of crftk tag that says how to tag), run on a
     cluster by :func:`run_job`. The outputs are checked against the files read before the model
@@ -409,7 +420,7 @@ def run(model_path, inputs, output, *, scheduler=None, workers=0, piece_bytes=PI
     inputs = [os.fspath(p) for p in inputs]
     check_inputs([model_path, *inputs, weights_file])
     _check_files(model_path, inputs, output, weights_file)
-    job = load_job(model_path, **options)
+    job = in_format(load_job(model_path, **options), model_path, data_format, reference, options)
     run_job(job, inputs, output, scheduler=scheduler, workers=workers, piece_bytes=piece_bytes,
             batch_tokens=batch_tokens, max_sentence_tokens=max_sentence_tokens, log=log, encoding=encoding)
 

@@ -41,11 +41,19 @@ class _Bad(Exception):
     """A token that cannot be flattened: the message, placed by the caller."""
 
 
-def _number(value):
+def _number(value, k):
     """A value's float (bool, int, float, numpy numbers), or None when it is not a number."""
     if isinstance(value, (Real, np.bool_)) and not isinstance(value, np.datetime64):
-        return float(value)
+        return _float(k, value)
     return None
+
+
+def _float(k, v):
+    """An int's float; past float64's range (10**400) an error, not an OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        raise _Bad(f"feature {shown(k)} has the value {shown(v)}, beyond float64's range") from None
 
 
 def _text(x, what):
@@ -92,14 +100,14 @@ def _flatten_dict(token, names, values, prefix, depth):
             if tv is float and not math.isfinite(v):
                 raise _Bad(f"feature {shown(k)} has the value {v}; values are finite numbers")
             names.append(k)
-            values.append(float(v))
+            values.append(_float(k, v))
         elif isinstance(v, (dict, list, set, frozenset, tuple)):
             _nested(k, v, names, values, depth + 1)
         elif isinstance(v, bytes):
             names.append(k + ":" + _text(v, f"the value of feature {shown(k)}"))
             values.append(1.0)
         else:
-            x = _number(v)
+            x = _number(v, k)
             if x is None:
                 what = "None" if v is None else f"{_a(v)} ({shown(v)})"
                 raise _Bad(f"feature {shown(k)} has the value {what}: a value is a str, a number, a bool, "
@@ -167,6 +175,8 @@ def flatten(X, y=None, *, name="X", y_name="y"):
             index.append(i)
     if labels is not None:
         _check_labels(y, labels, y_name)
+        if not all(type(label) is str for label in set(labels)):
+            labels = [str(label) for label in labels]       # plain strings in model files and outputs
     vals = np.array(values, dtype=np.float64)
     return AttributeSequences(np.array(sent_ptr, dtype=np.int64), np.array(tok_ptr, dtype=np.int64), names,
                               None if np.all(vals == 1.0) else vals, labels, name=name,
@@ -175,7 +185,7 @@ def flatten(X, y=None, *, name="X", y_name="y"):
 
 def _bad_label(label):
     """What is wrong with a label, or None: a label is a non-empty str without white space."""
-    if type(label) is not str:
+    if not isinstance(label, str):          # numpy's str_ is one (labels read from arrays)
         return "is None" if label is None else f"is {_a(label)}, not a str"
     if not label:
         return "is an empty label"

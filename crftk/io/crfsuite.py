@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from crftk.errors import CrftkError, shown
+from crftk.io.conll import line_too_long, max_line_bytes
 
 
 @dataclass
@@ -110,17 +111,26 @@ def _declarations(fields, path, lineno):
 
 
 def read_crfsuite(path, *, encoding="utf-8", max_sequence_tokens=None):
-    """The AttributeSequences of a CRFsuite data file (``-``: stdin); errors name the file and line."""
+    """The AttributeSequences of a CRFsuite data file (``-``: stdin, or a binary file object, named
+    by its ``name``); errors name the file and line."""
+    if hasattr(path, "read"):
+        name = getattr(path, "name", None)
+        return _parse(_bounded_read(path, name), name if isinstance(name, str) else "<stream>", encoding,
+                      max_sequence_tokens)
     name = os.fsdecode(os.fspath(path))
     try:
         if name == "-":
             name = "<stdin>"
-            raw = sys.stdin.buffer.read()
+            raw = _bounded_read(sys.stdin.buffer, name)
         else:
             with open(name, "rb") as f:
-                raw = f.read()
+                raw = _bounded_read(f, name)
     except OSError as e:
         raise CrftkError(f"cannot open for reading ({e.strerror or e})", name) from None
+    return _parse(raw, name, encoding, max_sequence_tokens)
+
+
+def _parse(raw, name, encoding, max_sequence_tokens):
     try:
         text = raw.decode(encoding)
     except UnicodeDecodeError as e:
@@ -171,6 +181,7 @@ def read_crfsuite(path, *, encoding="utf-8", max_sequence_tokens=None):
             raise CrftkError(f"a sequence longer than {max_sequence_tokens:,} tokens (a file whose blank lines "
                              "between sequences are missing?)", name, lineno)
     del text
+    _check_labels(labels, lines, name)
     if sent_ptr[-1] != len(labels):
         sent_ptr.append(len(labels))
     tok_ptr = np.array(tok_ptr, dtype=np.int64)
@@ -185,6 +196,38 @@ def read_crfsuite(path, *, encoding="utf-8", max_sequence_tokens=None):
         if np.all(values == 1.0):
             values = None
     return AttributeSequences(np.array(sent_ptr, dtype=np.int64), tok_ptr, names, values, labels, name, lines)
+
+
+def _bounded_read(f, name):
+    """The bytes of a binary file, read in blocks: a line longer than --max-line-bytes (a stream
+    without line ends such as /dev/zero, a binary file) is an error, not a read that never ends."""
+    limit = max_line_bytes()
+    blocks, size, line_start, n_lines = [], 0, 0, 0
+    while True:
+        block = f.read(1 << 20)
+        if not block:
+            return b"".join(blocks)
+        last = block.rfind(b"\n")
+        if last >= 0:
+            n_lines += block.count(b"\n")
+            line_start = size + last + 1
+        size += len(block)
+        blocks.append(block)
+        if size - line_start > limit:
+            raise line_too_long(name, n_lines + 1, limit)
+
+
+def _check_labels(labels, lines, name):
+    """Each distinct label checked once: one holding white space is a line of another format
+    (CoNLL's columns are split at spaces, CRFsuite's fields at tabs only)."""
+    bad = [label for label in set(labels) if label.split() != [label]]
+    if bad:
+        t = min(labels.index(label) for label in bad)
+        if not labels[t]:
+            raise CrftkError("an empty label (the line starts with a colon)", name, int(lines[t]))
+        raise CrftkError(f"the label {shown(labels[t])} holds white space (a CRFsuite data file separates the "
+                         "label and the attributes by tabs: is this a CoNLL file? then drop --format crfsuite)",
+                         name, int(lines[t]))
 
 
 def _restored(strings):

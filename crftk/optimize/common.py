@@ -106,12 +106,18 @@ def is_finite(f, g):
     return math.isfinite(f) and bool(np.isfinite(g).all())
 
 
+class NonFiniteStart(ValueError):
+    """The objective or its gradient is not finite where a minimiser starts."""
+
+
 def evaluate_start(fun, shape, x):
     """(Objective wrapper, f, g) at the starting point, which must be finite."""
     obj = Objective(fun, shape)
     f, g = obj(x)
-    if not is_finite(f, g):
-        raise ValueError("fun returned a non-finite value or gradient at x0")
+    with np.errstate(over="ignore"):
+        square = float(np.dot(g.reshape(-1), g.reshape(-1))) if is_finite(f, g) else math.inf
+    if not math.isfinite(square):     # the first step's length would be 0 or NaN
+        raise NonFiniteStart("fun returned a non-finite value or gradient (or squared gradient norm) at x0")
     return obj, f, g
 
 

@@ -22,6 +22,7 @@ from crftk.io.crfsuite import AttributeSequences
 from crftk.objectives import Likelihood
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
+from crftk.optimize.common import NonFiniteStart
 from crftk.optimize.online import arow, averaged_perceptron, passive_aggressive, sgd
 from crftk.params import resolve_threads
 from crftk.progress import plural
@@ -189,6 +190,8 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
     def on_iteration(info):
         now = time.perf_counter()
         last_x[0] = np.array(info.x, copy=True)
+        if not np.isfinite(last_x[0]).all():
+            raise _diverged(f"the weights are no longer finite after iteration {info.iteration}")
         if log is None:
             if progress is not None:
                 progress(info)
@@ -225,6 +228,8 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
         fun = StopWhenSet(fun, stop)
     try:
         result = run_algorithm(opt, objective, fun, w0, frozen, template, on_iteration, log)
+    except NonFiniteStart:
+        raise _diverged("the objective or its gradient is not finite at the first point") from None
     except KeyboardInterrupt:
         if not keep_on_interrupt or not history:
             raise
@@ -237,12 +242,20 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
     if log is not None:
         log(result.reason if result.converged else "stopped before convergence: " + result.reason)
     weights, chosen = to_weights(result.x), result.n_iter
+    if not np.isfinite(weights).all():
+        raise _diverged("the final weights are not finite")
     if scorer is not None and opt["keep"] == "best" and best["w"] is not None:
         weights, chosen = best["w"], best["iteration"]
         log(scorer.kept_line(best))
     elif scorer is not None and scorer.last_line(best, chosen):
         log(scorer.last_line(best, chosen))
     return Outcome(result, weights, chosen, history, best, seconds)
+
+
+def _diverged(what):
+    """The error of a training run that left float64's range: never a model of NaN weights."""
+    return CrftkError(f"training failed: {what} (real attribute values too large for float64 arithmetic? "
+                      "scale them to a moderate range, e.g. within +-1e6); no model written")
 
 
 def check_dev(dev, space, dev_source):

@@ -14,6 +14,8 @@ from click.testing import CliRunner
 
 from corpora import REPO
 from crftk.cli import main
+from crftk import CRF
+from crftk.commands.tag import AttributeJob
 from crftk.commands.tag import tag_files as tag_locally
 from crftk.commands.train import fit
 from crftk.distributed.tagging import tag, tag_files
@@ -360,11 +362,18 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
 
     def run_job(job, inputs, output, **kw):
         seen.update(job.options, **kw, model_path=job.name, inputs=inputs, output=output)
+        if isinstance(job, AttributeJob):       # the job of CRFsuite data files
+            seen.update(format="crfsuite", reference=job.reference)
 
     monkeypatch.setattr(dask_tagging, "run_job", run_job)
     bag_names = Bag.from_model(Model.load(kinds["bag"])).names
     a, b = kinds["inputs"]
     out = str(tmp_path / "out.txt")
+    # a model of attributes and a CRFsuite data file, for --format crfsuite
+    kinds = dict(kinds, attributes=str(tmp_path / "attributes.crftk"))
+    CRF(max_iter=3, threads=1).fit([[{"w": "a"}, {"w": "b"}]], [["A", "B"]]).save(kinds["attributes"])
+    crfsuite_input = tmp_path / "data.crfsuite"
+    crfsuite_input.write_text("A\tw=a\nB\tw=b\n\n")
     # option: (model kind, arguments, the value that must arrive)
     cases = {
         "model_path": ("memm", [], kinds["memm"]),
@@ -390,17 +399,14 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
         # workers (test_a_raised_line_limit_reaches_the_workers); here, that it is set
         "max_line_bytes": ("crf", ["--max-line-bytes", "2000000"], 2_000_000),
     }
-    # options the Dask path refuses, in one line
-    refused = {"format": ["--format", "crfsuite"], "reference": ["--reference"]}
+    cases.update({"format": ("attributes", ["--format", "crfsuite"], "crfsuite"),
+                  "reference": ("attributes", ["--format", "crfsuite", "--reference"], True)})
     options = {p.name for p in main.commands["tag"].params}
-    assert options == set(cases) | set(refused), "a tag option that the Dask path may not get: forward it and add a case"
-    for name, args in refused.items():
-        result = CliRunner().invoke(main, ["tag", "-m", kinds["crf"], "--workers", "2", *args, a])
-        assert result.exit_code == 2 and "tag on this machine: drop --scheduler/--workers" in result.output, name
+    assert options == set(cases), "a tag option that the Dask path may not get: forward it and add a case"
     assert set(inspect.signature(TagJob).parameters) == {"model", "name", *JOB_OPTIONS}
     for name, (kind, args, value) in cases.items():
         seen.clear()
-        inputs = [] if name == "inputs" else [a]
+        inputs = [] if name == "inputs" else [str(crfsuite_input) if kind == "attributes" else a]
         cluster_args = [] if name in ("scheduler", "workers") else ["--workers", "2"]
         result = CliRunner().invoke(main, ["tag", "-m", kinds[kind], *cluster_args, *args, *inputs])
         assert result.exit_code == 0, (name, result.output)

@@ -314,3 +314,28 @@ def test_compiled_numbers_agree_with_python(text):
     assert (bad == -1) == ok
     if ok:
         assert got[0] == float(text)
+
+
+def test_vector_file_with_a_byte_order_mark_reads_its_header(tmp_path):
+    p = tmp_path / "v.txt"
+    p.write_bytes("\ufeff2 3\na 1 2 3\nb 4 5 6\n".encode("utf-8"))      # the header was a 1-d vector before
+    vt = VectorTable.read(str(p), "emb")
+    assert vt.words == ["a", "b"] and vt.table.tolist() == [[1, 2, 3], [4, 5, 6]]
+
+
+def test_vector_file_read_in_blocks_keeps_rows_and_lines(tmp_path, monkeypatch):
+    from crftk.features import vectors
+    monkeypatch.setattr(vectors._Rows, "BLOCK_VALUES", 6)         # a block every 2 rows of 3
+    rows = [[i, -i / 4, 1e3 * i] for i in range(7)]
+    p = tmp_path / "v.txt"
+    p.write_text("".join(f"w{i}\t{a} {b}  {c}\n" for i, (a, b, c) in enumerate(rows)) + "\n")
+    vt = VectorTable.read(str(p), "emb")
+    assert vt.words == [f"w{i}" for i in range(7)] and vt.table.dtype == np.float32
+    assert vt.table.tolist() == rows
+    for bad, message in (("1_x", "'1_x' is not a number"), ("nan", "not finite"), ("1e39", "beyond float32")):
+        p.write_text("".join(f"w{i} 1 2 {bad if i == 4 else 3}\n" for i in range(7)))
+        with pytest.raises(CrftkError, match=message) as e:
+            VectorTable.read(str(p), "emb")
+        assert e.value.line == 5
+    p.write_text("a 1_0 2 3\n")                                  # float() takes it, strtod does not
+    assert VectorTable.read(str(p), "emb").table.tolist() == [[10, 2, 3]]

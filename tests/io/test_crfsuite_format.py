@@ -76,3 +76,26 @@ def test_writing_and_reading_back_gives_the_same_attributes(tmp_path):
     write_crfsuite(data, out)
     back = read(tmp_path, out.getvalue())
     assert tokens(back) == tokens(data)
+
+
+def test_a_line_past_the_limit_is_an_error_not_an_endless_read(tmp_path):
+    from crftk.io.conll import set_max_line_bytes
+    path = tmp_path / "zeros.crfsuite"
+    path.write_bytes(b"A\tx\n" + b"\0" * 5000)       # as /dev/zero: a line that never ends
+    previous = set_max_line_bytes(1000)
+    try:
+        with pytest.raises(CrftkError, match="a line of more than 1,000 bytes") as e:
+            read_crfsuite(path)
+    finally:
+        set_max_line_bytes(previous)
+    assert e.value.line == 2
+
+
+@pytest.mark.parametrize("text, line, message", [
+    ("Confidence NN B-NP\nin IN B-PP\n", 1, "holds white space .* is this a CoNLL file"),
+    ("A\tx\n:B\ty\n", 2, "an empty label"),
+])
+def test_labels_of_another_format_are_refused_at_their_line(tmp_path, text, line, message):
+    with pytest.raises(CrftkError, match=message) as e:
+        read(tmp_path, text)
+    assert e.value.line == line
