@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo bench bench-quick bench-ner bench-crfsuite-files bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo bench bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs
 
 all: test
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-structures  tag speed of factorial models, bags and pipelines (CONLL2000=...)"
 	@echo "make bench-compat  sklearn-crfsuite vs crftk.sklearn_crfsuite on the tutorial's NER script (CONLL2003=...)"
 	@echo "make bench-crfsuite-files  crftk train --format crfsuite vs python-crfsuite on CRFsuite's chunking attributes"
+	@echo "make ner-vectors  %vec lines with word vectors from eng.train's text vs the NER template (eng.testa)"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
@@ -188,6 +189,20 @@ bench-crfsuite-files: install
 		tar -xzf $(OUT)/crfsuite-sdist/python_crfsuite-0.9.12.tar.gz -C $(OUT)/crfsuite-sdist; }
 	$(PYTHON) benchmarks/crfsuite_files.py --data $(CONLL2000) --runs $(COMPAT_RUNS) \
 		--extractor $$(ls $(OUT)/crfsuite-sdist/*/crfsuite/example/chunking.py | head -1)
+
+# Real values end to end on NER: word vectors from eng.train's own text (PPMI + SVD, no outside
+# data; benchmarks/svd_vectors.py) in %vec lines (templates/conll2003-vectors.tmpl) against the NER
+# template alone, on eng.testa with McNemar's test.
+ner-vectors: install
+	@mkdir -p $(OUT)/nervec
+	$(PYTHON) benchmarks/svd_vectors.py -o $(OUT)/nervec/ner.vec $(CONLL2003)/eng.train
+	$(CRFTK) train -q -t templates/conll2003-ner.tmpl -m $(OUT)/nervec/base.model --threads $(THREADS) $(CONLL2003)/eng.train
+	$(CRFTK) train -q -t templates/conll2003-vectors.tmpl --vectors emb=$(OUT)/nervec/ner.vec --vectors-lookup lowercase \
+		-m $(OUT)/nervec/vec.model --threads $(THREADS) $(CONLL2003)/eng.train
+	$(CRFTK) tag -m $(OUT)/nervec/base.model -o $(OUT)/nervec/base.testa $(CONLL2003)/eng.testa
+	$(CRFTK) tag -m $(OUT)/nervec/vec.model -o $(OUT)/nervec/vec.testa $(CONLL2003)/eng.testa
+	$(CRFTK) eval $(OUT)/nervec/base.testa | head -2
+	$(CRFTK) eval --mcnemar $(OUT)/nervec/base.testa $(OUT)/nervec/vec.testa
 
 bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite
