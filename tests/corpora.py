@@ -17,6 +17,22 @@ def sentences(rows_list):
     return [Sentence(rows=[list(r) for r in rows], doc=0, line=1) for rows in rows_list]
 
 
+def factorial_sentences(n_chains, n_sentences=5, seed=0, max_len=4):
+    """Sentences of a word column and n_chains label columns that depend on the word (the tiny
+    corpora of the factorial CRF's tests)."""
+    rng = random.Random(seed)
+    label_sets = [("A", "B"), ("x", "y", "z"), ("P", "Q")][:n_chains]
+    rows_list = []
+    for _ in range(n_sentences):
+        rows = []
+        for _ in range(rng.randint(1, max_len)):
+            w = rng.randrange(4)
+            labs = [labels[(w + rng.randrange(2)) % len(labels)] for labels in label_sets]
+            rows.append([f"w{w}"] + labs)
+        rows_list.append(rows)
+    return sentences(rows_list)
+
+
 def random_corpus(n_sentences, seed=0, vocab=12, tags=("A", "B", "C"), max_len=7):
     """Random 3-column sentences: word, a tag-like column, and a label that depends on them."""
     rng = random.Random(seed)

@@ -2,12 +2,11 @@
 the gradient against finite differences, templates with P lines."""
 
 import itertools
-import random
 
 import numpy as np
 import pytest
 
-from corpora import sentences
+from corpora import factorial_sentences
 from crftk.errors import CrftkError, UsageError
 from crftk.features.templates import parse_template
 from crftk.structures.chain import Chain
@@ -24,23 +23,9 @@ P00:%x[0,0]
 EDGE_TEMPLATE = TEMPLATE + "B01:%x[0,0]\n"
 
 
-def tiny_corpus(n_chains, n_sentences=5, seed=0, max_len=4):
-    """Sentences of a word column and n_chains label columns that depend on the word."""
-    rng = random.Random(seed)
-    label_sets = [("A", "B"), ("x", "y", "z"), ("P", "Q")][:n_chains]
-    rows_list = []
-    for _ in range(n_sentences):
-        rows = []
-        for _ in range(rng.randint(1, max_len)):
-            w = rng.randrange(4)
-            labs = [labels[(w + rng.randrange(2)) % len(labels)] for labels in label_sets]
-            rows.append([f"w{w}"] + labs)
-        rows_list.append(rows)
-    return sentences(rows_list)
-
 
 def build(n_chains, template=TEMPLATE, seed=0, **kw):
-    sents = tiny_corpus(n_chains, seed=seed, **kw)
+    sents = factorial_sentences(n_chains, seed=seed, **kw)
     tmpl = parse_template(template)
     chains, pairs, corpus = fit_spaces(sents, tmpl, list(range(1, n_chains + 1)))
     st = Factorial(chains, pairs)
@@ -169,7 +154,7 @@ def test_template_p_lines():
 
 
 def test_template_reading_a_label_column_names_the_line():
-    sents = tiny_corpus(2)
+    sents = factorial_sentences(2)
     with pytest.raises(CrftkError) as e:
         fit_spaces(sents, parse_template("U00:%x[0,0]\nP01:%x[0,2]\n", "t.tmpl"), [1, 2])
     assert e.value.line == 2 and "label column of chain 2" in e.value.message

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import lattice_reference as ref
-from corpora import random_corpus, with_random_values
+from corpora import factorial_sentences, random_corpus, with_random_values
 from crftk._factorial import Grids
 from crftk._lattice import Lattices
 from crftk.features.space import FeatureSpace
@@ -217,19 +217,8 @@ FACTORIAL_TEMPLATE = "U00:%x[0,0]\nU01:%x[-1,0]\nB\nP00:%x[0,0]\n"
 
 
 def factorial(n_chains, seed, template=FACTORIAL_TEMPLATE, max_len=3, n_sentences=5):
-    import random
-    rng = random.Random(seed)
-    label_sets = [("A", "B"), ("x", "y", "z"), ("P", "Q")][:n_chains]
-    rows_list = []
-    for _ in range(n_sentences):
-        rows = []
-        for _ in range(rng.randint(1, max_len)):
-            w = rng.randrange(4)
-            rows.append([f"w{w}"] + [labs[(w + rng.randrange(2)) % len(labs)] for labs in label_sets])
-        rows_list.append(rows)
-    from corpora import sentences
-    chains, pairs, corpus = fit_spaces(sentences(rows_list), parse_template(template),
-                                       list(range(1, n_chains + 1)))
+    chains, pairs, corpus = fit_spaces(factorial_sentences(n_chains, n_sentences, seed, max_len),
+                                       parse_template(template), list(range(1, n_chains + 1)))
     st = Factorial(chains, pairs)
     w = np.random.default_rng(seed).normal(scale=0.7, size=st.n_params)
     return st, with_random_values(corpus, seed), w
