@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """A CRFsuite data file from a CoNLL file, with sklearn-crfsuite's tutorial features.
 
-Each token becomes the feature dict of the sklearn-crfsuite tutorial's ``word2features``
-(the word lowercased, its last 3 and 2 characters, isupper, istitle, isdigit, the POS tag and its
+Each token becomes the feature dict of ``bench_ner.sentence_features``, sklearn-crfsuite's
+tutorial features (the word lowercased, its last 3 and 2 characters, isupper, istitle, isdigit, the POS tag and its
 first two characters, the same of the neighbours, BOS/EOS), flattened as python-crfsuite
 flattens it (crftk.features.attributes.flatten) and written in CRFsuite's data format
 (``LABEL<TAB>attr[:value]...``). The flattening, the encoding and the reading back are timed.
@@ -17,32 +17,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from crftk.api import read_conll                                  # noqa: E402
 from crftk.features.attributes import AttributeSpace, flatten     # noqa: E402
 from crftk.io.crfsuite import read_crfsuite, write_crfsuite       # noqa: E402
+from bench_ner import sentence_features                           # noqa: E402  (the tutorial's features)
 
-
-def word2features(sent, i):
-    """The tutorial's features of token i of a sentence of (word, POS, ...) rows."""
-    word, postag = sent[i][0], sent[i][1]
-    features = {"bias": 1.0, "word.lower()": word.lower(), "word[-3:]": word[-3:], "word[-2:]": word[-2:],
-                "word.isupper()": word.isupper(), "word.istitle()": word.istitle(),
-                "word.isdigit()": word.isdigit(), "postag": postag, "postag[:2]": postag[:2]}
-    for offset, edge in ((-1, "BOS"), (1, "EOS")):
-        j = i + offset
-        if 0 <= j < len(sent):
-            w, p = sent[j][0], sent[j][1]
-            features.update({f"{offset:+d}:word.lower()": w.lower(), f"{offset:+d}:word.istitle()": w.istitle(),
-                             f"{offset:+d}:word.isupper()": w.isupper(), f"{offset:+d}:postag": p,
-                             f"{offset:+d}:postag[:2]": p[:2]})
-        else:
-            features[edge] = True
-    return features
-
-
-def sent2features(sent):
-    return [word2features(sent, i) for i in range(len(sent))]
 
 
 def main():
@@ -53,7 +34,7 @@ def main():
     X, y = read_conll(args.conll, label_col=-1)
     X = [[row for row in s if row[0] != "-DOCSTART-"] for s in X]
     t = time.perf_counter()
-    dicts = [sent2features(s) for s in X]
+    dicts = [sentence_features(s) for s in X]
     made = time.perf_counter() - t
     t = time.perf_counter()
     data = flatten(dicts, y)
@@ -72,7 +53,7 @@ def main():
     n, occ = data.n_tokens, len(data.names)
     print(f"{n:,} tokens, {occ:,} attribute occurrences, {space.n_attrs:,} attributes, "
           f"{space.n_features:,} state features")
-    for what, s in (("word2features", made), ("flatten", flat), ("AttributeSpace.fit", fit),
+    for what, s in (("sentence_features", made), ("flatten", flat), ("AttributeSpace.fit", fit),
                     ("encode", encode), ("read_crfsuite", read)):
         print(f"{what:20s} {s:6.2f}s  {n / s:12,.0f} tokens/s")
     assert back.names == data.names and back.labels == data.labels
