@@ -346,6 +346,15 @@ class ChainJob:
         self.inference = None          # bound by the driver (or on a cluster's workers)
 
 
+def _read_line(corpus, space, more, t0, n_threads):
+    """The log line of the encoded training data; ``more`` is what the kind of data adds after the
+    state features."""
+    return (f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
+            f"{plural(space.n_labels, 'label')}, {plural(space.n_attrs, 'attribute')}, "
+            f"{plural(space.n_features, 'state feature')}{more}; {plural(space.n_params, 'parameter')} "
+            f"({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
+
+
 class ChainTrainer:
     """The training of one chain of labels (crftk train with one --label-col)."""
 
@@ -429,10 +438,7 @@ class ChainTrainer:
         transitions = "no transitions" if not template.label_bigram else "label bigram"
         if space.n_edge_attrs:
             transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
-        log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
-            f"{plural(space.n_labels, 'label')}, {plural(space.n_attrs, 'attribute')}, "
-            f"{plural(space.n_features, 'state feature')}, {transitions}; {plural(space.n_params, 'parameter')} "
-            f"({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
+        log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
         return ChainJob(structure, corpus, origins, template, order2)
 
     @staticmethod
@@ -459,11 +465,7 @@ class ChainTrainer:
             space, corpus = AttributeSpace.fit(data, min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                                 count=opt["feature_count"])
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
-        log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
-            f"{plural(space.n_labels, 'label')}, {plural(space.n_attrs, 'attribute')}, "
-            f"{plural(space.n_features, 'state feature')}"
-            f"{', real values' if corpus.values is not None else ''}; {plural(space.n_params, 'parameter')} "
-            f"({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
+        log(_read_line(corpus, space, ", real values" if corpus.values is not None else "", t0, n_threads))
         return ChainJob(structure, corpus, data, space.template, order2)
 
     @staticmethod
