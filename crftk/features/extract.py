@@ -26,10 +26,13 @@ import numpy as np
 
 from crftk.errors import CrftkError
 from crftk.features import observations as obs
+from crftk.features.aggregates import aggregate
 from crftk.features.lexicon import Lexicon, fold_of
-from crftk.features.templates import REAL, padding_value
+from crftk.features.templates import AGGREGATES, REAL, padding_value
 
 MULTI = {"shape", "ngram"}
+#: sources read from whole sentences (lexicons) or documents (aggregates), not from one string
+SENTENCE_SOURCES = ("lex",) + AGGREGATES
 #: The numbers %num reads: decimal, no inf, nan, hex or '_' (as _encode.parse_numbers).
 NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
@@ -160,7 +163,8 @@ class Extractor:
             self.vectors[name] = template.vectors[name]
         pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
         self.vocabs = vocabs if vocabs is not None else {k: Vocab(pads) for k in self.keys}
-        self.tests = {k: string_test(k[0], k[2]) for k in derived if k[0] != "lex"}
+        self.tests = {k: string_test(k[0], k[2]) for k in derived if k[0] not in SENTENCE_SOURCES}
+        self.aggregates = [k for k in derived if k[0] in AGGREGATES]
         self._tables = {}                             # key -> lookup table over the column vocab
 
     # training ---------------------------------------------------------------
@@ -177,10 +181,12 @@ class Extractor:
         label_vocab, labels = Vocab(), array("q")
         lengths, docs = array("q"), array("q")
         reals = {k: [] for k in self.reals}
+        read = _AggregateReader(self.aggregates)
         for s in sentences:
             rows = s.rows
             lengths.append(len(rows))
             docs.append(s.doc)
+            read.add(rows)
             for k, parts in reals.items():
                 parts.append(self.sentence_reals(k, [s]))
             for c in self.columns:
@@ -194,6 +200,8 @@ class Extractor:
             labels.extend(label_vocab.add_ids([row[label_col] for row in rows]))
         single = {c: np.frombuffer(a, dtype=np.int64) for c, a in cols.items()}
         single.update({k: np.frombuffer(a, dtype=np.int64) for k, a in lex_vals.items()})
+        for k, strings in read.values(lengths, docs).items():
+            single[k] = np.array(self.vocabs[k].add_ids(strings), dtype=np.int64)
         values = self._derive(single, np.frombuffer(lengths, dtype=np.int64), np.frombuffer(docs, dtype=np.int64),
                               (label_vocab.strings, np.frombuffer(labels, dtype=np.int64)))
         values.reals = _joined(reals)
@@ -201,7 +209,7 @@ class Extractor:
 
     def can_fit_batches(self):
         """Whether :meth:`fit_batches` can read this template's sources (all but lexicons)."""
-        return not any(not isinstance(k, int) and k[0] == "lex" for k in self.keys)
+        return not any(not isinstance(k, int) and k[0] in SENTENCE_SOURCES for k in self.keys)
 
     def fit_batches(self, batches, label_col):
         """:meth:`fit` over :class:`crftk.io.conll.RawBatch` batches: the column values are
@@ -376,6 +384,11 @@ class Extractor:
                 lex = self.lexicons[k[2][0]]
                 single[k] = self.vocabs[k].ids([v for s in sentences
                                                 for v in lex.match([row[0] for row in s.rows], None)])
+        read = _AggregateReader(self.aggregates)
+        for s in sentences:
+            read.add(s.rows)
+        for k, strings in read.values(lengths, [s.doc for s in sentences]).items():
+            single[k] = self.vocabs[k].ids(strings)
         anchor = None
         if self.template.anchored:
             # words: the vocabulary's ids, and new ids past its end for unseen words
@@ -396,6 +409,29 @@ class Extractor:
             labels = [row[label_col] for s in sentences for row in s.rows]
         reals = {k: self.sentence_reals(k, sentences) for k in self.reals} or None
         return Values(single, multi, anchor, lengths, labels, reals)
+
+
+class _AggregateReader:
+    """The words and first-stage labels that aggregate macros read, gathered sentence by sentence."""
+
+    def __init__(self, keys):
+        self.keys = keys
+        self.words, self.labels = [], {}
+
+    def add(self, rows):
+        if self.keys:
+            self.words.extend(row[0] for row in rows)
+            for k in self.keys:
+                self.labels.setdefault(k[1], []).extend(row[k[1]] for row in rows)
+
+    def values(self, lengths, docs):
+        """{key: value string or None per token}."""
+        out = {}
+        for col in {k[1] for k in self.keys}:
+            keys = [k for k in self.keys if k[1] == col]
+            got = aggregate(self.words, self.labels[col], lengths, docs, [(k[0], k[2][0]) for k in keys])
+            out.update({k: got[k[0], k[2][0]] for k in keys})
+        return out
 
 
 def not_a_number(key, text, source, line=None):

@@ -60,9 +60,14 @@ MACROS = {
     "ngram": (("col", "int", "int"), True),
     "lex": (("name",), False),
     "num": (("col",), False), "vec": (("col", "name"), False),
+    "doc": (("col", "name"), False), "corpus": (("col", "name"), False),
 }
 #: Macros whose attributes carry real values (EncodedCorpus.values) instead of naming strings.
 REAL = ("num", "vec")
+#: Macros that read a first stage's labels aggregated over the document or the corpus
+#: (crftk.features.aggregates; their third argument is one of its KINDS).
+AGGREGATES = ("doc", "corpus")
+AGGREGATE_KINDS = ("token", "entity", "super", "hist")
 #: How a %vec line's word finds its vector (crftk.features.vectors): as written, or as written
 #: then lower-cased.
 VECTOR_LOOKUPS = ("exact", "lowercase")
@@ -110,9 +115,9 @@ class Macro:
 
     def __str__(self):
         parts = [str(self.row)] + ([self.args[0]] if self.kind == "lex" else [str(self.col)])
-        if self.kind == "vec":
+        if self.kind == "vec" or self.kind in AGGREGATES:
             parts.append(self.args[0])
-        elif self.kind != "lex":
+        elif self.kind != "lex" and self.kind not in AGGREGATES:
             parts += [f'"{a}"' if isinstance(a, str) else str(a) for a in self.args]
         return f"%{'^' if self.anchored else ''}{self.kind}[{','.join(parts)}]"
 
@@ -169,9 +174,10 @@ class Template:
 
     @property
     def columns(self):
-        """Sorted column indices the templates read (column 0 for lexicons and first mentions)."""
+        """Sorted column indices the templates read (column 0 for lexicons, first mentions and
+        aggregates)."""
         cols = {m.col for m in self.macros}
-        if any(m.anchored for m in self.macros):
+        if any(m.anchored or m.kind in AGGREGATES for m in self.macros):
             cols.add(0)
         return sorted(cols)
 
@@ -205,6 +211,11 @@ class Template:
     @property
     def anchored(self):
         return any(m.anchored for m in self.macros)
+
+    @property
+    def aggregates(self):
+        """Whether a macro reads a first stage's labels over the document or corpus (%doc, %corpus)."""
+        return any(m.kind in AGGREGATES for m in self.macros)
 
     @property
     def max_offset(self):
@@ -391,6 +402,8 @@ def _make_macro(name, args, anchored, path, lineno):
     kinds, _ = MACROS[name]
     usage = f"%{name}[row," + ",".join({"col": "col", "regex": '"regex"', "int": "n", "name": "NAME"}[k]
                                        for k in kinds) + "]"
+    if name in AGGREGATES:
+        usage = f"%{name}[row,col,{'|'.join(AGGREGATE_KINDS)}]"
 
     def bad(what, arg=None):
         got = f", not {shown(arg[1], 24)}" if arg is not None else ""
@@ -424,6 +437,12 @@ def _make_macro(name, args, anchored, path, lineno):
             if how != "raw" or not NAME.match(text):
                 raise CrftkError(f"bad macro %{name}[...]: expected {usage}", path, lineno)
             extra.append(text)
+    if name in AGGREGATES and anchored:
+        raise CrftkError(f"%^{name}: an aggregate is the same at every mention of a word; drop the ^",
+                         path, lineno)
+    if name in AGGREGATES and extra[0] not in AGGREGATE_KINDS:
+        raise CrftkError(f"bad macro %{name}[...]: the aggregate must be one of {', '.join(AGGREGATE_KINDS)}, "
+                         f"not {shown(extra[0], 24)} ({usage})", path, lineno)
     if name == "ngram" and extra[0] > extra[1]:
         raise CrftkError("bad macro %ngram[...]: lo must not exceed hi", path, lineno)
     return Macro(row, col, name, tuple(extra), anchored)
