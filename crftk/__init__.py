@@ -24,9 +24,11 @@ for _var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
 from crftk.errors import CrftkError  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["Bag", "CRF", "CrftkError", "Model", "NotFittedError", "Pipeline", "evaluate", "read_conll", "__version__"]
+__all__ = ["Bag", "CRF", "CrftkError", "Model", "NotFittedError", "Pipeline", "TwoStage", "evaluate", "read_conll",
+           "__version__"]
 
-_LAZY = {"Bag": "crftk.api", "CRF": "crftk.api", "FactorialCRF": "crftk.api", "NotFittedError": "crftk.api", "Pipeline": "crftk.api", "read_conll": "crftk.api",
+_LAZY = {"Bag": "crftk.api", "CRF": "crftk.api", "FactorialCRF": "crftk.api", "NotFittedError": "crftk.api", "Pipeline": "crftk.api", "TwoStage": "crftk.api",
+         "read_conll": "crftk.api",
          "evaluate": "crftk.api", "Model": "crftk.model"}
 
 

@@ -36,8 +36,8 @@ from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.attributes import AttributeSpace, attribute_template, flatten
 from crftk.features.templates import parse_template, read_template
-from crftk.params import (BAG, CHECKPOINT_EVERY, FACTORIAL, SCHEDULER, TRAIN, VECTORS, VECTORS_LOOKUP, WORKERS, Param,
-                          python_names)
+from crftk.params import (BAG, CHECKPOINT_EVERY, FACTORIAL, FIRST_STAGE_FOLDS, SCHEDULER, TRAIN, VECTORS,
+                          VECTORS_LOOKUP, WORKERS, Param, python_names)
 from crftk.features.vectors import attach_vectors
 from crftk.params import python_spelling
 from crftk.commands.train import check_options
@@ -238,6 +238,26 @@ def _signature(cls, positional, required=()):
         [kind("self", kind.POSITIONAL_OR_KEYWORD)] + [parameter(i, p) for i, p in enumerate(cls._PARAMS)])
 
 
+
+def _document_batches(tagger, *rest):
+    """(tagger, batch, indices in X) of sentences: whole documents a batch when a template looks
+    across sentences (first mentions, %doc), all of them in one batch for %corpus aggregates."""
+    from crftk.kinds.chain import by_document, whole_files
+    *templates, index, sentences, docs = rest
+    across = any(by_document(t) for t in templates)
+    if across and docs is not None:
+        # a batch must hold whole documents: bring each document's sentences together, in order
+        order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
+        index, sentences = [index[k] for k in order], [sentences[k] for k in order]
+    if any(whole_files(t) for t in templates):
+        if sentences:
+            yield tagger, sentences, index
+        return
+    start = 0
+    for batch in chunked(sentences, BATCH_TOKENS, by_document=across):
+        yield tagger, batch, index[start:start + len(batch)]
+        start += len(batch)
+
 class CRF(_Estimator):
     """A linear-chain CRF estimator with scikit-learn's conventions.
 
@@ -365,17 +385,8 @@ class CRF(_Estimator):
             return
         index, sentences = _sentences(X, "X", None, space.label_col, None, None, docs, "docs",
                                       space.input_widths())
-        anchored = space.template.anchored
-        if anchored and docs is not None:
-            # a batch must hold whole documents: bring each document's sentences together, in order
-            order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
-            index = [index[k] for k in order]
-            sentences = [sentences[k] for k in order]
         tagger = Tagger(model, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
-        start = 0
-        for batch in chunked(sentences, BATCH_TOKENS, by_document=anchored):
-            yield tagger, batch, index[start:start + len(batch)]
-            start += len(batch)
+        yield from _document_batches(tagger, space.template, index, sentences, docs)
 
     @_keywords
     def predict(self, X, *, docs=None):
@@ -466,6 +477,97 @@ class CRF(_Estimator):
             self.init = Model.from_bytes(init, name="<pickled init model>")
 
 
+class TwoStage(CRF):
+    """A two-stage CRF (Krishnan & Manning 2006; ``crftk train --first-stage``): ``first``, a fitted
+    CRF (or a model file's path), tags X; its labels go into the rows at its label column, and
+    this CRF, whose ``template`` reads them there, also through ``%doc``/``%corpus`` aggregates over
+    the documents (``docs``) and the whole X, is trained on out-of-fold labels of the first stage's
+    configuration (``first_stage_folds`` folds of documents). predict runs both stages.
+    """
+
+    _kind = "two-stage"
+    _PARAMS = (Param("first", None, object, "The first stage: a fitted crftk.CRF, a Model, or a model file's "
+                     "path."),) + PARAMS[:1] + (FIRST_STAGE_FOLDS,) + PARAMS[1:]
+
+    def __init__(self, first=None, template=None, **params):
+        self.first = first
+        self.template = template
+        self._init_params(params, positional=2)
+
+    def _first_model(self):
+        first = self.first
+        if isinstance(first, CRF):
+            return first._model()
+        if isinstance(first, Model):
+            return first
+        if isinstance(first, (str, os.PathLike)):
+            return Model.load(first)
+        raise CrftkError("first must be a fitted crftk.CRF, a Model or a model file's path")
+
+    @_keywords
+    def fit(self, X, y, X_dev=None, y_dev=None, *, docs=None, dev_docs=None):
+        """Train the second stage on the first stage's out-of-fold labels of X; returns self."""
+        from crftk.training.twostage import fit_two_stage
+        first = self._first_model()
+        options = {name: getattr(self, name) for name in _TRAIN_NAMES}
+        check_options(options, log=lambda message: None)
+        if self.init is not None or self.checkpoint_every or self.scheduler is not None or self.workers:
+            raise CrftkError("a TwoStage trains from its template on one machine: leave init, checkpoint_every, "
+                             "scheduler and workers unset")
+        label_col = first.space.label_col
+        _, train = _sentences(X, "X", first.space.n_columns - 1, label_col, y, "y", docs, "docs")
+        dev = None
+        if X_dev is not None:
+            _, dev = _sentences(X_dev, "X_dev", first.space.n_columns - 1, label_col, y_dev, "y_dev", dev_docs,
+                                "dev_docs")
+        options.pop("label_col", None)
+        two = fit_two_stage(train, _template(self.template), first, folds=self.first_stage_folds, dev=dev or None,
+                            log=_Log(self.verbose), **options)
+        self._set_model(two.to_model())
+        return self
+
+    def _set_model(self, model):
+        from crftk.kinds.twostage import TwoStage as Stages
+        self.model_ = model
+        self.stages_ = Stages.from_model(model)
+        self.classes_ = list(self.stages_.second.output_labels)
+
+    def _batches(self, X, docs):
+        from crftk.kinds.twostage import Tagger as TwoStageTagger
+        self._model()
+        first = self.stages_.first.space
+        index, sentences = _sentences(X, "X", None, first.label_col, None, None, docs, "docs", first.input_widths())
+        tagger = TwoStageTagger(self.stages_, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+        yield from _document_batches(tagger, self.stages_.second.space.template, index, sentences, docs)
+
+    def _crf_only(self, what):
+        pass
+
+    def _input_files(self):
+        return [("template", _template_path(self.template)),
+                ("first stage", self.first if isinstance(self.first, (str, os.PathLike)) else None)]
+
+    @classmethod
+    def _from_model(cls, model):
+        from crftk.kinds.twostage import TwoStage as Stages
+        stages = Stages.from_model(model)
+        options = stages.second.info.get("options") or {}
+        two = cls(first=stages.first, template=stages.second.space.template.text,
+                  **{name: options[name] for name in _TRAIN_NAMES if name in options and name != "label_col"})
+        two._set_model(model)
+        return two
+
+    def __getstate__(self):
+        state = _Estimator.__getstate__(self)
+        state["params"]["first"] = None          # the model file holds the first stage
+        return state
+
+    def __setstate__(self, state):
+        _Estimator.__setstate__(self, state)
+        if hasattr(self, "stages_"):
+            self.first = self.stages_.first
+
+
 class Bag(_Estimator):
     """Feature bagging (``crftk bag``): one CRF per template, combined by seq-poe, seq-mixture,
     trans-mixture or trans-poe (Sutton, Sindelar & McCallum 2006).
@@ -521,14 +623,7 @@ class Bag(_Estimator):
                             threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
         index, sentences = _sentences(X, "X", None, model.space.label_col, None, None, docs, "docs",
                                       tagger.input_widths())
-        anchored = any(m.space.template.anchored for m in tagger.bag.members)
-        if anchored and docs is not None:
-            order = sorted(range(len(sentences)), key=lambda k: sentences[k].doc)
-            index, sentences = [index[k] for k in order], [sentences[k] for k in order]
-        start = 0
-        for batch in chunked(sentences, BATCH_TOKENS, by_document=anchored):
-            yield tagger, batch, index[start:start + len(batch)]
-            start += len(batch)
+        yield from _document_batches(tagger, *(m.space.template for m in tagger.bag.members), index, sentences, docs)
 
     @_keywords
     def predict(self, X, *, combine="chosen", decode="chosen", weights=None, docs=None):
@@ -598,6 +693,7 @@ def _parameters_doc():
 
 CRF.__doc__ += _parameters_doc()
 _signature(CRF, 1)
+_signature(TwoStage, 2)
 
 
 class _Log:

@@ -211,6 +211,19 @@ _induce_options = _param_options(params.INDUCE)
 @click.option("--cross-output", "cross_output", metavar="FILE",
               help="With --cross-predict: the training files with their label column replaced by the "
                    "out-of-fold predictions (written atomically).")
+@click.option("--first-stage", "first_stage", metavar="MODEL",
+              help="Train the second stage of a two-stage model (Krishnan & Manning 2006): MODEL (one CRF) "
+                   "tags the input first, its labels go in as a column at its label column (the gold "
+                   "labels move one right), and --template reads them there, also aggregated over the "
+                   "document and the corpus (%doc, %corpus). The model file holds both stages.")
+@_option(params.FIRST_STAGE_FOLDS, metavar="K")
+@click.option("--first-stage-labels", "first_stage_labels", metavar="FILE",
+              help="With --first-stage: read the training data's first-stage labels from FILE (the "
+                   "training files with the label column replaced, as --first-stage-output writes them) "
+                   "instead of training K folds.")
+@click.option("--first-stage-output", "first_stage_output", metavar="FILE",
+              help="With --first-stage: also write the out-of-fold first-stage labels (the training files "
+                   "with the label column replaced; written atomically), for --first-stage-labels.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @encoding_option
@@ -225,8 +238,9 @@ _induce_options = _param_options(params.INDUCE)
 @_option(params.DATA_FORMAT)
 @_train_command_options
 def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, vectors,
-          vectors_lookup, cross_predict, cross_output, quiet, max_sentence_tokens, encoding, scheduler, workers,
-          warm_start, format, **options):
+          vectors_lookup, cross_predict, cross_output, first_stage, first_stage_folds, first_stage_labels,
+          first_stage_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, format,
+          **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column).
 
     With --scheduler or --workers the objective and gradient are computed data-parallel
@@ -244,7 +258,8 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
         init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
         vectors=vectors, vectors_lookup=vectors_lookup, scheduler=scheduler, workers=workers, warm_start=warm_start,
-        encoding=encoding, data_format=format, **options)
+        encoding=encoding, data_format=format, first_stage=first_stage, first_stage_folds=first_stage_folds,
+        first_stage_labels=first_stage_labels, first_stage_output=first_stage_output, **options)
 
 
 @main.command(context_settings=CONTEXT)

@@ -471,6 +471,13 @@ CROSS_PREDICT = Param("cross_predict", 0, Integer(2, MAX_CROSS_FOLDS, also=(0,))
                       "the other K-1 (same options), the label column replaced by the prediction, so a "
                       "downstream stage can train on honest upstream errors. 0: off.")
 
+#: Folds of ``train --first-stage``: the out-of-fold labels the second stage trains on.
+FIRST_STAGE_FOLDS = Param("first_stage_folds", 10, Integer(2, MAX_CROSS_FOLDS),
+                          "With --first-stage: folds of the training documents (document i in fold i mod K; "
+                          "sentences when there are fewer documents than K); each fold's first-stage labels "
+                          "come from the first stage's template and options trained on the other K-1, so the "
+                          "second stage learns from the first stage's errors on unseen text.")
+
 #: Options of ``crftk tag`` for pipelines (``crftk compose``).
 DECODE = Param("decode", "joint", str,
                "How a pipeline (crftk compose) decodes. cascade: each stage's Viterbi labels feed the "

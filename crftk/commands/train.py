@@ -30,7 +30,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
           max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, vectors=None, vectors_lookup="exact",
-          data_format="conll", **options):
+          data_format="conll", first_stage=None, first_stage_folds=10, first_stage_labels=None,
+          first_stage_output=None, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -51,6 +52,9 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     features: no template.
     ``vectors``: {NAME: path} or NAME=FILE strings, the word vectors of the template's %vec lines,
     looked up as ``vectors_lookup`` says (crftk.features.vectors).
+    ``first_stage``: a model file; train the second stage of a two-stage model on its out-of-fold
+    labels (``first_stage_folds`` folds; or the labels of ``first_stage_labels``, a file as
+    ``first_stage_output`` writes them) and save both stages (crftk.training.twostage).
     """
     options = dict(options)
     encoding = params.ENCODING.check(encoding)
@@ -76,6 +80,13 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         raise UsageError("--cross-predict replaces one label column by out-of-fold predictions: a factorial CRF "
                          "(several --label-col) has one per chain; tag with each fold's model instead")
     check_output(cross_output, "cross-prediction output")
+    if first_stage is None and (first_stage_labels is not None or first_stage_output is not None):
+        raise UsageError("--first-stage-labels and --first-stage-output need --first-stage MODEL")
+    if first_stage is not None:
+        first_stage_folds = params.FIRST_STAGE_FOLDS.check(first_stage_folds)
+        _check_two_stage_options(crfsuite, cross_predict, init_model, trainer, scheduler, workers, checkpoint_every,
+                                 trace_file, first_stage_labels, first_stage_output)
+    check_output(first_stage_output, "first-stage labels output")
     checkpoint = None
     if checkpoint_every:
         if model_path is None:
@@ -84,7 +95,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if trace_file is not None and not hasattr(trace_file, "write"):
         check_output(trace_file, "trace")
     train_files = training_files(train_files)
-    check_inputs([*train_files, dev_file, init_model, template_path])
+    check_inputs([*train_files, dev_file, init_model, template_path, first_stage, first_stage_labels])
     init = None
     if init_model is None and template_path is None and not crfsuite:
         raise UsageError("train needs --template (or --init MODEL)")
@@ -99,8 +110,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                          "real values: drop --vectors")
     inputs = [*data_inputs(train_files, dev_file), ("--init model", init_model),
               *([] if template is None else template_inputs(template)),
-              *((f"vectors {name}", path) for name, path in vector_files.items())]
+              *((f"vectors {name}", path) for name, path in vector_files.items()),
+              ("--first-stage model", first_stage), ("--first-stage-labels file", first_stage_labels)]
     outputs = [("model", model_path), ("cross-prediction output", cross_output),
+               ("first-stage labels output", first_stage_output),
                ("trace", None if hasattr(trace_file, "write") else trace_file)]
     check_apart(outputs, inputs)
     if template is not None and init_model is None:
@@ -124,6 +137,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
+    if first_stage is not None:
+        return _train_two_stage(train_files, template, model_path, first_stage, first_stage_folds, first_stage_labels,
+                                first_stage_output, dev, dev_file, log, max_sentence_tokens, encoding,
+                                trainer.fit_options(opt))
     cross_text = None
     if cross_predict:
         cross_text = cross_predictions(train_files, template, cross_predict, dev=dev or None, log=log,
@@ -171,6 +188,58 @@ def _check_crfsuite_options(train_files, template_path, cross_predict, options):
         raise UsageError("--format crfsuite reads the label first on each line: drop --label-col")
 
 
+def _check_two_stage_options(crfsuite, cross_predict, init_model, trainer, scheduler, workers, checkpoint_every,
+                             trace_file, labels, output):
+    """What --first-stage does not take, refused in one line each."""
+    refused = [("--format crfsuite", crfsuite), ("--cross-predict", cross_predict), ("--init", init_model),
+               ("several --label-col (a factorial CRF)", trainer.label_cols),
+               ("--scheduler/--workers", scheduler is not None or workers), ("--checkpoint-every", checkpoint_every),
+               ("--trace", trace_file is not None)]
+    for what, given in refused:
+        if given:
+            raise UsageError(f"--first-stage trains a two-stage model from a template on CoNLL files: drop {what}")
+    if labels is not None and output is not None:
+        raise UsageError("--first-stage-labels reads the labels --first-stage-output would write: give one")
+
+
+def _train_two_stage(train_files, template, model_path, first_path, folds, labels_path, labels_output, dev, dev_file,
+                     log, max_sentence_tokens, encoding, opt):
+    """crftk train --first-stage: the second stage trained on the first stage's out-of-fold labels."""
+    from crftk.training.twostage import fit_two_stage
+    first = Model.load(first_path)
+    files, sentences = _read_keeping_lines(train_files, max_sentence_tokens, encoding)
+    labels = None
+    if labels_path is not None:
+        labels = _read_first_labels(labels_path, sentences, first.space.label_col, max_sentence_tokens, encoding)
+    two = fit_two_stage(sentences, template, first, folds=folds, first_labels=labels, dev=dev or None, log=log,
+                        source=train_files[0], dev_source=dev_file, first_path=first_path, **opt)
+    model = two.to_model()
+    model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file))
+    if model_path is not None:
+        model.save(model_path)
+        log(f"saved {model_path} (two stages)")
+    if labels_output is not None:
+        with AtomicWriter(labels_output, encoding=encoding) as out:
+            out.write(_labeled_text(files, two.training_labels, first.space.label_col))
+        log(f"wrote the out-of-fold first-stage labels to {labels_output}")
+    return model
+
+
+def _read_first_labels(path, sentences, col, max_sentence_tokens, encoding):
+    """The label column of a --first-stage-labels file, checked token by token against the
+    training sentences (same sentences, same words)."""
+    given = read_corpus(path, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
+    if len(given) != len(sentences):
+        raise CrftkError(f"has {plural(len(given), 'sentence')}, the training data {len(sentences):,}: "
+                         "it is not a copy of the training files", path)
+    for g, s in zip(given, sentences):
+        if len(g.rows) != len(s.rows) or any(a[0] != b[0] for a, b in zip(g.rows, s.rows)) \
+                or any(len(a) <= col for a in g.rows):
+            raise CrftkError(f"this sentence is not the training data's {s.source}:{s.line} (its words or "
+                             "columns differ)", path, g.line)
+    return [[row[col] for row in g.rows] for g in given]
+
+
 def _write_cross_output(text, path, folds, log, encoding):
     with AtomicWriter(path, encoding=encoding) as out:
         out.write(text)
@@ -205,19 +274,9 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
     the errors it makes on unseen text. Lines that are not tokens (``-DOCSTART-``) and
     each file's column separator are kept; several files are concatenated.
     """
-    from crftk.io.conll import Layout, format_sentence, read_sentences
     opt = check_options(options, log)
     folds = params.CROSS_PREDICT.check(folds)
-    files, sentences, doc = [], [], 0
-    for path in train_files:
-        layout = Layout()
-        items = list(read_sentences(path, passthrough=True, first_doc=doc, layout=layout,
-                                    max_sentence_tokens=max_sentence_tokens, encoding=encoding))
-        sents = [it for it in items if not isinstance(it, str)]
-        if sents:
-            doc = sents[-1].doc + 1
-        files.append((items, layout.separator or "\t"))
-        sentences.extend(sents)
+    files, sentences = _read_keeping_lines(train_files, max_sentence_tokens, encoding)
     if len(sentences) < folds:
         raise CrftkError(f"--cross-predict {folds} needs at least {folds} training sentences, "
                          f"found {len(sentences)}", train_files[0])
@@ -240,14 +299,37 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
         log(f"cross-prediction fold {k + 1}/{folds}: {plural(len(rest), 'training sentence')}, "
             f"{model.info['iterations']} iterations; {plural(held.size, 'sentence')} tagged, "
             f"accuracy {100 * score.token_accuracy:.2f}{f1}")
-    col = model.space.label_col
+    return _labeled_text(files, predicted, model.space.label_col)
+
+
+def _read_keeping_lines(train_files, max_sentence_tokens, encoding):
+    """(each file's items (Sentences and pass-through lines) and column separator, all the
+    sentences); document numbers continue across files."""
+    from crftk.io.conll import Layout, read_sentences
+    files, sentences, doc = [], [], 0
+    for path in train_files:
+        layout = Layout()
+        items = list(read_sentences(path, passthrough=True, first_doc=doc, layout=layout,
+                                    max_sentence_tokens=max_sentence_tokens, encoding=encoding))
+        sents = [it for it in items if not isinstance(it, str)]
+        if sents:
+            doc = sents[-1].doc + 1
+        files.append((items, layout.separator or "\t"))
+        sentences.extend(sents)
+    return files, sentences
+
+
+def _labeled_text(files, labels, col):
+    """The files' text (from _read_keeping_lines) with column ``col`` replaced by ``labels``
+    (one list per sentence)."""
+    from crftk.io.conll import format_sentence
     parts, i = [], 0
     for items, sep in files:
         for it in items:
             if isinstance(it, str):
                 parts.append(it + "\n")
                 continue
-            rows = [row[:col] + [lab] + row[col + 1:] for row, lab in zip(it.rows, predicted[i])]
+            rows = [row[:col] + [lab] + row[col + 1:] for row, lab in zip(it.rows, labels[i])]
             parts.append(format_sentence(rows, sep=sep))
             i += 1
     return "".join(parts)

@@ -237,6 +237,9 @@ def tag_files(cluster, model, inputs, out=None, *, out_dir=None, batch_tokens=50
                          "sent to them; save it to a file first")
     if (out is None) == (out_dir is None):
         raise ValueError("give out (a text stream) or out_dir, not both")
+    if getattr(job, "whole_files", False):
+        raise CrftkError("this model's %corpus features read each input file whole, which a cluster tags in "
+                         "pieces: tag it without --scheduler/--workers")
     outputs = _Outputs(inputs, out, out_dir, encoding)
     files = []
     crfsuite = isinstance(job, AttributeJob)

@@ -10,11 +10,11 @@ which ``trainer_for`` picks from the training options. A new kind is a module he
 CRF like any other (same structure, same runtime): the "crf" kind.
 """
 
-from crftk.kinds import bag, chain, factorial, pipeline
+from crftk.kinds import bag, chain, factorial, pipeline, twostage
 from crftk.kinds.bag import tagger_for  # noqa: F401 (the tagger of a CRF or a bag)
 
 #: kind name (crftk.model.KINDS) -> the module of that kind
-KINDS = {k.NAME: k for k in (chain, bag, pipeline, factorial)}
+KINDS = {k.NAME: k for k in (chain, bag, pipeline, factorial, twostage)}
 
 
 def kind_of(model):

@@ -4,7 +4,8 @@ chain: the first-order linear-chain CRF; pairs: a second-order chain through
 label pairs; memm: a maximum-entropy Markov model on the chain's features;
 composed: a pipeline of such models (crftk compose), one part per stage; factorial:
 several label chains coupled at every token (Sutton et al. 2004), one part per chain
-and per pair factor.
+and per pair factor; twostage: a CRF reading another's labels over documents
+(crftk train --first-stage), one part per stage.
 A new structure subclasses base.Structure and is added to ``STRUCTURES``.
 """
 
@@ -13,8 +14,9 @@ from crftk.structures.composed import Composed
 from crftk.structures.factorial import Factorial
 from crftk.structures.memm import MEMM
 from crftk.structures.pairs import Pairs
+from crftk.structures.twostage import TwoStage
 
-STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM, Composed, Factorial)}
+STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM, Composed, Factorial, TwoStage)}
 
 
 def structure_name(order=1, model_type="crf"):
