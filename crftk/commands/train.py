@@ -80,12 +80,17 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         raise UsageError("--cross-predict replaces one label column by out-of-fold predictions: a factorial CRF "
                          "(several --label-col) has one per chain; tag with each fold's model instead")
     check_output(cross_output, "cross-prediction output")
-    if first_stage is None and (first_stage_labels is not None or first_stage_output is not None):
-        raise UsageError("--first-stage-labels and --first-stage-output need --first-stage MODEL")
-    if first_stage is not None:
+    two_stage_init = _two_stage_init(init_model)
+    if first_stage is not None and two_stage_init is not None:
+        raise UsageError(f"--init {init_model} is a two-stage model, which holds its first stage: drop --first-stage")
+    if first_stage is None and two_stage_init is None and (first_stage_labels is not None
+                                                           or first_stage_output is not None):
+        raise UsageError("--first-stage-labels and --first-stage-output need --first-stage MODEL (or --init "
+                         "of a two-stage model)")
+    if first_stage is not None or two_stage_init is not None:
         first_stage_folds = params.FIRST_STAGE_FOLDS.check(first_stage_folds)
-        _check_two_stage_options(crfsuite, cross_predict, init_model, trainer, scheduler, workers, checkpoint_every,
-                                 trace_file, first_stage_labels, first_stage_output)
+        _check_two_stage_options(crfsuite, cross_predict, trainer, scheduler, workers, checkpoint_every, trace_file,
+                                 first_stage_labels, first_stage_output)
     check_output(first_stage_output, "first-stage labels output")
     checkpoint = None
     if checkpoint_every:
@@ -97,7 +102,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     train_files = training_files(train_files)
     check_inputs([*train_files, dev_file, init_model, template_path, first_stage, first_stage_labels])
     init = None
-    if init_model is None and template_path is None and not crfsuite:
+    if two_stage_init is not None:
+        if template_path is not None:
+            raise UsageError(f"--init {init_model} trains its own second stage's features: drop --template")
+    elif init_model is None and template_path is None and not crfsuite:
         raise UsageError("train needs --template (or --init MODEL)")
     template = None if template_path is None else read_template(template_path)
     lexicons = None if template is None else load_lexicons(template)   # all inputs before any work
@@ -120,7 +128,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         attach_vectors(template, vector_files, vectors_lookup, log)
     if checkpoint is not None:      # it may be the --init model: resuming from a checkpoint updates it
         check_apart([*outputs, ("checkpoint", checkpoint[0])], [i for i in inputs if i[0] != "--init model"])
-    if init_model is not None:
+    if init_model is not None and two_stage_init is None:
         init = Model.load(init_model)
         trainer.check_init(init)
         if template is not None:
@@ -137,10 +145,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
         dev = read_corpus(dev_file, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         if not dev:
             log(f"crftk: warning: the development set {dev_file} has no sentences; it is not used")
-    if first_stage is not None:
-        return _train_two_stage(train_files, template, model_path, first_stage, first_stage_folds, first_stage_labels,
-                                first_stage_output, dev, dev_file, log, max_sentence_tokens, encoding,
-                                trainer.fit_options(opt))
+    if first_stage is not None or two_stage_init is not None:
+        return _train_two_stage(train_files, template, model_path, first_stage, two_stage_init, first_stage_folds,
+                                first_stage_labels, first_stage_output, dev, dev_file, log, max_sentence_tokens,
+                                encoding, trainer.fit_options(opt))
     cross_text = None
     if cross_predict:
         cross_text = cross_predictions(train_files, template, cross_predict, dev=dev or None, log=log,
@@ -188,31 +196,48 @@ def _check_crfsuite_options(train_files, template_path, cross_predict, options):
         raise UsageError("--format crfsuite reads the label first on each line: drop --label-col")
 
 
-def _check_two_stage_options(crfsuite, cross_predict, init_model, trainer, scheduler, workers, checkpoint_every,
-                             trace_file, labels, output):
-    """What --first-stage does not take, refused in one line each."""
-    refused = [("--format crfsuite", crfsuite), ("--cross-predict", cross_predict), ("--init", init_model),
+def _two_stage_init(init_model):
+    """The --init model when it is a two-stage model (its second stage trains on), else None."""
+    if init_model is None:
+        return None
+    check_inputs([init_model])
+    model = Model.load(init_model)
+    return model if model.kind == "two-stage" else None
+
+
+def _check_two_stage_options(crfsuite, cross_predict, trainer, scheduler, workers, checkpoint_every, trace_file,
+                             labels, output):
+    """What a two-stage model's training does not take, refused in one line each."""
+    refused = [("--format crfsuite", crfsuite), ("--cross-predict", cross_predict),
                ("several --label-col (a factorial CRF)", trainer.label_cols),
                ("--scheduler/--workers", scheduler is not None or workers), ("--checkpoint-every", checkpoint_every),
                ("--trace", trace_file is not None)]
     for what, given in refused:
         if given:
-            raise UsageError(f"--first-stage trains a two-stage model from a template on CoNLL files: drop {what}")
+            raise UsageError(f"a two-stage model trains on CoNLL files on one machine: drop {what}")
     if labels is not None and output is not None:
         raise UsageError("--first-stage-labels reads the labels --first-stage-output would write: give one")
 
 
-def _train_two_stage(train_files, template, model_path, first_path, folds, labels_path, labels_output, dev, dev_file,
-                     log, max_sentence_tokens, encoding, opt):
-    """crftk train --first-stage: the second stage trained on the first stage's out-of-fold labels."""
+def _train_two_stage(train_files, template, model_path, first_path, init, folds, labels_path, labels_output, dev,
+                     dev_file, log, max_sentence_tokens, encoding, opt):
+    """crftk train --first-stage (or --init of a two-stage model): the second stage trained on the
+    first stage's out-of-fold labels."""
+    from crftk.kinds.twostage import TwoStage
     from crftk.training.twostage import fit_two_stage
-    first = Model.load(first_path)
+    second_init = None
+    if init is not None:
+        stages = TwoStage.from_model(init)
+        first, second_init = stages.first, stages.second
+        first_path = stages.info.get("first_stage") or "(the --init model's first stage)"
+    else:
+        first = Model.load(first_path)
     files, sentences = _read_keeping_lines(train_files, max_sentence_tokens, encoding)
     labels = None
     if labels_path is not None:
         labels = _read_first_labels(labels_path, sentences, first.space.label_col, max_sentence_tokens, encoding)
     two = fit_two_stage(sentences, template, first, folds=folds, first_labels=labels, dev=dev or None, log=log,
-                        source=train_files[0], dev_source=dev_file, first_path=first_path, **opt)
+                        source=train_files[0], dev_source=dev_file, first_path=first_path, init=second_init, **opt)
     model = two.to_model()
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file))
     if model_path is not None:

@@ -86,9 +86,10 @@ def out_of_fold(first, sentences, folds, *, threads=0, log=_quiet):
 
 
 def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, dev=None, log=_quiet,
-                  source=None, dev_source=None, first_path=None, **options):
+                  source=None, dev_source=None, first_path=None, init=None, **options):
     """Train the second stage of a two-stage model on ``first``'s out-of-fold labels (or on
-    ``first_labels``, one list per sentence, when given); returns the TwoStage."""
+    ``first_labels``, one list per sentence, when given); returns the TwoStage. ``init``: a
+    second stage to start from (its features and weights; then no template)."""
     check_first_stage(first, first_path)
     sentences = list(sentences)
     if not sentences:
@@ -122,8 +123,8 @@ def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, de
     dev2 = None
     if dev:
         dev2 = shell.second_sentences(dev, Tagger(first, threads=threads).tag(dev))
-    second = fit(train2, template, dev=dev2, log=log, source=source, dev_source=dev_source,
-                 label_col=col + 1, **options)
+    second = fit(train2, None if init is not None else template, dev=dev2, log=log, source=source,
+                 dev_source=dev_source, init=init, label_col=col + 1, **options)
     two = TwoStage(first, second, col, {"first_stage": None if first_path is None else str(first_path),
                                         "out_of_fold": oof})
     two.training_labels = first_labels

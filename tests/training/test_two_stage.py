@@ -77,6 +77,7 @@ def test_fewer_documents_than_folds_cut_sentences():
 
 
 def test_train_tag_and_reuse_the_labels(data):
+    from crftk.kinds.twostage import TwoStage
     tmp, train, first = data
     two, oof = str(tmp / "two.model"), str(tmp / "oof.txt")
     r = CliRunner().invoke(main, ["train", "-t", str(tmp / "s2.tmpl"), "--first-stage", first, "--first-stage-folds",
@@ -91,12 +92,18 @@ def test_train_tag_and_reuse_the_labels(data):
     assert sum(row[3] == row[4] for row in rows) / len(rows) > 0.95
     r = CliRunner().invoke(main, ["info", two])
     assert "twostage" in r.output and "%doc[0,3,token]" in r.output
+    # MCE-F continued from the two-stage model (its first stage kept, the labels read back)
+    mce = str(tmp / "mce.model")
+    r = CliRunner().invoke(main, ["train", "-q", "--init", two, "--first-stage-labels", oof, "--objective", "mce-f",
+                                  "--algorithm", "quickprop", "--max-iter", "3", "-m", mce, train])
+    assert r.exit_code == 0, r.output
+    assert (TwoStage.load(mce).first.weights == TwoStage.load(two).first.weights).all()
+    assert TwoStage.load(mce).second.info["options"]["objective"] == "mce-f"
     # the written labels, read back, train the same second stage
     two_again = str(tmp / "again.model")
     r = CliRunner().invoke(main, ["train", "-q", "-t", str(tmp / "s2.tmpl"), "--first-stage", first,
                                   "--first-stage-labels", oof, "--threads", "1", "-m", two_again, train])
     assert r.exit_code == 0, r.output
-    from crftk.kinds.twostage import TwoStage
     a, b = TwoStage.load(two), TwoStage.load(two_again)
     assert a.second.space.attribute_strings() == b.second.space.attribute_strings()
     assert (a.second.weights == b.second.weights).all()
