@@ -63,9 +63,11 @@ def out_of_fold(first, sentences, folds, *, threads=0, log=_quiet):
         raise CrftkError(f"--first-stage-folds {folds} needs at least {folds} training sentences, found "
                          f"{len(sentences)}")
     fold, unit = fold_of(sentences, folds)
-    options = dict(first.info["options"])
-    options["threads"] = threads
-    template = first.space.template
+    steps = training_steps(first)
+    if len(steps) > 1:
+        log(f"first stage: each fold repeats its {len(steps)} training steps ("
+            + ", then ".join(f"{m.info['options']['objective']} from "
+                             + ("the template" if i == 0 else "the step before") for i, m in enumerate(steps)) + ")")
     labels = [None] * len(sentences)
     label_col = first.space.label_col
     for k in range(folds):
@@ -73,7 +75,10 @@ def out_of_fold(first, sentences, folds, *, threads=0, log=_quiet):
         t0 = time.perf_counter()
         rest = [s for s, f in zip(sentences, fold) if f != k]
         held = np.flatnonzero(fold == k).tolist()
-        model = fit(rest, template, log=_quiet, **options)
+        model = None
+        for step in steps:
+            options = dict(step.info["options"], threads=threads)
+            model = fit(rest, step.space.template if model is None else None, init=model, log=_quiet, **options)
         tags = Tagger(model, threads=threads).tag([sentences[i] for i in held])
         for i, t in zip(held, tags):
             labels[i] = t
@@ -83,6 +88,26 @@ def out_of_fold(first, sentences, folds, *, threads=0, log=_quiet):
             f"({model.info['iterations']} iterations, {time.perf_counter() - t0:.0f}s), tagged "
             f"{plural(len(held), 'sentence')}: F1 {score.overall.f1:.2f}")
     return labels, unit
+
+
+def training_steps(first):
+    """The models whose training made ``first``, first to last: a model trained with --init (MCE-F
+    from a MAP model) is repeated from the model its record names, which must still be there."""
+    from crftk.model import Model
+    steps, model, seen = [first], first, set()
+    while model.info.get("init_model"):
+        path = model.info["init_model"]
+        if path in seen or len(steps) > 10:
+            raise CrftkError(f"the first stage's --init models form a loop at {path}")
+        seen.add(path)
+        try:
+            model = Model.load(path)
+        except CrftkError as e:
+            raise CrftkError(f"the first stage was trained from --init {path}, which out-of-fold training must "
+                             f"repeat, and it cannot be loaded: {e}") from None
+        check_first_stage(model, path)
+        steps.append(model)
+    return steps[::-1]
 
 
 def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, dev=None, log=_quiet,

@@ -155,3 +155,26 @@ def test_python_api_matches_the_command_line(data):
     assert pickle.loads(pickle.dumps(two)).predict(X, docs=docs) == pred
     marg = two.predict_marginals(X[:3], docs=docs[:3])
     assert abs(sum(marg[0][0].values()) - 1) < 1e-9
+
+
+def test_a_first_stage_trained_in_two_steps_is_repeated_per_fold(data, monkeypatch):
+    """MCE-F from a MAP model (--init): each fold trains the MAP step, then MCE-F from it."""
+    from crftk.model import Model
+    tmp, train, first = data
+    mce = str(tmp / "s1-mce.model")
+    r = CliRunner().invoke(main, ["train", "-q", "--init", first, "--objective", "mce-f", "--algorithm", "quickprop",
+                                  "--max-iter", "2", "-m", mce, train])
+    assert r.exit_code == 0, r.output
+    calls = []
+    real_fit = twostage.fit
+
+    def fit(sentences, template, init=None, **k):
+        calls.append((template is not None, init is not None, k["objective"]))
+        return real_fit(sentences, template, init=init, **k)
+
+    monkeypatch.setattr(twostage, "fit", fit)
+    twostage.out_of_fold(Model.load(mce), read_corpus(train), 2)
+    assert calls == [(True, False, "map"), (False, True, "mce-f")] * 2
+    (tmp / "s1.model").unlink()
+    with pytest.raises(Exception, match="cannot be loaded"):
+        twostage.out_of_fold(Model.load(mce), read_corpus(train), 2)
