@@ -26,6 +26,9 @@ Extensions (a CRF++ file never uses them, so it reads unchanged):
 ``%num[r,c]``                         real-valued: one attribute whose value is the number in the column
 ``%vec[r,c,NAME]``                    real-valued: one attribute per dimension of the word vector of the
                                       column's word in table NAME (``crftk train --vectors NAME=FILE``)
+``%doc[r,c,KIND]``, ``%corpus[...]``  what a first stage's labels in column c say elsewhere in the
+                                      document / corpus: KIND token, entity, super or hist
+                                      (crftk.features.aggregates; crftk train --first-stage)
 ====================================  ===============================================
 
 A real-valued macro stands alone on a ``U`` line (its attributes are the line's, with the
