@@ -16,9 +16,14 @@ chunks of those labels (conlleval's rules); a value is an entity type, the one g
 ``hist``              the majority type of the entities containing this word at its earlier
                       occurrences (Ratinov & Roth's prediction history, of the first stage)
 ====================  ======================================================================
+
+``%ctx[r,c,W]`` (Ratinov & Roth's context aggregation; no first stage): for a capitalized word, the
+values of column c at offsets -W..-1 and 1..W (``-1:the``) around its other occurrences in the
+document, one attribute each.
 """
 
 from collections import Counter, defaultdict
+from itertools import accumulate
 
 from crftk.evaluation.conlleval import chunks
 
@@ -106,4 +111,25 @@ def _aggregate(sentences, n_tokens, scope, kinds):
                 value = majority(by_part.get((g, run)))
                 for t in range(a, b):
                     sup[first + t] = value
+    return out
+
+
+def contexts(words, values, lengths, docs, width):
+    """Per token, the sorted distinct ``offset:value`` strings of column values (``values``) around
+    the other occurrences of its word in its document, for capitalized words; [] for the others."""
+    starts = [0, *accumulate(int(n) for n in lengths)]
+    around = defaultdict(list)       # (doc, word) -> (token, its context strings) of each occurrence
+    for k, doc in enumerate(docs):
+        a, b = starts[k], starts[k + 1]
+        for t in range(a, b):
+            w = words[t]
+            if w[:1].isupper():
+                ctx = {f"{d:+d}:{values[t + d]}" for d in range(-width, width + 1) if d and a <= t + d < b}
+                around[int(doc), w].append((t, ctx))
+    out = [[] for _ in words]
+    for occurrences in around.values():
+        if len(occurrences) < 2:
+            continue
+        for t, _ in occurrences:
+            out[t] = sorted(set().union(*(ctx for u, ctx in occurrences if u != t)))
     return out

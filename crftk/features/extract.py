@@ -26,13 +26,13 @@ import numpy as np
 
 from crftk.errors import CrftkError
 from crftk.features import observations as obs
-from crftk.features.aggregates import aggregate
+from crftk.features.aggregates import aggregate, contexts
 from crftk.features.lexicon import Lexicon, fold_of
 from crftk.features.templates import AGGREGATES, REAL, padding_value
 
 MULTI = {"shape", "ngram"}
 #: sources read from whole sentences (lexicons) or documents (aggregates), not from one string
-SENTENCE_SOURCES = ("lex",) + AGGREGATES
+SENTENCE_SOURCES = ("lex", "ctx") + AGGREGATES
 #: The numbers %num reads: decimal, no inf, nan, hex or '_' (as _encode.parse_numbers).
 NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
@@ -164,7 +164,7 @@ class Extractor:
         pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
         self.vocabs = vocabs if vocabs is not None else {k: Vocab(pads) for k in self.keys}
         self.tests = {k: string_test(k[0], k[2]) for k in derived if k[0] not in SENTENCE_SOURCES}
-        self.aggregates = [k for k in derived if k[0] in AGGREGATES]
+        self.aggregates = [k for k in derived if k[0] in AGGREGATES or k[0] == "ctx"]
         self._tables = {}                             # key -> lookup table over the column vocab
 
     # training ---------------------------------------------------------------
@@ -200,11 +200,16 @@ class Extractor:
             labels.extend(label_vocab.add_ids([row[label_col] for row in rows]))
         single = {c: np.frombuffer(a, dtype=np.int64) for c, a in cols.items()}
         single.update({k: np.frombuffer(a, dtype=np.int64) for k, a in lex_vals.items()})
+        multi = {}
         for k, strings in read.values(lengths, docs).items():
-            single[k] = np.array(self.vocabs[k].add_ids(strings), dtype=np.int64)
+            if k[0] == "ctx":
+                multi[k] = _csr([[i for i in self.vocabs[k].add_ids(x)] for x in strings])
+            else:
+                single[k] = np.array(self.vocabs[k].add_ids(strings), dtype=np.int64)
         values = self._derive(single, np.frombuffer(lengths, dtype=np.int64), np.frombuffer(docs, dtype=np.int64),
                               (label_vocab.strings, np.frombuffer(labels, dtype=np.int64)))
         values.reals = _joined(reals)
+        values.multi.update(multi)
         return values
 
     def can_fit_batches(self):
@@ -388,7 +393,10 @@ class Extractor:
         for s in sentences:
             read.add(s.rows)
         for k, strings in read.values(lengths, [s.doc for s in sentences]).items():
-            single[k] = self.vocabs[k].ids(strings)
+            if k[0] == "ctx":
+                multi[k] = _csr([[i for i in self.vocabs[k].ids(x).tolist() if i >= 0] for x in strings])
+            else:
+                single[k] = self.vocabs[k].ids(strings)
         anchor = None
         if self.template.anchored:
             # words: the vocabulary's ids, and new ids past its end for unseen words
@@ -425,10 +433,13 @@ class _AggregateReader:
                 self.labels.setdefault(k[1], []).extend(row[k[1]] for row in rows)
 
     def values(self, lengths, docs):
-        """{key: value string or None per token}."""
+        """{key: value string or None per token; for %ctx a list of strings per token}."""
         out = {}
-        for col in {k[1] for k in self.keys}:
-            keys = [k for k in self.keys if k[1] == col]
+        for k in self.keys:
+            if k[0] == "ctx":
+                out[k] = contexts(self.words, self.labels[k[1]], lengths, docs, k[2][0])
+        for col in {k[1] for k in self.keys if k[0] != "ctx"}:
+            keys = [k for k in self.keys if k[1] == col and k[0] != "ctx"]
             got = aggregate(self.words, self.labels[col], lengths, docs, [(k[0], k[2][0]) for k in keys])
             out.update({k: got[k[0], k[2][0]] for k in keys})
         return out

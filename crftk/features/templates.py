@@ -29,6 +29,8 @@ Extensions (a CRF++ file never uses them, so it reads unchanged):
 ``%doc[r,c,KIND]``, ``%corpus[...]``  what a first stage's labels in column c say elsewhere in the
                                       document / corpus: KIND token, entity, super or hist
                                       (crftk.features.aggregates; crftk train --first-stage)
+``%ctx[r,c,W]``                       column c's values within W tokens of the other occurrences of
+                                      this capitalized word in the document (context aggregation)
 ====================================  ===============================================
 
 A real-valued macro stands alone on a ``U`` line (its attributes are the line's, with the
@@ -64,6 +66,7 @@ MACROS = {
     "lex": (("name",), False),
     "num": (("col",), False), "vec": (("col", "name"), False),
     "doc": (("col", "name"), False), "corpus": (("col", "name"), False),
+    "ctx": (("col", "int"), True),
 }
 #: Macros whose attributes carry real values (EncodedCorpus.values) instead of naming strings.
 REAL = ("num", "vec")
@@ -71,6 +74,8 @@ REAL = ("num", "vec")
 #: (crftk.features.aggregates; their third argument is one of its KINDS).
 AGGREGATES = ("doc", "corpus")
 AGGREGATE_KINDS = ("token", "entity", "super", "hist")
+#: Macros computed over whole documents (first-stage aggregates, context aggregation)
+DOCUMENT_MACROS = AGGREGATES + ("ctx",)
 #: How a %vec line's word finds its vector (crftk.features.vectors): as written, or as written
 #: then lower-cased.
 VECTOR_LOOKUPS = ("exact", "lowercase")
@@ -180,7 +185,7 @@ class Template:
         """Sorted column indices the templates read (column 0 for lexicons, first mentions and
         aggregates)."""
         cols = {m.col for m in self.macros}
-        if any(m.anchored or m.kind in AGGREGATES for m in self.macros):
+        if any(m.anchored or m.kind in DOCUMENT_MACROS for m in self.macros):
             cols.add(0)
         return sorted(cols)
 
@@ -217,8 +222,8 @@ class Template:
 
     @property
     def aggregates(self):
-        """Whether a macro reads a first stage's labels over the document or corpus (%doc, %corpus)."""
-        return any(m.kind in AGGREGATES for m in self.macros)
+        """Whether a macro reads other sentences of the document or corpus (%doc, %corpus, %ctx)."""
+        return any(m.kind in DOCUMENT_MACROS for m in self.macros)
 
     @property
     def max_offset(self):
@@ -440,7 +445,7 @@ def _make_macro(name, args, anchored, path, lineno):
             if how != "raw" or not NAME.match(text):
                 raise CrftkError(f"bad macro %{name}[...]: expected {usage}", path, lineno)
             extra.append(text)
-    if name in AGGREGATES and anchored:
+    if name in DOCUMENT_MACROS and anchored:
         raise CrftkError(f"%^{name}: an aggregate is the same at every mention of a word; drop the ^",
                          path, lineno)
     if name in AGGREGATES and extra[0] not in AGGREGATE_KINDS:

@@ -102,3 +102,32 @@ def test_macros_in_a_trained_model_read_the_document():
     assert enc.attr_ptr[-1] == 0                 # alone, Smith was never in an entity: no attribute
     enc = space.encode([Sentence([["Smith", "B-PER"]], doc=0), Sentence([["Smith", "O"]], doc=0)])
     assert enc.attr_ptr[-1] == 2                 # both occurrences now read PER
+
+
+@settings(max_examples=200, deadline=None)
+@given(corpora(), st.integers(1, 2))
+def test_context_aggregation_matches_brute_force(corpus, width):
+    from crftk.features.aggregates import contexts
+    words, labels, lengths, docs = corpus
+    got = contexts(words, labels, lengths, docs, width)
+    starts = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    sent_of = np.repeat(np.arange(len(lengths)), lengths).tolist()
+    for t, w in enumerate(words):
+        want = set()
+        if w[0].isupper():
+            for u, v in enumerate(words):
+                if u != t and v == w and docs[sent_of[u]] == docs[sent_of[t]]:
+                    a, b = starts[sent_of[u]], starts[sent_of[u] + 1]
+                    want |= {f"{d:+d}:{labels[u + d]}" for d in range(-width, width + 1) if d and a <= u + d < b}
+        assert got[t] == sorted(want)
+
+
+def test_a_context_template_trains_and_encodes_the_same_at_tagging_time():
+    from crftk.features.space import FeatureSpace
+    template = parse_template("U0:%ctx[0,0,1]\nU1:%x[0,0]\n")
+    sents = [Sentence([["Bank", "B-ORG"], ["of", "O"], ["Paris", "B-LOC"]], doc=0),
+             Sentence([["said", "O"], ["Bank", "B-ORG"], ["today", "O"]], doc=0)]
+    space, corpus = FeatureSpace.fit(sents, template)
+    assert {"U0:+1:today", "U0:-1:said", "U0:+1:of"} <= set(space.attribute_strings())
+    again = space.encode(sents)
+    assert (again.attrs == corpus.attrs).all() and (again.attr_ptr == corpus.attr_ptr).all()
