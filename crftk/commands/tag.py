@@ -47,6 +47,7 @@ class TagJob:
             nbest_upstream=nbest_upstream, threads=threads, inference=inference, tolerance=tolerance,
             max_sweeps=max_sweeps))
         self.by_document = self.runtime.by_document
+        self.whole_files = getattr(self.runtime, "whole_files", False)
         self.options = self.runtime.options
 
     def announce(self, log):

@@ -70,14 +70,14 @@ class TwoStage:
         return cls(stages[0], stages[1], col, model.info, path=path)
 
     def to_model(self):
-        """Both stages as one Model (structure ``twostage``, parts ``stage1``, ``stage2``)."""
+        """Both stages as one Model (structure ``twostage``, parts ``first`` and ``second``)."""
         entries = [{"structure": m.structure_name, "info": {k: v for k, v in m.info.items() if k != "history"}}
                    for m in (self.first, self.second)]
         info = dict(self.info)
         info["two_stage"] = {"stages": entries, "column": self.col}
         model = Model(self.first.space, self.first.weights, info, structure=TwoStageStructure.name,
-                      more_parts=[Part(self.second.space, self.second.weights, "stage2")])
-        model.parts[0].name = "stage1"
+                      more_parts=[Part(self.second.space, self.second.weights, "second")])
+        model.parts[0].name = "first"
         return model
 
     def save(self, path):
