@@ -431,7 +431,8 @@ class CRF(_Estimator):
             _, logz = tagger.marginals(inf)
             probs = np.exp(scores - logz[:, None])
             for s, (i, sl) in enumerate(zip(index, inf.corpus.sentence_slices())):
-                out[i] = [(tagger.labels[paths[r, sl]].tolist(), float(probs[s, r])) for r in range(counts[s])]
+                out[i] = [(tagger.output_tags(paths[r, sl], [0, sl.stop - sl.start]).tolist(), float(probs[s, r]))
+                          for r in range(counts[s])]
         return out
 
     def _crf_only(self, what):

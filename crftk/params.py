@@ -399,8 +399,16 @@ TRAIN = (
                            "label set grows as tags squared, so keep the tag set small).", (1, 2)),
     Param("constraints", "none", str,
           "Hard label constraints, enforced in training and decoding: iob2 (no I-X after O or "
-          "another type), iob1 (B-X only between chunks of type X), iobes (also spelled bioes); none.",
-          ("none", "iob2", "iob1", "iobes", "bioes")),
+          "another type), iob1 (B-X only between chunks of type X), iobes (also spelled bioes), bilou "
+          "(iobes with L, U for E, S); none. They constrain the labels trained on: with --train-scheme, "
+          "none or the training scheme itself.",
+          ("none", "iob2", "iob1", "iobes", "bioes", "bilou")),
+    Param("train_scheme", "none", str,
+          "Train on the label column converted to this chunk scheme (iob2, iobes, or bilou: B, I, L "
+          "for last, U for unit-length chunks) and convert every prediction back to the corpus's own "
+          "scheme (detected from the training labels), so tagged files and crftk eval stay in it. The "
+          "column must hold chunk tags only (B/I/E/S-TYPE, O). none: the labels as they are.",
+          ("none", "iob2", "iobes", "bilou")),
     Param("keep", "best", str,
           "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
           "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
@@ -630,6 +638,12 @@ def find(name, params=TRAIN):
 def check(name, value, params=TRAIN, warn=None):
     """One option's value checked against its declaration (thread counts capped, with ``warn``)."""
     return find(name, params).check(value, warn)
+
+
+def recorded(options):
+    """Training options as a model's record stores them: --train-scheme only when one is given,
+    so the files of models trained without it are those of before it existed."""
+    return {k: v for k, v in options.items() if not (k == "train_scheme" and v == "none")}
 
 
 def check_params(params, options, what, warn=None):

@@ -36,7 +36,6 @@ from crftk.io.conll import codec, read_sentences
 from crftk.errors import CrftkError, shown
 from crftk.progress import plural
 from crftk.io import schemes
-from crftk.io.schemes import split
 
 __all__ = [
     "SCHEMES",
@@ -58,72 +57,8 @@ __all__ = [
 
 SCHEMES = ("auto",) + schemes.SCHEMES
 
-_CONTINUE, _CLOSE, _OPEN = 0, 1, 2
-
-# (previous tag, tag) -> (action, type of the tag).  Grows with the number
-# of distinct tag pairs seen, which is small for any real tag set; cleared
-# if it ever gets large.
-_TRANSITIONS = {}
-_MAX_TRANSITIONS = 200_000
-
-
-def _decide(prev, tag):
-    """Action at the boundary between ``prev`` and ``tag``.
-
-    ``_OPEN``: a chunk starts at ``tag`` (closing any open chunk first);
-    ``_CLOSE``: an open chunk ends with ``prev``; ``_CONTINUE``: neither.
-    """
-    pp, pt = split(prev)
-    cp, ct = split(tag)
-
-    starts = (
-        cp in ("B", "S", "[", "]")
-        or (cp in ("I", "E") and pp in ("O", "E", "S"))
-        or (cp != "O" and pt != ct)
-    )
-    if starts:
-        return _OPEN, ct
-    ends = (
-        pp in ("E", "S", "[", "]")
-        or (pp in ("B", "I") and cp in ("B", "S", "O"))
-        or (pp != "O" and pt != ct)
-        or cp == "O"
-    )
-    return (_CLOSE if ends else _CONTINUE), ct
-
-
-def _transition(prev, tag):
-    if len(_TRANSITIONS) >= _MAX_TRANSITIONS:
-        _TRANSITIONS.clear()
-    r = _TRANSITIONS[(prev, tag)] = _decide(prev, tag)
-    return r
-
-
-def _extract(tags):
-    """Chunks of one sentence as ``(type, start, end_exclusive)``; no checks."""
-    get = _TRANSITIONS.get
-    out = []
-    prev = "O"
-    start = -1
-    ctype = ""
-    i = 0
-    for tag in tags:
-        r = get((prev, tag))
-        if r is None:
-            r = _transition(prev, tag)
-        action = r[0]
-        if action:
-            if start >= 0:
-                out.append((ctype, start, i))
-                start = -1
-            if action == _OPEN:
-                start = i
-                ctype = r[1]
-        prev = tag
-        i += 1
-    if start >= 0:  # the sentence boundary acts as "O", which closes any chunk
-        out.append((ctype, start, i))
-    return out
+# conlleval's chunk rules live in the I/O layer (crftk.io.schemes), which converts between schemes by them
+_extract = schemes.read_chunks
 
 
 def _check_scheme(scheme):

@@ -3,6 +3,7 @@ grows is one too, with the same runtime). Its tagger decodes batches of sentence
 model's structure; crftk tag streams files through it, on the compiled path when it can. Its
 trainer (below) is what the training driver, crftk.training, asks of it."""
 
+import dataclasses
 import math
 import time
 
@@ -15,6 +16,7 @@ from crftk.features.attributes import AttributeSpace
 from crftk.features.space import FeatureSpace
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Layout, Origins, input_batches, read_sentences
 from crftk.io.crfsuite import AttributeSequences, read_crfsuite
+from crftk.io.schemes import Detector, Recoder, convert, is_chunk_tag
 from crftk.io.stream import format_batch, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
@@ -27,6 +29,46 @@ from crftk.structures.constraints import check_gold
 from crftk.structures.pairs import current_tags, pair_labels, pair_sentences
 
 NAME = "crf"
+
+
+def recoder_of(model):
+    """The Recoder converting a model's predictions to its corpus's scheme, or None (a model
+    trained on its labels as they are)."""
+    scheme = model.info.get("train_scheme", "none")
+    if scheme == "none":
+        return None
+    return Recoder(model.output_labels, scheme, model.info["corpus_scheme"])
+
+
+def scheme_record(info):
+    """The schemes a training record names (train_scheme, corpus_scheme), if any: what a file
+    made of trained models (a bag) records of them."""
+    return {k: info[k] for k in ("train_scheme", "corpus_scheme") if k in info}
+
+
+class SchemeConversion:
+    """Sentences with the label column converted to a training scheme (--train-scheme); the
+    scheme of the training corpus is detected on the way (``detector``)."""
+
+    def __init__(self, scheme, label_col):
+        self.scheme, self.label_col = scheme, label_col
+        self.detector = Detector()
+
+    def sentences(self, sentences, detect=True):
+        c = self.label_col
+        for s in sentences:
+            tags = [row[c] for row in s.rows]
+            for t, tag in enumerate(tags):
+                if not is_chunk_tag(tag):
+                    raise CrftkError(f"--train-scheme {self.scheme} converts chunk tags (B/I/E/S-TYPE or O); "
+                                     f"label {shown(tag)} is not one: train this column without --train-scheme",
+                                     s.source, s.line + t if s.line else None)
+            if detect:
+                self.detector.add(tags)
+            rows = [list(row) for row in s.rows]
+            for row, tag in zip(rows, convert(tags, self.scheme)):
+                row[c] = tag
+            yield dataclasses.replace(s, rows=rows)
 
 
 class Tagger:
@@ -43,6 +85,14 @@ class Tagger:
         self.n_threads = resolve_threads(threads)
         self.structure = model.structure
         self.labels = np.asarray(model.output_labels, dtype=object)
+        self.recoder = recoder_of(model)
+
+    def output_tags(self, pred, sent_ptr):
+        """The output labels (strings) of predicted label ids: in the corpus's scheme when the
+        model was trained in another (--train-scheme)."""
+        if self.recoder is None:
+            return self.labels[pred]
+        return self.recoder.tags(pred, sent_ptr)
 
     @property
     def output_names(self):
@@ -66,7 +116,9 @@ class Tagger:
 
     def tag(self, sentences):
         """Best label strings per sentence."""
-        return [self.labels[p].tolist() for p in self.viterbi(sentences)]
+        inf = self.inference(sentences)
+        names = self.output_tags(inf.best(self.weights)[0], inf.corpus.sent_ptr)
+        return [names[sl].tolist() for sl in inf.corpus.sentence_slices()]
 
     def marginals(self, inf):
         """Marginals of the output labels [tokens, output_names] and log Z per sentence."""
@@ -99,7 +151,6 @@ class Tagger:
         inf = self.inference(sentences)
         w = self.weights
         slices = inf.corpus.sentence_slices()
-        labels = self.labels
         if nbest > 0:
             paths, scores, counts = self.nbest(inf, nbest)
             marg, logz = inf.marginals(w)
@@ -109,7 +160,7 @@ class Tagger:
                     prob = math.exp(scores[i, k] - logz[i])
                     parts.append(f"# nbest {k} {prob:.6f}\n")
                     path = paths[k, sl]
-                    extra = [[lab] for lab in labels[path].tolist()]
+                    extra = [[lab] for lab in self.output_tags(path, [0, path.size]).tolist()]
                     if marginals:
                         outp = self.output_index[path]
                         for cols, p in zip(extra, marg[sl][np.arange(path.size), outp].tolist()):
@@ -118,9 +169,10 @@ class Tagger:
                 yield "".join(parts)
             return
         pred, vscore = inf.best(w)
+        tags = self.output_tags(pred, inf.corpus.sent_ptr)
         if not marginals:
             for s, sl in zip(sentences, slices):
-                yield _rows_text(s.rows, [[lab] for lab in labels[pred[sl]].tolist()], sep)
+                yield _rows_text(s.rows, [[lab] for lab in tags[sl].tolist()], sep)
             return
         marg, logz = inf.marginals(w)
         names = self.output_names
@@ -128,8 +180,10 @@ class Tagger:
             p = self.output_index[pred[sl]]
             m = marg[sl]
             extra = []
-            for t, y in enumerate(p.tolist()):
-                cols = [names[y], f"{m[t, y]:.6f}"]
+            # a model trained in another scheme: the label in the corpus's scheme, with the
+            # marginal of the training label it was converted from (and -vv the training labels')
+            for t, (y, tag) in enumerate(zip(p.tolist(), tags[sl].tolist())):
+                cols = [tag, f"{m[t, y]:.6f}"]
                 if marginals > 1:
                     cols += [f"{names[j]}/{m[t, j]:.6f}" for j in range(len(names))]
                 extra.append(cols)
@@ -277,7 +331,10 @@ def _compiled_path(tagger):
 
 def _tag_batch(tagger, batch, sep):
     """(output bytes, None) of a RawBatch (runs in a worker thread: the kernels release the GIL)."""
-    pred, _ = tagger.raw_inference(batch).best(tagger.weights)
+    inf = tagger.raw_inference(batch)
+    pred, _ = inf.best(tagger.weights)
+    if tagger.recoder is not None:
+        return format_batch(batch, tagger.recoder(pred, inf.corpus.sent_ptr), [tagger.recoder.names], sep), None
     return format_batch(batch, pred, [tagger.labels.tolist()], sep), None
 
 
@@ -297,9 +354,9 @@ class DevScorer:
     same sentences), in the labels decoding outputs.
     """
 
-    def __init__(self, structure, sentences, n_threads, gold_sentences=None):
+    def __init__(self, structure, sentences, n_threads, gold_sentences=None, recoder=None):
         space = structure.space
-        self.structure = structure
+        self.structure, self.recoder = structure, recoder
         self.inference = structure.bind(space.encode(sentences), n_threads)
         self.labels = np.asarray(structure.output_labels, dtype=object)
         self.slices = self.inference.corpus.sentence_slices()
@@ -311,7 +368,7 @@ class DevScorer:
 
     def unseen_labels(self):
         """(label, tokens) of the gold labels the model does not have, most frequent first."""
-        known = set(self.structure.output_labels)
+        known = set(self.structure.output_labels if self.recoder is None else self.recoder.names)
         counts = {}
         for sent in self.gold:
             for lab in sent:
@@ -330,7 +387,10 @@ class DevScorer:
 
     def __call__(self, w):
         pred, _ = self.inference.best(w)
-        names = self.labels[pred]
+        if self.recoder is None:
+            names = self.labels[pred]
+        else:       # scored in the corpus's scheme, as the model's outputs will be
+            names = self.recoder.tags(pred, self.inference.corpus.sent_ptr)
         return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
 
     # -- what the training driver logs and records of a score ---------------
@@ -375,9 +435,10 @@ def unseen_transitions(structure, corpus):
 class ChainJob:
     """A chain's training data, encoded: its structure, corpus and what prepare learned."""
 
-    def __init__(self, structure, corpus, origins, template, order2):
+    def __init__(self, structure, corpus, origins, template, order2, conversion=None):
         self.structure, self.corpus, self.origins = structure, corpus, origins
         self.template, self.order2 = template, order2
+        self.conversion = conversion   # a SchemeConversion of the labels (--train-scheme), or None
         self.inference = None          # bound by the driver (or on a cluster's workers)
 
 
@@ -446,6 +507,13 @@ class ChainTrainer:
         order2 = opt["order"] == 2
         origins = Origins()
         stream = origins.record(sentences)
+        conversion = None
+        if init is not None and init.info.get("train_scheme", "none") != opt["train_scheme"]:
+            raise CrftkError(f"the --init model was trained with --train-scheme {init.info.get('train_scheme', 'none')}: "
+                             f"continue it with the same --train-scheme", init.source)
+        if opt["train_scheme"] != "none":
+            conversion = SchemeConversion(opt["train_scheme"], opt["label_col"])
+            stream = conversion.sentences(stream)
         if order2:
             stream = pair_sentences(stream, opt["label_col"])
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
@@ -474,7 +542,10 @@ class ChainTrainer:
         if space.n_edge_attrs:
             transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
         log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
-        return ChainJob(structure, corpus, origins, template, order2)
+        if conversion is not None:
+            log(f"labels: {conversion.detector.scheme} in {source or 'the training data'}, trained as "
+                f"{conversion.scheme} ({plural(len(structure.output_labels), 'label')})")
+        return ChainJob(structure, corpus, origins, template, order2, conversion)
 
     @staticmethod
     def _prepare_attributes(data, opt, *, init, log, source, t0, n_threads):
@@ -483,6 +554,9 @@ class ChainTrainer:
         order2 = opt["order"] == 2
         if data.labels is None:
             raise CrftkError("the training data has no labels", source)
+        if opt["train_scheme"] != "none":
+            raise CrftkError(f"--train-scheme {opt['train_scheme']} converts a CoNLL label column; attribute data "
+                             "(feature dicts, a CRFsuite file) is trained on its labels as they are", source)
         if order2:
             data = pair_labels(data)
         status(log, f"encoding the training data{' from ' + str(source) if source else ''} ...")
@@ -506,6 +580,14 @@ class ChainTrainer:
     @staticmethod
     def dev_scorer(job, dev, n_threads):
         space = job.structure.space
+        conv = job.conversion
+        if conv is not None and not isinstance(dev, AttributeSequences):
+            # encoded in the training scheme; scored against the dev set's own labels
+            recoder = Recoder(job.structure.output_labels, conv.scheme, conv.detector.scheme)
+            encoded = conv.sentences(dev, detect=False)
+            if job.order2:
+                encoded = pair_sentences(encoded, space.label_col)
+            return DevScorer(job.structure, list(encoded), n_threads, gold_sentences=dev, recoder=recoder)
         if not job.order2:
             return DevScorer(job.structure, dev, n_threads)
         if isinstance(dev, AttributeSequences):
@@ -566,7 +648,7 @@ class ChainTrainer:
 
     @staticmethod
     def record_head(opt):
-        return {"options": opt, "order": opt["order"], "model_type": opt["model_type"]}
+        return {"options": params.recorded(opt), "order": opt["order"], "model_type": opt["model_type"]}
 
     @staticmethod
     def checkpoint_best(best, scored):
@@ -579,4 +661,6 @@ class ChainTrainer:
 
     @staticmethod
     def model(job, weights, info):
+        if job.conversion is not None:
+            info = {**info, "train_scheme": job.conversion.scheme, "corpus_scheme": job.conversion.detector.scheme}
         return Model(job.structure.space, weights, info)

@@ -292,6 +292,10 @@ class FactorialTrainer:
             raise UsageError(f"--objective {opt['objective']} compares the best labeling of one chain with "
                              f"its gold chunks through the chain's forward-backward tables: a factorial CRF "
                              f"trains with --objective map")
+        if opt["train_scheme"] != "none":
+            raise UsageError(f"--train-scheme {opt['train_scheme']} converts one chain's labels and back; a "
+                             f"factorial CRF (several --label-col) couples its chains' labels through pair "
+                             f"factors learned on the columns as they are: drop --train-scheme")
         bad = []
         if opt["order"] != 1:
             bad.append("--order 2")
@@ -373,7 +377,7 @@ class FactorialTrainer:
         return describe
 
     def record_head(self, opt):
-        return {"options": {**opt, "label_col": list(self.label_cols)},
+        return {"options": {**params.recorded(opt), "label_col": list(self.label_cols)},
                 "factorial": {**self.fopt, "label_cols": list(self.label_cols), "chains": len(self.label_cols),
                               **({"warm_start": True} if self.warm_start else {})},
                 "order": 1, "model_type": "crf"}

@@ -52,10 +52,21 @@ def _quiet(msg):
     pass
 
 
+def refuse_train_scheme(model, name=None):
+    """A stage trained in another scheme (--train-scheme) is refused: stages pass label ids to each
+    other, in cascade and in the joint tables alike, and none is converted back on the way."""
+    scheme = model.info.get("train_scheme", "none")
+    if scheme != "none":
+        raise CrftkError(f"{name or 'a stage'} was trained with --train-scheme {scheme}: a pipeline feeds its "
+                         f"stages' labels to the next stage as they were trained, so compose stages trained "
+                         f"without --train-scheme")
+
+
 class Stage:
     """One model of a pipeline and the column its input gets from the stage before (or None)."""
 
     def __init__(self, model, feed=None, name=None):
+        refuse_train_scheme(model, name)
         self.model = model
         self.feed = feed
         self.name = name
@@ -100,6 +111,8 @@ class Pipeline:
     @classmethod
     def from_models(cls, models, feeds, *, names=None, threads=0, log=_quiet):
         """A pipeline of Models; ``feeds[i]``: the column of model i+1 that model i fills."""
+        for m, n in zip(models, names or [None] * len(models)):
+            refuse_train_scheme(m, n)
         check_chain(models, feeds, names=names, log=log)
         feeds = [None] + [_column(f, m.space.n_columns) for f, m in zip(feeds, models[1:])]
         stages = [Stage(m, f, n) for m, f, n in zip(models, feeds, names or [None] * len(models))]

@@ -371,6 +371,8 @@ def chain_summary(model):
         **({"parts": {p.name: {"attributes": p.space.n_attrs, "state_features": p.space.n_features,
                                "parameters": p.space.n_params} for p in model.parts}}
            if len(model.parts) > 1 else {}),
+        **({"schemes": {"trained_as": model.info["train_scheme"], "corpus": model.info["corpus_scheme"]}}
+           if "train_scheme" in model.info else {}),
         "training": model.info,
     }
 

@@ -1,4 +1,4 @@
-"""Hard constraints on label sequences of chunk encodings (IOB2, IOB1, IOBES).
+"""Hard constraints on label sequences of chunk encodings (IOB2, IOB1, IOBES, BILOU).
 
 A constraint set says which labels may start or end a sentence and which may
 follow which, e.g. in IOB2 no ``I-X`` after ``O``. Training and decoding
@@ -12,7 +12,9 @@ import numpy as np
 from crftk.errors import CrftkError, shown
 from crftk.io.schemes import PREFIXES, allows, canonical, split
 
-SCHEMES = ("iob2", "iob1", "iobes")
+SCHEMES = ("iob2", "iob1", "iobes", "bilou")
+#: bilou is iobes with L (last) for E and U (unit) for S
+_AS_IOBES = {"L": "E", "U": "S"}
 FORBIDDEN = -1e4
 def _split(label, scheme):
     if label == "O":
@@ -21,7 +23,7 @@ def _split(label, scheme):
     if not allows(scheme, prefix) or not kind:
         raise CrftkError(f"label {shown(label)} is not an {scheme.upper()} tag "
                          f"({'/'.join(PREFIXES[scheme])}-TYPE or O)")
-    return prefix, kind
+    return (_AS_IOBES.get(prefix, prefix) if scheme == "bilou" else prefix), kind
 
 
 def _allowed(prev, cur, scheme):
@@ -43,7 +45,7 @@ def allowed(labels, scheme):
     parts = [_split(lab, scheme) for lab in labels]
     trans = np.array([[_allowed(p, c, scheme) for c in parts] for p in parts], dtype=bool)
     starts = np.array([_allowed(("O", ""), c, scheme) for c in parts], dtype=bool)
-    if scheme == "iobes":
+    if scheme in ("iobes", "bilou"):
         ends = np.array([p in "ESO" for p, _ in parts], dtype=bool)
     else:
         ends = np.ones(len(labels), dtype=bool)

@@ -20,6 +20,7 @@ from crftk.features.extract import load_lexicons
 from crftk.features.templates import parse_template
 from crftk.params import resolve_threads
 from crftk.progress import plural
+from crftk.kinds.chain import scheme_record
 from crftk.training.driver import check_options, fit
 
 
@@ -182,9 +183,10 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
     record["decode"] = bag_opt["decode"] if chosen == "seq-mixture" else "viterbi"
     log(f"combination: {chosen}" + (f" (best F1 on {held})" if bag_opt["combine"] == "auto" and blocks else ""))
     bag_ = Bag(members, names, record)
-    info = {"options": {**train_opt, **bag_opt}, "seconds": time.perf_counter() - t0,
+    info = {"options": params.recorded({**train_opt, **bag_opt}), "seconds": time.perf_counter() - t0,
             "member_iterations": [m.info.get("iterations") for m in members],
-            "member_converged": [m.info.get("converged") for m in members]}
+            "member_converged": [m.info.get("converged") for m in members],
+            **scheme_record(members[0].info)}
     return bag_.to_model(info)
 
 

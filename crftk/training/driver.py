@@ -53,6 +53,10 @@ def check_options(options, log=_stderr_log):
                          "labeling changes), so line searches fail on it: use --algorithm quickprop")
     if opt["order"] == 2 and opt["algorithm"] not in ("lbfgs", "quickprop"):
         raise UsageError("--order 2 trains with --algorithm lbfgs or quickprop only")
+    if opt["train_scheme"] != "none" and opt["constraints"] not in ("none", opt["train_scheme"]):
+        raise UsageError(f"--constraints {opt['constraints']} contradicts --train-scheme {opt['train_scheme']}: "
+                         f"the constraints are on the labels trained on; give --constraints "
+                         f"{opt['train_scheme']} or none")
     if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
         raise UsageError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
     return opt
