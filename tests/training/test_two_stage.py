@@ -178,3 +178,21 @@ def test_a_first_stage_trained_in_two_steps_is_repeated_per_fold(data, monkeypat
     (tmp / "s1.model").unlink()
     with pytest.raises(Exception, match="cannot be loaded"):
         twostage.out_of_fold(Model.load(mce), read_corpus(train), 2)
+
+
+def test_both_stages_trained_as_bilou_write_the_corpus_scheme(data):
+    tmp, train, _ = data
+    first = str(tmp / "s1-bilou.model")
+    r = CliRunner().invoke(main, ["train", "-q", "-t", str(tmp / "s1.tmpl"), "--train-scheme", "bilou", "-m", first,
+                                  train])
+    assert r.exit_code == 0, r.output
+    two = str(tmp / "two-bilou.model")
+    r = CliRunner().invoke(main, ["train", "-t", str(tmp / "s2.tmpl"), "--first-stage", first, "--train-scheme",
+                                  "bilou", "--first-stage-folds", "2", "--dev", train, "-m", two, train])
+    assert r.exit_code == 0, r.output
+    assert "trained as bilou" in r.output
+    out = tmp / "tagged.txt"
+    r = CliRunner().invoke(main, ["tag", "-m", two, "-o", str(out), train])
+    assert r.exit_code == 0, r.output
+    labels = {line.split()[-1] for line in out.read_text().splitlines() if line and "DOCSTART" not in line}
+    assert {x[0] for x in labels} <= {"O", "I", "B"} and "I-PER" in labels    # the corpus's IOB1, no U-/L-
