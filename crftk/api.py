@@ -238,7 +238,6 @@ def _signature(cls, positional, required=()):
         [kind("self", kind.POSITIONAL_OR_KEYWORD)] + [parameter(i, p) for i, p in enumerate(cls._PARAMS)])
 
 
-
 def _document_batches(tagger, *rest):
     """(tagger, batch, indices in X) of sentences: whole documents a batch when a template looks
     across sentences (first mentions, %doc), all of them in one batch for %corpus aggregates."""
@@ -257,6 +256,7 @@ def _document_batches(tagger, *rest):
     for batch in chunked(sentences, BATCH_TOKENS, by_document=across):
         yield tagger, batch, index[start:start + len(batch)]
         start += len(batch)
+
 
 class CRF(_Estimator):
     """A linear-chain CRF estimator with scikit-learn's conventions.
@@ -536,10 +536,13 @@ class TwoStage(CRF):
     def _batches(self, X, docs):
         from crftk.kinds.twostage import Tagger as TwoStageTagger
         self._model()
-        first = self.stages_.first.space
-        index, sentences = _sentences(X, "X", None, first.label_col, None, None, docs, "docs", first.input_widths())
-        tagger = TwoStageTagger(self.stages_, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
-        yield from _document_batches(tagger, self.stages_.second.space.template, index, sentences, docs)
+        stages = self.stages_
+        index, sentences = _sentences(X, "X", None, stages.first.space.label_col, None, None, docs, "docs",
+                                      stages.input_widths())
+        tagger = TwoStageTagger(stages, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+        # whole documents when either stage looks across sentences (first mentions, %doc)
+        yield from _document_batches(tagger, *(s.space.template for s in (stages.first, stages.second)), index,
+                                     sentences, docs)
 
     def _crf_only(self, what):
         pass

@@ -279,6 +279,24 @@ def check_chain_model(structure, info, space, path, where=""):
         raise bad(f"its structure is {shown(structure)}, but its training record is that of "
                   f"{STRUCTURES[expected].record_noun}")
     STRUCTURES[structure].check_space(space, bad)
+    _check_schemes(info, space.labels, bad)
+
+
+def _check_schemes(info, labels, bad):
+    """A record's --train-scheme and corpus scheme are schemes crftk converts between, and its
+    labels are tags of the training scheme: a forged record would otherwise tag in a wrong scheme."""
+    from crftk.io.schemes import PREFIXES, SCHEMES, TRAINING_SCHEMES, split
+    train, corpus = info.get("train_scheme", "none"), info.get("corpus_scheme")
+    if train == "none" and corpus is None:
+        return
+    if train not in TRAINING_SCHEMES or corpus not in SCHEMES:
+        raise bad(f"its record names training scheme {shown(train)} and corpus scheme {shown(corpus)}, "
+                  f"not one of {', '.join(TRAINING_SCHEMES)} and one of {', '.join(SCHEMES)}")
+    for label in labels:
+        for tag in label.split(SEP):
+            prefix, kind = split(tag)
+            if tag != "O" and not (prefix in PREFIXES[train] and len(prefix) == 1 and kind):
+                raise bad(f"label {shown(label)} is not a tag of its training scheme {train}")
 
 
 def _check_weights(weights, path):

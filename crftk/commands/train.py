@@ -236,17 +236,30 @@ def _train_two_stage(train_files, template, model_path, first_path, init, folds,
     labels = None
     if labels_path is not None:
         labels = _read_first_labels(labels_path, sentences, first.space.label_col, max_sentence_tokens, encoding)
-    two = fit_two_stage(sentences, template, first, folds=folds, first_labels=labels, dev=dev or None, log=log,
-                        source=train_files[0], dev_source=dev_file, first_path=first_path, init=second_init, **opt)
+    def write_labels(first_labels):
+        if labels_output is not None:
+            with AtomicWriter(labels_output, encoding=encoding) as out:
+                out.write(_labeled_text(files, first_labels, first.space.label_col))
+            log(f"wrote the out-of-fold first-stage labels to {labels_output}")
+
+    folded = []
+    try:
+        # Ctrl-C in the second stage's training saves its last iteration, as crftk train does
+        two = fit_two_stage(sentences, template, first, folds=folds, first_labels=labels, dev=dev or None, log=log,
+                            source=train_files[0], dev_source=dev_file, first_path=first_path, init=second_init,
+                            on_labels=folded.append, keep_on_interrupt=model_path is not None, **opt)
+    except KeyboardInterrupt:
+        if folded:          # every fold finished: their labels stand, as --cross-output's do
+            write_labels(folded[0])
+        raise
     model = two.to_model()
     model.info.update(train_files=train_files, dev_file=None if dev_file is None else str(dev_file))
     if model_path is not None:
         model.save(model_path)
         log(f"saved {model_path} (two stages)")
-    if labels_output is not None:
-        with AtomicWriter(labels_output, encoding=encoding) as out:
-            out.write(_labeled_text(files, two.training_labels, first.space.label_col))
-        log(f"wrote the out-of-fold first-stage labels to {labels_output}")
+    write_labels(two.training_labels)
+    if two.second.info.get("interrupted"):
+        raise KeyboardInterrupt     # saved; the command still ends as interrupted
     return model
 
 
@@ -258,8 +271,7 @@ def _read_first_labels(path, sentences, col, max_sentence_tokens, encoding):
         raise CrftkError(f"has {plural(len(given), 'sentence')}, the training data {len(sentences):,}: "
                          "it is not a copy of the training files", path)
     for g, s in zip(given, sentences):
-        if len(g.rows) != len(s.rows) or any(a[0] != b[0] for a, b in zip(g.rows, s.rows)) \
-                or any(len(a) <= col for a in g.rows):
+        if len(g.rows) != len(s.rows) or any(a[0] != b[0] or len(a) != len(b) for a, b in zip(g.rows, s.rows)):
             raise CrftkError(f"this sentence is not the training data's {s.source}:{s.line} (its words or "
                              "columns differ)", path, g.line)
     return [[row[col] for row in g.rows] for g in given]

@@ -14,7 +14,8 @@ being tagged.
 from crftk.errors import CrftkError, UsageError
 from crftk.io.conll import Sentence
 from crftk.kinds import chain
-from crftk.kinds.base import dump  # noqa: F401 (this kind's dump: each stage's weights)
+from crftk.io.conll import Widths, model_widths
+from crftk.kinds import base
 from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
 from crftk.structures.twostage import TwoStage as TwoStageStructure
 
@@ -66,6 +67,10 @@ class TwoStage:
                 raise bad(f"stage {i + 1} has no valid structure or record")
             _check_kind(info, path)
             check_chain_model(structure, info, part.space, path, where=f"stage {i + 1}: ")
+            given = (info.get("options") or {}).get("label_col") if isinstance(info.get("options"), dict) else None
+            if type(given) is int and given % part.space.n_columns != part.space.label_col:
+                raise bad(f"stage {i + 1}'s record was trained on label column {given}, its features on "
+                          f"{part.space.label_col}")
             stages.append(Model(part.space, part.weights, info, structure=structure))
         return cls(stages[0], stages[1], col, model.info, path=path)
 
@@ -79,6 +84,18 @@ class TwoStage:
                       more_parts=[Part(self.second.space, self.second.weights, "second")])
         model.parts[0].name = "first"
         return model
+
+    def input_widths(self):
+        """The column counts of the input (crftk.io.conll.Widths): the first stage's layout, at least
+        up to the column the first stage's labels go in (else they would land short of it) and
+        every column either stage reads; the gold labels may be left out."""
+        c = self.col
+        reads = set(self.first.space.template.columns)
+        reads |= {k if k < c else k - 1 for k in self.second.space.template.columns if k != c}
+        n = self.first.space.n_columns
+        needs = model_widths(reads, n, "the two-stage model", "the {n} its first stage was trained on").needs
+        return Widths(range(max(max(reads, default=0) + 1, c), n + 1),
+                      f"{needs}; its first stage's labels go in as column {c}")
 
     def save(self, path):
         self.to_model().save(path)
@@ -129,8 +146,8 @@ class Tagger(chain.Tagger):
         return [self.first.space, self.space]
 
     def input_widths(self):
-        """The first stage's input (the second reads the same columns and the first stage's labels)."""
-        return self.first.input_widths()
+        """The first stage's layout, as both stages read it (TwoStage.input_widths)."""
+        return self.two.input_widths()
 
 
 class Job(chain.Job):
@@ -152,6 +169,11 @@ class Job(chain.Job):
         o = self.options
         return chain.tag_with(self.tagger, inputs, out, marginals=o["marginals"], nbest=o["nbest"], **read) + (None,)
 
+
+def dump(model, out, *, min_abs=0.0):
+    """``crftk dump``: each stage's weights, once the file's two stages are checked."""
+    TwoStage.from_model(model, model.source)
+    base.dump(model, out, min_abs=min_abs)
 
 
 def summary(model, path=None):

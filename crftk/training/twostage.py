@@ -33,7 +33,8 @@ def check_first_stage(first, path):
         raise UsageError(f"--first-stage {path} is {first.describe()}: the first stage is one CRF "
                          "(crftk train without --first-stage)")
     if type(first.space) is not FeatureSpace:
-        raise UsageError(f"--first-stage {path} was trained on feature dicts: the first stage needs a template")
+        raise UsageError(f"--first-stage {path} was trained on attributes (feature dicts or a CRFsuite file): the first "
+                         "stage needs a template to retrain on folds")
     template = first.space.template
     if template.lexicons:
         raise UsageError(f"--first-stage {path}: its template reads lexicons, which out-of-fold training would "
@@ -111,10 +112,12 @@ def training_steps(first):
 
 
 def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, dev=None, log=_quiet,
-                  source=None, dev_source=None, first_path=None, init=None, **options):
+                  source=None, dev_source=None, first_path=None, init=None, on_labels=None, **options):
     """Train the second stage of a two-stage model on ``first``'s out-of-fold labels (or on
     ``first_labels``, one list per sentence, when given); returns the TwoStage. ``init``: a
-    second stage to start from (its features and weights; then no template)."""
+    second stage to start from (its features and weights; then no template). ``on_labels``:
+    called with the out-of-fold labels once every fold has finished, before the second stage
+    trains (so they can be kept if that training is interrupted)."""
     check_first_stage(first, first_path)
     sentences = list(sentences)
     if not sentences:
@@ -134,6 +137,8 @@ def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, de
             f"{folds} folds")
         first_labels, unit = out_of_fold(first, sentences, folds, threads=threads, log=log)
         oof = {"folds": folds, "by": unit}
+        if on_labels is not None:
+            on_labels(first_labels)
     else:
         if len(first_labels) != len(sentences) or any(len(a) != len(s) for a, s in zip(first_labels, sentences)):
             raise CrftkError("the first stage's labels do not match the training sentences", source)
