@@ -424,13 +424,15 @@ class _AggregateReader:
 
     def __init__(self, keys):
         self.keys = keys
-        self.words, self.labels = [], {}
+        self.words = []
+        # one list per column read, however many macros read it (each token's value once)
+        self.labels = {c: [] for c in dict.fromkeys(k[1] for k in keys)}
 
     def add(self, rows):
         if self.keys:
             self.words.extend(row[0] for row in rows)
-            for k in self.keys:
-                self.labels.setdefault(k[1], []).extend(row[k[1]] for row in rows)
+            for c, values in self.labels.items():
+                values.extend(row[c] for row in rows)
 
     def values(self, lengths, docs):
         """{key: value string or None per token; for %ctx a list of strings per token}."""
