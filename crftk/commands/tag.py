@@ -207,6 +207,10 @@ def tag_files(model, inputs, out, *, marginals=0, nbest=0, threads=0, batch_toke
     The inputs are read in ``encoding``; what is written to ``out`` is text (or UTF-8 bytes to
     its buffer when it writes UTF-8), so ``out``'s encoding is the output's.
     """
-    tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
+    if model.kind == "two-stage":       # both stages, on whole documents (as crftk tag -m runs it)
+        from crftk.kinds import twostage
+        tagger = twostage.Tagger(twostage.TwoStage.from_model(model, model.source), threads=threads)
+    else:
+        tagger = tagger_for(model, combine=combine, decode=decode, weights=weights, threads=threads)
     return tag_with(tagger, inputs, out, marginals=marginals, nbest=nbest, batch_tokens=batch_tokens,
                     progress=progress, log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
