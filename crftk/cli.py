@@ -223,7 +223,8 @@ _induce_options = _param_options(params.INDUCE)
                    "instead of training K folds.")
 @click.option("--first-stage-output", "first_stage_output", metavar="FILE",
               help="With --first-stage: also write the out-of-fold first-stage labels (the training files "
-                   "with the label column replaced; written atomically), for --first-stage-labels.")
+                   "with the label column replaced; written atomically, and once every fold has finished even if "
+                   "the second stage's training is then interrupted), for --first-stage-labels.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @encoding_option
