@@ -392,11 +392,11 @@ class Extractor:
         read = _AggregateReader(self.aggregates)
         for s in sentences:
             read.add(s.rows)
-        for k, strings in read.values(lengths, [s.doc for s in sentences]).items():
+        for k, found in read.values(lengths, [s.doc for s in sentences]).items():
             if k[0] == "ctx":
-                multi[k] = _csr([[i for i in self.vocabs[k].ids(x).tolist() if i >= 0] for x in strings])
+                multi[k] = _csr([[i for i in self.vocabs[k].ids(x).tolist() if i >= 0] for x in found])
             else:
-                single[k] = self.vocabs[k].ids(strings)
+                single[k] = self.vocabs[k].ids(found)
         anchor = None
         if self.template.anchored:
             # words: the vocabulary's ids, and new ids past its end for unseen words

@@ -131,3 +131,14 @@ def test_a_context_template_trains_and_encodes_the_same_at_tagging_time():
     assert {"U0:+1:today", "U0:-1:said", "U0:+1:of"} <= set(space.attribute_strings())
     again = space.encode(sents)
     assert (again.attrs == corpus.attrs).all() and (again.attr_ptr == corpus.attr_ptr).all()
+
+
+def test_aggregates_beside_first_mentions_encode_unseen_words():
+    """Tagging reads both from whole documents; an unseen word once broke the first-mention ids."""
+    from crftk.features.space import FeatureSpace
+    template = parse_template("U0:%doc[0,1,token]\nU1:%^X[-1,0]\nU2:%x[0,0]\n")
+    sents = [Sentence([["Smith", "B-PER", "B-PER"], ["said", "O", "O"]], doc=0),
+             Sentence([["the", "O", "O"], ["Smith", "O", "B-PER"]], doc=0)]
+    space, corpus = FeatureSpace.fit(sents, template)
+    enc = space.encode([Sentence([["Zed", "B-PER"], ["Zed", "O"], ["Smith", "B-PER"]], doc=0)])
+    assert enc.n_tokens == 3
