@@ -184,6 +184,33 @@ def _factorial_options(declarations):
     return decorate
 
 
+#: crftk train's options of two-stage models: (option, parameter, metavar, help)
+_FIRST_STAGE = (
+    ("--first-stage", "first_stage", "MODEL",
+     "Train the second stage of a two-stage model (Krishnan & Manning 2006): MODEL (one CRF) tags the input "
+     "first, its labels go in as a column at its label column (the gold labels move one right), and --template "
+     "reads them there, also aggregated over the document and the corpus (%doc, %corpus). The model file holds "
+     "both stages."),
+    ("--first-stage-labels", "first_stage_labels", "FILE",
+     "With --first-stage: read the training data's first-stage labels from FILE (the training files with the "
+     "label column replaced, as --first-stage-output writes them) instead of training K folds."),
+    ("--first-stage-output", "first_stage_output", "FILE",
+     "With --first-stage: also write the out-of-fold first-stage labels (the training files with the label "
+     "column replaced; written atomically, and once every fold has finished even if the second stage's "
+     "training is then interrupted), for --first-stage-labels."),
+)
+
+
+def _first_stage_options(f):
+    """--first-stage, --first-stage-folds, --first-stage-labels, --first-stage-output (listed so)."""
+    first, *more = _FIRST_STAGE
+    for option, name, metavar, text in reversed(more):
+        f = click.option(option, name, metavar=metavar, help=text)(f)
+    f = _option(params.FIRST_STAGE_FOLDS, metavar="K")(f)
+    option, name, metavar, text = first
+    return click.option(option, name, metavar=metavar, help=text)(f)
+
+
 _train_options = _param_options(params.TRAIN)
 _train_command_options = _param_options(params.TRAIN, multiple=("label_col",))
 _induce_options = _param_options(params.INDUCE)
@@ -211,20 +238,7 @@ _induce_options = _param_options(params.INDUCE)
 @click.option("--cross-output", "cross_output", metavar="FILE",
               help="With --cross-predict: the training files with their label column replaced by the "
                    "out-of-fold predictions (written atomically).")
-@click.option("--first-stage", "first_stage", metavar="MODEL",
-              help="Train the second stage of a two-stage model (Krishnan & Manning 2006): MODEL (one CRF) "
-                   "tags the input first, its labels go in as a column at its label column (the gold "
-                   "labels move one right), and --template reads them there, also aggregated over the "
-                   "document and the corpus (%doc, %corpus). The model file holds both stages.")
-@_option(params.FIRST_STAGE_FOLDS, metavar="K")
-@click.option("--first-stage-labels", "first_stage_labels", metavar="FILE",
-              help="With --first-stage: read the training data's first-stage labels from FILE (the "
-                   "training files with the label column replaced, as --first-stage-output writes them) "
-                   "instead of training K folds.")
-@click.option("--first-stage-output", "first_stage_output", metavar="FILE",
-              help="With --first-stage: also write the out-of-fold first-stage labels (the training files "
-                   "with the label column replaced; written atomically, and once every fold has finished even if "
-                   "the second stage's training is then interrupted), for --first-stage-labels.")
+@_first_stage_options
 @click.option("--quiet", "-q", is_flag=True, help="Do not log progress to stderr.")
 @max_sentence_option
 @encoding_option

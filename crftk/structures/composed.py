@@ -10,21 +10,38 @@ from crftk.structures.base import Structure
 from crftk.structures.chain import ChainParts
 
 
-class Composed(ChainParts, Structure):
+class Stages(ChainParts, Structure):
+    """A file of chain CRFs that decode stage by stage, never bound as one structure."""
+
+    part_noun = "stage"
+    #: why bind refuses, and what to use instead
+    decoded_by = ""
+
+    @classmethod
+    def stage_count_error(cls, n):
+        """What is wrong with a file of ``n`` stages (None: nothing)."""
+        return None
+
+    @classmethod
+    def check_file(cls, parts, info, path):
+        super().check_file(parts, info, path)
+        what = cls.stage_count_error(len(parts))
+        if what:
+            raise CrftkError(f"model file is inconsistent: {what}", path)
+
+    def bind(self, corpus, n_threads=1):
+        raise CrftkError(self.decoded_by)
+
+
+class Composed(Stages):
     """A cascade of separately trained models; the links between them are in the model's record."""
 
     name = "composed"
     file_kinds = {"pipeline": ("a pipeline", "crftk.Pipeline.load")}
-    part_noun = "stage"
+    decoded_by = ("a composed model (crftk compose) decodes through its stages: "
+                  "use crftk tag -m PIPELINE --decode cascade|joint, or crftk.Pipeline")
 
     @classmethod
-    def check_file(cls, parts, info, path):
+    def stage_count_error(cls, n):
         """Two or more stages (kinds.pipeline checks the stages against the record)."""
-        super().check_file(parts, info, path)
-        if len(parts) < 2:
-            raise CrftkError(f"model file is inconsistent: a pipeline has at least two stages, this one has "
-                             f"{len(parts)}", path)
-
-    def bind(self, corpus, n_threads=1):
-        raise CrftkError("a composed model (crftk compose) decodes through its stages: "
-                         "use crftk tag -m PIPELINE --decode cascade|joint, or crftk.Pipeline")
+        return None if n >= 2 else f"a pipeline has at least two stages, this one has {n}"

@@ -5,26 +5,17 @@ The second stage reads the first stage's labels, aggregated over documents and t
 (crftk.kinds.twostage), never one encoded corpus of one feature space.
 """
 
-from crftk.errors import CrftkError
-from crftk.structures.base import Structure
-from crftk.structures.chain import ChainParts
+from crftk.structures.composed import Stages
 
 
-class TwoStage(ChainParts, Structure):
+class TwoStage(Stages):
     """A first-stage CRF and a second one that reads its labels (the link is in the record)."""
 
     name = "twostage"
     file_kinds = {"two-stage": ("a two-stage model", "crftk.TwoStage.load")}
-    part_noun = "stage"
+    decoded_by = "a two-stage model decodes through its stages: use crftk tag -m MODEL, or crftk.TwoStage"
 
     @classmethod
-    def check_file(cls, parts, info, path):
+    def stage_count_error(cls, n):
         """Two stages (kinds.twostage checks them against the record)."""
-        super().check_file(parts, info, path)
-        if len(parts) != 2:
-            raise CrftkError(f"model file is inconsistent: a two-stage model has two stages, this one has "
-                             f"{len(parts)}", path)
-
-    def bind(self, corpus, n_threads=1):
-        raise CrftkError("a two-stage model decodes through its stages: use crftk tag -m MODEL, or "
-                         "crftk.TwoStage")
+        return None if n == 2 else f"a two-stage model has two stages, this one has {n}"
