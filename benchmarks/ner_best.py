@@ -1,13 +1,15 @@
 """NER beyond a local CRF without external data (issue 34): training encodings, two-stage
-non-local features (Krishnan & Manning 2006), MCE-F, word vectors from eng.train, and their sum.
+non-local features (Krishnan & Manning 2006), MCE-F, word vectors from eng.train's own text, and
+their sum, each scored on eng.testa with McNemar's test against the row it builds on.
 
-Every row is a chain of `crftk` commands trained on eng.train and scored on eng.testa (the
-official test set is not read); each step is skipped when its output exists, so an interrupted
-run resumes. The two-stage rows share the out-of-fold first-stage labels of their first stage
-(`--first-stage-output`, then `--first-stage-labels`).
+Every row is a chain of `crftk` commands trained on eng.train (the official test set is never
+read); a step is skipped when its output exists, so an interrupted run resumes. The two-stage
+rows share one first stage (the local CRF) and its out-of-fold labels (10 folds of documents,
+`--first-stage-output`, then `--first-stage-labels`). The word vectors are benchmarks/svd_vectors.py's,
+from eng.train's words alone.
 
-    python benchmarks/ner_best.py run --data ../shared/data/conll2003 --out out/ner-best [ROW ...]
-    python benchmarks/ner_best.py report --out out/ner-best --results benchmarks/results/ner-best.md
+    python benchmarks/ner_best.py run --data ../shared/data/conll2003 --out out/ner-ablation
+    python benchmarks/ner_best.py report --out out/ner-ablation --results benchmarks/results/ner-best.md
 """
 
 import argparse
@@ -20,134 +22,90 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CRFTK = [sys.executable, "-m", "crftk.cli"]
-LOCAL = REPO / "templates" / "conll2003-ner.tmpl"
-SECOND = REPO / "templates" / "conll2003-ner-2stage.tmpl"
-VECTORS = REPO / "templates" / "conll2003-vectors.tmpl"
-#: MCE-F continued from a MAP model, as make mcef runs it (benchmarks/mcef.py)
+TEMPLATES = REPO / "templates"
+#: MCE-F continued from a MAP model, as make mcef runs it
 MCEF = ["--objective", "mce-f", "--algorithm", "quickprop", "--c2", "5e-7", "--first-step", "0.01", "--max-iter", "40"]
-#: the aggregate lines of conll2003-ner-2stage.tmpl each two-stage row keeps (by name prefix)
-DOC = ("Udtok", "Udent", "Udsup")
-CORPUS = ("Uctok", "Ucent", "Ucsup")
+VECTORS = ["--vectors", "emb={out}/ner.vec", "--vectors-lookup", "lowercase"]
+#: the aggregate lines of templates/conll2003-ner-2stage.tmpl
+DOC = ["Udtok:%doc[0,3,token]", "Udent:%doc[0,3,entity]", "Udsup:%doc[0,3,super]"]
+CORPUS = ["Uctok:%corpus[0,3,token]", "Ucent:%corpus[0,3,entity]", "Ucsup:%corpus[0,3,super]"]
+
+#: (row, what it adds, the row it is compared with, how it is trained)
+#: how: ("local", template, extra args) | ("two", template lines to add to the local ones, extra args)
+#:      | ("mcef", the MAP row it continues)
+ROWS = [
+    ("ner1", "local CRF (conll2003-ner.tmpl, MAP)", None, ("local", "conll2003-ner.tmpl", [])),
+    ("ner1-bilou", "+ BILOU training encoding", "ner1", ("local", "conll2003-ner.tmpl", ["--train-scheme", "bilou"])),
+    ("ner1-iobes", "+ IOBES training encoding", "ner1", ("local", "conll2003-ner.tmpl", ["--train-scheme", "iobes"])),
+    ("v-doc", "two-stage: + document token/entity/super-entity majority", "ner1", ("two", DOC, [])),
+    ("v-dc", "+ corpus-level majorities", "v-doc", ("two", DOC + CORPUS, [])),
+    ("v-dch", "+ prediction history (%doc hist)", "v-dc", ("two", DOC + CORPUS + ["Udhis:%doc[0,3,hist]"], [])),
+    ("v-dcx", "+ context aggregation (%ctx)", "v-dc", ("two", DOC + CORPUS + ["Uctx:%ctx[0,0,2]"], [])),
+    ("v-dcf", "+ the first stage's own label", "v-dc", ("two", DOC + CORPUS + ["Uf0:%x[0,3]"], [])),
+    ("ner1-mcef", "local CRF + MCE-F", "ner1", ("mcef", "ner1")),
+    ("v-dc-mcef", "two-stage (document + corpus) + MCE-F", "ner1-mcef", ("mcef", "v-dc")),
+    ("vec", "local CRF + word vectors from eng.train", "ner1", ("local", "conll2003-vectors.tmpl", VECTORS)),
+    ("vec-mcef", "local CRF + vectors + MCE-F", "vec", ("mcef", "vec")),
+    ("vdc", "two-stage + vectors", "vec", ("two-vec", DOC + CORPUS, VECTORS)),
+    ("vdc-mcef", "two-stage + vectors + MCE-F (make ner-best)", "vec-mcef", ("mcef", "vdc")),
+]
 
 
 def run(args, log):
-    """Run a crftk command; its stderr is appended to ``log``; returns (stdout, seconds)."""
+    """Run a crftk command; its stderr is appended to ``log``; returns seconds."""
     args = [str(a) for a in args]
     print("+ crftk " + " ".join(args), flush=True)
     t0 = time.perf_counter()
     with open(log, "a") as err:
-        p = subprocess.run(CRFTK + args, stderr=err, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        p = subprocess.run(CRFTK + args, stderr=err, stdout=subprocess.DEVNULL, cwd=REPO)
     if p.returncode != 0:
         sys.exit(f"crftk {' '.join(args)} failed (exit {p.returncode}); see {log}")
-    return p.stdout, time.perf_counter() - t0
-
-
-class Runner:
-    def __init__(self, a):
-        self.out = Path(a.out).resolve()
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.data = Path(a.data).resolve()
-        self.train, self.testa = self.data / "eng.train", self.data / "eng.testa"
-        self.threads = str(a.threads)
-        self.folds = str(a.folds)
-        self.times = self._load("times.json")
-
-    def _load(self, name):
-        path = self.out / name
-        return json.loads(path.read_text()) if path.exists() else {}
-
-    def path(self, name):
-        return self.out / name
-
-    def step(self, output, args, key=None):
-        """Run the command unless its output exists; its seconds are kept under ``key``."""
-        output = self.path(output)
-        if output.exists():
-            print(f"= {output.name} exists, skipped", flush=True)
-            return output
-        _, seconds = run(args, self.out / "log.txt")
-        if key:
-            self.times[key] = self.times.get(key, 0) + seconds
-            (self.out / "times.json").write_text(json.dumps(self.times, indent=1))
-        return output
-
-    def train(self, name, args, key=None):
-        return self.step(f"{name}.model", ["train", "--threads", self.threads, *args, "-m", self.path(f"{name}.model"),
-                                           self.train], key or name)
-
-    def template(self, name, keep):
-        """conll2003-ner-2stage.tmpl with only the aggregate lines named in ``keep`` (and ``extra`` lines)."""
-        path = self.path(f"{name}.tmpl")
-        lines = []
-        for line in SECOND.read_text().splitlines():
-            if line.startswith(("Ud", "Uc")) and ":%" in line and line.split(":")[0] in DOC + CORPUS + ("Udhis",):
-                if line.split(":")[0] not in keep:
-                    continue
-            lines.append(line)
-        if "Udhis" in keep:
-            lines.append("Udhis:%doc[0,3,hist]")
-        if "Uf0" in keep:
-            lines.append("Uf0:%x[0,3]")
-        path.write_text("\n".join(lines) + "\n")
-        return path
-
-    def tag(self, name):
-        tagged = self.path(f"{name}.testa")
-        if not tagged.exists():
-            _, seconds = run(["tag", "--threads", self.threads, "-m", self.path(f"{name}.model"), "-o", tagged,
-                              self.testa], self.out / "log.txt")
-            self.times[f"tag:{name}"] = seconds
-            (self.out / "times.json").write_text(json.dumps(self.times, indent=1))
-        return tagged
-
-
-def local_rows(r):
-    r.train("local", ["-t", LOCAL])
-    for scheme in ("bilou", "iobes"):
-        r.train(f"local-{scheme}", ["-t", LOCAL, "--train-scheme", scheme])
-    r.step("local-mcef.model", ["train", "--threads", r.threads, "--init", r.path("local.model"), *MCEF,
-                                "-m", r.path("local-mcef.model"), r.train], "local-mcef")
-
-
-def two_stage(r, name, first, keep, mcef=False, extra=()):
-    """A two-stage model over ``first`` whose template keeps the aggregate lines ``keep``."""
-    oof = r.path(f"{first}.oof.txt")
-    if oof.exists():
-        labels = ["--first-stage-labels", oof]
-    else:
-        labels = ["--first-stage-folds", r.folds, "--first-stage-output", oof]
-    template = r.template(name, keep)
-    r.train(name, ["-t", template, "--first-stage", r.path(f"{first}.model"), *labels, *extra])
-    if mcef:
-        r.step(f"{name}-mcef.model", ["train", "--threads", r.threads, "--init", r.path(f"{name}.model"),
-                                      "--first-stage-labels", oof, *MCEF, "-m", r.path(f"{name}-mcef.model"),
-                                      r.train], f"{name}-mcef")
-
-
-def stage_rows(r):
-    two_stage(r, "doc", "local", DOC)
-    two_stage(r, "doc-corpus", "local", DOC + CORPUS)
-    two_stage(r, "doc-corpus-hist", "local", DOC + CORPUS + ("Udhis",))
-    two_stage(r, "doc-corpus-f0", "local", DOC + CORPUS + ("Uf0",))
-
-
-ROWS = {"local": local_rows, "stages": stage_rows}
+    return time.perf_counter() - t0
 
 
 def cmd_run(a):
-    r = Runner(a)
-    for name in a.rows or list(ROWS):
-        ROWS[name](r)
-    for model in sorted(r.out.glob("*.model")):
-        r.tag(model.stem)
+    out = Path(a.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    data = Path(a.data).resolve()
+    train, testa = data / "eng.train", data / "eng.testa"
+    times_path = out / "times.json"
+    times = json.loads(times_path.read_text()) if times_path.exists() else {}
+    if not (out / "ner.vec").exists():
+        subprocess.run([sys.executable, str(REPO / "benchmarks" / "svd_vectors.py"), "-o", str(out / "ner.vec"),
+                        str(train)], check=True)
+    oof = out / "oof10.txt"
+    wanted = set(a.rows) if a.rows else None
+    for name, _, _, how in ROWS:
+        if wanted is not None and name not in wanted:
+            continue
+        model, log = out / f"{name}.model", out / f"{name}.log"
+        if not model.exists():
+            common = ["train", "--threads", a.threads, "-m", model]
+            if how[0] == "local":
+                args = [*common, "-t", TEMPLATES / how[1], *[x.format(out=out) for x in how[2]], train]
+            elif how[0] in ("two", "two-vec"):
+                base = TEMPLATES / ("conll2003-vectors.tmpl" if how[0] == "two-vec" else "conll2003-ner.tmpl")
+                template = out / f"{name}.tmpl"
+                template.write_text(base.read_text() + "\n".join(how[1]) + "\n")
+                labels = (["--first-stage-labels", oof] if oof.exists()
+                          else ["--first-stage-folds", "10", "--first-stage-output", oof])
+                args = [*common, "-t", template, "--first-stage", out / "ner1.model", *labels,
+                        *[x.format(out=out) for x in how[2]], train]
+            else:
+                start = out / f"{how[1]}.model"
+                two = ["--first-stage-labels", oof] if how[1].startswith(("v-", "vdc")) else []
+                args = [*common, "--init", start, *two, *MCEF, train]
+            times[name] = run(args, log)
+            times_path.write_text(json.dumps(times, indent=1))
+        tagged = out / f"{name}.testa"
+        if not tagged.exists():
+            times["tag:" + name] = run(["tag", "--threads", a.threads, "-m", model, "-o", tagged, testa], log)
+            times_path.write_text(json.dumps(times, indent=1))
 
 
 def score(out, name, other=None):
-    tagged = out / f"{name}.testa"
-    if not tagged.exists():
-        return None
-    args = ["eval", "--json", tagged]
-    if other is not None and (out / f"{other}.testa").exists():
+    args = ["eval", "--json", out / f"{name}.testa"]
+    if other is not None:
         args += ["--mcnemar", out / f"{other}.testa"]
     p = subprocess.run(CRFTK + [str(x) for x in args], stdout=subprocess.PIPE, text=True, cwd=REPO, check=True)
     return json.loads(p.stdout)
@@ -155,17 +113,19 @@ def score(out, name, other=None):
 
 def cmd_report(a):
     out = Path(a.out).resolve()
-    times = json.loads((out / "times.json").read_text()) if (out / "times.json").exists() else {}
-    rows = [l.split("|") for l in a.rows.split(",")] if a.rows else []
-    lines = ["| model | eng.testa F1 | against | McNemar p (tokens) | training s | tagging s |", "|---|---|---|---|---|---|"]
-    for name, other in rows:
-        d = score(out, name, other or None)
-        if d is None:
+    times_path = out / "times.json"
+    times = json.loads(times_path.read_text()) if times_path.exists() else {}
+    lines = ["| row | model | eng.testa F1 | against | McNemar p (tokens) | training s | tagging s |",
+             "|---|---|---|---|---|---|---|"]
+    for name, what, other, _ in ROWS:
+        if not (out / f"{name}.testa").exists():
             continue
+        has_other = other is not None and (out / f"{other}.testa").exists()
+        d = score(out, name, other if has_other else None)
         p = d.get("mcnemar", {}).get("p_value")
-        lines.append(f"| {name} | {d['overall']['f1']:.2f} | {other or '-'} | "
-                     f"{'-' if p is None else f'{p:.2g}'} | {times.get(name, 0):.0f} | "
-                     f"{times.get('tag:' + name, 0):.1f} |")
+        lines.append(f"| {name} | {what} | {d['overall']['f1']:.2f} | {other or '-'} | "
+                     f"{'-' if p is None else f'{p:.2g}'} | {times.get(name, float('nan')):.0f} | "
+                     f"{times.get('tag:' + name, float('nan')):.1f} |")
     text = "\n".join(lines)
     print(text)
     if a.results:
@@ -175,16 +135,14 @@ def cmd_report(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("run")
-    p.add_argument("rows", nargs="*", choices=[*ROWS, []] and list(ROWS))
+    p = sub.add_parser("run", help="train and tag every row (or the rows named)")
+    p.add_argument("rows", nargs="*")
     p.add_argument("--data", default=os.environ.get("CONLL2003", str(REPO.parent / "shared" / "data" / "conll2003")))
-    p.add_argument("--out", default="out/ner-best")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--folds", type=int, default=10)
+    p.add_argument("--out", default="out/ner-ablation")
+    p.add_argument("--threads", default="2")
     p.set_defaults(func=cmd_run)
-    p = sub.add_parser("report")
-    p.add_argument("--out", default="out/ner-best")
-    p.add_argument("--rows", default="", help="NAME|AGAINST,... in order")
+    p = sub.add_parser("report", help="the table of the rows trained so far")
+    p.add_argument("--out", default="out/ner-ablation")
     p.add_argument("--results")
     p.set_defaults(func=cmd_report)
     a = ap.parse_args()
