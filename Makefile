@@ -208,27 +208,28 @@ ner-vectors: install
 
 # The best CoNLL-2003 NER model from eng.train alone (issue 34): word vectors from eng.train's own
 # text; a first stage (the local CRF) whose out-of-fold labels (10 folds of documents) the second
-# stage reads through document- and corpus-level majorities (Krishnan & Manning 2006); MAP, then
-# MCE-F. Against the same configuration without the non-local features (McNemar), on eng.testa.
+# stage reads through document- and corpus-level majorities (Krishnan & Manning 2006), beside
+# context aggregation (Ratinov & Roth 2009); BILOU labels; MAP, then MCE-F. Against the same
+# configuration without the non-local features (McNemar), on eng.testa.
 NER_BEST = $(OUT)/ner-best
 MCEF_OPTIONS = --objective mce-f --algorithm quickprop --c2 5e-7 --first-step 0.01 --max-iter 40
 ner-best: install
 	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }
 	@mkdir -p $(NER_BEST)
 	test -f $(NER_BEST)/ner.vec || $(PYTHON) benchmarks/svd_vectors.py -o $(NER_BEST)/ner.vec $(CONLL2003)/eng.train
-	$(CRFTK) train -q -t templates/conll2003-ner.tmpl -m $(NER_BEST)/first.model --threads $(THREADS) \
-	  $(CONLL2003)/eng.train
+	$(CRFTK) train -q -t templates/conll2003-ner.tmpl --train-scheme bilou -m $(NER_BEST)/first.model \
+	  --threads $(THREADS) $(CONLL2003)/eng.train
 	$(CRFTK) train -t templates/conll2003-ner-best.tmpl --vectors emb=$(NER_BEST)/ner.vec --vectors-lookup lowercase \
-	  --first-stage $(NER_BEST)/first.model --first-stage-output $(NER_BEST)/first.oof -m $(NER_BEST)/map.model \
+	  --train-scheme bilou --first-stage $(NER_BEST)/first.model --first-stage-output $(NER_BEST)/first.oof -m $(NER_BEST)/map.model \
 	  --threads $(THREADS) $(CONLL2003)/eng.train 2> $(NER_BEST)/map.log
 	$(CRFTK) train --init $(NER_BEST)/map.model --first-stage-labels $(NER_BEST)/first.oof $(MCEF_OPTIONS) \
-	  -m $(NER_BEST)/ner-best.model --threads $(THREADS) $(CONLL2003)/eng.train 2> $(NER_BEST)/mcef.log
+	  --train-scheme bilou -m $(NER_BEST)/ner-best.model --threads $(THREADS) $(CONLL2003)/eng.train 2> $(NER_BEST)/mcef.log
 	$(CRFTK) tag -m $(NER_BEST)/ner-best.model -o $(NER_BEST)/ner-best.testa $(CONLL2003)/eng.testa
 	$(CRFTK) eval $(NER_BEST)/ner-best.testa | head -2
 	# the same without the non-local features: the local CRF with the vectors, MAP then MCE-F
 	$(CRFTK) train -q -t templates/conll2003-vectors.tmpl --vectors emb=$(NER_BEST)/ner.vec --vectors-lookup lowercase \
-	  -m $(NER_BEST)/local-map.model --threads $(THREADS) $(CONLL2003)/eng.train
-	$(CRFTK) train -q --init $(NER_BEST)/local-map.model $(MCEF_OPTIONS) -m $(NER_BEST)/local.model \
+	  --train-scheme bilou -m $(NER_BEST)/local-map.model --threads $(THREADS) $(CONLL2003)/eng.train
+	$(CRFTK) train -q --init $(NER_BEST)/local-map.model $(MCEF_OPTIONS) --train-scheme bilou -m $(NER_BEST)/local.model \
 	  --threads $(THREADS) $(CONLL2003)/eng.train
 	$(CRFTK) tag -m $(NER_BEST)/local.model -o $(NER_BEST)/local.testa $(CONLL2003)/eng.testa
 	$(CRFTK) eval --mcnemar $(NER_BEST)/local.testa $(NER_BEST)/ner-best.testa

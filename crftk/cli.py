@@ -206,7 +206,9 @@ def _first_stage_options(f):
     first, *more = _FIRST_STAGE
     for option, name, metavar, text in reversed(more):
         f = click.option(option, name, metavar=metavar, help=text)(f)
-    f = _option(params.FIRST_STAGE_FOLDS, metavar="K")(f)
+    folds = params.FIRST_STAGE_FOLDS      # default None: given without --first-stage it is refused
+    f = click.option(folds.option, folds.name, type=folds.type, default=None, metavar="K",
+                     help=folds.help + f"  [default: {folds.default}]")(f)
     option, name, metavar, text = first
     return click.option(option, name, metavar=metavar, help=text)(f)
 

@@ -30,7 +30,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
           trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
           max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, vectors=None, vectors_lookup="exact",
-          data_format="conll", first_stage=None, first_stage_folds=10, first_stage_labels=None,
+          data_format="conll", first_stage=None, first_stage_folds=None, first_stage_labels=None,
           first_stage_output=None, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
@@ -84,11 +84,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if first_stage is not None and two_stage_init is not None:
         raise UsageError(f"--init {init_model} is a two-stage model, which holds its first stage: drop --first-stage")
     if first_stage is None and two_stage_init is None and (first_stage_labels is not None
-                                                           or first_stage_output is not None):
-        raise UsageError("--first-stage-labels and --first-stage-output need --first-stage MODEL (or --init "
-                         "of a two-stage model)")
+                                                           or first_stage_output is not None
+                                                           or first_stage_folds is not None):
+        raise UsageError("--first-stage-folds, --first-stage-labels and --first-stage-output need --first-stage "
+                         "MODEL (or --init of a two-stage model)")
+    if first_stage_labels is not None and first_stage_folds is not None:
+        raise UsageError("--first-stage-labels gives the labels --first-stage-folds would train folds for: give one")
     if first_stage is not None or two_stage_init is not None:
-        first_stage_folds = params.FIRST_STAGE_FOLDS.check(first_stage_folds)
+        first_stage_folds = params.FIRST_STAGE_FOLDS.check(
+            params.FIRST_STAGE_FOLDS.default if first_stage_folds is None else first_stage_folds)
         _check_two_stage_options(crfsuite, cross_predict, trainer, scheduler, workers, checkpoint_every, trace_file,
                                  first_stage_labels, first_stage_output)
     check_output(first_stage_output, "first-stage labels output")

@@ -111,6 +111,8 @@ def test_train_tag_and_reuse_the_labels(data):
 
 @pytest.mark.parametrize("args, message", [
     (["--first-stage-output", "x.txt"], "need --first-stage MODEL"),
+    (["--first-stage-folds", "3"], "need --first-stage MODEL"),
+    (["--first-stage", "{first}", "--first-stage-folds", "3", "--first-stage-labels", "{train}"], "give one"),
     (["--first-stage", "{first}", "--cross-predict", "2", "--cross-output", "c.txt"], "drop --cross-predict"),
     (["--first-stage", "{first}", "--first-stage-folds", "1"], "first-stage-folds"),
     (["--first-stage", "{train}"], "not a crftk model"),
