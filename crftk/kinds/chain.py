@@ -252,12 +252,13 @@ def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, 
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens,
                              encoding)
     counts = [0, 0]
-    template = tagger.space.template
-    if whole_files(template):
+    # every model the tagger runs (a bag's members, both stages of a two-stage model) decides
+    templates = [s.template for s in tagger.spaces()]
+    if any(whole_files(t) for t in templates):
         batches = file_batches(inputs, allowed, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
                                counts=counts, encoding=encoding)
     else:
-        batches = input_batches(inputs, allowed, batch_tokens, by_document=by_document(template),
+        batches = input_batches(inputs, allowed, batch_tokens, by_document=any(by_document(t) for t in templates),
                                 max_sentence_tokens=max_sentence_tokens, progress=progress, log=log, counts=counts,
                                 encoding=encoding)
     for batch, sep in batches:

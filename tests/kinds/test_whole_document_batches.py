@@ -1,0 +1,54 @@
+"""Batches of crftk tag keep documents whole when any model a tagger runs looks across sentences."""
+
+import io
+import random
+
+from click.testing import CliRunner
+
+from crftk.cli import main
+from crftk.kinds import chain, twostage
+from crftk.model import Model
+
+NAMES = {"Smith": "PER", "Paris": "LOC", "Acme": "ORG"}
+
+
+def _corpus(path, n_docs=6, seed=5):
+    rnd = random.Random(seed)
+    parts = []
+    for _ in range(n_docs):
+        parts.append("-DOCSTART- -X- O\n\n")
+        for _ in range(3):
+            rows = []
+            for _ in range(rnd.randint(2, 4)):
+                w = rnd.choice(sorted(NAMES) + ["the", "said", "in"])
+                rows.append(f"{w} NNP I-{NAMES[w]}" if w in NAMES else f"{w} DT O")
+            parts.append("\n".join(rows) + "\n\n")
+    path.write_text("".join(parts))
+    return str(path)
+
+
+def test_a_first_stage_with_first_mentions_gets_whole_documents(tmp_path):
+    # the second stage reads no other sentence; the first stage's first mentions do
+    train = _corpus(tmp_path / "train.txt")
+    (tmp_path / "s1.tmpl").write_text("U0:%x[0,0]\nU1:%^X[0,0]\nB\n")
+    (tmp_path / "s2.tmpl").write_text("U0:%x[0,0]\nU1:%x[0,2]\nB\n")
+    first, two = str(tmp_path / "s1.model"), str(tmp_path / "s2.model")
+    run = CliRunner().invoke
+    r = run(main, ["train", "-q", "-t", str(tmp_path / "s1.tmpl"), "-m", first, train])
+    assert r.exit_code == 0, r.output
+    r = run(main, ["train", "-q", "-t", str(tmp_path / "s2.tmpl"), "--first-stage", first,
+                   "--first-stage-folds", "2", "-m", two, train])
+    assert r.exit_code == 0, r.output
+    tagger = twostage.Tagger(twostage.TwoStage.from_model(Model.load(two)))
+    batches = []
+    write = tagger.write_batch
+
+    def spy(batch, *a, **k):
+        batches.append({s.doc for s in batch if not isinstance(s, str)})
+        return write(batch, *a, **k)
+
+    tagger.write_batch = spy
+    chain.tag_with(tagger, [train], io.StringIO(), batch_tokens=5)
+    assert len(batches) > 1
+    for a, b in zip(batches, batches[1:]):
+        assert a.isdisjoint(b)          # no document is cut between two batches
