@@ -571,6 +571,12 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
         if m.space.n_columns is None:        # an AttributeSpace: no columns for an upstream stage to fill
             raise CrftkError(f"{_name(names, i)} was trained on attributes (feature dicts or a CRFsuite file); the "
                              "stages of a pipeline read CoNLL columns through their templates", path)
+        if m.space.template.aggregates:
+            # joint decoding sets a fed column token by token, and batches keep documents whole
+            # for first mentions only: values read across sentences would be wrong or vary
+            raise CrftkError(f"{_name(names, i)} reads across sentences (%doc, %corpus or %ctx), which a "
+                             "pipeline's stages cannot: for a CRF reading another's labels over documents, "
+                             "train a two-stage model (crftk train --first-stage)", path)
     last = models[-1].space
     n_in = last.n_columns - 1 if last.label_col == last.n_columns - 1 else last.n_columns
     for i, (up, down, feed) in enumerate(zip(models, models[1:], feeds)):

@@ -52,3 +52,23 @@ def test_a_first_stage_with_first_mentions_gets_whole_documents(tmp_path):
     assert len(batches) > 1
     for a, b in zip(batches, batches[1:]):
         assert a.isdisjoint(b)          # no document is cut between two batches
+
+
+def test_a_pipeline_refuses_a_stage_with_document_macros(tmp_path):
+    # a pipeline batches by first mentions only, and joint decoding sets the fed column token by
+    # token: a %doc feature on it never fired there, and %ctx / %doc values depended on the batch
+    train = _corpus(tmp_path / "train.txt")
+    (tmp_path / "up.tmpl").write_text("U0:%x[0,0]\nB\n")
+    run = CliRunner().invoke
+    r = run(main, ["train", "-q", "-t", str(tmp_path / "up.tmpl"), "--label-col", "1", "-m",
+                   str(tmp_path / "up.model"), train])
+    assert r.exit_code == 0, r.output
+    for k, line in enumerate(["U2:%doc[0,1,token]", "U2:%ctx[0,0,1]"]):
+        (tmp_path / "down.tmpl").write_text(f"U0:%x[0,0]\nU1:%x[0,1]\n{line}\nB\n")
+        down = str(tmp_path / f"down{k}.model")
+        r = run(main, ["train", "-q", "-t", str(tmp_path / "down.tmpl"), "-m", down, train])
+        assert r.exit_code == 0, r.output
+        r = run(main, ["compose", "-m", str(tmp_path / "up.model"), "-m", down, "--feed", "1",
+                       "-o", str(tmp_path / "pipe.model")])
+        assert r.exit_code != 0 and "across sentences" in r.output, r.output
+        assert "Traceback" not in r.output and not (tmp_path / "pipe.model").exists()
