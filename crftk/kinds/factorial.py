@@ -327,6 +327,10 @@ class FactorialTrainer:
         sentences = list(origins.record(sentences))
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
         if init is None:
+            if template.aggregates:
+                # its tagging batches keep documents whole for first mentions only
+                raise UsageError("a factorial CRF (several --label-col) tags in batches that keep documents whole for "
+                                 "first mentions only: drop the template's %doc, %corpus and %ctx lines")
             chains, pairs, corpus = fit_spaces(sentences, template, self.label_cols, min_freq=opt["min_freq"],
                                                feature_set=opt["feature_set"], path=source)
             structure = Factorial(chains, pairs)

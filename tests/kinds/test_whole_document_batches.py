@@ -72,3 +72,13 @@ def test_a_pipeline_refuses_a_stage_with_document_macros(tmp_path):
                        "-o", str(tmp_path / "pipe.model")])
         assert r.exit_code != 0 and "across sentences" in r.output, r.output
         assert "Traceback" not in r.output and not (tmp_path / "pipe.model").exists()
+
+
+def test_a_factorial_crf_refuses_document_macros(tmp_path):
+    # its tagging cuts batches between documents only for first mentions
+    train = _corpus(tmp_path / "train.txt")
+    (tmp_path / "f.tmpl").write_text("U0:%x[0,0]\nU1:%ctx[0,0,1]\nB\n")
+    r = CliRunner().invoke(main, ["train", "-q", "-t", str(tmp_path / "f.tmpl"), "--label-col", "1",
+                                  "--label-col", "2", "-m", str(tmp_path / "f.model"), train])
+    assert r.exit_code != 0 and "%ctx" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "f.model").exists()
