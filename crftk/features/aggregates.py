@@ -26,11 +26,9 @@ from collections import Counter, defaultdict
 from itertools import accumulate
 
 from crftk.evaluation.conlleval import chunks
-
-#: the macros, and what each aggregates over
-SCOPES = ("doc", "corpus")
-#: the aggregations a macro names as its third argument
-KINDS = ("token", "entity", "super", "hist")
+# the macros (what each aggregates over) and the aggregations they name, declared with their syntax
+from crftk.features.templates import AGGREGATE_KINDS as KINDS
+from crftk.features.templates import AGGREGATES as SCOPES
 
 
 def majority(counts):

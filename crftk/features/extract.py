@@ -28,11 +28,11 @@ from crftk.errors import CrftkError
 from crftk.features import observations as obs
 from crftk.features.aggregates import aggregate, contexts
 from crftk.features.lexicon import Lexicon, fold_of
-from crftk.features.templates import AGGREGATES, REAL, padding_value
+from crftk.features.templates import DOCUMENT_MACROS, REAL, padding_value
 
 MULTI = {"shape", "ngram"}
 #: sources read from whole sentences (lexicons) or documents (aggregates), not from one string
-SENTENCE_SOURCES = ("lex", "ctx") + AGGREGATES
+SENTENCE_SOURCES = ("lex",) + DOCUMENT_MACROS
 #: The numbers %num reads: decimal, no inf, nan, hex or '_' (as _encode.parse_numbers).
 NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
@@ -164,7 +164,7 @@ class Extractor:
         pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
         self.vocabs = vocabs if vocabs is not None else {k: Vocab(pads) for k in self.keys}
         self.tests = {k: string_test(k[0], k[2]) for k in derived if k[0] not in SENTENCE_SOURCES}
-        self.aggregates = [k for k in derived if k[0] in AGGREGATES or k[0] == "ctx"]
+        self.aggregates = [k for k in derived if k[0] in DOCUMENT_MACROS]
         self._tables = {}                             # key -> lookup table over the column vocab
 
     # training ---------------------------------------------------------------

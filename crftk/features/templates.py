@@ -71,8 +71,9 @@ MACROS = {
 #: Macros whose attributes carry real values (EncodedCorpus.values) instead of naming strings.
 REAL = ("num", "vec")
 #: Macros that read a first stage's labels aggregated over the document or the corpus
-#: (crftk.features.aggregates; their third argument is one of its KINDS).
+#: (crftk.features.aggregates computes them).
 AGGREGATES = ("doc", "corpus")
+#: The aggregations such a macro names as its third argument.
 AGGREGATE_KINDS = ("token", "entity", "super", "hist")
 #: Macros computed over whole documents (first-stage aggregates, context aggregation)
 DOCUMENT_MACROS = AGGREGATES + ("ctx",)
@@ -125,7 +126,7 @@ class Macro:
         parts = [str(self.row)] + ([self.args[0]] if self.kind == "lex" else [str(self.col)])
         if self.kind == "vec" or self.kind in AGGREGATES:
             parts.append(self.args[0])
-        elif self.kind != "lex" and self.kind not in AGGREGATES:
+        elif self.kind != "lex":
             parts += [f'"{a}"' if isinstance(a, str) else str(a) for a in self.args]
         return f"%{'^' if self.anchored else ''}{self.kind}[{','.join(parts)}]"
 

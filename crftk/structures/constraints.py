@@ -10,11 +10,9 @@ never takes such a step while an allowed path exists.
 import numpy as np
 
 from crftk.errors import CrftkError, shown
-from crftk.io.schemes import PREFIXES, allows, canonical, split
+from crftk.io.schemes import PREFIXES, allows, canonical, readable, split
 
 SCHEMES = ("iob2", "iob1", "iobes", "bilou")
-#: bilou is iobes with L (last) for E and U (unit) for S
-_AS_IOBES = {"L": "E", "U": "S"}
 FORBIDDEN = -1e4
 def _split(label, scheme):
     if label == "O":
@@ -23,7 +21,7 @@ def _split(label, scheme):
     if not allows(scheme, prefix) or not kind:
         raise CrftkError(f"label {shown(label)} is not an {scheme.upper()} tag "
                          f"({'/'.join(PREFIXES[scheme])}-TYPE or O)")
-    return (_AS_IOBES.get(prefix, prefix) if scheme == "bilou" else prefix), kind
+    return split(readable(label, scheme))[0], kind      # bilou's L and U as iobes's E and S
 
 
 def _allowed(prev, cur, scheme):
