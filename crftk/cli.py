@@ -192,12 +192,13 @@ _FIRST_STAGE = (
      "reads them there, also aggregated over the document and the corpus (%doc, %corpus). The model file holds "
      "both stages."),
     ("--first-stage-labels", "first_stage_labels", "FILE",
-     "With --first-stage: read the training data's first-stage labels from FILE (the training files with the "
-     "label column replaced, as --first-stage-output writes them) instead of training K folds."),
+     "With --first-stage (or --init of a two-stage model): read the training data's first-stage labels from "
+     "FILE (the training files with the label column replaced, as --first-stage-output writes them) instead of "
+     "training K folds."),
     ("--first-stage-output", "first_stage_output", "FILE",
-     "With --first-stage: also write the out-of-fold first-stage labels (the training files with the label "
-     "column replaced; written atomically, and once every fold has finished even if the second stage's "
-     "training is then interrupted), for --first-stage-labels."),
+     "With --first-stage (or --init of a two-stage model): also write the out-of-fold first-stage labels (the "
+     "training files with the label column replaced; written atomically, and once every fold has finished even "
+     "if the second stage's training is then interrupted), for --first-stage-labels."),
 )
 
 

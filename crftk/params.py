@@ -481,8 +481,9 @@ CROSS_PREDICT = Param("cross_predict", 0, Integer(2, MAX_CROSS_FOLDS, also=(0,))
 
 #: Folds of ``train --first-stage``: the out-of-fold labels the second stage trains on.
 FIRST_STAGE_FOLDS = Param("first_stage_folds", 10, Integer(2, MAX_CROSS_FOLDS),
-                          "With --first-stage: folds of the training documents (document i in fold i mod K; "
-                          "sentences when there are fewer documents than K); each fold's first-stage labels "
+                          "With --first-stage (or --init of a two-stage model): folds of the training "
+                          "documents (document i in fold i mod K; sentences when there are fewer documents "
+                          "than K); each fold's first-stage labels "
                           "come from the first stage's template and options trained on the other K-1, so the "
                           "second stage learns from the first stage's errors on unseen text.")
 

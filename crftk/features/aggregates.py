@@ -18,8 +18,8 @@ chunks of those labels (conlleval's rules); a value is an entity type, the one g
 ====================  ======================================================================
 
 ``%ctx[r,c,W]`` (Ratinov & Roth's context aggregation; no first stage): for a capitalized word, the
-values of column c at offsets -W..-1 and 1..W (``-1:the``) around its other occurrences in the
-document, one attribute each.
+values of column c at offsets -W..-1 and 1..W (``-1:the``; within their sentences) around its other
+occurrences in the document, one attribute each.
 """
 
 from collections import Counter, defaultdict
