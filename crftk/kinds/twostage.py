@@ -12,10 +12,9 @@ being tagged.
 """
 
 from crftk.errors import CrftkError, UsageError
-from crftk.io.conll import Sentence
-from crftk.kinds import chain
-from crftk.io.conll import Widths, model_widths
-from crftk.kinds import base
+from crftk.features.templates import AGGREGATES
+from crftk.io.conll import Sentence, Widths, model_widths
+from crftk.kinds import base, chain
 from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
 from crftk.structures.twostage import TwoStage as TwoStageStructure
 
@@ -109,7 +108,7 @@ class TwoStage:
                 "structure": m.structure_name, "labels": list(m.output_labels), "columns": space.n_columns,
                 "label_column": space.label_col, "attributes": space.n_attrs, "parameters": space.n_params,
                 "iterations": m.info.get("iterations"), "converged": m.info.get("converged")}
-        aggregates = sorted({str(m) for m in self.second.space.template.macros if m.kind in ("doc", "corpus")})
+        aggregates = sorted({str(m) for m in self.second.space.template.macros if m.kind in AGGREGATES})
         return {"structure": TwoStageStructure.name, "stages": stages, "first_stage_column": self.col,
                 "aggregates": aggregates, "corpus": "each input file" if self.corpus_level else None,
                 "out_of_fold": self.info.get("out_of_fold")}
