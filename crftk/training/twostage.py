@@ -17,6 +17,7 @@ from crftk import params
 from crftk.errors import CrftkError, UsageError
 from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
+from crftk.features.templates import AGGREGATES
 from crftk.kinds.chain import Tagger
 from crftk.kinds.twostage import TwoStage
 from crftk.progress import plural, status
@@ -39,7 +40,7 @@ def check_first_stage(first, path):
     if template.lexicons:
         raise UsageError(f"--first-stage {path}: its template reads lexicons, which out-of-fold training would "
                          "have to rebuild per fold; train the first stage without @lexicon lines")
-    if template.aggregates:
+    if any(m.kind in AGGREGATES for m in template.macros):      # %ctx reads no stage's labels: allowed
         raise UsageError(f"--first-stage {path} reads a first stage's labels itself (%doc/%corpus): "
                          "a two-stage model has two stages")
     if not isinstance(first.info.get("options"), dict):

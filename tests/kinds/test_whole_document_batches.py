@@ -82,3 +82,19 @@ def test_a_factorial_crf_refuses_document_macros(tmp_path):
                                   "--label-col", "2", "-m", str(tmp_path / "f.model"), train])
     assert r.exit_code != 0 and "%ctx" in r.output and "Traceback" not in r.output, r.output
     assert not (tmp_path / "f.model").exists()
+
+
+def test_a_first_stage_may_read_context_aggregation(tmp_path):
+    # %ctx reads no first stage's labels: a first stage with it is one CRF like any other
+    train = _corpus(tmp_path / "train.txt")
+    (tmp_path / "s1.tmpl").write_text("U0:%x[0,0]\nU1:%ctx[0,0,1]\nB\n")
+    (tmp_path / "s2.tmpl").write_text("U0:%x[0,0]\nU1:%x[0,2]\nU2:%doc[0,2,token]\nB\n")
+    first, two = str(tmp_path / "s1.model"), str(tmp_path / "s2.model")
+    run = CliRunner().invoke
+    r = run(main, ["train", "-q", "-t", str(tmp_path / "s1.tmpl"), "-m", first, train])
+    assert r.exit_code == 0, r.output
+    r = run(main, ["train", "-q", "-t", str(tmp_path / "s2.tmpl"), "--first-stage", first,
+                   "--first-stage-folds", "2", "-m", two, train])
+    assert r.exit_code == 0, r.output
+    r = run(main, ["tag", "-m", two, train])
+    assert r.exit_code == 0 and "Smith" in r.output, r.output
