@@ -251,7 +251,8 @@ def _train_two_stage(train_files, template, model_path, first_path, init, folds,
         # Ctrl-C in the second stage's training saves its last iteration, as crftk train does
         two = fit_two_stage(sentences, template, first, folds=folds, first_labels=labels, dev=dev or None, log=log,
                             source=train_files[0], dev_source=dev_file, first_path=first_path, init=second_init,
-                            on_labels=folded.append, keep_on_interrupt=model_path is not None, **opt)
+                            on_labels=folded.append, keep_on_interrupt=model_path is not None,
+                            labels_source=None if labels_path is None else str(labels_path), **opt)
     except KeyboardInterrupt:
         if folded:          # every fold finished: their labels stand, as --cross-output's do
             write_labels(folded[0])

@@ -113,9 +113,10 @@ def training_steps(first):
 
 
 def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, dev=None, log=_quiet,
-                  source=None, dev_source=None, first_path=None, init=None, on_labels=None, **options):
+                  source=None, dev_source=None, first_path=None, init=None, on_labels=None, labels_source=None,
+                  **options):
     """Train the second stage of a two-stage model on ``first``'s out-of-fold labels (or on
-    ``first_labels``, one list per sentence, when given); returns the TwoStage. ``init``: a
+    ``first_labels``, one list per sentence, when given, read from ``labels_source``); returns the TwoStage. ``init``: a
     second stage to start from (its features and weights; then no template). ``on_labels``:
     called with the out-of-fold labels once every fold has finished, before the second stage
     trains (so they can be kept if that training is interrupted)."""
@@ -143,7 +144,7 @@ def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, de
     else:
         if len(first_labels) != len(sentences) or any(len(a) != len(s) for a, s in zip(first_labels, sentences)):
             raise CrftkError("the first stage's labels do not match the training sentences", source)
-        oof = {"folds": None, "by": "given"}
+        oof = {"folds": None, "by": "given", "labels": labels_source}
     gold = [[row[col] for row in s.rows] for s in sentences]
     score = evaluate(gold, first_labels)
     log(f"first-stage labels of the training data: F1 {score.overall.f1:.2f}, accuracy "
