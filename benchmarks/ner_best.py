@@ -4,8 +4,8 @@ their sum, each scored on eng.testa with McNemar's test against the row it build
 
 Every row is a chain of `crftk` commands trained on eng.train (the official test set is never
 read); a step is skipped when its output exists, so an interrupted run resumes. The two-stage
-rows share one first stage (the local CRF) and its out-of-fold labels (10 folds of documents,
-`--first-stage-output`, then `--first-stage-labels`). The word vectors are benchmarks/svd_vectors.py's,
+rows share a first stage (the local CRF, or the local CRF on BILOU labels) and its out-of-fold
+labels (10 folds of documents, `--first-stage-output FIRST.oof`, then `--first-stage-labels`). The word vectors are benchmarks/svd_vectors.py's,
 from eng.train's words alone.
 
     python benchmarks/ner_best.py run --data ../shared/data/conll2003 --out out/ner-ablation
@@ -30,30 +30,48 @@ VECTORS = ["--vectors", "emb={out}/ner.vec", "--vectors-lookup", "lowercase"]
 DOC = ["Udtok:%doc[0,3,token]", "Udent:%doc[0,3,entity]", "Udsup:%doc[0,3,super]"]
 CORPUS = ["Uctok:%corpus[0,3,token]", "Ucent:%corpus[0,3,entity]", "Ucsup:%corpus[0,3,super]"]
 
+CTX = ["Uctx:%ctx[0,0,2]"]
+BESIDE = ["Ufdt:%x[0,3]/%doc[0,3,token]", "Ufde:%x[0,3]/%doc[0,3,entity]", "Ufct:%x[0,3]/%corpus[0,3,token]"]
+BILOU = ["--train-scheme", "bilou"]
+
 #: (row, what it adds, the row it is compared with, how it is trained)
-#: how: ("local", template, extra args) | ("two", template lines to add to the local ones, extra args)
-#:      | ("mcef", the MAP row it continues)
+#: how: ("local", template, extra args, template lines added) | ("two", local template, template lines
+#:      added, extra args, first-stage row) | ("mcef", the MAP row it continues, extra args)
 ROWS = [
-    ("ner1", "local CRF (conll2003-ner.tmpl, MAP)", None, ("local", "conll2003-ner.tmpl", [])),
-    ("ner1-bilou", "+ BILOU training encoding", "ner1", ("local", "conll2003-ner.tmpl", ["--train-scheme", "bilou"])),
-    ("ner1-iobes", "+ IOBES training encoding", "ner1", ("local", "conll2003-ner.tmpl", ["--train-scheme", "iobes"])),
-    ("v-doc", "two-stage: + document token/entity/super-entity majority", "ner1", ("two", DOC, [])),
-    ("v-dc", "+ corpus-level majorities", "v-doc", ("two", DOC + CORPUS, [])),
-    ("v-dch", "+ prediction history (%doc hist)", "v-dc", ("two", DOC + CORPUS + ["Udhis:%doc[0,3,hist]"], [])),
-    ("v-dcx", "+ context aggregation (%ctx)", "v-dc", ("two", DOC + CORPUS + ["Uctx:%ctx[0,0,2]"], [])),
-    ("v-dcf", "+ the first stage's own label", "v-dc", ("two", DOC + CORPUS + ["Uf0:%x[0,3]"], [])),
+    ("ner1", "local CRF (conll2003-ner.tmpl, MAP)", None, ("local", "conll2003-ner.tmpl", [], [])),
+    ("ner1-bilou", "+ BILOU training encoding", "ner1", ("local", "conll2003-ner.tmpl", BILOU, [])),
+    ("ner1-iobes", "+ IOBES training encoding", "ner1",
+     ("local", "conll2003-ner.tmpl", ["--train-scheme", "iobes"], [])),
+    ("v-doc", "two-stage: + document token/entity/super-entity majority", "ner1",
+     ("two", "conll2003-ner.tmpl", DOC, [], "ner1")),
+    ("v-dc", "+ corpus-level majorities", "v-doc", ("two", "conll2003-ner.tmpl", DOC + CORPUS, [], "ner1")),
+    ("v-dch", "+ prediction history (%doc hist)", "v-dc",
+     ("two", "conll2003-ner.tmpl", DOC + CORPUS + ["Udhis:%doc[0,3,hist]"], [], "ner1")),
+    ("v-dcx", "+ context aggregation (%ctx)", "v-dc", ("two", "conll2003-ner.tmpl", DOC + CORPUS + CTX, [], "ner1")),
+    ("v-dcf", "+ the first stage's own label", "v-dc",
+     ("two", "conll2003-ner.tmpl", DOC + CORPUS + ["Uf0:%x[0,3]"], [], "ner1")),
     ("lctx", "local CRF + context aggregation alone (%ctx, one stage)", "ner1",
-     ("local-lines", "conll2003-ner.tmpl", ["Uctx:%ctx[0,0,2]"])),
-    ("v-dcx2", "two-stage + %ctx + majorities beside the first stage's label", "v-dcx",
-     ("two", DOC + CORPUS + ["Uctx:%ctx[0,0,2]", "Ufdt:%x[0,3]/%doc[0,3,token]", "Ufde:%x[0,3]/%doc[0,3,entity]",
-                             "Ufct:%x[0,3]/%corpus[0,3,token]"], [])),
-    ("ner1-mcef", "local CRF + MCE-F", "ner1", ("mcef", "ner1")),
-    ("v-dc-mcef", "two-stage (document + corpus) + MCE-F", "ner1-mcef", ("mcef", "v-dc")),
-    ("vec", "local CRF + word vectors from eng.train", "ner1", ("local", "conll2003-vectors.tmpl", VECTORS)),
-    ("vec-mcef", "local CRF + vectors + MCE-F", "vec", ("mcef", "vec")),
-    ("vdc", "two-stage + vectors", "vec", ("two-vec", DOC + CORPUS, VECTORS)),
-    ("vdc-mcef", "two-stage + vectors + MCE-F (make ner-best)", "vec-mcef", ("mcef", "vdc")),
+     ("local", "conll2003-ner.tmpl", [], CTX)),
+    ("v-dcx2", "two-stage + %ctx + the majorities beside the first stage's label", "v-dcx",
+     ("two", "conll2003-ner.tmpl", DOC + CORPUS + CTX + BESIDE, [], "ner1")),
+    ("ner1-mcef", "local CRF + MCE-F", "ner1", ("mcef", "ner1", [])),
+    ("v-dc-mcef", "two-stage (document + corpus) + MCE-F", "ner1-mcef", ("mcef", "v-dc", [])),
+    ("vec", "local CRF + word vectors from eng.train", "ner1", ("local", "conll2003-vectors.tmpl", VECTORS, [])),
+    ("vec-mcef", "local CRF + vectors + MCE-F", "vec", ("mcef", "vec", [])),
+    ("vdc", "two-stage (document + corpus) + vectors", "vec",
+     ("two", "conll2003-vectors.tmpl", DOC + CORPUS, VECTORS, "ner1")),
+    ("vdc-mcef", "two-stage (document + corpus) + vectors + MCE-F", "vec-mcef", ("mcef", "vdc", [])),
+    ("vec-bilou", "local CRF + vectors + BILOU", "vec", ("local", "conll2003-vectors.tmpl", VECTORS + BILOU, [])),
+    ("vec-bilou-mcef", "local CRF + vectors + BILOU + MCE-F (all but the non-local features)", "vec-bilou",
+     ("mcef", "vec-bilou", BILOU)),
+    ("best-map", "two-stage (first stage ner1-bilou) + %ctx + majorities beside its label + vectors + BILOU",
+     "vec-bilou", ("two", "conll2003-vectors.tmpl", DOC + CORPUS + BESIDE + CTX, VECTORS + BILOU, "ner1-bilou")),
+    ("best", "+ MCE-F: make ner-best (templates/conll2003-ner-best.tmpl)", "vec-bilou-mcef",
+     ("mcef", "best-map", BILOU)),
 ]
+
+
+ROW_OF = {row[0]: row for row in ROWS}
 
 
 def run(args, log):
@@ -78,7 +96,6 @@ def cmd_run(a):
     if not (out / "ner.vec").exists():
         subprocess.run([sys.executable, str(REPO / "benchmarks" / "svd_vectors.py"), "-o", str(out / "ner.vec"),
                         str(train)], check=True)
-    oof = out / "oof10.txt"
     wanted = set(a.rows) if a.rows else None
     for name, _, _, how in ROWS:
         if wanted is not None and name not in wanted:
@@ -87,23 +104,21 @@ def cmd_run(a):
         if not model.exists():
             common = ["train", "--threads", a.threads, "-m", model]
             if how[0] == "local":
-                args = [*common, "-t", TEMPLATES / how[1], *[x.format(out=out) for x in how[2]], train]
-            elif how[0] == "local-lines":
+                template = out / f"{name}.tmpl"
+                template.write_text((TEMPLATES / how[1]).read_text() + "\n".join(how[3]) + "\n")
+                args = [*common, "-t", template, *[x.format(out=out) for x in how[2]], train]
+            elif how[0] == "two":
                 template = out / f"{name}.tmpl"
                 template.write_text((TEMPLATES / how[1]).read_text() + "\n".join(how[2]) + "\n")
-                args = [*common, "-t", template, train]
-            elif how[0] in ("two", "two-vec"):
-                base = TEMPLATES / ("conll2003-vectors.tmpl" if how[0] == "two-vec" else "conll2003-ner.tmpl")
-                template = out / f"{name}.tmpl"
-                template.write_text(base.read_text() + "\n".join(how[1]) + "\n")
+                oof = out / f"{how[4]}.oof"      # the out-of-fold labels of the first stage, shared
                 labels = (["--first-stage-labels", oof] if oof.exists()
                           else ["--first-stage-folds", "10", "--first-stage-output", oof])
-                args = [*common, "-t", template, "--first-stage", out / "ner1.model", *labels,
-                        *[x.format(out=out) for x in how[2]], train]
+                args = [*common, "-t", template, "--first-stage", out / f"{how[4]}.model", *labels,
+                        *[x.format(out=out) for x in how[3]], train]
             else:
-                start = out / f"{how[1]}.model"
-                two = ["--first-stage-labels", oof] if how[1].startswith(("v-", "vdc")) else []
-                args = [*common, "--init", start, *two, *MCEF, train]
+                start = ROW_OF[how[1]]
+                labels = ["--first-stage-labels", out / f"{start[3][4]}.oof"] if start[3][0] == "two" else []
+                args = [*common, "--init", out / f"{how[1]}.model", *labels, *MCEF, *how[2], train]
             times[name] = run(args, log)
             times_path.write_text(json.dumps(times, indent=1))
         tagged = out / f"{name}.testa"
