@@ -545,7 +545,8 @@ class TwoStage(CRF):
                                      sentences, docs)
 
     def _crf_only(self, what):
-        pass
+        if self._model() is not None and self.stages_.second.model_type == "memm":
+            raise CrftkError(f"{what} are computed for CRFs only, not MEMMs (this second stage is one)")
 
     def _input_files(self):
         return [("template", _template_path(self.template)),
