@@ -36,7 +36,7 @@ BILOU = ["--train-scheme", "bilou"]
 
 #: (row, what it adds, the row it is compared with, how it is trained)
 #: how: ("local", template, extra args, template lines added) | ("two", local template, template lines
-#:      added, extra args, first-stage row) | ("mcef", the MAP row it continues, extra args)
+#:      added, extra args, first-stage row[, folds: 10]) | ("mcef", the MAP row it continues, extra args)
 ROWS = [
     ("ner1", "local CRF (conll2003-ner.tmpl, MAP)", None, ("local", "conll2003-ner.tmpl", [], [])),
     ("ner1-bilou", "+ BILOU training encoding", "ner1", ("local", "conll2003-ner.tmpl", BILOU, [])),
@@ -64,10 +64,13 @@ ROWS = [
     ("vec-bilou", "local CRF + vectors + BILOU", "vec", ("local", "conll2003-vectors.tmpl", VECTORS + BILOU, [])),
     ("vec-bilou-mcef", "local CRF + vectors + BILOU + MCE-F (all but the non-local features)", "vec-bilou",
      ("mcef", "vec-bilou", BILOU)),
-    ("best-map", "two-stage (first stage ner1-bilou) + %ctx + majorities beside its label + vectors + BILOU",
-     "vec-bilou", ("two", "conll2003-vectors.tmpl", DOC + CORPUS + BESIDE + CTX, VECTORS + BILOU, "ner1-bilou")),
-    ("best", "+ MCE-F: make ner-best (templates/conll2003-ner-best.tmpl)", "vec-bilou-mcef",
-     ("mcef", "best-map", BILOU)),
+    ("two-bilou", "two-stage (first stage ner1-bilou, 10 folds) + %ctx + majorities beside its label + vectors "
+     "+ BILOU", "vec-bilou", ("two", "conll2003-vectors.tmpl", DOC + CORPUS + BESIDE + CTX, VECTORS + BILOU,
+                              "ner1-bilou", 10)),
+    ("two-bilou-mcef", "+ MCE-F", "vec-bilou-mcef", ("mcef", "two-bilou", BILOU)),
+    ("best", "the same second stage over the first stage vec-bilou-mcef (5 folds): make ner-best", "vec-bilou-mcef",
+     ("two", "conll2003-vectors.tmpl", DOC + CORPUS + BESIDE + CTX, VECTORS + BILOU, "vec-bilou-mcef", 5)),
+    ("best-mcef", "+ MCE-F (a check)", "best", ("mcef", "best", BILOU)),
 ]
 
 
@@ -112,7 +115,7 @@ def cmd_run(a):
                 template.write_text((TEMPLATES / how[1]).read_text() + "\n".join(how[2]) + "\n")
                 oof = out / f"{how[4]}.oof"      # the out-of-fold labels of the first stage, shared
                 labels = (["--first-stage-labels", oof] if oof.exists()
-                          else ["--first-stage-folds", "10", "--first-stage-output", oof])
+                          else ["--first-stage-folds", str(how[5] if len(how) > 5 else 10), "--first-stage-output", oof])
                 args = [*common, "-t", template, "--first-stage", out / f"{how[4]}.model", *labels,
                         *[x.format(out=out) for x in how[3]], train]
             else:
