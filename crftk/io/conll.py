@@ -1024,9 +1024,11 @@ def format_sentence(rows: Sequence[Sequence[str]], extra_columns: Optional[Seque
     return "\n".join(lines)
 
 
-def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sentence_tokens=MAX_SENTENCE_TOKENS,
-                  progress=None, log=None, counts=None, encoding=DEFAULT_ENCODING):
-    """(batch, column separator) of the CoNLL files (in ``encoding``) in turn, pass-through lines in place.
+def input_batches(inputs, allowed, batch_tokens, *, by_document=False, whole_files=False,
+                  max_sentence_tokens=MAX_SENTENCE_TOKENS, progress=None, log=None, counts=None,
+                  encoding=DEFAULT_ENCODING):
+    """(batch, column separator) of the CoNLL files (in ``encoding``) in turn, pass-through lines in place;
+    with ``whole_files`` each file is one batch (a template's %corpus features read the whole file).
 
     ``allowed``: the column counts accepted; ``counts`` (a list [sentences, tokens]) is kept
     up to date and reported to ``progress`` after each batch; ``log`` receives a warning for
@@ -1038,7 +1040,12 @@ def input_batches(inputs, allowed, batch_tokens, *, by_document=False, max_sente
         stream = read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
                                 max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         before = counts[0]
-        for batch in chunked(stream, batch_tokens, by_document=by_document):
+        if whole_files:
+            items = list(stream)
+            batches = [items] if items else []
+        else:
+            batches = chunked(stream, batch_tokens, by_document=by_document)
+        for batch in batches:
             yield batch, layout.separator or "\t"
             sents = [s for s in batch if not isinstance(s, str)]
             counts[0] += len(sents)

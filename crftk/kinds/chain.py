@@ -14,7 +14,7 @@ from crftk.errors import CrftkError, UsageError, shown
 from crftk.evaluation.conlleval import evaluate
 from crftk.features.attributes import AttributeSpace
 from crftk.features.space import FeatureSpace
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Layout, Origins, input_batches, read_sentences
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
 from crftk.io.crfsuite import AttributeSequences, read_crfsuite
 from crftk.io.schemes import Detector, Recoder, convert, is_chunk_tag
 from crftk.io.stream import format_batch, tag_stream
@@ -254,13 +254,9 @@ def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, 
     counts = [0, 0]
     # every model the tagger runs (a bag's members, both stages of a two-stage model) decides
     templates = [s.template for s in tagger.spaces()]
-    if any(whole_files(t) for t in templates):
-        batches = file_batches(inputs, allowed, max_sentence_tokens=max_sentence_tokens, progress=progress, log=log,
-                               counts=counts, encoding=encoding)
-    else:
-        batches = input_batches(inputs, allowed, batch_tokens, by_document=any(by_document(t) for t in templates),
-                                max_sentence_tokens=max_sentence_tokens, progress=progress, log=log, counts=counts,
-                                encoding=encoding)
+    batches = input_batches(inputs, allowed, batch_tokens, by_document=any(by_document(t) for t in templates),
+                            whole_files=any(whole_files(t) for t in templates), max_sentence_tokens=max_sentence_tokens,
+                            progress=progress, log=log, counts=counts, encoding=encoding)
     for batch, sep in batches:
         tagger.write_batch(batch, out, marginals=marginals, nbest=nbest, sep=sep)
     return tuple(counts)
@@ -274,24 +270,6 @@ def by_document(template):
 def whole_files(template):
     """Whether a template reads %corpus aggregates: then each input file is tagged as one batch."""
     return any(m.kind == "corpus" for m in template.macros)
-
-
-def file_batches(inputs, allowed, *, max_sentence_tokens=MAX_SENTENCE_TOKENS, progress=None, log=None, counts=None,
-                 encoding=DEFAULT_ENCODING):
-    """(batch, column separator) of each input file read whole, pass-through lines in place."""
-    counts = [0, 0] if counts is None else counts
-    for path in inputs:
-        layout = Layout()
-        items = list(read_sentences(path, n_columns=allowed, passthrough=True, layout=layout,
-                                    max_sentence_tokens=max_sentence_tokens, encoding=encoding))
-        sents = [it for it in items if not isinstance(it, str)]
-        if not sents and log is not None:
-            log(f"crftk: warning: {'standard input' if path == '-' else path} has no sentences to tag")
-        yield items, layout.separator or "\t"
-        counts[0] += len(sents)
-        counts[1] += sum(len(s) for s in sents)
-        if progress:
-            progress(*counts)
 
 
 def tag_attributes(tagger, inputs, out, *, reference=False, batch_tokens=50_000,
