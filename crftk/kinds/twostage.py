@@ -36,10 +36,8 @@ class TwoStage:
         return chain.whole_files(self.second.space.template)
 
     def second_sentences(self, sentences, labels):
-        """The sentences in the second stage's layout: the first stage's labels at column ``col``."""
-        c = self.col
-        return [Sentence([row[:c] + [lab] + row[c:] for row, lab in zip(s.rows, tags)], s.doc, s.line, s.source)
-                for s, tags in zip(sentences, labels)]
+        """The sentences in the second stage's layout (:func:`with_first_labels`)."""
+        return with_first_labels(sentences, labels, self.col)
 
     # files ----------------------------------------------------------------------------
     @classmethod
@@ -112,6 +110,12 @@ class TwoStage:
         return {"structure": TwoStageStructure.name, "stages": stages, "first_stage_column": self.col,
                 "aggregates": aggregates, "corpus": "each input file" if self.corpus_level else None,
                 "out_of_fold": self.info.get("out_of_fold")}
+
+
+def with_first_labels(sentences, labels, col):
+    """The sentences with the first stage's labels (one list per sentence) inserted at column ``col``."""
+    return [Sentence([row[:col] + [lab] + row[col:] for row, lab in zip(s.rows, tags)], s.doc, s.line, s.source)
+            for s, tags in zip(sentences, labels)]
 
 
 def check_stages(first, second, col, path=None):

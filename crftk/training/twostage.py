@@ -19,7 +19,7 @@ from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import AGGREGATES
 from crftk.kinds.chain import Tagger
-from crftk.kinds.twostage import TwoStage
+from crftk.kinds.twostage import TwoStage, with_first_labels
 from crftk.progress import plural, status
 from crftk.training.driver import fit
 
@@ -149,12 +149,10 @@ def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, de
     score = evaluate(gold, first_labels)
     log(f"first-stage labels of the training data: F1 {score.overall.f1:.2f}, accuracy "
         f"{100 * score.token_accuracy:.2f} (the second stage reads them in column {col})")
-    shell = TwoStage.__new__(TwoStage)
-    shell.col = col
-    train2 = shell.second_sentences(sentences, first_labels)
+    train2 = with_first_labels(sentences, first_labels, col)
     dev2 = None
     if dev:
-        dev2 = shell.second_sentences(dev, Tagger(first, threads=threads).tag(dev))
+        dev2 = with_first_labels(dev, Tagger(first, threads=threads).tag(dev), col)
     second = fit(train2, None if init is not None else template, dev=dev2, log=log, source=source,
                  dev_source=dev_source, init=init, label_col=col + 1, **options)
     two = TwoStage(first, second, col, {"first_stage": None if first_path is None else str(first_path),
