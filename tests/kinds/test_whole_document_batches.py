@@ -27,11 +27,10 @@ def _corpus(path, n_docs=6, seed=5):
     return str(path)
 
 
-def test_a_first_stage_with_first_mentions_gets_whole_documents(tmp_path):
-    # the second stage reads no other sentence; the first stage's first mentions do
-    train = _corpus(tmp_path / "train.txt")
-    (tmp_path / "s1.tmpl").write_text("U0:%x[0,0]\nU1:%^X[0,0]\nB\n")
-    (tmp_path / "s2.tmpl").write_text("U0:%x[0,0]\nU1:%x[0,2]\nB\n")
+def _two_stage(tmp_path, train, first_template, second_template):
+    """The path of a two-stage model of the given templates trained on ``train`` (2 folds)."""
+    (tmp_path / "s1.tmpl").write_text(first_template)
+    (tmp_path / "s2.tmpl").write_text(second_template)
     first, two = str(tmp_path / "s1.model"), str(tmp_path / "s2.model")
     run = CliRunner().invoke
     r = run(main, ["train", "-q", "-t", str(tmp_path / "s1.tmpl"), "-m", first, train])
@@ -39,6 +38,13 @@ def test_a_first_stage_with_first_mentions_gets_whole_documents(tmp_path):
     r = run(main, ["train", "-q", "-t", str(tmp_path / "s2.tmpl"), "--first-stage", first,
                    "--first-stage-folds", "2", "-m", two, train])
     assert r.exit_code == 0, r.output
+    return two
+
+
+def test_a_first_stage_with_first_mentions_gets_whole_documents(tmp_path):
+    # the second stage reads no other sentence; the first stage's first mentions do
+    train = _corpus(tmp_path / "train.txt")
+    two = _two_stage(tmp_path, train, "U0:%x[0,0]\nU1:%^X[0,0]\nB\n", "U0:%x[0,0]\nU1:%x[0,2]\nB\n")
     tagger = twostage.Tagger(twostage.TwoStage.from_model(Model.load(two)))
     batches = []
     write = tagger.write_batch
@@ -87,14 +93,7 @@ def test_a_factorial_crf_refuses_document_macros(tmp_path):
 def test_a_first_stage_may_read_context_aggregation(tmp_path):
     # %ctx reads no first stage's labels: a first stage with it is one CRF like any other
     train = _corpus(tmp_path / "train.txt")
-    (tmp_path / "s1.tmpl").write_text("U0:%x[0,0]\nU1:%ctx[0,0,1]\nB\n")
-    (tmp_path / "s2.tmpl").write_text("U0:%x[0,0]\nU1:%x[0,2]\nU2:%doc[0,2,token]\nB\n")
-    first, two = str(tmp_path / "s1.model"), str(tmp_path / "s2.model")
-    run = CliRunner().invoke
-    r = run(main, ["train", "-q", "-t", str(tmp_path / "s1.tmpl"), "-m", first, train])
-    assert r.exit_code == 0, r.output
-    r = run(main, ["train", "-q", "-t", str(tmp_path / "s2.tmpl"), "--first-stage", first,
-                   "--first-stage-folds", "2", "-m", two, train])
-    assert r.exit_code == 0, r.output
-    r = run(main, ["tag", "-m", two, train])
+    two = _two_stage(tmp_path, train, "U0:%x[0,0]\nU1:%ctx[0,0,1]\nB\n",
+                     "U0:%x[0,0]\nU1:%x[0,2]\nU2:%doc[0,2,token]\nB\n")
+    r = CliRunner().invoke(main, ["tag", "-m", two, train])
     assert r.exit_code == 0 and "Smith" in r.output, r.output
