@@ -10,7 +10,8 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo bench bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs ner-best ner-ablation
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs ner-best ner-ablation \
+	partial-data partial-labels
 
 all: test
 
@@ -35,6 +36,8 @@ help:
 	@echo "make ner-vectors  %vec lines with word vectors from eng.train's text vs the NER template (eng.testa)"
 	@echo "make ner-best    the best NER model from eng.train alone (two-stage, vectors, BILOU, MCE-F); eng.testa F1"
 	@echo "make ner-ablation  its ablation on eng.testa: encodings, non-local features, MCE-F, vectors"
+	@echo "make partial-data  issue 35's training files: eng.train with 30/50/70% of mentions unlabeled, train.txt with 50/80% hidden"
+	@echo "make partial-labels  train and tag them (PARTIAL_RUNS=patterns), eng.testa / dev.txt F1 and McNemar table"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
@@ -235,6 +238,23 @@ ner-best: install
 ner-ablation: install
 	$(PYTHON) benchmarks/ner_best.py run --data $(CONLL2003) --out $(OUT)/ner-ablation --threads $(THREADS)
 	$(PYTHON) benchmarks/ner_best.py report --out $(OUT)/ner-ablation --results benchmarks/results/ner-best.md
+
+# Partial labels (issue 35): benchmarks/partial_labels.py writes the training files under
+# PARTIAL_OUT (never in the repository), trains and tags each setting one at a time (a step whose
+# output exists is skipped), then the table (benchmarks/results/partial-labels.md).
+# PARTIAL_RUNS: shell patterns of the runs (default: all), e.g. PARTIAL_RUNS="'ner-*-[cd]' 'chunk-*-partial'".
+PARTIAL_OUT ?= $(OUT)/partial
+PARTIAL_RUNS ?=
+PARTIAL = $(PYTHON) benchmarks/partial_labels.py --conll2000 $(CONLL2000) --conll2003 $(CONLL2003) --out $(PARTIAL_OUT)
+partial-data: install
+	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	$(PARTIAL) make-data
+
+partial-labels: install
+	test -f $(PARTIAL_OUT)/data.json || $(MAKE) partial-data
+	$(PARTIAL) run --threads $(THREADS) $(PARTIAL_RUNS)
+	$(PARTIAL) report
 
 bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite
