@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark scripts: running crftk, finding the shared corpora."""
 
+import json
 import os
 import subprocess
 import sys
@@ -38,3 +39,25 @@ def publish(text, path):
     print(text)
     with open(path, "w") as fh:
         fh.write(text + "\n")
+
+
+def crftk_timed(args, log):
+    """Run `python -m crftk.cli ARGS` from the repository, its stderr appended to ``log``; exits
+    with the command and the log's name when it fails; returns its seconds."""
+    args = [str(a) for a in args]
+    print("+ crftk " + " ".join(args), flush=True)
+    t0 = time.perf_counter()
+    with open(log, "a") as err:
+        p = subprocess.run([sys.executable, "-m", "crftk.cli", *args], stderr=err, stdout=subprocess.DEVNULL,
+                           cwd=REPO)
+    if p.returncode != 0:
+        sys.exit(f"crftk {' '.join(args)} failed (exit {p.returncode}); see {log}")
+    return time.perf_counter() - t0
+
+
+def eval_json(tagged, other=None):
+    """`crftk eval --json` of a tagged file, with McNemar's test (tokens) against ``other``."""
+    args = ["eval", "--json", tagged] + (["--mcnemar", other] if other is not None else [])
+    p = subprocess.run([sys.executable, "-m", "crftk.cli", *map(str, args)], stdout=subprocess.PIPE, text=True,
+                       cwd=REPO, check=True)
+    return json.loads(p.stdout)

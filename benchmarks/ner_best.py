@@ -17,11 +17,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import crftk_timed, eval_json  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-CRFTK = [sys.executable, "-m", "crftk.cli"]
 TEMPLATES = REPO / "templates"
 #: MCE-F continued from a MAP model, as make mcef runs it
 MCEF = ["--objective", "mce-f", "--algorithm", "quickprop", "--c2", "5e-7", "--first-step", "0.01", "--max-iter", "40"]
@@ -77,18 +78,6 @@ ROWS = [
 ROW_OF = {row[0]: row for row in ROWS}
 
 
-def run(args, log):
-    """Run a crftk command; its stderr is appended to ``log``; returns seconds."""
-    args = [str(a) for a in args]
-    print("+ crftk " + " ".join(args), flush=True)
-    t0 = time.perf_counter()
-    with open(log, "a") as err:
-        p = subprocess.run(CRFTK + args, stderr=err, stdout=subprocess.DEVNULL, cwd=REPO)
-    if p.returncode != 0:
-        sys.exit(f"crftk {' '.join(args)} failed (exit {p.returncode}); see {log}")
-    return time.perf_counter() - t0
-
-
 def cmd_run(a):
     out = Path(a.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -122,20 +111,16 @@ def cmd_run(a):
                 start = ROW_OF[how[1]]
                 labels = ["--first-stage-labels", out / f"{start[3][4]}.oof"] if start[3][0] == "two" else []
                 args = [*common, "--init", out / f"{how[1]}.model", *labels, *MCEF, *how[2], train]
-            times[name] = run(args, log)
+            times[name] = crftk_timed(args, log)
             times_path.write_text(json.dumps(times, indent=1))
         tagged = out / f"{name}.testa"
         if not tagged.exists():
-            times["tag:" + name] = run(["tag", "--threads", a.threads, "-m", model, "-o", tagged, testa], log)
+            times["tag:" + name] = crftk_timed(["tag", "--threads", a.threads, "-m", model, "-o", tagged, testa], log)
             times_path.write_text(json.dumps(times, indent=1))
 
 
 def score(out, name, other=None):
-    args = ["eval", "--json", out / f"{name}.testa"]
-    if other is not None:
-        args += ["--mcnemar", out / f"{other}.testa"]
-    p = subprocess.run(CRFTK + [str(x) for x in args], stdout=subprocess.PIPE, text=True, cwd=REPO, check=True)
-    return json.loads(p.stdout)
+    return eval_json(out / f"{name}.testa", None if other is None else out / f"{other}.testa")
 
 
 def training_seconds(path):

@@ -27,19 +27,18 @@ import fnmatch
 import json
 import os
 import random
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 from crftk.evaluation.conlleval import chunks  # noqa: E402  (conlleval's chunk rules)
 from crftk.io import schemes  # noqa: E402
 from crftk.io.conll import read_sentences  # noqa: E402
+from common import crftk_timed, eval_json, publish  # noqa: E402
 
-CRFTK = [sys.executable, "-m", "crftk.cli"]
 DATA = REPO.parent / "shared" / "data"
 NER_RATES = (30, 50, 70)
 NER_SETTINGS = ("a", "b", "c", "d")
@@ -194,18 +193,6 @@ def runs(info):
     return out
 
 
-def crftk(args, log):
-    """Run a crftk command (its stderr appended to ``log``); returns its seconds."""
-    args = [str(x) for x in args]
-    print("+ crftk " + " ".join(args), flush=True)
-    t0 = time.perf_counter()
-    with open(log, "a") as err:
-        p = subprocess.run(CRFTK + args, stderr=err, stdout=subprocess.DEVNULL, cwd=REPO)
-    if p.returncode != 0:
-        sys.exit(f"crftk {' '.join(args)} failed (exit {p.returncode}); see {log}")
-    return time.perf_counter() - t0
-
-
 def load_info(out):
     path = out / "data.json"
     if not path.exists():
@@ -225,21 +212,12 @@ def cmd_run(a):
             continue
         model, tagged, log = out / f"{name}.model", out / f"{name}.tagged", out / f"{name}.log"
         if not model.exists():
-            times[name] = crftk(["train", "-t", template[task], "-m", model, "--threads", a.threads, *options,
+            times[name] = crftk_timed(["train", "-t", template[task], "-m", model, "--threads", a.threads, *options,
                                  out / f"{name}.train"], log)
             times_path.write_text(json.dumps(times, indent=1) + "\n")
         if not tagged.exists():
-            times["tag:" + name] = crftk(["tag", "-m", model, "-o", tagged, "--threads", a.threads, test[task]], log)
+            times["tag:" + name] = crftk_timed(["tag", "-m", model, "-o", tagged, "--threads", a.threads, test[task]], log)
             times_path.write_text(json.dumps(times, indent=1) + "\n")
-
-
-def score(out, name, other=None):
-    """crftk eval's figures of a run, with McNemar's test against ``other`` (tokens)."""
-    args = ["eval", "--json", out / f"{name}.tagged"]
-    if other is not None:
-        args += ["--mcnemar", out / f"{other}.tagged"]
-    p = subprocess.run(CRFTK + [str(x) for x in args], stdout=subprocess.PIPE, text=True, cwd=REPO, check=True)
-    return json.loads(p.stdout)
 
 
 def against(name):
@@ -265,7 +243,7 @@ def cmd_report(a):
             continue
         other = against(name)
         other = other if other and (out / f"{other}.tagged").exists() else None
-        d = score(out, name, other)
+        d = eval_json(out / f"{name}.tagged", None if other is None else out / f"{other}.tagged")
         p = d.get("mcnemar", {}).get("p_value")
         s = info["files"][name]
         lines.append(f"| {name} | {'eng.testa' if task == 'ner' else 'dev.txt'} | {s['sentences']:,} | "
@@ -273,9 +251,10 @@ def cmd_report(a):
                      f"{d['overall']['f1']:.2f} | {other or '-'} | {'-' if p is None else f'{p:.2g}'} | "
                      f"{times.get(name, float('nan')):.0f} | {times.get('tag:' + name, float('nan')):.1f} |")
     text = "\n".join(lines)
-    print(text)
     if a.results:
-        Path(a.results).write_text(text + "\n")
+        publish(text, a.results)
+    else:
+        print(text)
 
 
 def main(argv=None):
