@@ -12,7 +12,8 @@ nested (30 % within 50 % within 70 %). Four training files per rate:
 
 CoNLL-2000 chunking with 50 % and 80 % of the token labels of train.txt hidden at random
 (``partial``, nested too), against training only on whole, fully labeled sentences (random
-order) up to the same number of labeled tokens (``budget``).
+order) up to the same number of labeled tokens (``budget``). ``ner-full`` and ``chunk-full``
+train on every label (eng.train, train.txt themselves): the ceiling.
 
 Every run is a `crftk train` then `crftk tag` (eng.testa, dev.txt); a step whose output exists
 is skipped, so an interrupted run resumes. Nothing is written outside --out but the table.
@@ -190,7 +191,7 @@ def runs(info):
     for rate in CHUNK_RATES:
         out.append((f"chunk-h{rate}-budget", "chunk", []))
         out.append((f"chunk-h{rate}-partial", "chunk", partial))
-    return out
+    return out + [("ner-full", "ner", []), ("chunk-full", "chunk", [])]   # every label: the ceiling
 
 
 def load_info(out):
@@ -207,13 +208,14 @@ def cmd_run(a):
     times = json.loads(times_path.read_text()) if times_path.exists() else {}
     test = {"ner": Path(a.conll2003) / "eng.testa", "chunk": Path(a.conll2000) / "dev.txt"}
     template = {"ner": NER_TEMPLATE, "chunk": CHUNK_TEMPLATE}
+    full = {"ner": Path(a.conll2003) / "eng.train", "chunk": Path(a.conll2000) / "train.txt"}
     for name, task, options in runs(info):
         if a.names and not any(fnmatch.fnmatch(name, p) for p in a.names):
             continue
         model, tagged, log = out / f"{name}.model", out / f"{name}.tagged", out / f"{name}.log"
         if not model.exists():
             times[name] = crftk_timed(["train", "-t", template[task], "-m", model, "--threads", a.threads, *options,
-                                 out / f"{name}.train"], log)
+                                 full[task] if name.endswith("-full") else out / f"{name}.train"], log)
             times_path.write_text(json.dumps(times, indent=1) + "\n")
         if not tagged.exists():
             times["tag:" + name] = crftk_timed(["tag", "-m", model, "-o", tagged, "--threads", a.threads, test[task]], log)
