@@ -18,9 +18,9 @@ train on every label (eng.train, train.txt themselves): the ceiling.
 Every run is a `crftk train` then `crftk tag` (eng.testa, dev.txt); a step whose output exists
 is skipped, so an interrupted run resumes. Nothing is written outside --out but the table.
 
-    python benchmarks/partial_labels.py make-data --out out/partial
-    python benchmarks/partial_labels.py run --out out/partial 'ner-*-[ab]' 'chunk-*-budget'
-    python benchmarks/partial_labels.py report --out out/partial
+    python benchmarks/partial_labels.py --out out/partial make-data
+    python benchmarks/partial_labels.py --out out/partial run 'ner-*-[ab]' 'chunk-*-budget'
+    python benchmarks/partial_labels.py --out out/partial report
 """
 
 import argparse
