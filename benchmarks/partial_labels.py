@@ -224,7 +224,7 @@ def cmd_run(a):
 
 def against(name):
     """The run a row is compared with: setting a at the same rate; partial against budget."""
-    if name.startswith("ner-") and not name.endswith("-a"):
+    if name.startswith("ner-r") and name[-1] in "bcd":
         return name[:-1] + "a"
     if name.endswith("-partial"):
         return name.replace("-partial", "-budget")

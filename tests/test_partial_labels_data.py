@@ -153,3 +153,10 @@ def test_chunking_hidden_labels_are_nested_and_the_baseline_has_their_budget(mad
         assert all(s in original for s in whole) and len(whole) < len(original)
         assert budget - max(len(s) for s in original) < used <= budget
     assert hidden[50] < hidden[80]
+
+
+def test_each_row_is_compared_with_setting_a_at_its_rate_or_with_the_budget():
+    against = partial_labels.against
+    assert [against(f"ner-r50-{x}") for x in "abcd"] == [None] + ["ner-r50-a"] * 3
+    assert against("chunk-h80-partial") == "chunk-h80-budget"
+    assert against("chunk-h80-budget") is against("ner-full") is against("chunk-full") is None
