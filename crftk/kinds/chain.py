@@ -145,13 +145,13 @@ class Tagger:
         the model lacks, or a sentence that no labeling avoiding the model's pinned transitions
         (--constraints) fits, is an error there."""
         sent_ptr = inf.corpus.sent_ptr
-        labels = self.structure.output_labels         # what the kernel's label ids decode to
-        if self.recoder is not None:
-            mask = recoded_mask(name_mask(annotations, self.recoder.names, locate), self.recoder, sent_ptr)
-        else:
-            names = list(dict.fromkeys(labels))
-            at = {n: j for j, n in enumerate(names)}
-            mask = name_mask(annotations, names, locate)[:, [at[x] for x in labels]]
+        tags = list(self.structure.output_names)       # the tags a structure's mask of states is built from
+        if self.recoder is None:
+            mask = name_mask(annotations, tags, locate)
+        else:       # over the labels the recoder reads (output_labels: a pair's current tag), then the tags
+            by_label = recoded_mask(name_mask(annotations, self.recoder.names, locate), self.recoder, sent_ptr)
+            column = {lab: j for j, lab in reversed(list(enumerate(self.structure.output_labels)))}
+            mask = by_label[:, [column[tag] for tag in tags]]
         states = np.ascontiguousarray(self.structure.state_allowed(inf.corpus, mask), dtype=np.uint8)
         bad = infeasible_sentence(self.weights, self.space.layout(), states, sent_ptr)
         if bad is not None:
