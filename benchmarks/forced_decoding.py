@@ -4,8 +4,8 @@ forced with `crftk tag --force-col`, the rest decoded under them, against plain 
     python benchmarks/forced_decoding.py --model M [--data-dir DIR] [--seed 0] [--fractions 0.1,0.3]
 
 The model is trained once if --model does not exist (`crftk train -t templates/chunking-crfpp.tmpl`).
-For each fraction the script writes dev.txt with a fourth column (the gold label on the forced tokens,
-`?` elsewhere), tags it with `--force-col -1` and scores: chunk F1 on all tokens (conlleval's), and on
+For each fraction the script writes dev.txt with its label column replaced (the gold label on the
+forced tokens, `?` elsewhere), tags it with `--force-col -1` and scores: chunk F1 on all tokens (conlleval's), and on
 the free tokens only: token accuracy and the F1 of the chunks (gold or predicted) that lie wholly on
 free tokens, so that the forced labels themselves count for nothing. Unforced tagging is scored on
 the same tokens. The table goes to stdout and --out.
@@ -102,7 +102,8 @@ def main(argv=None):
         for fraction in (float(x) for x in args.fractions.split(",")):
             forced = forced_mask(sents, fraction, args.seed)
             path = os.path.join(tmp, "forced.txt")
-            write_sentences(path, [[r + [r[-1] if f else "?"] for r, f in zip(s, fs)] for s, fs in zip(sents, forced)])
+            write_sentences(path, [[r[:-1] + [r[-1] if f else "?"] for r, f in zip(s, fs)]
+                                   for s, fs in zip(sents, forced)])
             seconds, pred = tag(args.model, path, os.path.join(tmp, "tagged"), args.threads, "--force-col", "-1")
             kept = all(p == g for ps, gs, fs in zip(pred, gold, forced) for p, g, f in zip(ps, gs, fs) if f)
             assert kept, "a forced token lost its label"
