@@ -41,7 +41,7 @@ class TagJob:
                  nbest_upstream=None, threads=0, inference=None, tolerance=None, max_sweeps=None, force_col=None,
                  unknown_label=params.UNKNOWN_LABEL.default):
         self.model, self.name = model, name
-        if force_col is None and unknown_label != params.UNKNOWN_LABEL.default:
+        if force_col is None and unknown_label not in (None, params.UNKNOWN_LABEL.default):
             raise UsageError("--unknown-label is the marker of free tokens in the --force-col column: give "
                              "--force-col COL")
         # the weight file read (its table replaces it in options): an output must not overwrite it
