@@ -49,6 +49,7 @@ help:
 	@echo "make scale       Dask scale-out: tagging throughput and worker memory, data-parallel training (CONLL2000=...)"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint vs normalized decoding on dev.txt, speed"
+	@echo "make forced-decoding  dev.txt F1 with 10% / 30% of the gold labels forced (tag --force-col)"
 	@echo "make compose-ner  CoNLL-2000 chunker -> CoNLL-2003 NER: no chunks, cascade, joint, normalized on eng.testa"
 	@echo "make fcrf-table1  factorial CRF vs CRF+CRF vs NP CRF on corpus POS, CoNLL-2000 dev.txt (FCRF_SIZES=...)"
 	@echo "make fcrf-table3  exact vs TRP vs random BP, to convergence and cut at 3 sweeps, 5% subsets"
@@ -328,6 +329,16 @@ compose-conll2000: install
 	$(PYTHON) benchmarks/compose.py conll2000 --data $(CONLL2000) --out $(OUT)/compose \
 	  --max-iter $(COMPOSE_ITER) --threads $(THREADS)
 	$(PYTHON) benchmarks/compose.py report --out $(OUT)/compose --results benchmarks/results/compose
+
+# Constrained decoding (issue 35): dev.txt tagged with 10% and 30% of its gold labels forced
+# (tag --force-col), against plain tagging; the chunking model is trained once into $(OUT)/forced.
+# Results in benchmarks/results/forced-decoding.md.
+.PHONY: forced-decoding
+forced-decoding: install
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	mkdir -p $(OUT)/forced
+	$(PYTHON) benchmarks/forced_decoding.py --data-dir $(CONLL2000) --model $(OUT)/forced/chunk-crfpp.model \
+	  --seed 0 --fractions 0.1,0.3 --threads $(THREADS) --out benchmarks/results/forced-decoding.md
 
 compose-ner: compose-conll2000
 	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }

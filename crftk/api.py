@@ -389,46 +389,59 @@ class CRF(_Estimator):
         yield from _document_batches(tagger, space.template, index, sentences, docs)
 
     @_keywords
-    def predict(self, X, *, docs=None):
-        """The best labeling of each sentence: a list of label lists (a :class:`Labelings`)."""
+    def predict(self, X, *, constraints=None, docs=None):
+        """The best labeling of each sentence: a list of label lists (a :class:`Labelings`).
+
+        ``constraints`` (constrained decoding, as ``crftk tag --force-col``): per sentence, per
+        token a label (the token keeps it), None (free) or a set of labels (one of them); the
+        rest is decoded under them. A label the model lacks, or a sentence whose constraints admit
+        no labeling under the model's ``constraints`` scheme, is an error naming it.
+        """
         out = Labelings([] for _ in range(_count(X, "X")))
+        constraints = _constraint_lists(constraints, X)
         for tagger, batch, index in self._batches(X, docs):
-            for i, labels in zip(index, tagger.tag(batch)):
+            for i, labels in zip(index, tagger.tag(batch, _annotations(constraints, index))):
                 out[i] = labels
         return out
 
     @_keywords
-    def predict_marginals(self, X, *, as_arrays=False, docs=None):
+    def predict_marginals(self, X, *, as_arrays=False, constraints=None, docs=None):
         """Each token's probability of every label (forward-backward marginals).
 
         Per sentence, per token a dict label -> probability; with ``as_arrays``,
         per sentence a float array [tokens, labels] with columns in ``classes_`` order.
-        Each token's probabilities sum to 1.
+        Each token's probabilities sum to 1. ``constraints``: as :meth:`predict`'s; the
+        marginals are then those of the labelings they allow.
         """
         self._crf_only("marginals")
         n_labels = len(self.classes_)
         out = [np.zeros((0, n_labels)) if as_arrays else [] for _ in range(_count(X, "X"))]
+        constraints = _constraint_lists(constraints, X)
         for tagger, batch, index in self._batches(X, docs):
             inf = tagger.inference(batch)
-            marg, _ = tagger.marginals(inf)
+            marg, _ = tagger.marginals(inf, **tagger.constrained(inf, batch, _annotations(constraints, index)))
             names = tagger.output_names
             for i, sl in zip(index, inf.corpus.sentence_slices()):
                 out[i] = marg[sl] if as_arrays else [dict(zip(names, row)) for row in marg[sl].tolist()]
         return out
 
     @_keywords
-    def predict_nbest(self, X, k, *, docs=None):
+    def predict_nbest(self, X, k, *, constraints=None, docs=None):
         """The k best labelings of each sentence: per sentence a list of (labels, probability),
-        best first (fewer than k when the sentence has fewer labelings)."""
+        best first (fewer than k when the sentence has fewer labelings). ``constraints``: as
+        :meth:`predict`'s; the labelings are those they allow, their probabilities conditional
+        on them."""
         self._crf_only("n-best lists")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise CrftkError(f"k must be a positive number of labelings, not {k!r}")
         k = int(k)
         out = [[([], 1.0)] for _ in range(_count(X, "X"))]   # an empty sentence has one labeling
+        constraints = _constraint_lists(constraints, X)
         for tagger, batch, index in self._batches(X, docs):
             inf = tagger.inference(batch)
-            paths, scores, counts = tagger.nbest(inf, k)
-            _, logz = tagger.marginals(inf)
+            allowed = tagger.constrained(inf, batch, _annotations(constraints, index))
+            paths, scores, counts = tagger.nbest(inf, k, **allowed)
+            _, logz = tagger.marginals(inf, **allowed)
             probs = np.exp(scores - logz[:, None])
             for s, (i, sl) in enumerate(zip(index, inf.corpus.sentence_slices())):
                 out[i] = [(tagger.output_tags(paths[r, sl], [0, sl.stop - sl.start]).tolist(), float(probs[s, r]))
@@ -829,6 +842,45 @@ def _label_lists(y, name, X=None, *, training=False):
             raise CrftkError(f"X[{i}] has {len(sentence)} tokens but {name}[{i}] has {len(labels)} labels")
         out.append(labels)
     return out
+
+
+def _constraint_lists(constraints, X):
+    """predict's ``constraints`` checked against X: per sentence a list of token annotations (a
+    label, None or a set of labels, crftk.structures.forced), or None when there are none."""
+    if constraints is None:
+        return None
+    n = _count(constraints, "constraints")
+    X = list(X)
+    if n != len(X):
+        raise CrftkError(f"X has {len(X)} sentences but constraints has {n}")
+    out = []
+    for i, (sentence, given) in enumerate(zip(X, constraints)):
+        if isinstance(given, (str, bytes)) or not _is_sequence(given):
+            raise CrftkError(f"constraints[{i}] is {_a(given)}: constraints hold one list per sentence, of a label, "
+                             f"None or a set of labels per token")
+        given = list(given)
+        if hasattr(sentence, "__len__") and not isinstance(sentence, (str, bytes)) and len(given) != len(sentence):
+            raise CrftkError(f"X[{i}] has {len(sentence)} tokens but constraints[{i}] has {len(given)}")
+        for t, a in enumerate(given):
+            if a is None or isinstance(a, str):
+                continue
+            if isinstance(a, bytes) or isinstance(a, Mapping) or not _is_sequence(a) \
+                    or not all(isinstance(x, str) for x in a):
+                raise CrftkError(f"constraints[{i}][{t}] is {_a(a)}: a token's constraint is a label, None or "
+                                 f"a set of labels (strings)")
+        out.append(given)
+    return out
+
+
+def _annotations(constraints, index):
+    """(annotations, locate) of the sentences ``index`` of X (in a batch), as Tagger.tag takes them."""
+    if constraints is None:
+        return None
+    flat, where = [], []
+    for i in index:
+        flat += constraints[i]
+        where += [(f"constraints[{i}][{t}]", None) for t in range(len(constraints[i]))]
+    return flat, where.__getitem__
 
 
 def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=None):

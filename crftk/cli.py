@@ -337,6 +337,8 @@ def induce(train_files, template, model_path, dev_file, report_path, quiet, max_
 @_factorial_options(params.FACTORIAL)
 @_option(params.DATA_FORMAT)
 @click.option(params.REFERENCE.option, "reference", is_flag=True, help=params.REFERENCE.help)
+@_option(params.FORCE_COL, metavar="COL")
+@_option(params.UNKNOWN_LABEL, metavar="TEXT")
 def tag(**options):
     """Label CoNLL files (or stdin) with a model: appends the predicted label column (a pipeline
     of crftk compose: one column per stage; a bag of crftk bag: its combination's labels).

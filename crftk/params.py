@@ -622,6 +622,20 @@ TAG_DECODE = Param("decode", "chosen", str,
                    "For a bag combined by seq-mixture: viterbi or max-marginal decoding (chosen: the "
                    "bag's).", ("chosen", "viterbi", "max-marginal"))
 
+#: The marker of a label cell that names no label (any label), in training files and --force-col columns.
+UNKNOWN_LABEL = Param("unknown_label", "?", str,
+                      "A label cell equal to this marker is unknown: any label. A cell holding '|' is a set "
+                      "of allowed labels (B-PER|I-PER).")
+#: ``crftk tag``'s constrained decoding (crftk.structures.partial).
+FORCE_COL = Param("force_col", None, column_index(),
+                  "Constrained decoding: a token whose cell in column COL (0-based; negative counts from the "
+                  "end) is a label of the model keeps it; the --unknown-label marker frees the token, a set "
+                  "A|B restricts it; the rest is decoded (Viterbi, -n, -v) under these constraints. A label "
+                  "the model does not know, or forced labels that admit no labeling under the model's "
+                  "--constraints, is an error. One CRF (any order, --train-scheme converted token by token) "
+                  "or a two-stage model's second stage; the output's format is that of plain tagging, "
+                  "decoded by the same kernels but not on the compiled byte path.")
+
 
 def defaults(params=TRAIN):
     """{name: default} of the declarations."""

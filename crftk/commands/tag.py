@@ -21,7 +21,7 @@ from crftk.progress import tty_progress
 #: them wherever the files are tagged (here, or from the model's bytes on each Dask worker), so an
 #: option cannot reach one path and not the other.
 JOB_OPTIONS = ("marginals", "nbest", "combine", "weights", "decode", "nbest_upstream", "threads", "inference",
-               "tolerance", "max_sweeps")
+               "tolerance", "max_sweeps", "force_col", "unknown_label")
 
 #: The options of crftk tag that say how files are read, taken alike by both paths (the output is
 #: written in the input's encoding too).
@@ -38,14 +38,18 @@ class TagJob:
     """
 
     def __init__(self, model, name, *, marginals=0, nbest=0, combine=None, weights=None, decode=None,
-                 nbest_upstream=None, threads=0, inference=None, tolerance=None, max_sweeps=None):
+                 nbest_upstream=None, threads=0, inference=None, tolerance=None, max_sweeps=None, force_col=None,
+                 unknown_label=params.UNKNOWN_LABEL.default):
         self.model, self.name = model, name
+        if force_col is None and unknown_label not in (None, params.UNKNOWN_LABEL.default):
+            raise UsageError("--unknown-label is the marker of free tokens in the --force-col column: give "
+                             "--force-col COL")
         # the weight file read (its table replaces it in options): an output must not overwrite it
         self.weights_file = weights if isinstance(weights, (str, os.PathLike)) else None
         self.runtime = kind_of(model).Job(model, name, dict(
             marginals=marginals, nbest=nbest, combine=combine, weights=weights, decode=decode,
             nbest_upstream=nbest_upstream, threads=threads, inference=inference, tolerance=tolerance,
-            max_sweeps=max_sweeps))
+            max_sweeps=max_sweeps, force_col=force_col, unknown_label=unknown_label))
         self.by_document = self.runtime.by_document
         self.whole_files = getattr(self.runtime, "whole_files", False)
         self.options = self.runtime.options
@@ -135,6 +139,9 @@ def in_format(job, model_path, data_format, reference, options):
     if reads_attributes and not crfsuite:
         raise UsageError(f"{model_path} was trained on attributes (feature dicts or a CRFsuite file): tag CRFsuite "
                          "data files with --format crfsuite")
+    if crfsuite and options.get("force_col") is not None:
+        raise UsageError("--force-col reads a column of a CoNLL file; CRFsuite data files have none to force "
+                         "(crftk.CRF.predict(X, constraints=...) constrains feature dicts)")
     if crfsuite and (options.get("marginals") or options.get("nbest")):
         raise UsageError("--format crfsuite writes labels only: drop -v/--marginals and -n/--nbest")
     return AttributeJob(job, reference) if crfsuite else job

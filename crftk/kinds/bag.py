@@ -56,6 +56,9 @@ class BagTagger(Tagger):
 class Job(ChainJob):
     """crftk tag with a bag: a BagTagger, its weight file (--weights) read here, once."""
 
+    force_refusal = ("a feature bag, whose combinations decode on tables of their own "
+                     "(crftk.ensemble.combine) that take no mask of allowed labels")
+
     def make_tagger(self):
         o = self.options
         if isinstance(o["weights"], (str, os.PathLike)):

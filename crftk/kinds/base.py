@@ -16,9 +16,12 @@ class Job:
 
     #: whether the input must be cut between documents only (a template reads first mentions)
     by_document = False
+    #: why the kind takes no --force-col (None: it does)
+    force_refusal = "its decoding takes no constraints"
 
     def __init__(self, model, name, options):
         refuse_factorial_options(model, name, options)
+        refuse_forcing(self, name, options)
         self.model, self.name = model, name
         self.options = dict(options)
 
@@ -37,6 +40,12 @@ class Job:
 
     def report(self, log, gold):
         pass
+
+
+def refuse_forcing(job, name, options):
+    """--force-col (constrained decoding) where the kind's job takes it; else one line saying why."""
+    if options.get("force_col") is not None and job.force_refusal is not None:
+        raise CrftkError(f"--force-col: {name} is {job.force_refusal}")
 
 
 def refuse_factorial_options(model, name, options):

@@ -27,6 +27,7 @@ from crftk.progress import plural, status
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
 from crftk.structures.pairs import current_tags, pair_labels, pair_sentences
+from crftk.structures.forced import cell_annotation, infeasible_sentence, name_mask, recoded_mask
 
 NAME = "crf"
 
@@ -78,7 +79,7 @@ class Tagger:
     #: may decode otherwise than raw_inference does)
     compiled = True
 
-    def __init__(self, model, *, threads=0):
+    def __init__(self, model, *, threads=0, force=None):
         self.model = model
         self.space = model.space
         self.weights = model.weights
@@ -86,6 +87,10 @@ class Tagger:
         self.structure = model.structure
         self.labels = np.asarray(model.output_labels, dtype=object)
         self.recoder = recoder_of(model)
+        #: --force-col: (column, unknown marker) whose cells constrain decoding, or None
+        self.force = force
+        if force is not None:
+            refuse_forcing(model)
 
     def output_tags(self, pred, sent_ptr):
         """The output labels (strings) of predicted label ids: in the corpus's scheme when the
@@ -114,25 +119,63 @@ class Tagger:
         pred = inf.best(self.weights)[0]
         return [pred[sl] for sl in inf.corpus.sentence_slices()]
 
-    def tag(self, sentences):
-        """Best label strings per sentence."""
+    def tag(self, sentences, constraints=None):
+        """Best label strings per sentence; ``constraints``: (annotations, locate) as
+        allowed_states takes them (None: --force-col's, if given)."""
         inf = self.inference(sentences)
-        names = self.output_tags(inf.best(self.weights)[0], inf.corpus.sent_ptr)
+        names = self.output_tags(inf.best(self.weights, **self.constrained(inf, sentences, constraints))[0],
+                                 inf.corpus.sent_ptr)
         return [names[sl].tolist() for sl in inf.corpus.sentence_slices()]
 
-    def marginals(self, inf):
-        """Marginals of the output labels [tokens, output_names] and log Z per sentence."""
-        return inf.marginals(self.weights)
+    # -- constrained decoding (--force-col, predict(constraints=...)) ----------------------------
+    def constrained(self, inf, sentences, constraints=None):
+        """The keyword arguments that constrain the decoding of a batch: {"allowed": mask} when
+        ``constraints`` are given or --force-col reads them from the sentences, else {} (so
+        unconstrained decoding calls the kernels as ever)."""
+        if constraints is None and self.force is not None:
+            constraints = forced_cells(sentences, *self.force)
+        if constraints is None:
+            return {}
+        return {"allowed": self.allowed_states(inf, *constraints)}
 
-    def nbest(self, inf, k):
-        """(paths [k, tokens], scores [sentences, k], counts) of the k best labelings."""
+    def allowed_states(self, inf, annotations, locate):
+        """uint8 [tokens, kernel states] of one annotation per token of ``inf``'s corpus (a label,
+        None or a set of labels, crftk.structures.partial; labels in the corpus's scheme, converted
+        when the model was trained in another); ``locate(token)`` gives its (file, line). A label
+        the model lacks, or a sentence that no labeling avoiding the model's pinned transitions
+        (--constraints) fits, is an error there."""
+        sent_ptr = inf.corpus.sent_ptr
+        tags = list(self.structure.output_names)       # the tags a structure's mask of states is built from
+        if self.recoder is None:
+            mask = name_mask(annotations, tags, locate)
+        else:       # over the labels the recoder reads (output_labels: a pair's current tag), then the tags
+            by_label = recoded_mask(name_mask(annotations, self.recoder.names, locate), self.recoder, sent_ptr)
+            column = {lab: j for j, lab in reversed(list(enumerate(self.structure.output_labels)))}
+            mask = by_label[:, [column[tag] for tag in tags]]
+        states = np.ascontiguousarray(self.structure.state_allowed(inf.corpus, mask), dtype=np.uint8)
+        bad = infeasible_sentence(self.weights, self.space.layout(), states, sent_ptr)
+        if bad is not None:
+            scheme = (self.model.info.get("options") or {}).get("constraints", "none")
+            rules = f"the model's {scheme} constraints" if scheme != "none" else "the model's pinned transitions"
+            raise CrftkError(f"the forced labels of the sentence starting here admit no labeling under {rules}",
+                             *locate(int(sent_ptr[bad])))
+        return states
+
+    def marginals(self, inf, **allowed):
+        """Marginals of the output labels [tokens, output_names] and log Z per sentence (``allowed``:
+        the mask of constrained decoding)."""
+        return inf.marginals(self.weights, **allowed)
+
+    def nbest(self, inf, k, **allowed):
+        """(paths [k, tokens], scores [sentences, k], counts) of the k best labelings (``allowed``:
+        the mask of constrained decoding)."""
         # list Viterbi keeps k entries per label and token of the longest sentence, per thread
         max_len = int(np.diff(inf.corpus.sent_ptr).max()) if inf.corpus.n_sentences else 0
         need = max_len * self.space.n_labels * k * 16 * self.n_threads
         if need > params.NBEST_MEMORY:
             raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens and "
                              f"{self.space.n_labels} labels would take {need / 2**30:.1f} GiB; ask for fewer")
-        return inf.nbest(self.weights, k)
+        return inf.nbest(self.weights, k, **allowed)
 
     def write_batch(self, items, out, *, marginals=0, nbest=0, sep="\t"):
         """Tag a batch and write it: input columns + predicted label (+ probabilities).
@@ -151,9 +194,10 @@ class Tagger:
         inf = self.inference(sentences)
         w = self.weights
         slices = inf.corpus.sentence_slices()
+        allowed = self.constrained(inf, sentences)
         if nbest > 0:
-            paths, scores, counts = self.nbest(inf, nbest)
-            marg, logz = inf.marginals(w)
+            paths, scores, counts = self.nbest(inf, nbest, **allowed)
+            marg, logz = inf.marginals(w, **allowed)
             for i, (s, sl) in enumerate(zip(sentences, slices)):
                 parts = []
                 for k in range(counts[i]):
@@ -168,13 +212,13 @@ class Tagger:
                     parts.append(_rows_text(s.rows, extra, sep))
                 yield "".join(parts)
             return
-        pred, vscore = inf.best(w)
+        pred, vscore = inf.best(w, **allowed)
         tags = self.output_tags(pred, inf.corpus.sent_ptr)
         if not marginals:
             for s, sl in zip(sentences, slices):
                 yield _rows_text(s.rows, [[lab] for lab in tags[sl].tolist()], sep)
             return
-        marg, logz = inf.marginals(w)
+        marg, logz = inf.marginals(w, **allowed)
         names = self.output_names
         for i, (s, sl) in enumerate(zip(sentences, slices)):
             p = self.output_index[pred[sl]]
@@ -203,8 +247,36 @@ class Tagger:
         return self.structure.bind(self.space.encode_raw(batch), 1)
 
 
+def forced_cells(sentences, col, marker):
+    """(annotations, locate) of --force-col: each token's cell in column ``col`` read as an
+    annotation (crftk.structures.partial.cell_annotation), and the (file, line) of a token."""
+    cells, where = [], []
+    for s in sentences:
+        for t, row in enumerate(s.rows):
+            c = col + len(row) if col < 0 else col
+            line = s.line + t if s.line else None
+            if not 0 <= c < len(row):
+                raise CrftkError(f"--force-col {col} is not a column of this line ({len(row)} columns)", s.source,
+                                 line)
+            try:
+                cells.append(cell_annotation(row[c], marker))
+            except CrftkError as e:
+                raise CrftkError(e.message, s.source, line) from None
+            where.append((s.source, line))
+    return cells, where.__getitem__
+
+
+def refuse_forcing(model):
+    """Constrained decoding masks a CRF's lattice: an MEMM normalizes per token and has none."""
+    if model.model_type == "memm":
+        raise CrftkError("--force-col constrains a CRF's lattice; an MEMM decodes by its local "
+                         "probabilities and takes no constraints")
+
+
 class Job(KindJob):
     """crftk tag with one CRF: its Tagger, which takes no combination."""
+
+    force_refusal = None
 
     def __init__(self, model, name, options):
         super().__init__(model, name, options)
@@ -220,18 +292,26 @@ class Job(KindJob):
     def make_tagger(self):
         o = self.options
         return tagger(self.model, combine=o["combine"], decode=o["decode"], weights=o["weights"],
-                      threads=o["threads"])
+                      threads=o["threads"], force=self.force())
+
+    def force(self):
+        """(column, unknown marker) of --force-col, or None."""
+        o = self.options
+        if o.get("force_col") is None:
+            return None
+        return (params.FORCE_COL.check(o["force_col"]),
+                params.UNKNOWN_LABEL.check(o.get("unknown_label") or params.UNKNOWN_LABEL.default))
 
     def tag(self, out, inputs, **read):
         o = self.options
         return tag_with(self.tagger, inputs, out, marginals=o["marginals"], nbest=o["nbest"], **read) + (None,)
 
 
-def tagger(model, *, combine="chosen", decode="chosen", weights=None, threads=0):
+def tagger(model, *, combine="chosen", decode="chosen", weights=None, threads=0, force=None):
     """The Tagger of one CRF, which takes no combination."""
     if combine not in (None, "chosen") or decode not in (None, "chosen") or weights is not None:
         raise CrftkError("--combine, --decode and --weights are for bags (crftk bag); this model is one CRF")
-    return Tagger(model, threads=threads)
+    return Tagger(model, threads=threads, force=force)
 
 
 def input_widths(tagger):
@@ -248,7 +328,7 @@ def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, 
              max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
     """crftk.commands.tag.tag_files with a Tagger (or a bag's); (sentences, tokens)."""
     allowed = input_widths(tagger)
-    if not marginals and not nbest and _compiled_path(tagger):
+    if not marginals and not nbest and tagger.force is None and _compiled_path(tagger):
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens,
                              encoding)
     counts = [0, 0]

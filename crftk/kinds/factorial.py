@@ -14,6 +14,7 @@ from crftk.evaluation.columns import score_chains
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
 from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.kinds.base import Job as KindJob
+from crftk.kinds.base import refuse_forcing
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump: the structure's)
 from crftk.model import Model, Part
 from crftk.params import resolve_threads
@@ -98,7 +99,11 @@ class Job(KindJob):
     """crftk tag with a factorial model: the best joint labeling, by the inference it was trained
     with unless --inference, --tolerance or --max-sweeps say otherwise."""
 
+    force_refusal = ("a factorial CRF, whose label columns are decoded together on grids "
+                     "(crftk._factorial) that take no mask of allowed labels")
+
     def __init__(self, model, name, options):
+        refuse_forcing(self, name, options)
         self.model, self.name, self.options = model, name, dict(options)
         o = self.options
         if o["marginals"] or o["nbest"] or o["decode"] is not None or o["combine"] not in (None, "chosen") \

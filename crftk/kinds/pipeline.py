@@ -752,6 +752,9 @@ class Job(KindJob):
     """crftk tag with a pipeline: cascade, joint or normalized decoding (--decode), the options
     checked against what the pipeline can print."""
 
+    force_refusal = ("a pipeline, whose stages label columns of their own (one forced column "
+                     "cannot constrain them all)")
+
     def __init__(self, model, name, options):
         super().__init__(model, name, options)
         decode, combine, weights = options["decode"], options["combine"], options["weights"]

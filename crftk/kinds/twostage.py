@@ -132,12 +132,13 @@ def check_stages(first, second, col, path=None):
 
 
 class Tagger(chain.Tagger):
-    """Decodes batches of whole documents: the first stage, then the second on its labels."""
+    """Decodes batches of whole documents: the first stage, then the second on its labels; --force-col
+    constrains the second stage, whose labels are the output (the first stage's are features)."""
 
     compiled = False
 
-    def __init__(self, two, *, threads=0):
-        super().__init__(two.second, threads=threads)
+    def __init__(self, two, *, threads=0, force=None):
+        super().__init__(two.second, threads=threads, force=force)
         self.two = two
         self.first = chain.Tagger(two.first, threads=threads)
 
@@ -161,7 +162,7 @@ class Job(chain.Job):
         if o["combine"] not in (None, "chosen") or o["weights"] is not None:
             raise UsageError(f"--combine and --weights are for bags (crftk bag); {self.name} is a two-stage model")
         self.two = TwoStage.from_model(self.model, self.name)
-        return Tagger(self.two, threads=o["threads"])
+        return Tagger(self.two, threads=o["threads"], force=self.force())
 
     def decoding_line(self):
         if self.two.corpus_level:

@@ -391,6 +391,8 @@ def test_every_tag_option_reaches_the_dask_path(monkeypatch, kinds, tmp_path):
         "inference": ("factorial", ["--inference", "trp"], "trp"),
         "tolerance": ("factorial", ["--inference", "bp", "--tolerance", "0.5"], 0.5),
         "max_sweeps": ("factorial", ["--inference", "bp", "--max-sweeps", "9"], 9),
+        "force_col": ("crf", ["--force-col", "-1"], -1),
+        "unknown_label": ("crf", ["--force-col", "-1", "--unknown-label", "_"], "_"),
         "scheduler": ("crf", ["--scheduler", "tcp://127.0.0.1:9"], "tcp://127.0.0.1:9"),
         "workers": ("crf", ["--workers", "3"], 3),
         "piece_bytes": ("crf", ["--piece-bytes", "5000"], 5000),
