@@ -146,8 +146,9 @@ class Real(_Bounded, click.FloatRange):
 
     kind = float
 
-    def __init__(self, min=None, max=None, *, min_open=False, max_open=False):
+    def __init__(self, min=None, max=None, *, min_open=False, max_open=False, also=()):
         click.FloatRange.__init__(self, min, max, min_open=min_open, max_open=max_open)
+        self.also = tuple(also)
 
 
 def available_cores():
@@ -409,6 +410,21 @@ TRAIN = (
           "scheme (detected from the training labels), so tagged files and crftk eval stay in it. The "
           "column must hold chunk tags only (B/I/E/S-TYPE, O). none: the labels as they are.",
           ("none", "iob2", "iobes", "bilou")),
+    Param("unknown_label", "?", str,
+          "Partial labels: a label cell equal to this marker is unknown (any label), and a cell A|B is "
+          "the set of labels A and B; training maximizes the likelihood of every labeling they allow "
+          "(Tsuboi et al. 2008). Empty: no partial labels (| and the marker are labels as any other)."),
+    Param("entity_ratio", 0.0, Real(0, 1, min_open=True, max_open=True, also=(0,)),
+          "Expected entity ratio loss (Effland & Collins 2021) for partially annotated entities: the "
+          "expected share RHO of tokens whose label is not --outside-label; the objective adds "
+          "--entity-ratio-weight * tokens * max(0, |expected share - RHO| - --entity-ratio-margin). "
+          "0: off."),
+    Param("entity_ratio_margin", 0.05, Real(0, 1),
+          "--entity-ratio: the margin GAMMA within which the expected share costs nothing."),
+    Param("entity_ratio_weight", 10.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "--entity-ratio: the weight LAMBDA of the ratio's hinge (per token)."),
+    Param("outside_label", "O", str,
+          "--entity-ratio: the label that is no entity (every other label counts as one)."),
     Param("keep", "best", str,
           "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
           "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
@@ -641,10 +657,20 @@ def check(name, value, params=TRAIN, warn=None):
     return find(name, params).check(value, warn)
 
 
+#: Options a model's record stores only when they differ from these values, so that the files of
+#: models trained without them are those of before they existed.
+_RECORDED_WHEN_SET = {"train_scheme": "none", "unknown_label": "?", "entity_ratio": 0.0}
+#: Options recorded only with --entity-ratio, which alone reads them.
+_ENTITY_RATIO = ("entity_ratio_margin", "entity_ratio_weight", "outside_label")
+
+
 def recorded(options):
-    """Training options as a model's record stores them: --train-scheme only when one is given,
-    so the files of models trained without it are those of before it existed."""
-    return {k: v for k, v in options.items() if not (k == "train_scheme" and v == "none")}
+    """Training options as a model's record stores them: --train-scheme, --unknown-label and
+    the entity ratio's options only when given."""
+    ratio = options.get("entity_ratio", 0.0)
+    return {k: v for k, v in options.items()
+            if not (k in _RECORDED_WHEN_SET and v == _RECORDED_WHEN_SET[k])
+            and not (k in _ENTITY_RATIO and not ratio)}
 
 
 def check_params(params, options, what, warn=None):
