@@ -542,9 +542,10 @@ class ChainTrainer:
         transitions = "no transitions" if not template.label_bigram else "label bigram"
         if space.n_edge_attrs:
             transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
-        log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
         if corpus.allowed is not None:
             check_partial(opt, corpus, origins)
+        log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
+        if corpus.allowed is not None:
             log(partial_line(corpus))
         if conversion is not None:
             log(f"labels: {conversion.detector.scheme} in {source or 'the training data'}, trained as "
