@@ -146,9 +146,8 @@ class Real(_Bounded, click.FloatRange):
 
     kind = float
 
-    def __init__(self, min=None, max=None, *, min_open=False, max_open=False, also=()):
+    def __init__(self, min=None, max=None, *, min_open=False, max_open=False):
         click.FloatRange.__init__(self, min, max, min_open=min_open, max_open=max_open)
-        self.also = tuple(also)
 
 
 def available_cores():
@@ -207,6 +206,37 @@ class Flag(click.types.BoolParamType):
         if isinstance(value, numbers.Integral) and value in (0, 1):
             return bool(value)
         raise CrftkError(f"{option} must be True or False (got {_got(value)})")
+
+
+class LabelCell(click.ParamType):
+    """A label as one cell of a column file: a string without white space (empty only when
+    ``empty``: the option is then off)."""
+
+    name = "text"
+
+    def __init__(self, empty=False):
+        self.empty = empty
+
+    def _problem(self, value):
+        if not isinstance(value, str):
+            return f"must be a string (got {_got(value)})"
+        if not value and not self.empty:
+            return "must not be empty"
+        if any(c.isspace() for c in value):
+            return f"must be one cell of a column file, without white space (got {_got(value)})"
+        return None
+
+    def check(self, value, option, warn=None):
+        problem = self._problem(value)
+        if problem:
+            raise CrftkError(f"{option} {problem}")
+        return value
+
+    def convert(self, value, param, ctx):
+        problem = self._problem(value)
+        if problem:
+            self.fail(problem, param, ctx)
+        return value
 
 
 class Encoding(click.ParamType):
@@ -292,7 +322,7 @@ class Param:
                 raise CrftkError(f"{spelled(self.name)} must be one of {', '.join(map(str, self.choices))} "
                                  f"(got {_got(value)})")
             return value
-        if isinstance(self.type, (_Bounded, Encoding, Flag)):
+        if isinstance(self.type, (_Bounded, Encoding, Flag, LabelCell)):
             return self.type.check(value, spelled(self.name), warn)
         return value
 
@@ -410,11 +440,11 @@ TRAIN = (
           "scheme (detected from the training labels), so tagged files and crftk eval stay in it. The "
           "column must hold chunk tags only (B/I/E/S-TYPE, O). none: the labels as they are.",
           ("none", "iob2", "iobes", "bilou")),
-    Param("unknown_label", "?", str,
+    Param("unknown_label", "?", LabelCell(empty=True),
           "Partial labels: a label cell equal to this marker is unknown (any label), and a cell A|B is "
           "the set of labels A and B; training maximizes the likelihood of every labeling they allow "
           "(Tsuboi et al. 2008). Empty: no partial labels (| and the marker are labels as any other)."),
-    Param("entity_ratio", 0.0, Real(0, 1, min_open=True, max_open=True, also=(0,)),
+    Param("entity_ratio", 0.0, Real(0, 1, max_open=True),
           "Expected entity ratio loss (Effland & Collins 2021) for partially annotated entities: the "
           "expected share RHO of tokens whose label is not --outside-label; the objective adds "
           "--entity-ratio-weight * tokens * max(0, |expected share - RHO| - --entity-ratio-margin). "
@@ -423,7 +453,7 @@ TRAIN = (
           "--entity-ratio: the margin GAMMA within which the expected share costs nothing."),
     Param("entity_ratio_weight", 10.0, Real(0, MAX_COEFFICIENT, min_open=True),
           "--entity-ratio: the weight LAMBDA of the ratio's hinge (per token)."),
-    Param("outside_label", "O", str,
+    Param("outside_label", "O", LabelCell(),
           "--entity-ratio: the label that is no entity (every other label counts as one)."),
     Param("keep", "best", str,
           "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "

@@ -116,9 +116,6 @@ def resolve(strings, ids, marker, fixed=None, pairs=False):
     index = {s: j for j, s in enumerate(labels)}
     used = np.zeros(len(strings), dtype=bool)
     used[np.unique(ids)] = True
-    if fixed is None and not any(u and not p for u, p in zip(used, partial)):
-        raise CrftkError("no token of the training data has a known label (every one is unknown or a set): "
-                         "there is nothing to learn from")
     pairs = _Pairs(labels) if pairs else None
     string_label = np.full(len(strings), -1, dtype=np.int64)
     patterns = {}
@@ -138,6 +135,9 @@ def resolve(strings, ids, marker, fixed=None, pairs=False):
             raise
         except CrftkError as e:
             raise AnnotationError(e.message, first(i)) from None
+    if fixed is None and not labels:        # after the cells' own mistakes, which say more
+        raise CrftkError("no token of the training data has a known label (every one is unknown or a set): "
+                         "there is nothing to learn from")
     gold = string_label[ids].astype(np.int32)
     if not patterns:
         return Resolved(labels, gold, None, {}, ids)
@@ -176,15 +176,16 @@ class _Pairs:
             return side != BOS
         if is_partial(cell, marker):        # a set: of tags the data has (a single tag or <s> need no check)
             for p in parts:
-                if p not in self.tags:
-                    raise CrftkError(f"label set {shown(cell)}: the training data never has the label {shown(p)}")
+                if p not in self.tags:       # a tag with "|" is no pair label either
+                    raise CrftkError(f"label {shown(cell)} cannot be used with --order 2 but as a label set, and "
+                                     f"the training data never has the label {shown(p)}")
         return np.isin(side, list(parts))
 
     def allowed(self, s, marker):
         """The pair ids a pair cell allows; CrftkError when the data has none of them."""
         _, prev, cur = s.split(_PAIR)
         ok = self._mask(self.prev, prev, marker) & self._mask(self.cur, cur, marker)
-        if not ok.any():
+        if not ok.any() and self.prev.size:
             raise CrftkError(f"with --order 2, no pair of labels the training data has fits a tag "
                              f"{shown(cur)} after {shown(prev)}: annotate more, or train with --order 1")
         return np.flatnonzero(ok)

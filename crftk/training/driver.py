@@ -69,9 +69,9 @@ def check_options(options, log=_stderr_log):
 def check_partial_options(opt):
     """The options of partial labels (crftk.io.partial) and of the expected entity ratio."""
     marker = opt["unknown_label"]
-    if marker and (SET_SEP in marker or marker != marker.strip() or any(c.isspace() for c in marker)):
-        raise UsageError(f"--unknown-label {shown(marker)} must be one label cell: no whitespace and no "
-                         f"{SET_SEP!r} (which joins a label set)")
+    if SET_SEP in marker:
+        raise UsageError(f"--unknown-label {shown(marker)} must be one label cell, without {SET_SEP!r} (which "
+                         "joins a label set)")
     if marker and opt["constraints"] != "none" and is_chunk_tag(marker):
         raise UsageError(f"--unknown-label {shown(marker)} is a label of the --constraints {opt['constraints']} "
                          "scheme: choose a marker that is no label (the default is ?)")
@@ -81,9 +81,8 @@ def check_partial_options(opt):
                              f"{opt['objective']}")
         if opt["model_type"] != "crf" or opt["algorithm"] not in ("lbfgs", "cg"):
             raise UsageError("--entity-ratio trains a CRF (--model-type crf) with --algorithm lbfgs or cg")
-        label = opt["outside_label"]
-        if not label or any(c.isspace() for c in label) or label == marker:
-            raise UsageError(f"--outside-label {shown(label)} must be a label: one cell, not the unknown marker")
+        if opt["outside_label"] == marker:
+            raise UsageError(f"--outside-label {shown(marker)} is the unknown marker, not a label")
 
 
 def check_cluster(scheduler, workers, opt):
