@@ -13,9 +13,9 @@ from crftk.errors import CrftkError, UsageError, shown
 from crftk.evaluation.columns import score_chains
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
 from crftk.io.stream import format_batch, gold_ids, tag_stream
-from crftk.io.partial import is_partial
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump: the structure's)
+from crftk.kinds.partial import refuse_partial_cells
 from crftk.model import Model, Part
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
@@ -268,20 +268,6 @@ class FactorialJob:
         self.structure, self.corpus, self.inference = structure, corpus, inference
 
 
-def refuse_partial_columns(sentences, label_cols, marker):
-    """One line at the first partial label (crftk.io.partial) of any chain's column."""
-    if not marker:
-        return
-    for s in sentences:
-        for t, row in enumerate(s.rows):
-            for c in label_cols:
-                if is_partial(row[c], marker):
-                    raise CrftkError(f"label {shown(row[c])} is partial (unknown or a set): a factorial CRF cannot "
-                                     "train on partial labels, its kernels (exact product inference and loopy "
-                                     "belief propagation) take no mask of allowed labels; train one --label-col",
-                                     s.source, s.line + t if s.line else None)
-
-
 class FactorialTrainer:
     """The training of a factorial CRF (crftk train with two or more --label-col)."""
 
@@ -340,7 +326,9 @@ class FactorialTrainer:
         t0 = time.perf_counter()
         origins = Origins()
         sentences = list(origins.record(sentences))
-        refuse_partial_columns(sentences, self.label_cols, opt["unknown_label"])
+        refuse_partial_cells(sentences, self.label_cols, opt["unknown_label"],
+                             "a factorial CRF cannot train on partial labels, its kernels (exact product inference "
+                             "and loopy belief propagation) take no mask of allowed labels; train one --label-col")
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
         if init is None:
             if template.aggregates:

@@ -4,7 +4,7 @@ that skips tokens whose gold label is unknown."""
 
 import numpy as np
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 from crftk.io.partial import AnnotationError, is_partial, resolve
 from crftk.progress import plural
 from crftk.structures.constraints import check_feasible, check_gold, check_scheme_labels
@@ -113,3 +113,16 @@ def scored_tokens(gold, marker):
         skipped += len(sent) - len(idx)
         keep.append(idx)
     return keep, skipped
+
+
+def refuse_partial_cells(sentences, label_cols, marker, why):
+    """One line at the first partial label (crftk.io.partial) of the given columns of sentences (a
+    list), saying ``why`` what reads them cannot train on it."""
+    if not marker:
+        return
+    for s in sentences:
+        for t, row in enumerate(s.rows):
+            for c in label_cols:
+                if is_partial(row[c], marker):
+                    raise CrftkError(f"label {shown(row[c])} is partial (unknown or a set): {why}",
+                                     s.source, s.line + t if s.line else None)

@@ -167,7 +167,7 @@ def test_option_errors(files, options, fragment):
     assert proc.returncode == 2 and fragment in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_factorial_and_induce_refuse(files):
+def test_factorial_induce_and_bag_refuse(files):
     sents = [[[r[0], r[1], r[2], r[2]] for r in s] for s in _demo(5)]
     sents[1][0][2] = "?"
     files["fact"] = _write(files["dir"] / "fact.txt", sents)
@@ -178,3 +178,5 @@ def test_factorial_and_induce_refuse(files):
     atomic.write_text("U00:%x[0,0]\nU01:%x[0,1]\nB\n")
     line = error_line(cli("induce", "-t", atomic, "-m", files["dir"] / "i.crf", "--rounds", "1", files["partial"]))
     assert "induce scores features" in line
+    line = error_line(cli("bag", "-t", atomic, "-t", files["tmpl"], "-m", files["dir"] / "b.crf", files["partial"]))
+    assert "partial.txt:" in line and "a bag's combination weights" in line
