@@ -23,7 +23,7 @@ reparameterization.
 
 from libc.math cimport exp, log, INFINITY
 from libc.stdlib cimport malloc, free
-from libc.string cimport memset
+from libc.string cimport memset, memcpy
 
 from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
 from vecmath cimport exp_array
@@ -288,6 +288,15 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
                                           const double* shift, double* q, double* alpha,
                                           double* beta, double* scale, double* tacc,
                                           const double* E_shared) noexcept nogil:
+    """Scaled forward-backward over one chain; returns log Z (see chain_sum_product)."""
+    return chain_sum_product(T, L, s, E, shift, q, alpha, beta, scale, tacc, E_shared, NULL, NULL)
+
+
+cdef inline double chain_sum_product(int T, int L, const double* s, const double** E,
+                                     const double* shift, double* q, double* alpha,
+                                     double* beta, double* scale, double* tacc,
+                                     const double* E_shared, double* kept_q,
+                                     double* kept_max) noexcept nogil:
     """Scaled forward-backward over one chain; returns log Z.
 
     Afterwards ``alpha[t]*beta[t]`` are the node marginals (see chain_node_marginals)
@@ -296,6 +305,8 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
     ``tacc`` is given, ``alpha[t-1,i]*q[t,j]`` is added to it for every position whose
     matrix is ``E_shared`` (times that matrix once at the end, these are the expected
     counts of the shared transitions); doing it in the backward sweep reads q[t] once.
+    With kept_q [T*L] and kept_max [T], the exp-states exp(s[t] - kept_max[t]) are kept there
+    (the backward sweep overwrites q): chain_restricted_forward_backward reuses them.
     """
     cdef int t, i, j
     cdef double logz, m, a, acc
@@ -308,10 +319,17 @@ cdef inline double chain_forward_backward(int T, int L, const double* s, const d
 
     # forward
     logz = scaled_start(s, alpha, scale, L)
+    if kept_q != NULL:
+        kept_max[0] = logz - log(scale[0])
+        for j in range(L):
+            kept_q[j] = alpha[j] * scale[0]
     for t in range(1, T):
         logz += shift[t]
         m = exp_shifted(s + t * L, q + t * L, L)
         logz += m
+        if kept_q != NULL:
+            kept_max[t] = m
+            memcpy(kept_q + t * L, q + t * L, L * sizeof(double))
         at = alpha + t * L
         ap = alpha + (t - 1) * L
         vec_mat(ap, E[t], L, at)
@@ -506,3 +524,214 @@ cdef inline void chain_max_scores(int T, int L, const double* s, const double** 
                 if v > best:
                     best = v
             bwd[(t - 1) * L + i] = best
+
+
+cdef inline void chain_restrict(double* s, const unsigned char* allowed, Py_ssize_t n) noexcept nogil:
+    """s[i] = -inf where allowed[i] is 0: the state table of the lattice of the labelings a
+    partial annotation (or a forced decoding) allows. Exponentiated, a removed state is exactly
+    zero, so the sum- and max-product passes above run on the restricted lattice unchanged."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if not allowed[i]:
+            s[i] = -INFINITY
+
+
+cdef inline bint dense_step(int n, int n_prev, int L) noexcept nogil:
+    """Whether a restricted step between n_prev and n allowed labels is cheaper as the full
+    matrix product (vectorized) than through the label lists (gathers)."""
+    return 4 * n * n_prev > L * L
+
+
+cdef inline double chain_restricted_forward_backward(int T, int L, const double* s,
+                                                     const unsigned char* allowed, const double** E,
+                                                     const double* shift, const double* kept_q,
+                                                     const double* kept_max, double* q, double* alpha,
+                                                     double* beta, double* scale, int* idx, int* cnt,
+                                                     double* tacc, const double* E_shared) noexcept nogil:
+    """chain_forward_backward over the labelings ``allowed`` [T*L] keeps (a partial annotation's):
+    the same outputs (zero at the removed labels) and log Z of the restricted lattice, -inf when it
+    has no labeling. It visits only the allowed labels (their lists into idx [T*L], cnt [T]): two
+    labeled neighbours cost one product, so a mostly labeled sentence costs a fraction of the
+    full pass that precedes it in training, whose exp-states it reuses (kept_q, kept_max of
+    chain_sum_product; NULL: computed here). A position whose allowed states all underflow
+    against the full pass's largest one is recomputed with its own."""
+    cdef int t, j, k, r, n, n_prev
+    cdef double logz = 0.0, m, z, acc, a, inv
+    cdef bint own
+    cdef const int* ids
+    cdef const int* prev
+    cdef const double* Et
+    cdef double* qt
+    cdef double* at
+    cdef double* row
+    cdef bint gather
+    for t in range(T):
+        n = 0
+        for j in range(L):
+            if allowed[t * L + j]:
+                idx[t * L + n] = j
+                n += 1
+        cnt[t] = n
+    memset(q, 0, <Py_ssize_t> T * L * sizeof(double))
+    memset(alpha, 0, <Py_ssize_t> T * L * sizeof(double))
+    memset(beta, 0, <Py_ssize_t> T * L * sizeof(double))
+    for t in range(T):
+        ids, n = idx + t * L, cnt[t]
+        qt, at = q + t * L, alpha + t * L
+        own = kept_q == NULL
+        while True:
+            if own:
+                m = -INFINITY
+                for k in range(n):
+                    if s[t * L + ids[k]] > m:
+                        m = s[t * L + ids[k]]
+                if not (m > -INFINITY):
+                    return -INFINITY
+                for k in range(n):
+                    qt[ids[k]] = exp(s[t * L + ids[k]] - m)
+            else:
+                m = kept_max[t]
+                for k in range(n):
+                    qt[ids[k]] = kept_q[t * L + ids[k]]
+            if t == 0:
+                for k in range(n):
+                    at[ids[k]] = qt[ids[k]]
+            elif dense_step(n, cnt[t - 1], L):
+                # alpha[t-1] and q[t] are zero at the removed labels
+                vec_mat(alpha + (t - 1) * L, E[t], L, at)
+                for j in range(L):
+                    at[j] *= qt[j]
+            else:
+                Et, prev, n_prev = E[t], idx + (t - 1) * L, cnt[t - 1]
+                for k in range(n):
+                    j = ids[k]
+                    acc = 0.0
+                    for r in range(n_prev):
+                        acc += alpha[(t - 1) * L + prev[r]] * Et[prev[r] * L + j]
+                    at[j] = acc * qt[j]
+            z = 0.0
+            for k in range(n):
+                z += at[ids[k]]
+            if z > 0.0 or own:
+                break
+            own = True
+        if not (z > 0.0):
+            return -INFINITY
+        if t > 0:
+            logz += shift[t]
+        inv = 1.0 / z
+        for k in range(n):
+            at[ids[k]] *= inv
+        scale[t] = z
+        logz += m + log(z)
+    ids = idx + (T - 1) * L
+    for k in range(cnt[T - 1]):
+        beta[(T - 1) * L + ids[k]] = 1.0
+    for t in range(T - 1, 0, -1):
+        ids, n, qt = idx + t * L, cnt[t], q + t * L
+        inv = 1.0 / scale[t]
+        for k in range(n):
+            qt[ids[k]] *= beta[t * L + ids[k]] * inv
+        Et, prev, n_prev = E[t], idx + (t - 1) * L, cnt[t - 1]
+        gather = tacc != NULL and Et == E_shared
+        if dense_step(n, n_prev, L):
+            # beta at a removed label is not zero then, but nothing reads it: its alpha is
+            mat_vec(Et, qt, L, beta + (t - 1) * L)
+            if gather:
+                for r in range(n_prev):
+                    a = alpha[(t - 1) * L + prev[r]]
+                    row = tacc + prev[r] * L
+                    for j in range(L):
+                        row[j] += a * qt[j]
+            continue
+        for r in range(n_prev):
+            j = prev[r]
+            acc = 0.0
+            for k in range(n):
+                acc += Et[j * L + ids[k]] * qt[ids[k]]
+            beta[(t - 1) * L + j] = acc
+            if gather:
+                a = alpha[(t - 1) * L + j]
+                row = tacc + j * L
+                for k in range(n):
+                    row[ids[k]] += a * qt[ids[k]]
+    return logz
+
+
+cdef struct Moments:
+    # one thread's workspace and results of chain_count_moments for chains of up to T positions
+    double* q          # T*n exp state potentials (as the forward pass makes them)
+    double* A          # T*n forward sums weighted by the count of the prefix
+    double* B          # T*n backward sums weighted by the count of the suffix
+    double* node       # T*n out: Cov(G, [y_t = j])
+    double* tmp        # n
+    double expected    # out: E[G]
+
+
+cdef inline double chain_count_moments(int T, int L, const double* s, const double** E,
+                                       const double* alpha, const double* beta, const double* scale,
+                                       const double* g, Moments* m) noexcept nogil:
+    """Covariances of G = sum_t g[y_t] (e.g. the number of entity tokens) with each node of the
+    chain, after chain_forward_backward on the same tables (alpha: its scaled forward scores,
+    before chain_node_marginals; beta and scale as it leaves them). Returns E[G]; m.node[t*L + j]
+    gets E[G [y_t = j]] - E[G] p(y_t = j), and chain_count_edge_moments gives the same of an edge.
+
+    The expectation semiring on the scaled passes: A[t, j] sums over the labelings of positions
+    ..t ending in j their weight times their count so far, B[t, i] the same over the rest of the
+    chain after t, both divided by the forward pass's scales, so A[t] beta[t] + alpha[t] B[t]
+    is E[G [y_t = j]] without a division by Z. The gradient of E[G] with respect to a weight is
+    its feature's covariance with G: these node and edge covariances scattered like marginals.
+    """
+    cdef int t, j
+    cdef double inv, eg = 0.0
+    cdef double* At
+    cdef double* qt
+    cdef const double* at
+    for t in range(T):
+        exp_shifted(s + t * L, m.q + t * L, L)
+    for j in range(L):
+        m.A[j] = alpha[j] * g[j]
+    for t in range(1, T):
+        At = m.A + t * L
+        qt = m.q + t * L
+        at = alpha + t * L
+        vec_mat(m.A + (t - 1) * L, E[t], L, m.tmp)
+        inv = 1.0 / scale[t]
+        for j in range(L):
+            At[j] = m.tmp[j] * qt[j] * inv + at[j] * g[j]
+    for j in range(L):
+        eg += m.A[(T - 1) * L + j]
+        m.B[(T - 1) * L + j] = 0.0
+    for t in range(T - 1, 0, -1):
+        inv = 1.0 / scale[t]
+        for j in range(L):
+            m.tmp[j] = m.q[t * L + j] * (m.B[t * L + j] + g[j] * beta[t * L + j]) * inv
+        mat_vec(E[t], m.tmp, L, m.B + (t - 1) * L)
+    for t in range(T * L):
+        m.node[t] = m.A[t] * beta[t] + alpha[t] * m.B[t] - eg * alpha[t] * beta[t]
+    m.expected = eg
+    return eg
+
+
+cdef inline void chain_count_edge_moments(int L, int t, const double* Et, const double* alpha,
+                                          const double* beta, const double* scale, const double* g,
+                                          const Moments* m, bint with_matrix,
+                                          double* out) noexcept nogil:
+    """out[i*L + j] += E[G [y_{t-1} = i, y_t = j]] - E[G] p(y_{t-1} = i, y_t = j), after
+    chain_count_moments; without with_matrix, the same divided by Et[i*L + j] (how
+    chain_forward_backward's tacc gathers the positions that share one matrix)."""
+    cdef int i, j
+    cdef double inv = 1.0 / scale[t], a, c, e
+    cdef const double* ap = alpha + (t - 1) * L
+    cdef const double* Ap = m.A + (t - 1) * L
+    cdef const double* qt = m.q + t * L
+    cdef const double* bt = beta + t * L
+    cdef const double* Bt = m.B + t * L
+    for j in range(L):
+        m.tmp[j] = qt[j] * inv
+    for i in range(L):
+        a = ap[i]
+        c = Ap[i] - m.expected * a
+        for j in range(L):
+            e = m.tmp[j] * (c * bt[j] + a * (Bt[j] + g[j] * bt[j]))
+            out[i * L + j] += e * Et[i * L + j] if with_matrix else e

@@ -17,7 +17,8 @@ from libc.string cimport memset, memcpy
 
 from chain cimport (ChainBuffers, ChainTask, run_chains, chain_pool_new, chain_pool_free, exp_shifted,
                     chain_forward_backward, chain_edge_marginals, chain_node_marginals, chain_viterbi,
-                    chain_nbest, chain_max_scores)
+                    chain_nbest, chain_max_scores, chain_restrict, chain_sum_product, chain_restricted_forward_backward, Moments, chain_count_moments,
+                    chain_count_edge_moments)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
                          labeling_score, scatter_edge, scatter_nodes, scatter_curvature, add_counts)
 from difference cimport Difference, difference_init, difference_free, difference_norm2, labeling_difference
@@ -27,18 +28,24 @@ cnp.import_array()
 
 cdef double forward_backward(const Features* d, const double* w, const double* E_shared,
                              double shift_shared, Py_ssize_t t0, int T,
-                             ChainBuffers* b, double* tacc, double scale) noexcept nogil:
+                             ChainBuffers* b, double* tacc, double scale,
+                             const unsigned char* allowed, double* kept_q=NULL,
+                             double* kept_max=NULL) noexcept nogil:
     """Forward-backward over the sentence at t0 (chain_forward_backward on its tables, built
     in b: b.ebuf holds the matrices of positions with edge attributes); returns log Z. The
     weights are scale * w (SGD keeps them so); E_shared must already be built from the
-    scaled ones."""
+    scaled ones. allowed (the sentence's [T*L] mask, or NULL): over the labelings it allows;
+    kept_q, kept_max: see chain_sum_product."""
     cdef int i
     state_scores(d, w, t0, T, b.s)
     if scale != 1.0:
         for i in range(T * d.L):
             b.s[i] *= scale
+    if allowed != NULL:
+        chain_restrict(b.s, allowed, <Py_ssize_t> T * d.L)
     exp_transitions(d, w, scale, t0, T, E_shared, shift_shared, b.mat, b.ebuf, b.E, b.shift)
-    return chain_forward_backward(T, d.L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, tacc, E_shared)
+    return chain_sum_product(T, d.L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, tacc, E_shared,
+                             kept_q, kept_max)
 
 
 cdef void accumulate_gradient(const Features* d, Py_ssize_t t0, int T, const int* y,
@@ -64,6 +71,12 @@ cdef inline void build_log_tables(const Features* d, const double* w, Py_ssize_t
     log_transitions(d, w, t0, T, b.ebuf, b.E)
 
 
+cdef inline const unsigned char* sentence_mask(const unsigned char* allowed, Py_ssize_t t0,
+                                               int L) noexcept nogil:
+    """The [T*L] mask of the sentence at t0 in a corpus's [N*L] mask (NULL: none)."""
+    return allowed + t0 * L if allowed != NULL else NULL
+
+
 cdef struct Pass:
     # what one parallel kernel reads and writes, for its ChainTask
     const Features* d
@@ -85,6 +98,22 @@ cdef struct Pass:
     int* counts                  # [S]
     int K
     Py_ssize_t N
+    # partial annotation (NULL when every token is labeled): the labels each token allows [N*L],
+    # and per sentence whether any token allows more than one
+    const unsigned char* allowed
+    const unsigned char* partial
+    double* tacc_allowed         # [threads, L*L] tacc of the lattices restricted to the allowed labels
+    unsigned char* infeasible    # [S] 1: the allowed lattice has no labeling
+    # the counted labels' moments (NULL unless asked for): g[L] 1.0 for a counted label
+    const double* g
+    double* expected             # [threads] sum of E[G]
+    double* grad_expected        # [threads, n_params] its gradient
+    double* tacc_moments         # [threads, L*L]
+    # one thread's scratch for the restricted pass and the moments: [threads, stride]
+    double* scratch
+    Py_ssize_t scratch_stride
+    int* lists                   # [threads, max_T * (L + 1)]: the restricted pass's label lists
+    Py_ssize_t lists_stride
 
 
 cdef inline int sentence(const Pass* p, Py_ssize_t s, Py_ssize_t* t0) noexcept nogil:
@@ -93,12 +122,94 @@ cdef inline int sentence(const Pass* p, Py_ssize_t s, Py_ssize_t* t0) noexcept n
     return <int> (p.sent_ptr[s + 1] - t0[0])
 
 
+cdef inline Py_ssize_t scratch_size(int max_T, int L) noexcept nogil:
+    """Doubles of one thread's scratch (Pass.scratch): the full pass's kept exp-states and maxima
+    (T*L, T), the restricted pass's tables (q, alpha, beta: 3 T*L; scale: T; an edge matrix: L*L)
+    and the moments' (q, A, B, node: 4 T*L; L)."""
+    return 8 * <Py_ssize_t> max_T * L + 2 * max_T + <Py_ssize_t> L * L + L
+
+
+cdef inline double* moments_scratch(const Pass* p, int T, int tid) noexcept nogil:
+    cdef Py_ssize_t TL = <Py_ssize_t> T * p.d.L
+    return p.scratch + tid * p.scratch_stride + 4 * TL + 2 * T + p.d.L * p.d.L
+
+
+cdef void count_moments(const Pass* p, Py_ssize_t t0, int T, ChainBuffers* b, int tid) noexcept nogil:
+    """After the sentence's full forward-backward in b: adds its E[G] to p.expected and the
+    gradient of E[G] (the covariances of G with the features) to p.grad_expected."""
+    cdef int L = p.d.L, t
+    cdef Py_ssize_t TL = <Py_ssize_t> T * L
+    cdef double* x = moments_scratch(p, T, tid)
+    cdef double* g = p.grad_expected + tid * p.n_params
+    cdef Moments m
+    m.q, m.A, m.B, m.node, m.tmp = x, x + TL, x + 2 * TL, x + 3 * TL, x + 4 * TL
+    p.expected[tid] += chain_count_moments(T, L, b.s, b.E, b.alpha, b.beta, b.scale, p.g, &m)
+    for t in range(1, T):
+        if has_edge_attributes(p.d, t0 + t):
+            memset(b.mat, 0, L * L * sizeof(double))
+            chain_count_edge_moments(L, t, b.E[t], b.alpha, b.beta, b.scale, p.g, &m, True, b.mat)
+            scatter_edge(p.d, t0 + t, b.mat, 0, 0, g, 0.0)
+        elif b.E[t] == p.E_shared:
+            chain_count_edge_moments(L, t, b.E[t], b.alpha, b.beta, b.scale, p.g, &m, False,
+                                     p.tacc_moments + tid * L * L)
+    scatter_nodes(p.d, t0, T, m.node, NULL, g, 1.0)
+
+
+cdef double restricted_gradient(const Pass* p, Py_ssize_t s, Py_ssize_t t0, int T, ChainBuffers* b,
+                                int tid) noexcept nogil:
+    """After the sentence's full forward-backward in b (which kept its exp-states in the scratch):
+    the forward-backward of the lattice its partial annotation allows, and g += E[counts] -
+    E_allowed[counts] (the gradient of log Z - log Z_allowed, one scatter of the marginals'
+    difference); returns log Z_allowed (-inf, and p.infeasible[s] set, when the allowed lattice
+    has no labeling)."""
+    cdef int L = p.d.L, t, i
+    cdef Py_ssize_t TL = <Py_ssize_t> T * L
+    cdef double* kept_q = p.scratch + tid * p.scratch_stride
+    cdef double* kept_max = kept_q + TL
+    cdef double* rq = kept_max + T
+    cdef double* ralpha = rq + TL
+    cdef double* rbeta = ralpha + TL
+    cdef double* rscale = rbeta + TL
+    cdef double* rmat = rscale + T
+    cdef int* lists = p.lists + tid * p.lists_stride
+    cdef double* g = p.grad + tid * p.n_params
+    cdef double logz
+    logz = chain_restricted_forward_backward(T, L, b.s, p.allowed + t0 * L, b.E, b.shift, kept_q, kept_max,
+                                             rq, ralpha, rbeta, rscale, lists, lists + TL,
+                                             p.tacc_allowed + tid * L * L, p.E_shared)
+    if not (logz > -INFINITY and logz < INFINITY):
+        p.infeasible[s] = 1
+        return -INFINITY
+    for t in range(1, T):
+        if has_edge_attributes(p.d, t0 + t):
+            chain_edge_marginals(L, b.alpha + (t - 1) * L, b.E[t], b.q + t * L, 1.0, b.mat)
+            chain_edge_marginals(L, ralpha + (t - 1) * L, b.E[t], rq + t * L, 1.0, rmat)
+            for i in range(L * L):
+                b.mat[i] -= rmat[i]
+            scatter_edge(p.d, t0 + t, b.mat, 0, 0, g, 0.0)
+    chain_node_marginals(T, L, b.alpha, b.beta)
+    if p.curv != NULL:
+        scatter_curvature(p.d, t0, T, b.alpha, p.curv + tid * p.n_params)
+    for i in range(TL):
+        b.alpha[i] -= ralpha[i] * rbeta[i]
+    scatter_nodes(p.d, t0, T, b.alpha, NULL, g, 1.0)
+    return logz
+
+
 cdef void loglik_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
     cdef const Pass* p = <const Pass*> job
     cdef Py_ssize_t t0
     cdef int T = sentence(p, s, &t0)
+    cdef bint partial = p.partial != NULL and p.partial[s]
+    cdef double* kept = p.scratch + tid * p.scratch_stride if partial else NULL
     cdef double logz = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b,
-                                        p.tacc + tid * p.d.L * p.d.L, 1.0)
+                                        p.tacc + tid * p.d.L * p.d.L, 1.0, NULL,
+                                        kept, kept + <Py_ssize_t> T * p.d.L if partial else NULL)
+    if p.g != NULL:
+        count_moments(p, t0, T, b, tid)
+    if partial:
+        p.total[tid] += logz - restricted_gradient(p, s, t0, T, b, tid)
+        return
     p.total[tid] += logz - labeling_score(p.d, p.w, b.s, t0, T, p.y + t0, 1.0)
     accumulate_gradient(p.d, t0, T, p.y + t0, b, p.grad + tid * p.n_params, 1.0)
     if p.curv != NULL:
@@ -110,6 +221,8 @@ cdef void viterbi_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexce
     cdef Py_ssize_t t0
     cdef int T = sentence(p, s, &t0)
     build_log_tables(p.d, p.w, t0, T, b)
+    if p.allowed != NULL:
+        chain_restrict(b.s, p.allowed + t0 * p.d.L, <Py_ssize_t> T * p.d.L)
     chain_viterbi(T, p.d.L, b.s, b.E, b.alpha, b.bp, p.labels + t0, p.score + s)
 
 
@@ -117,7 +230,8 @@ cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noex
     cdef const Pass* p = <const Pass*> job
     cdef Py_ssize_t t0
     cdef int T = sentence(p, s, &t0), L = p.d.L, i
-    p.logz[s] = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b, NULL, 1.0)
+    p.logz[s] = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b, NULL, 1.0,
+                                 sentence_mask(p.allowed, t0, L))
     for i in range(T * L):
         p.marg[t0 * L + i] = b.alpha[i] * b.beta[i]
 
@@ -125,13 +239,26 @@ cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noex
 cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
     cdef const Pass* p = <const Pass*> job
     cdef Py_ssize_t t0
-    cdef int T = sentence(p, s, &t0)
+    cdef int T = sentence(p, s, &t0), n, k, r, t
     build_log_tables(p.d, p.w, t0, T, b)
+    if p.allowed != NULL:
+        chain_restrict(b.s, p.allowed + t0 * p.d.L, <Py_ssize_t> T * p.d.L)
     # a test gcc cannot drop (always true) keeps chain_nbest's list merge branch-free and
     # in registers: without it n-best runs 1.1-1.25x slower
     if tid >= 0:
-        p.counts[s] = chain_nbest(T, p.d.L, p.K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
-                                  p.paths + t0, p.N, p.score + s * p.K)
+        n = chain_nbest(T, p.d.L, p.K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr,
+                        p.paths + t0, p.N, p.score + s * p.K)
+        if p.allowed != NULL:
+            # the lists also hold labelings through removed labels (score -inf), best first: drop them
+            k = 0
+            while k < n and p.score[s * p.K + k] > -INFINITY:
+                k += 1
+            for r in range(k, n):
+                p.score[s * p.K + r] = -INFINITY
+                for t in range(T):
+                    p.paths[r * p.N + t0 + t] = -1
+            n = k
+        p.counts[s] = n
 
 
 cdef struct Online:
@@ -360,18 +487,70 @@ cdef class Lattices:
         return run_chains(self.n_sentences, n_threads, chunk, self.max_len, self.n_labels, 1,
                           self.d.has_edges, K, task, p)
 
-    def loglik(self, const double[::1] w, const int[::1] labels, int n_threads=1, curvature=None):
+    def _check_allowed(self, allowed):
+        """A mask of the labels each token allows as the kernels read it: uint8 [N*L], or None."""
+        if allowed is None:
+            return None
+        a = np.asarray(allowed)
+        if a.shape != (self.n_tokens, self.n_labels):
+            raise ValueError(f"allowed must be [{self.n_tokens}, {self.n_labels}] (tokens x labels), "
+                             f"not {a.shape}")
+        if a.dtype == np.bool_:
+            a = a.view(np.uint8)
+        elif a.dtype != np.uint8:
+            raise ValueError("allowed must be a uint8 or bool array")
+        a = np.ascontiguousarray(a).reshape(-1)
+        if a.size and self.n_labels and not a.reshape(self.n_tokens, self.n_labels).any(axis=1).all():
+            raise ValueError("allowed: a token allows no label")
+        return a
+
+    def _partial_sentences(self, labels, allowed):
+        """Per sentence 1 when one of its tokens has no single gold label (label -1)."""
+        unknown = (np.asarray(labels) < 0).astype(np.int64)
+        starts = np.asarray(self.sent_ptr)[:self.n_sentences]
+        if allowed is None:
+            raise ValueError("labels of -1 (partially annotated tokens) need the allowed mask")
+        mask = allowed.reshape(self.n_tokens, self.n_labels)
+        lab = np.asarray(labels)
+        known = lab >= 0
+        if known.any() and not mask[np.flatnonzero(known), lab[known]].all():
+            raise ValueError("allowed: a labeled token does not allow its own label")
+        return (np.add.reduceat(unknown, starts) > 0).astype(np.uint8) if starts.size else np.zeros(0, np.uint8)
+
+    def loglik(self, const double[::1] w, const int[::1] labels, int n_threads=1, curvature=None,
+               allowed=None, entity=None):
         """Negative log-likelihood of the gold labels and its gradient.
 
         Returns (loss, grad): loss = sum over sentences of log Z - score(gold).
         curvature: an optional float64 array [n_params] that receives, in the same
         pass, sum over tokens of p(1 - p) of each state feature, start and end weight
         (see scatter_curvature in potentials.pxd); its other entries are set to 0.
+
+        Partial annotation (Tsuboi et al. 2008): labels -1 where a token has no single gold
+        label, and allowed [N, L] (uint8 or bool) the labels each token allows; a sentence
+        with such a token adds log Z - log Z_allowed, the log of its annotation's marginal
+        likelihood, and its gradient E[counts] - E_allowed[counts].
+
+        entity [L] (1 for the labels counted): then returns (loss, grad, expected,
+        expected_grad): the summed expected number of tokens with a counted label under the
+        model (unrestricted) and its gradient.
         """
-        self._check_labels(labels)
+        cdef Py_ssize_t S = self.n_sentences
         n_threads = max(1, n_threads)
         cdef int L = self.n_labels
+        lab = np.asarray(labels)
+        if lab.shape[0] != self.n_tokens:
+            raise ValueError("labels must have one entry per token")
+        if lab.size and lab.max() >= L:
+            raise ValueError("label out of range")
+        mask = self._check_allowed(allowed)
+        partial_np = None
+        if lab.size and lab.min() < 0:
+            if lab.min() < -1:
+                raise ValueError("label out of range")
+            partial_np = self._partial_sentences(lab, mask)
         cdef bint want_h = curvature is not None
+        cdef bint moments = entity is not None
         if want_h and (not isinstance(curvature, np.ndarray) or curvature.dtype != np.float64
                        or curvature.shape != (self.n_params,) or not curvature.flags.c_contiguous):
             raise ValueError(f"curvature must be a contiguous float64 array of {self.n_params} elements")
@@ -386,16 +565,60 @@ cdef class Lattices:
         p.y = &labels[0] if labels.shape[0] else NULL
         p.total, p.grad, p.tacc = &total[0], &gbuf[0, 0], &tacc[0, 0]
         p.curv = &hbuf[0, 0] if want_h else NULL
+        # what a partial annotation and the moments add (kept alive until the pass is over)
+        cdef const unsigned char[::1] allowed_v, partial_v
+        cdef unsigned char[::1] infeasible_v
+        cdef double[::1] g_v, expected_v
+        cdef double[:, ::1] tacc_a, tacc_m, gexp, scratch
+        infeasible_np = np.zeros(max(1, S), dtype=np.uint8)
+        tacc_a_np = np.zeros((n_threads, L * L))
+        tacc_m_np = np.zeros((n_threads, L * L))
+        expected_np = np.zeros(n_threads)
+        gexp_np = np.zeros((n_threads if moments else 1, self.n_params if moments else 1))
+        if partial_np is not None and partial_np.any():
+            allowed_v, partial_v, infeasible_v, tacc_a = mask, partial_np, infeasible_np, tacc_a_np
+            p.allowed, p.partial, p.infeasible = &allowed_v[0], &partial_v[0], &infeasible_v[0]
+            p.tacc_allowed = &tacc_a[0, 0]
+        if moments:
+            g_np = np.ascontiguousarray(entity, dtype=np.float64)
+            if g_np.shape != (L,):
+                raise ValueError(f"entity must have one entry per label ({L})")
+            g_v, expected_v, tacc_m, gexp = g_np, expected_np, tacc_m_np, gexp_np
+            p.g, p.expected, p.tacc_moments, p.grad_expected = &g_v[0], &expected_v[0], &tacc_m[0, 0], &gexp[0, 0]
+        cdef int[:, ::1] lists
+        if p.partial != NULL or moments:
+            scratch_np = np.empty((n_threads, scratch_size(self.max_len, L)))
+            scratch = scratch_np
+            p.scratch, p.scratch_stride = &scratch[0, 0], scratch_np.shape[1]
+            lists_np = np.empty((n_threads, max(1, self.max_len) * (L + 1)), dtype=np.int32)
+            lists = lists_np
+            p.lists, p.lists_stride = &lists[0, 0], lists_np.shape[1]
         self.run(&p, loglik_task, n_threads, 8, 0)
+        if p.partial != NULL and infeasible_np.any():
+            raise ValueError(f"sentence {int(np.flatnonzero(infeasible_np)[0])}: no labeling is consistent with "
+                             f"its partial annotation (every one it allows has zero probability)")
         if want_h:
             np.sum(hbuf_np, axis=0, out=curvature)
         grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
-        grad[self.d.off_trans:self.d.off_trans + L * L] += tacc_np.sum(axis=0) * E_np
-        return float(total_np.sum()), grad
+        grad[self.d.off_trans:self.d.off_trans + L * L] += (tacc_np.sum(axis=0) - tacc_a_np.sum(axis=0)) * E_np
+        if not moments:
+            return float(total_np.sum()), grad
+        grad_e = gexp_np.sum(axis=0) if n_threads > 1 else gexp_np[0]
+        grad_e[self.d.off_trans:self.d.off_trans + L * L] += tacc_m_np.sum(axis=0) * E_np
+        return float(total_np.sum()), grad, float(expected_np.sum()), grad_e
 
-    def viterbi(self, const double[::1] w, int n_threads=1):
-        """Best labeling of every sentence: (labels[N], scores[S])."""
+    cdef void _restrict(self, Pass* p, allowed, const unsigned char[::1] view):
+        """Point the pass at a checked mask (decoding over the labelings it allows)."""
+        if allowed is not None and view.shape[0]:
+            p.allowed = &view[0]
+
+    def viterbi(self, const double[::1] w, int n_threads=1, allowed=None):
+        """Best labeling of every sentence: (labels[N], scores[S]); allowed [N, L] (uint8 or
+        bool, or None): the best of the labelings that keep to it."""
+        mask = self._check_allowed(allowed)
+        cdef const unsigned char[::1] mask_v = mask if mask is not None else np.zeros(0, np.uint8)
         cdef Pass p = self.start(w)
+        self._restrict(&p, mask, mask_v)
         out_np = np.zeros(self.n_tokens, dtype=np.int32)
         score_np = np.zeros(self.n_sentences, dtype=np.float64)
         cdef int[::1] out = out_np
@@ -405,10 +628,14 @@ cdef class Lattices:
             self.run(&p, viterbi_task, max(1, n_threads), 16, 0)
         return out_np, score_np
 
-    def marginals(self, const double[::1] w, int n_threads=1):
-        """Node marginals [N, L] and log Z of every sentence [S]."""
+    def marginals(self, const double[::1] w, int n_threads=1, allowed=None):
+        """Node marginals [N, L] and log Z of every sentence [S]; allowed as in viterbi: those
+        of the lattice of the labelings it allows."""
+        mask = self._check_allowed(allowed)
+        cdef const unsigned char[::1] mask_v = mask if mask is not None else np.zeros(0, np.uint8)
         E_np = np.empty(self.n_labels * self.n_labels)    # outlives the Pass that points into it
         cdef Pass p = self.start(w, E_np)
+        self._restrict(&p, mask, mask_v)
         marg_np = np.zeros((self.n_tokens, self.n_labels), dtype=np.float64)
         logz_np = np.zeros(self.n_sentences, dtype=np.float64)
         cdef double[:, ::1] marg = marg_np
@@ -418,15 +645,18 @@ cdef class Lattices:
             self.run(&p, marginals_task, max(1, n_threads), 8, 0)
         return marg_np, logz_np
 
-    def nbest(self, const double[::1] w, int k, int n_threads=1):
-        """The k best labelings of every sentence.
+    def nbest(self, const double[::1] w, int k, int n_threads=1, allowed=None):
+        """The k best labelings of every sentence (allowed as in viterbi: of those it allows).
 
         Returns (paths[k, N], scores[S, k], counts[S]); a sentence with fewer
         than k labelings has counts[s] < k and the remaining rows unset (-1).
         """
         if k < 1:
             raise ValueError("k must be at least 1")
+        mask = self._check_allowed(allowed)
+        cdef const unsigned char[::1] mask_v = mask if mask is not None else np.zeros(0, np.uint8)
         cdef Pass p = self.start(w)
+        self._restrict(&p, mask, mask_v)
         paths_np = np.full((k, self.n_tokens), -1, dtype=np.int32)
         scores_np = np.full((self.n_sentences, k), -np.inf, dtype=np.float64)
         counts_np = np.zeros(self.n_sentences, dtype=np.int32)
@@ -512,7 +742,7 @@ cdef class Lattices:
                         M[i] = a * v[d.off_trans + i]
                         tacc[i] = 0.0
                     shift = exp_shifted(&M[0], &E[0], L * L)
-                    logz = forward_backward(d, &v[0], &E[0], shift, t0, T, b, &tacc[0], a)
+                    logz = forward_backward(d, &v[0], &E[0], shift, t0, T, b, &tacc[0], a, NULL)
                     total += logz - labeling_score(d, &v[0], b.s, t0, T, &labels[t0], a)
                     eta = 1.0 / (lam * (t0_rate + t))
                     a *= 1.0 - eta * lam

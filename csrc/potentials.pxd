@@ -289,32 +289,36 @@ cdef inline void scatter_nodes(const Features* d, Py_ssize_t t0, int T, const do
                                const int* y, double* g, double factor) noexcept nogil:
     """g += factor * (expected - observed counts) of the state features and the start and
     end weights, from node marginals marg[t*L + j] and the observed labeling y (a feature's
-    count at a token is its attribute occurrence's value: 1 on the binary path).
+    count at a token is its attribute occurrence's value: 1 on the binary path). y NULL: no
+    observed labeling, marg only (e.g. the difference of two marginals, or covariances).
 
     The token/attribute/feature walk is state_scores' run backwards (scatter, not gather).
     It is written twice on purpose: one walker with a gather/scatter flag made the Viterbi
     pass about 10% slower (measured), and this loop nest is the hottest in crftk.
     """
     cdef int L = d.L
-    cdef int t, j, k, k_end = d.attr_ptr[t0 + T]
+    cdef int t, j, k, gold, k_end = d.attr_ptr[t0 + T]
     cdef const double* pt
     for j in range(L):
         g[d.off_start + j] += factor * marg[j]
         g[d.off_end + j] += factor * marg[(T - 1) * L + j]
-    g[d.off_start + y[0]] -= factor
-    g[d.off_end + y[T - 1]] -= factor
+    if y != NULL:
+        g[d.off_start + y[0]] -= factor
+        g[d.off_end + y[T - 1]] -= factor
     if d.values == NULL:
         for t in range(T):
             pt = marg + t * L
+            gold = y[t] if y != NULL else -1
             for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
                 prefetch_features(d, g, k, k_end, True)
-                scatter_attribute(d, d.attrs[k], pt, y[t], factor, g)
+                scatter_attribute(d, d.attrs[k], pt, gold, factor, g)
         return
     for t in range(T):
         pt = marg + t * L
+        gold = y[t] if y != NULL else -1
         for k in range(d.attr_ptr[t0 + t], d.attr_ptr[t0 + t + 1]):
             prefetch_features(d, g, k, k_end, True)
-            scatter_attribute(d, d.attrs[k], pt, y[t], factor * d.values[k], g)
+            scatter_attribute(d, d.attrs[k], pt, gold, factor * d.values[k], g)
 
 
 cdef inline void scatter_token(const Features* d, Py_ssize_t tok, const double* p, int gold, double factor,

@@ -102,6 +102,15 @@ class Structure:
             raise CrftkError("training data has labels outside the label set")
         return np.ascontiguousarray(labels, dtype=np.int32)
 
+    def state_allowed(self, corpus, tag_allowed):
+        """The kernels' mask of the states each token allows (uint8 [N, states]), from a mask of
+        the tags it allows (tag_allowed [N, len(output_names)], in output_names' order): the same
+        mask for a structure whose states are its tags."""
+        mask = np.asarray(tag_allowed)
+        if mask.shape != (corpus.n_tokens, len(self.output_names)):
+            raise ValueError(f"a tag mask must be [{corpus.n_tokens}, {len(self.output_names)}], not {mask.shape}")
+        return np.ascontiguousarray(mask, dtype=np.uint8)
+
     def meta(self):
         """What a model file records about the structure besides its feature space."""
         return {"name": self.name}

@@ -170,18 +170,20 @@ class ChainInference(Inference):
         self._features = None
 
     # -- the kernels -------------------------------------------------------
-    def loglik(self, w, labels, curvature=None):
-        """Negative log-likelihood of the labeling and its gradient (curvature: see the kernel)."""
-        return self.lattices.loglik(w, labels, self.n_threads, curvature)
+    def loglik(self, w, labels, curvature=None, allowed=None, entity=None):
+        """Negative log-likelihood of the labeling and its gradient (curvature: see the kernel);
+        labels -1 with ``allowed`` [N, states]: a partial annotation's marginal likelihood;
+        ``entity`` [states]: also the expected count of those states and its gradient."""
+        return self.lattices.loglik(w, labels, self.n_threads, curvature, allowed, entity)
 
-    def best(self, w):
-        return self.lattices.viterbi(w, self.n_threads)
+    def best(self, w, allowed=None):
+        return self.lattices.viterbi(w, self.n_threads, allowed)
 
-    def marginals(self, w):
-        return self.lattices.marginals(w, self.n_threads)
+    def marginals(self, w, allowed=None):
+        return self.lattices.marginals(w, self.n_threads, allowed)
 
-    def nbest(self, w, k):
-        return self.lattices.nbest(w, k, self.n_threads)
+    def nbest(self, w, k, allowed=None):
+        return self.lattices.nbest(w, k, self.n_threads, allowed)
 
     def perceptron_epoch(self, w, u, labels, order, c):
         return self.lattices.perceptron_epoch(w, u, labels, order, c)

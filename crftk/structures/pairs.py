@@ -165,6 +165,20 @@ class Pairs(LabelChain):
     def bind(self, corpus, n_threads=1):
         return PairsInference(self, corpus, n_threads)
 
+    def state_allowed(self, corpus, tag_allowed):
+        """Pair (a, b) at token t is allowed when b is allowed at t and a at t - 1 (a is <s> at a
+        sentence's first token, and only there)."""
+        tags = np.asarray(super().state_allowed(corpus, tag_allowed), dtype=bool)
+        pairs = [p.split(SEP, 1) for p in self.space.labels]
+        ix = {t: i for i, t in enumerate(self.tags)}
+        cur = np.array([ix[b] for _, b in pairs], dtype=np.int64)
+        prev = np.array([ix.get(a, -1) for a, _ in pairs], dtype=np.int64)
+        first = np.zeros(corpus.n_tokens, dtype=bool)
+        first[np.asarray(corpus.sent_ptr[:-1], dtype=np.int64)] = True
+        before = np.roll(tags, 1, axis=0)[:, np.maximum(prev, 0)]
+        after_tag = np.where(first[:, None], prev[None, :] < 0, before & (prev[None, :] >= 0))
+        return np.ascontiguousarray(tags[:, cur] & after_tag, dtype=np.uint8)
+
     @classmethod
     def check_space(cls, space, bad):
         if not all(SEP in x for x in space.labels):
@@ -174,8 +188,8 @@ class Pairs(LabelChain):
 class PairsInference(ChainInference):
     """Chain inference over pairs; marginals are summed into tags."""
 
-    def marginals(self, w):
-        marg, logz = super().marginals(w)
+    def marginals(self, w, allowed=None):
+        marg, logz = super().marginals(w, allowed)
         return tag_probabilities(marg, self.space.labels)[0], logz
 
 
