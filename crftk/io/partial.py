@@ -113,6 +113,8 @@ def resolve(strings, ids, marker, fixed=None, pairs=False):
                              "model; choose another marker")
     else:
         labels = sorted(s for s, p in zip(strings, partial) if not p)
+        if pairs and any(partial):
+            labels = _all_pairs(labels)
     index = {s: j for j, s in enumerate(labels)}
     used = np.zeros(len(strings), dtype=bool)
     used[np.unique(ids)] = True
@@ -159,6 +161,14 @@ def _set_ids(cell, marker, index, fixed):
             whose = "the --init model has no label" if fixed else "the training data never has the label"
             raise CrftkError(f"label set {shown(cell)}: {whose} {shown(p)}")
     return np.array(sorted({index[p] for p in parts}), dtype=np.int64)
+
+
+def _all_pairs(labels):
+    """Every pair of the tags of pair labels, and <s> before each: with partial tags a model of
+    only the pairs seen fully labeled could leave a sentence no labeling (X ? Y needs some b
+    with X|b and b|Y)."""
+    tags = sorted({p.split(SET_SEP, 1)[1] for p in labels})
+    return sorted(set(labels) | {f"{a}{SET_SEP}{b}" for a in [BOS] + tags for b in tags})
 
 
 class _Pairs:

@@ -546,7 +546,7 @@ class ChainTrainer:
             check_partial(opt, corpus, origins)
         log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
         if corpus.allowed is not None:
-            log(partial_line(corpus))
+            log(partial_line(corpus, order2))
         if conversion is not None:
             log(f"labels: {conversion.detector.scheme} in {source or 'the training data'}, trained as "
                 f"{conversion.scheme} ({plural(len(structure.output_labels), 'label')})")

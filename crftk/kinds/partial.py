@@ -39,15 +39,18 @@ def check_partial(opt, corpus, origins):
         raise CrftkError(f"the training data has partial labels: {why}", *first_partial(corpus, origins))
 
 
-def partial_line(corpus):
-    """The log line of the partial tokens of a training corpus."""
+def partial_line(corpus, order2=False):
+    """The log line of the partial tokens of a training corpus (of order 1: how many are unknown,
+    how many have a set; a pair's mask does not tell)."""
     partial = corpus.labels < 0
     allowed = corpus.allowed
-    unknown = int((partial & (allowed.sum(axis=1) == allowed.shape[1])).sum())
-    sentences = int(np.add.reduceat(partial, corpus.sent_ptr[:-1]).astype(bool).sum()) if partial.size else 0
-    return (f"partial labels: {plural(int(partial.sum()), 'token')} of {corpus.n_tokens:,} "
-            f"({unknown:,} unknown, {int(partial.sum()) - unknown:,} with a label set) in "
-            f"{plural(sentences, 'sentence')}")
+    sentences = int((np.add.reduceat(partial.astype(np.int64), corpus.sent_ptr[:-1]) > 0).sum())
+    n = int(partial.sum())
+    what = "partial or after a partial one"
+    if not order2:
+        unknown = int((partial & (allowed.sum(axis=1) == allowed.shape[1])).sum())
+        what = f"{unknown:,} unknown, {n - unknown:,} with a label set"
+    return f"partial labels: {plural(n, 'token')} of {corpus.n_tokens:,} ({what}) in {plural(sentences, 'sentence')}"
 
 
 def init_allowed(corpus, unknown, sents, space, marker, origins):

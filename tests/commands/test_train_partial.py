@@ -98,7 +98,7 @@ def test_infeasible_sentence_under_constraints(files):
     text = files["partial"].read_text() + "x\tDT\tO|B-PP\ny\tNN\tI-NP\n\n"
     bad.write_text(text)
     files["bad"] = bad
-    proc, _ = _train(files, "bad", "--constraints", "iob2")
+    proc, _ = _train(files, "bad", "--constraints", "iob2", "-q")
     line = error_line(proc)
     assert f"bad.txt:{len(text.splitlines()) - 1}:" in line and "admit no labeling" in line
 

@@ -61,19 +61,20 @@ def test_fixed_labels_of_an_init_model():
 
 
 def test_pair_cells_allow_pairs_of_allowed_tags():
-    # pairs of the data: <s>|A, A|B, B|A, B|B; a token '?' after A, then 'A|B' after '?'
-    strings = ["<s>|A", "A|B", "B|A", "B|B", pair_cell("A", "?"), pair_cell("?", "A|B")]
+    # tags A and B; a token '?' after A, then 'A|B' after '?'
+    strings = ["<s>|A", "A|B", "B|B", pair_cell("A", "?"), pair_cell("?", "A|B")]
     r = resolve(strings, np.arange(len(strings)), "?", pairs=True)
     labels = r.labels
-    allowed = {lab for j, lab in enumerate(labels) if r.allowed[4, j]}
-    assert allowed == {"A|B"}                               # A then anything: only A|B exists
-    assert {lab for j, lab in enumerate(labels) if r.allowed[5, j]} == set(labels) - {"<s>|A"}
-    assert r.gold[4] == -1 and r.gold[0] >= 0
+    # with partial tags every pair of tags is a label, and <s> before each
+    assert labels == ["<s>|A", "<s>|B", "A|A", "A|B", "B|A", "B|B"]
+    assert {lab for j, lab in enumerate(labels) if r.allowed[3, j]} == {"A|A", "A|B"}
+    assert {lab for j, lab in enumerate(labels) if r.allowed[4, j]} == {"A|A", "A|B", "B|A", "B|B"}
+    assert r.gold[3] == -1 and labels[r.gold[0]] == "<s>|A"
 
 
-def test_pair_cell_without_a_fitting_pair():
-    strings = ["<s>|A", "A|A", pair_cell("<s>", "A|B"), "B|B"]   # no <s>|B: only <s>|A fits
-    r = resolve(strings, np.arange(4), "?", pairs=True)
-    assert r.allowed[2].sum() == 1
+def test_pair_cells_name_known_tags():
+    with pytest.raises(AnnotationError, match="never has the label 'C'") as e:
+        resolve(["<s>|A", "A|A", pair_cell("A", "A|C")], np.arange(3), "?", pairs=True)
+    assert e.value.token == 2
     with pytest.raises(AnnotationError, match="no pair of labels"):
         resolve(["<s>|A", "A|A", pair_cell("A", "B")], np.arange(3), "?", pairs=True)
