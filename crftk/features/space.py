@@ -227,7 +227,7 @@ class FeatureSpace(ChainSpace):
     # building ------------------------------------------------------------
     @classmethod
     def fit(cls, sentences, template, *, label_col=-1, min_freq=1, feature_set="supported",
-            path=None, unknown_label=None, pairs=False):
+            path=None, unknown_label=None, pairs=False, extra_labels=()):
         """Build the feature space from training sentences; returns (space, encoded corpus).
 
         ``sentences`` may be any iterable (a stream from the reader): it is read
@@ -239,7 +239,8 @@ class FeatureSpace(ChainSpace):
         ``unknown_label``: the marker of partial labels (crftk.io.partial; None: off; ``pairs``:
         the labels are tag pairs, partial where crftk.structures.pairs made pair cells); then
         the corpus's ``allowed`` masks the partial tokens' labels, and the supported features
-        pair their attributes with every label they allow. Annotation mistakes raise
+        pair their attributes with every label they allow (``extra_labels``: labels to have even
+        if no token has them as known labels). Annotation mistakes raise
         crftk.io.partial.AnnotationError (its ``token`` locates them).
         """
         if feature_set not in FEATURE_SETS:
@@ -257,7 +258,7 @@ class FeatureSpace(ChainSpace):
         if unknown_label and any(partial_strings(label_strings, unknown_label, pairs)):
             # partial tokens: gold -1 and a mask of their allowed labels (crftk.io.partial)
             try:
-                resolved = resolve(label_strings, label_ids, unknown_label, pairs=pairs)
+                resolved = resolve(label_strings, label_ids, unknown_label, pairs=pairs, extra=extra_labels)
             except AnnotationError as e:
                 e.locate_in(values.lengths)
                 raise

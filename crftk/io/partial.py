@@ -91,9 +91,11 @@ def partial_strings(strings, marker, pairs=False):
     return [is_pair_cell(s) if pairs else is_partial(s, marker) for s in strings]
 
 
-def resolve(strings, ids, marker, fixed=None, pairs=False):
+def resolve(strings, ids, marker, fixed=None, pairs=False, extra=()):
     """Resolve label strings ``strings`` (distinct) and each token's index among them ``ids``;
-    ``pairs``: they are label pairs of a second-order model, partial where they are pair cells.
+    ``pairs``: they are label pairs of a second-order model, partial where they are pair cells;
+    ``extra``: labels (tags) the model has even where no token has them as known labels (the
+    outside label of the expected entity ratio, when every O is unknown).
 
     ``fixed``: the labels of an existing model (--init): every real label and set element must
     be one of them; else the labels are the distinct real (not partial) strings. Errors are
@@ -114,7 +116,9 @@ def resolve(strings, ids, marker, fixed=None, pairs=False):
     else:
         labels = sorted(s for s, p in zip(strings, partial) if not p)
         if pairs and any(partial):
-            labels = _all_pairs(labels)
+            labels = _all_pairs(labels, extra)
+        elif labels:
+            labels = sorted(set(labels) | set(extra))
     index = {s: j for j, s in enumerate(labels)}
     used = np.zeros(len(strings), dtype=bool)
     used[np.unique(ids)] = True
@@ -163,11 +167,11 @@ def _set_ids(cell, marker, index, fixed):
     return np.array(sorted({index[p] for p in parts}), dtype=np.int64)
 
 
-def _all_pairs(labels):
-    """Every pair of the tags of pair labels, and <s> before each: with partial tags a model of
-    only the pairs seen fully labeled could leave a sentence no labeling (X ? Y needs some b
-    with X|b and b|Y)."""
-    tags = sorted({p.split(SET_SEP, 1)[1] for p in labels})
+def _all_pairs(labels, extra=()):
+    """Every pair of the tags of pair labels (and ``extra`` tags), and <s> before each: with
+    partial tags a model of only the pairs seen fully labeled could leave a sentence no labeling
+    (X ? Y needs some b with X|b and b|Y)."""
+    tags = sorted({p.split(SET_SEP, 1)[1] for p in labels} | set(extra)) if labels else []
     return sorted(set(labels) | {f"{a}{SET_SEP}{b}" for a in [BOS] + tags for b in tags})
 
 

@@ -535,7 +535,8 @@ class ChainTrainer:
             try:
                 space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
                                                  min_freq=opt["min_freq"], feature_set=opt["feature_set"],
-                                                 path=source, unknown_label=marker, pairs=order2)
+                                                 path=source, unknown_label=marker, pairs=order2,
+                                                 extra_labels=(opt["outside_label"],) if opt["entity_ratio"] else ())
             except AnnotationError as e:
                 raise CrftkError(e.message, *origins.locate(*e.where)) from None
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)

@@ -180,3 +180,30 @@ def test_factorial_induce_and_bag_refuse(files):
     assert "induce scores features" in line
     line = error_line(cli("bag", "-t", atomic, "-t", files["tmpl"], "-m", files["dir"] / "b.crf", files["partial"]))
     assert "partial.txt:" in line and "a bag's combination weights" in line
+
+
+def test_entity_ratio_with_every_outside_token_unknown(files):
+    """Effland & Collins's setting: some entities marked, every O unknown. The outside label is a
+    label though no token has it; the ratio is recorded; it beats the likelihood alone."""
+    sents = [[[r[0], r[1], "?" if r[2] == "O" or i % 2 else r[2]] for i, r in enumerate(s)] for s in _demo(300)]
+    files["ent"] = _write(files["dir"] / "ent.txt", sents)
+    shares = []
+    for extra in ((), ("--entity-ratio", "0.6", "--entity-ratio-margin", "0.02")):
+        proc, path = _train(files, "ent", "--max-iter", "60", *extra, model=f"e{len(extra)}.crf")
+        assert proc.returncode == 0, proc.stderr
+        out = files["dir"] / "e.out"
+        assert cli("tag", "-m", path, "-o", out, files["ent"]).returncode == 0
+        tags = [line.split("\t")[-1] for line in out.read_text().splitlines() if line]
+        shares.append(sum(t != "O" for t in tags) / len(tags))
+    model = Model.load(path)
+    assert "O" in model.output_labels and model.info["options"]["entity_ratio"] == 0.6
+    # the likelihood alone labels (nearly) every unknown token an entity; the hinge pulls the
+    # share of entity tokens towards 0.6
+    assert shares[0] > 0.95 and abs(shares[1] - 0.6) < 0.15, shares
+
+
+def test_dask_training_carries_the_mask(files):
+    pytest.importorskip("dask.distributed")
+    (a, pa), (b, pb) = _train(files, "partial"), _train(files, "partial", "--workers", "2", model="d.crf")
+    assert a.returncode == 0 and b.returncode == 0, b.stderr
+    assert np.allclose(Model.load(pa).weights, Model.load(pb).weights, atol=1e-8)
