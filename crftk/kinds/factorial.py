@@ -326,9 +326,6 @@ class FactorialTrainer:
         t0 = time.perf_counter()
         origins = Origins()
         sentences = list(origins.record(sentences))
-        refuse_partial_cells(sentences, self.label_cols, opt["unknown_label"],
-                             "a factorial CRF cannot train on partial labels, its kernels (exact product inference "
-                             "and loopy belief propagation) take no mask of allowed labels; train one --label-col")
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
         if init is None:
             if template.aggregates:
@@ -344,6 +341,10 @@ class FactorialTrainer:
                 raise CrftkError("no training sentences", source)
             corpus = structure.encode(sentences)
             _check_known_labels(structure, corpus, sentences, origins, source)
+        # after the columns were checked (fit_spaces, the --init model's encoding)
+        refuse_partial_cells(sentences, structure.label_cols, opt["unknown_label"],
+                             "a factorial CRF cannot train on partial labels, its kernels (exact product inference "
+                             "and loopy belief propagation) take no mask of allowed labels; train one --label-col")
         inference = structure.bind(corpus, n_threads, **self.bind_options)
         chains, pairs = structure.chains, structure.pairs
         desc = "; ".join(f"chain {c + 1} (column {s.label_col}): {plural(s.n_labels, 'label')}, "

@@ -125,7 +125,7 @@ def refuse_partial_cells(sentences, label_cols, marker, why):
         return
     for s in sentences:
         for t, row in enumerate(s.rows):
-            for c in label_cols:
-                if is_partial(row[c], marker):
+            for c in label_cols:        # a column rows lack is refused by whoever reads it
+                if -len(row) <= c < len(row) and is_partial(row[c], marker):
                     raise CrftkError(f"label {shown(row[c])} is partial (unknown or a set): {why}",
                                      s.source, s.line + t if s.line else None)
