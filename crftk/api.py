@@ -28,6 +28,7 @@ import numpy as np
 from crftk.io.atomic import AtomicWriter
 from crftk.io.conll import MAX_SENTENCE_TOKENS, Sentence, chunked, describe_widths, read_corpus
 from crftk.io.outputs import check_apart, check_output
+from crftk.io.partial import SET_SEP
 from crftk.kinds.chain import Tagger
 from crftk.errors import CrftkError, shown
 from crftk.evaluation.conlleval import evaluate as _evaluate
@@ -350,7 +351,8 @@ class CRF(_Estimator):
             width, label_col = None, options["label_col"]
         if y is None:
             raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")
-        _, train = _sentences(X, "X", width, label_col, y, "y", docs, "docs")
+        marker = options["unknown_label"]
+        _, train = _sentences(X, "X", width, label_col, y, "y", docs, "docs", marker=marker)
         if not train:
             raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")
         width = len(train[0].rows[0]) - 1
@@ -358,7 +360,8 @@ class CRF(_Estimator):
         if X_dev is not None or y_dev is not None:
             if X_dev is None or y_dev is None:
                 raise CrftkError("a development set needs both X_dev and y_dev")
-            _, dev = _sentences(X_dev, "X_dev", width, label_col, y_dev, "y_dev", dev_docs, "dev_docs")
+            _, dev = _sentences(X_dev, "X_dev", width, label_col, y_dev, "y_dev", dev_docs, "dev_docs",
+                                marker=marker)
         return template, train, dev
 
     def _init_model(self):
@@ -809,9 +812,35 @@ def _is_sequence(value):
     return True
 
 
-def _label_lists(y, name, X=None, *, training=False):
+def _partial_cells(labels, name, i, marker):
+    """A sentence's labels with partial ones (None: unknown; a set, tuple or list: the labels
+    allowed) written as a label column writes them (crftk.io.partial): the marker, ``A|B``."""
+    out = []
+    for t, label in enumerate(labels):
+        if label is None or isinstance(label, (set, frozenset, tuple, list)):
+            if not marker:
+                raise CrftkError(f"{name}[{i}][{t}] is a partial label ({_a(label)}), and partial labels are off "
+                                 f"(unknown_label is empty)")
+            if label is None:
+                label = marker
+            else:
+                parts = sorted(set(label), key=str) if isinstance(label, (set, frozenset)) else list(label)
+                for x in parts:
+                    if not isinstance(x, str) or not x or any(c.isspace() for c in x) or SET_SEP in x or x == marker:
+                        raise CrftkError(f"{name}[{i}][{t}] is a label set holding {_held(x)}: its labels are "
+                                         f"strings without white space or {SET_SEP!r}, other than the unknown "
+                                         f"marker {shown(marker)}")
+                if not parts:
+                    raise CrftkError(f"{name}[{i}][{t}] is an empty label set: give None for an unknown label")
+                label = SET_SEP.join(dict.fromkeys(parts))
+        out.append(label)
+    return out
+
+
+def _label_lists(y, name, X=None, *, training=False, marker=None):
     """y as a list of label lists, checked against the sentences of X; with ``training``, every
-    label must be able to be a column of a CoNLL file (what a model file must hold)."""
+    label must be able to be a column of a CoNLL file (what a model file must hold). ``marker``:
+    partial labels (None, sets) are written as cells with this unknown marker."""
     n = _count(y, name)
     if X is not None:
         X = list(X)
@@ -825,6 +854,8 @@ def _label_lists(y, name, X=None, *, training=False):
             raise CrftkError(f"{name}[{i}] is {_a(labels)}: {name} holds one sequence of labels (strings) "
                              f"per sentence")
         labels = list(labels)
+        if training and marker is not None:
+            labels = _partial_cells(labels, name, i, marker)
         try:
             "".join(labels)
         except TypeError:
@@ -883,7 +914,7 @@ def _annotations(constraints, index):
     return flat, where.__getitem__
 
 
-def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=None):
+def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=None, marker=None):
     """(indices in X, Sentences) of the non-empty sentences of X, rows checked.
 
     ``width``: the number of input columns every row must have (None: the first
@@ -894,7 +925,7 @@ def _sentences(X, name, width, label_col, y, y_name, docs, docs_name, widths=Non
     (crftk.io.conll.Widths, in a file's columns) that the first row's must give.
     """
     n = _count(X, name)
-    labels = _label_lists(y, y_name, X, training=True) if y is not None else None
+    labels = _label_lists(y, y_name, X, training=True, marker=marker) if y is not None else None
     if docs is not None:
         if _count(docs, docs_name) != n:
             raise CrftkError(f"{name} has {n} sentences but {docs_name} has {_count(docs, docs_name)} entries")
@@ -958,6 +989,16 @@ _NO_FEATURE_INPUT = ("feature dicts and feature lists are read without a templat
                      "strings of a CoNLL line (the label split off)")
 
 
+def _refuse_partial_dicts(y):
+    """Partial labels (None, sets in y) train with a template: one line for feature dicts."""
+    for i, labels in enumerate(y):
+        if _is_sequence(labels) and not isinstance(labels, (str, bytes)):
+            for t, label in enumerate(labels):
+                if label is None or isinstance(label, (set, frozenset, tuple, list)):
+                    raise CrftkError(f"y[{i}][{t}] is a partial label ({_a(label)}): partial labels train from "
+                                     "CoNLL-style rows with a template, not from feature dicts")
+
+
 def _attribute_data(X, y, X_dev, y_dev, docs, dev_docs):
     """(template, training data, development data or None) of feature dicts or attribute lists
     (crftk.features.attributes)."""
@@ -965,6 +1006,7 @@ def _attribute_data(X, y, X_dev, y_dev, docs, dev_docs):
         raise CrftkError("docs are for a template's first-mention macros and lexicons; feature dicts take none")
     if y is None:
         raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")
+    _refuse_partial_dicts(y)
     train = flatten(X, y)
     if not train.n_sequences:
         raise CrftkError("no training sentences (X is empty or its sentences have no tokens)")

@@ -440,7 +440,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json, e
     NER columns of an untagged file) are an error that says what to pass. Labels
     without chunk prefixes (POS tags) get token accuracy only.
     """
-    from crftk.evaluation.conlleval import evaluate, evaluate_columns, mcnemar, read_labels
+    from crftk.evaluation.conlleval import evaluate, evaluate_columns, mcnemar, read_labels, refuse_unknown_gold
     if len(files) > 2:
         raise UsageError("eval takes one file (gold and predicted columns) or two (gold, predicted)")
     if len(gold_col) > 1 or len(pred_col) > 1:
@@ -456,6 +456,7 @@ def eval_(files, gold_col, pred_col, nbest_rank, scheme, other, unit, as_json, e
     gold_col = gold_col[0] if gold_col else None
     pred_col = pred_col[0] if pred_col else -1
     labels = read_labels(*files, gold_col=gold_col, pred_col=pred_col, nbest_rank=nbest_rank, encoding=encoding)
+    refuse_unknown_gold(labels)
     if labels.nbest:
         _log(f"crftk: note: n-best output ({labels.nbest} labelings per sentence at most): scoring the "
              f"labeling of rank {nbest_rank} of each sentence (--nbest-rank; 0 is the best)")

@@ -208,6 +208,37 @@ class Flag(click.types.BoolParamType):
         raise CrftkError(f"{option} must be True or False (got {_got(value)})")
 
 
+class LabelCell(click.ParamType):
+    """A label as one cell of a column file: a string without white space (empty only when
+    ``empty``: the option is then off)."""
+
+    name = "text"
+
+    def __init__(self, empty=False):
+        self.empty = empty
+
+    def _problem(self, value):
+        if not isinstance(value, str):
+            return f"must be a string (got {_got(value)})"
+        if not value and not self.empty:
+            return "must not be empty"
+        if any(c.isspace() for c in value):
+            return f"must be one cell of a column file, without white space (got {_got(value)})"
+        return None
+
+    def check(self, value, option, warn=None):
+        problem = self._problem(value)
+        if problem:
+            raise CrftkError(f"{option} {problem}")
+        return value
+
+    def convert(self, value, param, ctx):
+        problem = self._problem(value)
+        if problem:
+            self.fail(problem, param, ctx)
+        return value
+
+
 class Encoding(click.ParamType):
     """The name of a text encoding crftk reads CoNLL files in (crftk.io.conll.codec): the
     value is the codec's own name ("latin-1" gives "iso8859-1")."""
@@ -291,7 +322,7 @@ class Param:
                 raise CrftkError(f"{spelled(self.name)} must be one of {', '.join(map(str, self.choices))} "
                                  f"(got {_got(value)})")
             return value
-        if isinstance(self.type, (_Bounded, Encoding, Flag)):
+        if isinstance(self.type, (_Bounded, Encoding, Flag, LabelCell)):
             return self.type.check(value, spelled(self.name), warn)
         return value
 
@@ -409,6 +440,21 @@ TRAIN = (
           "scheme (detected from the training labels), so tagged files and crftk eval stay in it. The "
           "column must hold chunk tags only (B/I/E/S-TYPE, O). none: the labels as they are.",
           ("none", "iob2", "iobes", "bilou")),
+    Param("unknown_label", "?", LabelCell(empty=True),
+          "Partial labels: a label cell equal to this marker is unknown (any label), and a cell A|B is "
+          "the set of labels A and B; training maximizes the likelihood of every labeling they allow "
+          "(Tsuboi et al. 2008). Empty: no partial labels (| and the marker are labels as any other)."),
+    Param("entity_ratio", 0.0, Real(0, 1, max_open=True),
+          "Expected entity ratio loss (Effland & Collins 2021) for partially annotated entities: the "
+          "expected share RHO of tokens whose label is not --outside-label; the objective adds "
+          "--entity-ratio-weight * tokens * max(0, |expected share - RHO| - --entity-ratio-margin). "
+          "0: off."),
+    Param("entity_ratio_margin", 0.05, Real(0, 1),
+          "--entity-ratio: the margin GAMMA within which the expected share costs nothing."),
+    Param("entity_ratio_weight", 10.0, Real(0, MAX_COEFFICIENT, min_open=True),
+          "--entity-ratio: the weight LAMBDA of the ratio's hinge (per token)."),
+    Param("outside_label", "O", LabelCell(),
+          "--entity-ratio: the label that is no entity (every other label counts as one)."),
     Param("keep", "best", str,
           "With --dev: best keeps the weights of the iteration with the best dev F1 (as Sha & "
           "Pereira chose on held-out data); last keeps the final weights, so that figures reported "
@@ -623,9 +669,9 @@ TAG_DECODE = Param("decode", "chosen", str,
                    "bag's).", ("chosen", "viterbi", "max-marginal"))
 
 #: The marker of a label cell that names no label (any label), in training files and --force-col columns.
-UNKNOWN_LABEL = Param("unknown_label", "?", str,
-                      "A label cell equal to this marker is unknown: any label. A cell holding '|' is a set "
-                      "of allowed labels (B-PER|I-PER).")
+UNKNOWN_LABEL = replace(_TRAINING["unknown_label"],
+                        help="--force-col: a cell equal to this marker is unknown (any label), and a cell A|B "
+                             "the set of labels A and B.")
 #: ``crftk tag``'s constrained decoding (crftk.structures.partial).
 FORCE_COL = Param("force_col", None, column_index(),
                   "Constrained decoding: a token whose cell in column COL (0-based; negative counts from the "
@@ -655,10 +701,20 @@ def check(name, value, params=TRAIN, warn=None):
     return find(name, params).check(value, warn)
 
 
+#: Options a model's record stores only when they differ from these values, so that the files of
+#: models trained without them are those of before they existed.
+_RECORDED_WHEN_SET = {"train_scheme": "none", "unknown_label": "?", "entity_ratio": 0.0}
+#: Options recorded only with --entity-ratio, which alone reads them.
+_ENTITY_RATIO = ("entity_ratio_margin", "entity_ratio_weight", "outside_label")
+
+
 def recorded(options):
-    """Training options as a model's record stores them: --train-scheme only when one is given,
-    so the files of models trained without it are those of before it existed."""
-    return {k: v for k, v in options.items() if not (k == "train_scheme" and v == "none")}
+    """Training options as a model's record stores them: --train-scheme, --unknown-label and
+    the entity ratio's options only when given."""
+    ratio = options.get("entity_ratio", 0.0)
+    return {k: v for k, v in options.items()
+            if not (k in _RECORDED_WHEN_SET and v == _RECORDED_WHEN_SET[k])
+            and not (k in _ENTITY_RATIO and not ratio)}
 
 
 def check_params(params, options, what, warn=None):

@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from crftk.io.conll import codec, read_sentences
+from crftk.io.partial import DEFAULT_MARKER
 from crftk.errors import CrftkError, shown
 from crftk.progress import plural
 from crftk.io import schemes
@@ -754,6 +755,16 @@ class Labels:
         if len(first.gold) != len(self.gold):
             raise CrftkError(f"{what}: {plural(len(self.gold), 'sentence')} here, {len(first.gold)} "
                              "in the first output", self.sources[0].name)
+
+
+def refuse_unknown_gold(labels):
+    """crftk eval scores fully labeled gold only: one line at the first gold tag that is the
+    default unknown marker ``?`` of partial labels (crftk.io.partial)."""
+    for k, sent in enumerate(labels.gold):
+        if DEFAULT_MARKER in sent:
+            raise CrftkError(f"gold label {shown(DEFAULT_MARKER)} is unknown (partial annotation): crftk eval "
+                             "scores fully labeled gold only; drop the sentences with unknown labels first",
+                             *labels.locate("gold", k, sent.index(DEFAULT_MARKER)))
 
 
 def read_labels(gold_file, pred_file=None, *, gold_col=None, pred_col=-1, nbest_rank=0, check=True,

@@ -29,6 +29,7 @@ from crftk.features.templates import MAX_COLUMNS, padding_value, parse_template
 from crftk.features.vectors import vectors_from_arrays, vectors_to_arrays
 from crftk.io.conll import _split_columns, describe_widths, model_widths
 from crftk.io.container import pack_strings, unpack_strings
+from crftk.io.partial import AnnotationError, partial_strings, resolve
 
 FEATURE_SETS = ("supported", "complete")
 
@@ -82,6 +83,8 @@ class EncodedCorpus:
     labels: object          # int32 gold label ids (-1: unknown label) or None
     values: object = None   # float64, one per entry of attrs: the occurrence's real value;
                             # None when every value is 1 (binary corpora store none)
+    allowed: object = None  # uint8 [N, L]: the labels each token allows (partial annotation,
+                            # crftk.io.partial; one-hot where labeled), or None: every token labeled
 
     @property
     def n_sentences(self):
@@ -127,7 +130,22 @@ class EncodedCorpus:
         values = None
         if self.values is not None:
             values = rows(self.attr_ptr, self.values)[1]
-        return EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, labels, values)
+        allowed = None if self.allowed is None else np.ascontiguousarray(self.allowed[tokens])
+        return EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, labels, values, allowed)
+
+
+def _see_partial(seen, corpus, resolved, L):
+    """Mark in ``seen`` (a bitmap over attribute x label) every attribute of a partial token with
+    every label it allows: once per distinct partial label string, on the distinct attributes of
+    its tokens."""
+    ptr = corpus.attr_ptr
+    for i, label_ids in resolved.patterns.items():
+        tokens = np.flatnonzero(resolved.string_ids == i)
+        starts = ptr[tokens].astype(np.int64)
+        attrs = np.unique(corpus.attrs[_slots(starts, ptr[tokens + 1] - starts)]).astype(np.int64)
+        attrs *= L
+        for j in label_ids.tolist():        # a label at a time: no [attributes, labels] temporary
+            seen[attrs + j] = True
 
 
 class Positions:
@@ -209,7 +227,7 @@ class FeatureSpace(ChainSpace):
     # building ------------------------------------------------------------
     @classmethod
     def fit(cls, sentences, template, *, label_col=-1, min_freq=1, feature_set="supported",
-            path=None):
+            path=None, unknown_label=None, pairs=False, extra_labels=()):
         """Build the feature space from training sentences; returns (space, encoded corpus).
 
         ``sentences`` may be any iterable (a stream from the reader): it is read
@@ -218,6 +236,12 @@ class FeatureSpace(ChainSpace):
         :class:`crftk.io.conll.CorpusStream` of ``iter_corpus``) is read as
         :class:`~crftk.io.conll.RawBatch` bytes in compiled code instead, unless
         the template reads lexicons; both give the same space and encoding.
+        ``unknown_label``: the marker of partial labels (crftk.io.partial; None: off; ``pairs``:
+        the labels are tag pairs, partial where crftk.structures.pairs made pair cells); then
+        the corpus's ``allowed`` masks the partial tokens' labels, and the supported features
+        pair their attributes with every label they allow (``extra_labels``: labels to have even
+        if no token has them as known labels). Annotation mistakes raise
+        crftk.io.partial.AnnotationError (its ``token`` locates them).
         """
         if feature_set not in FEATURE_SETS:
             raise CrftkError(f"unknown feature set {feature_set!r}: choose supported or complete")
@@ -230,9 +254,19 @@ class FeatureSpace(ChainSpace):
             values, n_columns, label_col, extractor = cls._fit_sentences(sentences, template, label_col, path)
         label_strings, label_ids = values.labels
         values.labels = None
-        labels = sorted(label_strings)
-        rank = np.argsort(np.argsort(np.array(label_strings, dtype=object)))
-        gold = rank[label_ids].astype(np.int32)
+        resolved = None
+        if unknown_label and any(partial_strings(label_strings, unknown_label, pairs)):
+            # partial tokens: gold -1 and a mask of their allowed labels (crftk.io.partial)
+            try:
+                resolved = resolve(label_strings, label_ids, unknown_label, pairs=pairs, extra=extra_labels)
+            except AnnotationError as e:
+                e.locate_in(values.lengths)
+                raise
+            labels, gold = resolved.labels, resolved.gold
+        else:
+            labels = sorted(label_strings)
+            rank = np.argsort(np.argsort(np.array(label_strings, dtype=object)))
+            gold = rank[label_ids].astype(np.int32)
         del label_ids
         pos = Positions(values.lengths, values.anchor)
 
@@ -251,7 +285,8 @@ class FeatureSpace(ChainSpace):
         del fitted
         eattr_ptr, eattrs, _ = space._assemble(space.bigram_lines, [part for _, part in efitted], n)
         del efitted
-        corpus = EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, gold, reals)
+        corpus = EncodedCorpus(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, gold, reals,
+                               None if resolved is None else resolved.allowed)
         L, A = space.n_labels, space.n_attrs
         if A * L >= 2**31:
             raise CrftkError(f"{A} attributes x {L} labels: too many for this version; raise --min-freq")
@@ -265,7 +300,12 @@ class FeatureSpace(ChainSpace):
             ptr = corpus.attr_ptr
             for a in range(0, n, 1 << 16):        # by blocks of tokens: no corpus-sized temporaries
                 b = min(n, a + (1 << 16))
-                seen[corpus.attrs[ptr[a]:ptr[b]] * np.int32(L) + np.repeat(gold[a:b], np.diff(ptr[a:b + 1]))] = True
+                keys = corpus.attrs[ptr[a]:ptr[b]] * np.int32(L) + np.repeat(gold[a:b], np.diff(ptr[a:b + 1]))
+                if resolved is not None:       # a partial token's (-1) pairs: _see_partial
+                    keys = keys[np.repeat(gold[a:b] >= 0, np.diff(ptr[a:b + 1]))]
+                seen[keys] = True
+            if resolved is not None:
+                _see_partial(seen, corpus, resolved, L)
             pairs = np.flatnonzero(seen)
             del seen
             space.feat_label = (pairs % L).astype(np.int32)

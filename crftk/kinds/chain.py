@@ -21,13 +21,15 @@ from crftk.io.stream import format_batch, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
 from crftk.kinds.factorial import refuse_factorial_options
+from crftk.kinds.partial import check_annotation, check_partial, init_allowed, partial_line, scored_tokens
+from crftk.io.partial import AnnotationError, cell_set, is_partial
 from crftk.model import Model
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
 from crftk.structures import make_structure, structure_name
 from crftk.structures.constraints import check_gold
 from crftk.structures.pairs import current_tags, pair_labels, pair_sentences
-from crftk.structures.forced import cell_annotation, infeasible_sentence, name_mask, recoded_mask
+from crftk.structures.forced import infeasible_sentence, name_mask, recoded_mask
 
 NAME = "crf"
 
@@ -51,8 +53,8 @@ class SchemeConversion:
     """Sentences with the label column converted to a training scheme (--train-scheme); the
     scheme of the training corpus is detected on the way (``detector``)."""
 
-    def __init__(self, scheme, label_col):
-        self.scheme, self.label_col = scheme, label_col
+    def __init__(self, scheme, label_col, marker=None):
+        self.scheme, self.label_col, self.marker = scheme, label_col, marker
         self.detector = Detector()
 
     def sentences(self, sentences, detect=True):
@@ -60,6 +62,10 @@ class SchemeConversion:
         for s in sentences:
             tags = [row[c] for row in s.rows]
             for t, tag in enumerate(tags):
+                if is_partial(tag, self.marker):
+                    raise CrftkError(f"--train-scheme {self.scheme} converts whole chunks, and label {shown(tag)} is "
+                                     "partial (unknown or a set): train partial labels without --train-scheme",
+                                     s.source, s.line + t if s.line else None)
                 if not is_chunk_tag(tag):
                     raise CrftkError(f"--train-scheme {self.scheme} converts chunk tags (B/I/E/S-TYPE or O); "
                                      f"label {shown(tag)} is not one: train this column without --train-scheme",
@@ -249,7 +255,7 @@ class Tagger:
 
 def forced_cells(sentences, col, marker):
     """(annotations, locate) of --force-col: each token's cell in column ``col`` read as an
-    annotation (crftk.structures.partial.cell_annotation), and the (file, line) of a token."""
+    annotation (crftk.io.partial.cell_set), and the (file, line) of a token."""
     cells, where = [], []
     for s in sentences:
         for t, row in enumerate(s.rows):
@@ -259,7 +265,7 @@ def forced_cells(sentences, col, marker):
                 raise CrftkError(f"--force-col {col} is not a column of this line ({len(row)} columns)", s.source,
                                  line)
             try:
-                cells.append(cell_annotation(row[c], marker))
+                cells.append(cell_set(row[c], marker))
             except CrftkError as e:
                 raise CrftkError(e.message, s.source, line) from None
             where.append((s.source, line))
@@ -413,7 +419,7 @@ class DevScorer:
     same sentences), in the labels decoding outputs.
     """
 
-    def __init__(self, structure, sentences, n_threads, gold_sentences=None, recoder=None):
+    def __init__(self, structure, sentences, n_threads, gold_sentences=None, recoder=None, marker=None):
         space = structure.space
         self.structure, self.recoder = structure, recoder
         self.inference = structure.bind(space.encode(sentences), n_threads)
@@ -424,6 +430,10 @@ class DevScorer:
             self.gold = gold_sentences.gold()
         else:
             self.gold = [[row[space.label_col] for row in s.rows] for s in gold_sentences]
+        # tokens whose gold label is unknown or a set (crftk.io.partial) are not scored
+        self.keep, self.skipped = scored_tokens(self.gold, marker) if marker else (None, 0)
+        if self.skipped:
+            self.gold = [[sent[t] for t in idx] for sent, idx in zip(self.gold, self.keep)]
 
     def unseen_labels(self):
         """(label, tokens) of the gold labels the model does not have, most frequent first."""
@@ -438,11 +448,12 @@ class DevScorer:
     def warnings(self):
         """What training warns about the development set: gold labels the model cannot predict."""
         unseen = self.unseen_labels()
+        skipped = [f"dev: {plural(self.skipped, 'token')} with unknown gold labels not scored"] if self.skipped else []
         if not unseen:
-            return []
+            return skipped
         listed = ", ".join(f"{lab} ({plural(n, 'token')})" for lab, n in unseen[:10])
         return [f"crftk: warning: the development set has {plural(len(unseen), 'label')} never seen in training, "
-                f"which the model cannot predict: {listed}" + (", ..." if len(unseen) > 10 else "")]
+                f"which the model cannot predict: {listed}" + (", ..." if len(unseen) > 10 else "")] + skipped
 
     def __call__(self, w):
         pred, _ = self.inference.best(w)
@@ -450,7 +461,10 @@ class DevScorer:
             names = self.labels[pred]
         else:       # scored in the corpus's scheme, as the model's outputs will be
             names = self.recoder.tags(pred, self.inference.corpus.sent_ptr)
-        return evaluate(self.gold, [names[sl].tolist() for sl in self.slices])
+        pred = [names[sl].tolist() for sl in self.slices]
+        if self.skipped:
+            pred = [[sent[t] for t in idx] for sent, idx in zip(pred, self.keep)]
+        return evaluate(self.gold, pred)
 
     # -- what the training driver logs and records of a score ---------------
     @staticmethod
@@ -485,6 +499,7 @@ def unseen_transitions(structure, corpus):
     follows[corpus.sent_ptr[:-1]] = False            # a sentence's first token follows nothing
     seen = np.zeros(L * L, dtype=bool)
     t = np.flatnonzero(follows)
+    t = t[(y[t - 1] >= 0) & (y[t] >= 0)]            # partial tokens (-1) show no transition
     seen[y[t - 1] * L + y[t]] = True
     mask = np.zeros(structure.n_params, dtype=bool)
     mask[structure.layout.trans] = ~seen
@@ -498,6 +513,7 @@ class ChainJob:
         self.structure, self.corpus, self.origins = structure, corpus, origins
         self.template, self.order2 = template, order2
         self.conversion = conversion   # a SchemeConversion of the labels (--train-scheme), or None
+        self.marker = None             # the unknown marker of partial labels (crftk.io.partial), or None
         self.inference = None          # bound by the driver (or on a cluster's workers)
 
 
@@ -564,6 +580,7 @@ class ChainTrainer:
             raise CrftkError("MEMMs do not support transition templates with macros (B lines with %x); use a "
                              "plain B line", template.path, template.bigrams[0].lineno)
         order2 = opt["order"] == 2
+        marker = opt["unknown_label"] or None
         origins = Origins()
         stream = origins.record(sentences)
         conversion = None
@@ -571,10 +588,10 @@ class ChainTrainer:
             raise CrftkError(f"the --init model was trained with --train-scheme {init.info.get('train_scheme', 'none')}: "
                              f"continue it with the same --train-scheme", init.source)
         if opt["train_scheme"] != "none":
-            conversion = SchemeConversion(opt["train_scheme"], opt["label_col"])
+            conversion = SchemeConversion(opt["train_scheme"], opt["label_col"], marker)
             stream = conversion.sentences(stream)
         if order2:
-            stream = pair_sentences(stream, opt["label_col"])
+            stream = pair_sentences(stream, opt["label_col"], marker)
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
         if init is not None:
             space = init.space
@@ -586,25 +603,37 @@ class ChainTrainer:
             if corpus.labels is None:
                 raise CrftkError("the training data has no gold label column", source)
             unknown = np.flatnonzero(corpus.labels < 0)
-            if unknown.size:
+            if unknown.size and marker:
+                corpus.allowed = init_allowed(corpus, unknown, sents, space, marker, origins)
+            elif unknown.size:
                 k, t = corpus.position(unknown[0])
                 label = sents[k].rows[t][space.label_col]
                 raise CrftkError(f"label {shown(label)} is not one of the --init model's "
                                  f"{plural(space.n_labels, 'label')}", *origins.locate(k, t))
             del sents
         else:
-            space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
-                                             min_freq=opt["min_freq"], feature_set=opt["feature_set"],
-                                             path=source)
+            try:
+                space, corpus = FeatureSpace.fit(stream, template, label_col=opt["label_col"],
+                                                 min_freq=opt["min_freq"], feature_set=opt["feature_set"],
+                                                 path=source, unknown_label=marker, pairs=order2,
+                                                 extra_labels=(opt["outside_label"],) if opt["entity_ratio"] else ())
+            except AnnotationError as e:
+                raise CrftkError(e.message, *origins.locate(*e.where)) from None
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
         transitions = "no transitions" if not template.label_bigram else "label bigram"
         if space.n_edge_attrs:
             transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+        if corpus.allowed is not None:
+            check_partial(opt, corpus, origins)
         log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
+        if corpus.allowed is not None:
+            log(partial_line(corpus, order2))
         if conversion is not None:
             log(f"labels: {conversion.detector.scheme} in {source or 'the training data'}, trained as "
                 f"{conversion.scheme} ({plural(len(structure.output_labels), 'label')})")
-        return ChainJob(structure, corpus, origins, template, order2, conversion)
+        job = ChainJob(structure, corpus, origins, template, order2, conversion)
+        job.marker = marker
+        return job
 
     @staticmethod
     def _prepare_attributes(data, opt, *, init, log, source, t0, n_threads):
@@ -639,7 +668,7 @@ class ChainTrainer:
     @staticmethod
     def dev_scorer(job, dev, n_threads):
         space = job.structure.space
-        conv = job.conversion
+        conv, marker = job.conversion, job.marker
         if conv is not None and not isinstance(dev, AttributeSequences):
             # encoded in the training scheme; scored against the dev set's own labels
             recoder = Recoder(job.structure.output_labels, conv.scheme, conv.detector.scheme)
@@ -648,10 +677,11 @@ class ChainTrainer:
                 encoded = pair_sentences(encoded, space.label_col)
             return DevScorer(job.structure, list(encoded), n_threads, gold_sentences=dev, recoder=recoder)
         if not job.order2:
-            return DevScorer(job.structure, dev, n_threads)
+            return DevScorer(job.structure, dev, n_threads, marker=marker)
         if isinstance(dev, AttributeSequences):
             return DevScorer(job.structure, pair_labels(dev), n_threads, gold_sentences=dev)
-        return DevScorer(job.structure, list(pair_sentences(dev, space.label_col)), n_threads, gold_sentences=dev)
+        return DevScorer(job.structure, list(pair_sentences(dev, space.label_col, marker)), n_threads,
+                         gold_sentences=dev, marker=marker)
 
     @staticmethod
     def start(job, template, opt, init):
@@ -659,7 +689,9 @@ class ChainTrainer:
         structure, corpus, space = job.structure, job.corpus, job.structure.space
         frozen = structure.fixed(template)
         w0 = np.zeros(structure.n_params)
-        if opt["constraints"] != "none":
+        if getattr(corpus, "allowed", None) is not None:
+            check_annotation(job, opt)
+        elif opt["constraints"] != "none":
             # a second-order model's labels are tag pairs: the constraints are on their current tags
             tags, y = current_tags(space.labels, corpus.labels) if job.order2 else (space.labels, corpus.labels)
             check_gold(tags, y, corpus.sent_ptr, opt["constraints"], job.origins.locate)
@@ -722,4 +754,6 @@ class ChainTrainer:
     def model(job, weights, info):
         if job.conversion is not None:
             info = {**info, "train_scheme": job.conversion.scheme, "corpus_scheme": job.conversion.detector.scheme}
+        if getattr(job.corpus, "allowed", None) is not None:
+            info = {**info, "partial_tokens": int((job.corpus.labels < 0).sum())}
         return Model(job.structure.space, weights, info)

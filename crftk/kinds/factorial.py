@@ -16,6 +16,7 @@ from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import refuse_forcing
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump: the structure's)
+from crftk.kinds.partial import refuse_partial_cells
 from crftk.model import Model, Part
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
@@ -345,6 +346,10 @@ class FactorialTrainer:
                 raise CrftkError("no training sentences", source)
             corpus = structure.encode(sentences)
             _check_known_labels(structure, corpus, sentences, origins, source)
+        # after the columns were checked (fit_spaces, the --init model's encoding)
+        refuse_partial_cells(sentences, structure.label_cols, opt["unknown_label"],
+                             "a factorial CRF cannot train on partial labels, its kernels (exact product inference "
+                             "and loopy belief propagation) take no mask of allowed labels; train one --label-col")
         inference = structure.bind(corpus, n_threads, **self.bind_options)
         chains, pairs = structure.chains, structure.pairs
         desc = "; ".join(f"chain {c + 1} (column {s.label_col}): {plural(s.n_labels, 'label')}, "

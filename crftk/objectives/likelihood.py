@@ -20,6 +20,8 @@ class Likelihood:
         self.structure = inference.structure
         self.corpus = inference.corpus
         self.labels = self.structure.gold(self.corpus)
+        # partial annotation (crftk.io.partial): the labels each token allows, None when all are known
+        self.allowed = getattr(self.corpus, "allowed", None)
         self.penalty = Penalty(c2, frozen)
         self.n_params = self.structure.n_params
         self.n_evals = 0
@@ -47,10 +49,16 @@ class Likelihood:
         self.track_curvature |= need_curvature
         w = self.structure.weights(params)
         h = np.empty(w.size) if self.track_curvature and self.inference.curvature_in_pass else None
-        loss, grad = self.inference.loglik(w, self.labels, h)
+        loss, grad = self._pass(w, h)
         self.n_evals += 1
         self._last = (np.array(params, copy=True), loss, self.structure.pullback(grad), h)
         return self._last[1], self._last[2]
+
+    def _pass(self, w, h):
+        """(loss, gradient with respect to the weights) of one pass over the corpus at weights w."""
+        if self.allowed is None:       # exactly the pass of a fully labeled corpus
+            return self.inference.loglik(w, self.labels, h)
+        return self.inference.loglik(w, self.labels, h, allowed=self.allowed)
 
     def __call__(self, params):
         loss, grad = self._loglik(params)

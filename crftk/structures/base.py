@@ -97,7 +97,8 @@ class Structure:
         if corpus.labels is None:
             raise CrftkError("training data has no gold label column")
         labels = np.asarray(corpus.labels)
-        if (labels < 0).any():
+        # -1: a partial token, whose allowed labels the corpus's mask holds (crftk.io.partial)
+        if (labels < 0).any() and getattr(corpus, "allowed", None) is None:
             raise CrftkError("training data has labels outside the label set")
         return np.ascontiguousarray(labels, dtype=np.int32)
 
@@ -169,7 +170,7 @@ class Inference:
     def n_sentences(self):
         return self.corpus.n_sentences
 
-    def loglik(self, w, labels, curvature=None):
+    def loglik(self, w, labels, curvature=None, allowed=None, entity=None):
         raise NotImplementedError
 
     def best(self, w):

@@ -75,13 +75,7 @@ def check_gold(labels, y, sent_ptr, scheme, locate=None):
     """
     scheme = canonical(scheme, SCHEMES, "constraint scheme")
     sent_ptr = np.asarray(sent_ptr)
-    parts = [_split_or_none(lab, scheme) for lab in labels]
-    bad_labels = [i for i, p in enumerate(parts) if p is None]
-    if bad_labels:
-        tok = int(np.flatnonzero(np.isin(y, bad_labels))[0])
-        _raise_at(sent_ptr, tok, locate, f"label {shown(labels[y[tok]])} is not an "
-                  f"{scheme.upper()} tag ({'/'.join(PREFIXES[scheme])}-TYPE or O); choose another "
-                  f"--constraints scheme or none")
+    check_scheme_labels(labels, y, sent_ptr, scheme, locate)
     trans, starts, ends = allowed(labels, scheme)
     first, last = sent_ptr[:-1], sent_ptr[1:] - 1
     inner = np.ones(y.size, dtype=bool)
@@ -104,6 +98,20 @@ def check_gold(labels, y, sent_ptr, scheme, locate=None):
                                        f"choose another --constraints scheme or none")
 
 
+def check_scheme_labels(labels, y, sent_ptr, scheme, locate=None):
+    """Raise at the first token whose label (id in ``y``; -1: none, skipped) is not a tag of the
+    scheme."""
+    scheme = canonical(scheme, SCHEMES, "constraint scheme")
+    parts = [_split_or_none(lab, scheme) for lab in labels]
+    bad_labels = [i for i, p in enumerate(parts) if p is None]
+    hits = np.flatnonzero(np.isin(y, bad_labels)) if bad_labels else ()
+    if len(hits):
+        tok = int(hits[0])
+        _raise_at(np.asarray(sent_ptr), tok, locate, f"label {shown(labels[y[tok]])} is not an "
+                  f"{scheme.upper()} tag ({'/'.join(PREFIXES[scheme])}-TYPE or O); choose another "
+                  f"--constraints scheme or none")
+
+
 def _split_or_none(label, scheme):
     try:
         return _split(label, scheme)
@@ -119,3 +127,43 @@ def _raise_at(sent_ptr, tok, locate, message):
     if path is None and line is None:
         message += f" (sentence {sentence + 1})"
     raise CrftkError(message, path, line)
+
+
+def first_infeasible(trans, starts, ends, allowed, sent_ptr):
+    """(sentence, token) where the first sentence whose allowed labels (uint8 [N, L]) admit no
+    labeling that the allowed transitions [L, L], starts and ends [L] permit runs dry, or None.
+    Forward reachability, one position of every sentence at a time."""
+    sent_ptr = np.asarray(sent_ptr, dtype=np.int64)
+    lengths = np.diff(sent_ptr)
+    if lengths.size == 0:
+        return None
+    ok = np.asarray(allowed, dtype=bool)
+    step = np.asarray(trans, dtype=np.float32)
+    reach = ok[sent_ptr[:-1]] & starts
+    dead = np.where(reach.any(axis=1), -1, 0)           # the position where nothing is reachable
+    for p in range(1, int(lengths.max())):
+        active = np.flatnonzero((lengths > p) & (dead < 0))
+        if active.size == 0:
+            break
+        reach[active] = ((reach[active].astype(np.float32) @ step) > 0) & ok[sent_ptr[active] + p]
+        gone = active[~reach[active].any(axis=1)]
+        dead[gone] = p
+    ended = (dead < 0) & ~(reach & ends).any(axis=1)
+    dead[ended] = lengths[ended] - 1
+    bad = np.flatnonzero(dead >= 0)
+    if not bad.size:
+        return None
+    k = int(bad[0])
+    return k, int(sent_ptr[k] + dead[k])
+
+
+def check_feasible(trans, starts, ends, allowed, sent_ptr, locate=None, why=""):
+    """Raise at the first sentence whose allowed labels (uint8 [N, L], crftk.io.partial) admit no
+    labeling that the allowed transitions [L, L], starts and ends [L] permit: its likelihood would
+    be log 0."""
+    bad = first_infeasible(trans, starts, ends, allowed, sent_ptr)
+    if bad is not None:
+        sent_ptr = np.asarray(sent_ptr, dtype=np.int64)
+        _raise_at(sent_ptr, bad[1], locate,
+                  f"the partial labels of this sentence admit no labeling{why} (the allowed labels up to here "
+                  "cannot follow one another)")

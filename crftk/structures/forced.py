@@ -9,27 +9,8 @@ In a file a cell is a label, the unknown marker (``--unknown-label``, ``?``) or 
 import numpy as np
 
 from crftk.errors import CrftkError, shown
-from crftk.structures.constraints import FORBIDDEN
-
-#: What joins the labels of a set in a cell.
-SET_SEP = "|"
-
-
-def cell_annotation(cell, marker):
-    """A file's cell as an annotation: None (unknown), a label, or a tuple of labels; CrftkError
-    on a set with an empty element or the marker in it."""
-    if cell == marker:
-        return None
-    if SET_SEP not in cell:
-        return cell
-    parts = tuple(cell.split(SET_SEP))
-    if not all(parts):
-        raise CrftkError(f"label set {shown(cell)} has an empty element")
-    if marker in parts:
-        raise CrftkError(f"label set {shown(cell)} holds the unknown marker {shown(marker)} (--unknown-label); "
-                         "the marker stands alone")
-    return parts
-
+from crftk.io.partial import SET_SEP
+from crftk.structures.constraints import FORBIDDEN, first_infeasible
 
 def name_mask(annotations, names, locate, what="forced label"):
     """uint8 [tokens, len(names)]: 1 where a token's annotation allows the name. ``locate(t)``
@@ -40,6 +21,7 @@ def name_mask(annotations, names, locate, what="forced label"):
         if a is None:
             continue
         labels = (a,) if isinstance(a, str) else tuple(a)
+        single = len(labels) == 1
         if not labels:
             raise CrftkError("an empty set of labels allows no labeling", *locate(t))
         row = mask[t]
@@ -47,7 +29,7 @@ def name_mask(annotations, names, locate, what="forced label"):
         for lab in labels:
             j = index.get(lab)
             if j is None:
-                said = (f"{what} {shown(lab)} is" if isinstance(a, str) else
+                said = (f"{what} {shown(lab)} is" if single else
                         f"the set {shown(SET_SEP.join(map(str, labels)))} names {shown(lab)}, which is")
                 raise CrftkError(f"{said} not one of the model's {len(names)} labels", *locate(t))
             row[j] = 1
@@ -94,25 +76,6 @@ def infeasible_sentence(w, layout, allowed, sent_ptr):
     (FORBIDDEN) transitions, starts and ends of kernel weights ``w``; None if every one does."""
     L = allowed.shape[1]
     half = FORBIDDEN / 2
-    trans = (w[layout["trans"]].reshape(L, L) > half).astype(np.int32)
-    start = w[layout["start"]] > half
-    end = w[layout["end"]] > half
-    p = np.asarray(sent_ptr, dtype=np.int64)
-    starts, lengths = p[:-1], np.diff(p)
-    order = np.argsort(-lengths, kind="stable")          # longest first: active sentences are a prefix
-    starts, lengths = starts[order], lengths[order]
-    live = lengths > 0
-    reach = (allowed[starts[live]] > 0) & start
-    n_live = int(live.sum())
-    ok = np.ones(order.size, dtype=bool)
-    for t in range(1, int(lengths.max()) if lengths.size else 0):
-        n = int((lengths > t).sum())
-        ended = slice(n, n_live)
-        ok[ended] = (reach[ended] & end).any(axis=1)     # the sentences of length t end here
-        n_live = n
-        reach = ((reach[:n].astype(np.int32) @ trans) > 0) & (allowed[starts[:n] + t] > 0)
-    if n_live:
-        ok[:n_live] = (reach[:n_live] & end).any(axis=1)
-    ok[~live] = True
-    bad = np.flatnonzero(~ok)
-    return int(order[bad].min()) if bad.size else None
+    bad = first_infeasible(w[layout["trans"]].reshape(L, L) > half, w[layout["start"]] > half,
+                           w[layout["end"]] > half, allowed, sent_ptr)
+    return None if bad is None else bad[0]

@@ -14,12 +14,12 @@ plain tags.
 import numpy as np
 
 from crftk.io.conll import Sentence
+from crftk.io.partial import BOS, SET_SEP, is_partial, pair_cell
 from crftk.structures.chain import ChainInference, LabelChain
 from crftk.structures.constraints import FORBIDDEN, allowed, pinned_mask
 from crftk.errors import CrftkError, shown
 
-BOS = "<s>"
-SEP = "|"
+SEP = SET_SEP
 
 
 def pair_name(prev, cur):
@@ -36,17 +36,21 @@ def _check_tag(tag, path, line):
                          f"or is {BOS})", path, line)
 
 
-def pair_sentences(sentences, label_col):
-    """The sentences with the label column replaced by (previous tag, tag) pairs."""
+def pair_sentences(sentences, label_col, marker=None):
+    """The sentences with the label column replaced by (previous tag, tag) pairs. ``marker``: the
+    unknown marker of partial labels (crftk.io.partial; None: off): a token whose tag or previous
+    tag is partial gets a pair cell, never read as a set of pairs."""
     for s in sentences:
-        rows, prev = [], BOS
+        rows, prev, prev_partial = [], BOS, False
         for i, row in enumerate(s.rows):
             tag = row[label_col]
-            _check_tag(tag, s.source, s.line + i if s.line else None)
+            partial = is_partial(tag, marker)
+            if not partial:
+                _check_tag(tag, s.source, s.line + i if s.line else None)
             new = list(row)
-            new[label_col] = pair_name(prev, tag)
+            new[label_col] = pair_cell(prev, tag) if partial or prev_partial else pair_name(prev, tag)
             rows.append(new)
-            prev = tag
+            prev, prev_partial = tag, partial
         yield Sentence(rows, s.doc, s.line, s.source)
 
 

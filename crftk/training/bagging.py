@@ -21,6 +21,7 @@ from crftk.features.templates import parse_template
 from crftk.params import resolve_threads
 from crftk.progress import plural
 from crftk.kinds.chain import scheme_record
+from crftk.kinds.partial import refuse_partial_cells
 from crftk.training.driver import check_options, fit
 
 
@@ -100,6 +101,8 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
     sentences = list(sentences)
     if not sentences:
         raise CrftkError("no training sentences", source)
+    refuse_partial_cells(sentences, [train_opt["label_col"]], train_opt["unknown_label"],
+                         "a bag's combination weights are chosen on held-out gold labels, which must all be known")
     templates = list(templates)
     if bag_opt["random_bags"]:
         if len(templates) != 1:

@@ -16,10 +16,13 @@ import time
 import numpy as np
 
 from crftk import params
-from crftk.errors import CrftkError, UsageError
+from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.attributes import AttributeSpace
 from crftk.io.crfsuite import AttributeSequences
+from crftk.io.partial import SET_SEP
+from crftk.io.schemes import is_chunk_tag
 from crftk.objectives import Likelihood
+from crftk.objectives.entity_ratio import EntityRatio
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.optimize.common import NonFiniteStart
@@ -59,7 +62,27 @@ def check_options(options, log=_stderr_log):
                          f"{opt['train_scheme']} or none")
     if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
         raise UsageError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
+    check_partial_options(opt)
     return opt
+
+
+def check_partial_options(opt):
+    """The options of partial labels (crftk.io.partial) and of the expected entity ratio."""
+    marker = opt["unknown_label"]
+    if SET_SEP in marker:
+        raise UsageError(f"--unknown-label {shown(marker)} must be one label cell, without {SET_SEP!r} (which "
+                         "joins a label set)")
+    if marker and opt["constraints"] != "none" and is_chunk_tag(marker):
+        raise UsageError(f"--unknown-label {shown(marker)} is a label of the --constraints {opt['constraints']} "
+                         "scheme: choose a marker that is no label (the default is ?)")
+    if opt["entity_ratio"]:
+        if opt["objective"] != "map":
+            raise UsageError(f"--entity-ratio adds to the likelihood (--objective map), not to --objective "
+                             f"{opt['objective']}")
+        if opt["model_type"] != "crf" or opt["algorithm"] not in ("lbfgs", "cg"):
+            raise UsageError("--entity-ratio trains a CRF (--model-type crf) with --algorithm lbfgs or cg")
+        if opt["outside_label"] == marker:
+            raise UsageError(f"--outside-label {shown(marker)} is the unknown marker, not a label")
 
 
 def check_cluster(scheduler, workers, opt):
@@ -71,6 +94,9 @@ def check_cluster(scheduler, workers, opt):
     from crftk.distributed.training import check_algorithm
     check_cluster_options(scheduler, workers)
     check_algorithm(opt["algorithm"])
+    if opt["entity_ratio"]:
+        raise UsageError("--entity-ratio trains on one machine: its hinge needs the whole corpus's expected "
+                         "entity count in every evaluation, which the Dask shards do not sum")
 
 
 class StopWhenSet:
@@ -119,6 +145,10 @@ def objective_for(opt, inference, frozen):
     if opt["objective"] == "mce-f":
         return MCEF(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"], gamma=opt["mce_gamma"],
                     c2=opt["c2"], frozen=frozen)
+    if opt["entity_ratio"]:
+        return EntityRatio(inference, ratio=opt["entity_ratio"], margin=opt["entity_ratio_margin"],
+                           weight=opt["entity_ratio_weight"], outside=opt["outside_label"], c2=opt["c2"],
+                           frozen=frozen)
     return Likelihood(inference, c2=opt["c2"], frozen=frozen)
 
 

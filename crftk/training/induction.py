@@ -41,8 +41,9 @@ import time
 
 import numpy as np
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
 from crftk.features.space import FeatureSpace
+from crftk.io.partial import DEFAULT_MARKER, is_partial
 from crftk.kinds.chain import DevScorer
 from crftk.model import Model
 from crftk.objectives import Likelihood
@@ -88,6 +89,19 @@ def _grouped(keys, tokens):
     return uniq, ptr, tokens.astype(np.int32)
 
 
+def refuse_partial(labels, corpus, sentences):
+    """Induction scores candidates on the tokens the model gets wrong, which needs every gold label:
+    one line at the first partial one (crftk.io.partial, default marker)."""
+    bad = [j for j, lab in enumerate(labels) if is_partial(lab, DEFAULT_MARKER)]
+    if not bad:
+        return
+    k, t = corpus.position(int(np.flatnonzero(np.isin(corpus.labels, bad))[0]))
+    s = sentences[k] if isinstance(sentences, list) else None
+    raise CrftkError(f"label {shown(labels[bad[0]])} is partial (unknown or a set): induce scores features on "
+                     "the tokens the model mislabels, which needs every gold label; train partial labels with "
+                     "crftk train", s.source if s else None, s.line + t if s and s.line else None)
+
+
 class Inducer:
     """The state of an induction: atomic tests, the model's predicates and weights."""
 
@@ -103,6 +117,7 @@ class Inducer:
         if corpus.values is not None:
             raise CrftkError("induce conjoins binary tests: the template gives real-valued attributes; "
                              "train them with crftk train instead", template.path)
+        refuse_partial(self.atomic.labels, corpus, sentences)
         self.gold = corpus.labels
         self.tests = _Csr(corpus.attr_ptr, corpus.attrs)
         self.n_tests = self.atomic.n_attrs

@@ -1203,12 +1203,12 @@ _COMMAND_ARGS = {"train": ["x.txt", "-m", "m"], "induce": ["x.txt", "-m", "m", "
 
 def _numeric_options():
     """(command, option) for every option of every command that takes a number."""
-    from crftk.params import Encoding
+    from crftk.params import Encoding, LabelCell
     out = []
     for name, command in main.commands.items():
         for param in command.params:
             if (isinstance(param, click.Option) and not param.is_flag and not param.count
-                    and not isinstance(param.type, (click.Choice, Encoding)) and param.type is not click.STRING):
+                    and not isinstance(param.type, (click.Choice, Encoding, LabelCell)) and param.type is not click.STRING):
                 out.append((name, param))
     return out
 

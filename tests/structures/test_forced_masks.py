@@ -10,17 +10,18 @@ from crftk.errors import CrftkError
 from crftk.features.layout import ChainLayout
 from crftk.io.schemes import Recoder
 from crftk.structures.constraints import FORBIDDEN, allowed
-from crftk.structures.forced import cell_annotation, infeasible_sentence, name_mask, recoded_mask
+from crftk.io.partial import cell_set
+from crftk.structures.forced import infeasible_sentence, name_mask, recoded_mask
 
 
 def test_cells():
-    assert cell_annotation("?", "?") is None
-    assert cell_annotation("B-X", "?") == "B-X"
-    assert cell_annotation("B-X|O", "?") == ("B-X", "O")
+    assert cell_set("?", "?") is None
+    assert cell_set("B-X", "?") == ("B-X",)
+    assert cell_set("B-X|O", "?") == ("B-X", "O")
     with pytest.raises(CrftkError, match="empty element"):
-        cell_annotation("B-X|", "?")
+        cell_set("B-X|", "?")
     with pytest.raises(CrftkError, match="stands alone"):
-        cell_annotation("B-X|?", "?")
+        cell_set("B-X|?", "?")
 
 
 def test_name_mask_rows():

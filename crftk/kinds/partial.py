@@ -1,0 +1,131 @@
+"""Training a chain on partial labels (crftk.io.partial): what it refuses, the --init model's
+masks, the feasibility of each sentence under the constraints, the log line, and dev scoring
+that skips tokens whose gold label is unknown."""
+
+import numpy as np
+
+from crftk.errors import CrftkError, shown
+from crftk.io.partial import AnnotationError, is_partial, resolve
+from crftk.progress import plural
+from crftk.structures.constraints import check_feasible, check_gold, check_scheme_labels
+from crftk.structures.pairs import current_tags
+
+#: what cannot train on partial labels, and why (one line each)
+_ONLINE = ("perceptron", "sgd", "pa", "arow")
+_COUNTS = ("gis", "pcg", "mixed-cg")
+
+
+def first_partial(corpus, origins):
+    """(file, line) of the first partial token of an encoded corpus."""
+    k, t = corpus.position(int(np.flatnonzero(corpus.labels < 0)[0]))
+    return origins.locate(k, t)
+
+
+def check_partial(opt, corpus, origins):
+    """Refuse, in one line at the first partial token, what cannot train on partial labels."""
+    why = None
+    if opt["model_type"] == "memm":
+        why = ("an MEMM normalizes each token given the previous gold label, which a partial token does "
+               "not have: train a CRF (--model-type crf)")
+    elif opt["objective"] != "map":
+        why = (f"--objective {opt['objective']} compares the gold labeling with the best incorrect one, and "
+               "partial labels have no single gold labeling: use --objective map")
+    elif opt["algorithm"] in _ONLINE:
+        why = (f"--algorithm {opt['algorithm']} updates towards one gold labeling per sentence: use lbfgs or cg")
+    elif opt["algorithm"] in _COUNTS:
+        why = (f"--algorithm {opt['algorithm']} needs the feature counts of one gold labeling, which partial "
+               "labels do not fix: use lbfgs or cg")
+    if why is not None:
+        raise CrftkError(f"the training data has partial labels: {why}", *first_partial(corpus, origins))
+
+
+def partial_line(corpus, order2=False):
+    """The log line of the partial tokens of a training corpus (of order 1: how many are unknown,
+    how many have a set; a pair's mask does not tell)."""
+    partial = corpus.labels < 0
+    allowed = corpus.allowed
+    sentences = int((np.add.reduceat(partial.astype(np.int64), corpus.sent_ptr[:-1]) > 0).sum())
+    n = int(partial.sum())
+    what = "partial or after a partial one"
+    if not order2:
+        unknown = int((partial & (allowed.sum(axis=1) == allowed.shape[1])).sum())
+        what = f"{unknown:,} unknown, {n - unknown:,} with a label set"
+    return f"partial labels: {plural(n, 'token')} of {corpus.n_tokens:,} ({what}) in {plural(sentences, 'sentence')}"
+
+
+def init_allowed(corpus, unknown, sents, space, marker, origins):
+    """The allowed mask of a corpus encoded with an --init model's space (its tokens ``unknown``
+    have no label of the model): partial cells resolved against the model's labels."""
+    c = space.label_col
+    where = [corpus.position(int(u)) for u in unknown]
+    cells = [sents[k].rows[t][c] for k, t in where]
+    strings = list(dict.fromkeys(cells))
+    index = {x: i for i, x in enumerate(strings)}
+    try:
+        resolved = resolve(strings, [index[x] for x in cells], marker, fixed=space.labels)
+    except AnnotationError as e:
+        raise CrftkError(e.message, *origins.locate(*where[e.token])) from None
+    except CrftkError as e:
+        raise CrftkError(e.message, *origins.locate(*where[0])) from None
+    allowed = np.zeros((corpus.n_tokens, space.n_labels), dtype=np.uint8)
+    known = np.flatnonzero(corpus.labels >= 0)
+    allowed[known, corpus.labels[known]] = 1
+    allowed[unknown] = resolved.allowed
+    return np.ascontiguousarray(allowed)
+
+
+def check_annotation(job, opt):
+    """Before training on partial labels: every sentence has a labeling that the constraints (and,
+    for order 2, the agreement of adjacent pairs) permit; the fully labeled sentences' labels are
+    checked as without partial labels."""
+    structure, corpus, origins = job.structure, job.corpus, job.origins
+    scheme = opt["constraints"]
+    partial = corpus.labels < 0
+    has = np.add.reduceat(partial.astype(np.int64), corpus.sent_ptr[:-1]) > 0
+    if scheme != "none":
+        space = structure.space
+        tags, y = current_tags(space.labels, corpus.labels) if job.order2 else (space.labels, corpus.labels)
+        check_scheme_labels(tags, np.where(corpus.labels < 0, -1, y), corpus.sent_ptr, scheme,
+                            origins.locate)
+        full = np.flatnonzero(~has)
+        tokens = corpus.tokens_of(full)
+        ptr = np.zeros(full.size + 1, dtype=np.int64)
+        np.cumsum(np.diff(corpus.sent_ptr)[full], out=ptr[1:])
+        y = corpus.labels[tokens]
+        tags, y = current_tags(structure.space.labels, y) if job.order2 else (structure.space.labels, y)
+        check_gold(tags, y, ptr, scheme, lambda k, t: origins.locate(int(full[k]), t))
+    pinned = structure.pinned(scheme)
+    if pinned is None:
+        return          # a first-order chain without constraints: every allowed lattice has a labeling
+    lay, L = structure.layout, structure.space.n_labels
+    mask = pinned[0]
+    some = np.flatnonzero(has)
+    tokens = corpus.tokens_of(some)
+    ptr = np.zeros(some.size + 1, dtype=np.int64)
+    np.cumsum(np.diff(corpus.sent_ptr)[some], out=ptr[1:])
+    why = f" under --constraints {scheme}" if scheme != "none" else ""
+    check_feasible(~mask[lay["trans"]].reshape(L, L), ~mask[lay["start"]], ~mask[lay["end"]],
+                   corpus.allowed[tokens], ptr, lambda k, t: origins.locate(int(some[k]), t), why)
+
+
+def scored_tokens(gold, marker):
+    """Per sentence, the positions whose gold label is known (not partial), and how many are not."""
+    keep, skipped = [], 0
+    for sent in gold:
+        idx = [t for t, lab in enumerate(sent) if not is_partial(lab, marker)]
+        skipped += len(sent) - len(idx)
+        keep.append(idx)
+    return keep, skipped
+
+
+def refuse_partial_cells(sentences, label_cols, marker, why):
+    """One line at the first partial label (crftk.io.partial) of the given columns of sentences (a
+    list), saying ``why`` what reads them cannot train on it."""
+    if not marker:
+        return
+    for s in sentences:
+        for t, row in enumerate(s.rows):
+            for c in label_cols:        # a column rows lack is refused by whoever reads it
+                if -len(row) <= c < len(row) and is_partial(row[c], marker):
+                    raise CrftkError(f"label {shown(row[c])} is partial (unknown or a set): {why}",
+                                     s.source, s.line + t if s.line else None)
