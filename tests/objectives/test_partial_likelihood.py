@@ -10,7 +10,7 @@ from corpora import sentences
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
 from crftk.objectives import Likelihood
-from crftk.objectives.entity_ratio import EntityRatio
+from crftk.objectives.entity_ratio import SMOOTHING, EntityRatio, rounded_hinge
 from crftk.structures import make_structure
 from crftk.structures.pairs import pair_sentences
 
@@ -66,8 +66,31 @@ def test_entity_ratio_gradient_away_from_the_kink(order):
     f, _ = obj(x)
     gap = abs(obj.rho_hat - 0.05) - 0.01
     assert gap > 0.05                           # on the hinge's slope, far from its kink
-    assert f == pytest.approx(plain(x)[0] + 2.0 * inference.corpus.n_tokens * gap, rel=1e-12)
+    assert f == pytest.approx(plain(x)[0] + 2.0 * inference.corpus.n_tokens * (gap - SMOOTHING / 2), rel=1e-12)
     _fd(obj, x, rng.choice(x.size, min(40, x.size), replace=False))
+
+
+def test_entity_ratio_gradient_on_the_rounded_corner():
+    inference = _corpus(1, seed=2)
+    rng = np.random.default_rng(3)
+    x = rng.normal(scale=0.3, size=inference.structure.n_params)
+    probe = EntityRatio(inference, ratio=0.0, margin=0.0, c2=0.1)
+    probe(x)
+    # a margin that leaves the expected share a quarter of the rounding inside the corner
+    obj = EntityRatio(inference, ratio=0.0, margin=probe.rho_hat - SMOOTHING / 4, weight=2.0, c2=0.1)
+    f, _ = obj(x)
+    excess = SMOOTHING / 4
+    assert f == pytest.approx(Likelihood(inference, c2=0.1)(x)[0]
+                              + 2.0 * inference.corpus.n_tokens * excess ** 2 / (2 * SMOOTHING), rel=1e-9)
+    _fd(obj, x, rng.choice(x.size, min(40, x.size), replace=False))
+
+
+def test_rounded_hinge_is_continuous_with_a_continuous_slope():
+    for edge in (0.0, SMOOTHING):
+        below, above = rounded_hinge(edge - 1e-12), rounded_hinge(edge + 1e-12)
+        assert below[0] == pytest.approx(above[0], abs=1e-10)
+        assert below[1] == pytest.approx(above[1], abs=1e-9)
+    assert rounded_hinge(0.5) == (0.5 - SMOOTHING / 2, 1.0)
 
 
 def test_entity_ratio_inside_the_margin_is_the_likelihood():
