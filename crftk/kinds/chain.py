@@ -307,7 +307,8 @@ class Job(KindJob):
         if o.get("force_col") is None:
             return None
         return (params.FORCE_COL.check(o["force_col"]),
-                params.UNKNOWN_LABEL.check(o.get("unknown_label") or params.UNKNOWN_LABEL.default))
+                params.UNKNOWN_LABEL.check(params.UNKNOWN_LABEL.default if o.get("unknown_label") is None
+                                           else o["unknown_label"]))
 
     def tag(self, out, inputs, **read):
         o = self.options

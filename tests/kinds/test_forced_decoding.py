@@ -188,6 +188,9 @@ def test_cli_errors_one_line_nothing_written(files, tmp_path):
     assert not out.exists()
     assert "--unknown-label is the marker" in error_line(cli(
         "tag", "-m", files / "plain.model", "--unknown-label", "_", bad), status=2)
+    # tag has no "off" marker (train's empty one): an empty one was the default ? before
+    assert "--unknown-label': must not be empty" in error_line(cli(
+        "tag", "-m", files / "plain.model", "--force-col", "2", "--unknown-label", "", bad), status=2)
 
 
 def test_unknown_label_marker_and_sets(files, tmp_path):
