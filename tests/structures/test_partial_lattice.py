@@ -168,6 +168,9 @@ def test_mask_checks():
     wrong[0] = 1 - wrong[0]
     with pytest.raises(ValueError, match="does not allow its own label"):
         lat.loglik(w, labels, allowed=wrong)
+    for bad in (-2, 2):
+        with pytest.raises(ValueError, match="label out of range"):
+            lat.loglik(w, np.where(labels < 0, bad, labels).astype(I32), allowed=allowed)
 
 
 def test_pair_states_follow_the_tags_each_token_allows():
