@@ -669,10 +669,10 @@ TAG_DECODE = Param("decode", "chosen", str,
                    "bag's).", ("chosen", "viterbi", "max-marginal"))
 
 #: The marker of a label cell that names no label (any label), in training files and --force-col columns.
-UNKNOWN_LABEL = replace(_TRAINING["unknown_label"],
+UNKNOWN_LABEL = replace(_TRAINING["unknown_label"], type=LabelCell(),     # tag: no "off", a free token needs it
                         help="--force-col: a cell equal to this marker is unknown (any label), and a cell A|B "
                              "the set of labels A and B.")
-#: ``crftk tag``'s constrained decoding (crftk.structures.partial).
+#: ``crftk tag``'s constrained decoding (crftk.structures.forced).
 FORCE_COL = Param("force_col", None, column_index(),
                   "Constrained decoding: a token whose cell in column COL (0-based; negative counts from the "
                   "end) is a label of the model keeps it; the --unknown-label marker frees the token, a set "

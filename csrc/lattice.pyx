@@ -455,11 +455,12 @@ cdef class Lattices:
         if w.shape[0] != self.n_params:
             raise ValueError(f"weight vector has {w.shape[0]} entries, expected {self.n_params}")
 
-    def _check_labels(self, labels):
+    def _check_labels(self, labels, partial=False):
+        """One label id per token; with ``partial``, -1 too (a token without one gold label)."""
         if labels.shape[0] != self.n_tokens:
             raise ValueError("labels must have one entry per token")
         lab = np.asarray(labels)
-        if lab.size and (lab.min() < 0 or lab.max() >= self.n_labels):
+        if lab.size and (lab.min() < (-1 if partial else 0) or lab.max() >= self.n_labels):
             raise ValueError("label out of range")
 
     def _check_order(self, order):
@@ -506,16 +507,16 @@ cdef class Lattices:
 
     def _partial_sentences(self, labels, allowed):
         """Per sentence 1 when one of its tokens has no single gold label (label -1)."""
-        unknown = (np.asarray(labels) < 0).astype(np.int64)
-        starts = np.asarray(self.sent_ptr)[:self.n_sentences]
         if allowed is None:
             raise ValueError("labels of -1 (partially annotated tokens) need the allowed mask")
-        mask = allowed.reshape(self.n_tokens, self.n_labels)
         lab = np.asarray(labels)
         known = lab >= 0
-        if known.any() and not mask[np.flatnonzero(known), lab[known]].all():
+        if not allowed.reshape(self.n_tokens, self.n_labels)[np.flatnonzero(known), lab[known]].all():
             raise ValueError("allowed: a labeled token does not allow its own label")
-        return (np.add.reduceat(unknown, starts) > 0).astype(np.uint8) if starts.size else np.zeros(0, np.uint8)
+        starts = np.asarray(self.sent_ptr)[:self.n_sentences]
+        if not starts.size:
+            return np.zeros(0, np.uint8)
+        return (np.add.reduceat((~known).astype(np.int64), starts) > 0).astype(np.uint8)
 
     def loglik(self, const double[::1] w, const int[::1] labels, int n_threads=1, curvature=None,
                allowed=None, entity=None):
@@ -538,16 +539,11 @@ cdef class Lattices:
         cdef Py_ssize_t S = self.n_sentences
         n_threads = max(1, n_threads)
         cdef int L = self.n_labels
+        self._check_labels(labels, partial=True)
         lab = np.asarray(labels)
-        if lab.shape[0] != self.n_tokens:
-            raise ValueError("labels must have one entry per token")
-        if lab.size and lab.max() >= L:
-            raise ValueError("label out of range")
         mask = self._check_allowed(allowed)
         partial_np = None
         if lab.size and lab.min() < 0:
-            if lab.min() < -1:
-                raise ValueError("label out of range")
             partial_np = self._partial_sentences(lab, mask)
         cdef bint want_h = curvature is not None
         cdef bint moments = entity is not None

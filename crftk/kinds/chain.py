@@ -96,7 +96,7 @@ class Tagger:
         #: --force-col: (column, unknown marker) whose cells constrain decoding, or None
         self.force = force
         if force is not None:
-            refuse_forcing(model)
+            refuse_memm_forcing(model)
 
     def output_tags(self, pred, sent_ptr):
         """The output labels (strings) of predicted label ids: in the corpus's scheme when the
@@ -142,11 +142,12 @@ class Tagger:
             constraints = forced_cells(sentences, *self.force)
         if constraints is None:
             return {}
+        refuse_memm_forcing(self.model)       # predict(constraints=...) reaches here without --force-col
         return {"allowed": self.allowed_states(inf, *constraints)}
 
     def allowed_states(self, inf, annotations, locate):
         """uint8 [tokens, kernel states] of one annotation per token of ``inf``'s corpus (a label,
-        None or a set of labels, crftk.structures.partial; labels in the corpus's scheme, converted
+        None or a set of labels, crftk.structures.forced; labels in the corpus's scheme, converted
         when the model was trained in another); ``locate(token)`` gives its (file, line). A label
         the model lacks, or a sentence that no labeling avoiding the model's pinned transitions
         (--constraints) fits, is an error there."""
@@ -272,11 +273,11 @@ def forced_cells(sentences, col, marker):
     return cells, where.__getitem__
 
 
-def refuse_forcing(model):
+def refuse_memm_forcing(model):
     """Constrained decoding masks a CRF's lattice: an MEMM normalizes per token and has none."""
     if model.model_type == "memm":
-        raise CrftkError("--force-col constrains a CRF's lattice; an MEMM decodes by its local "
-                         "probabilities and takes no constraints")
+        raise CrftkError("constrained decoding (--force-col, predict(constraints=...)) masks a CRF's lattice; "
+                         "an MEMM decodes by its local probabilities and takes no constraints")
 
 
 class Job(KindJob):
@@ -306,7 +307,8 @@ class Job(KindJob):
         if o.get("force_col") is None:
             return None
         return (params.FORCE_COL.check(o["force_col"]),
-                params.UNKNOWN_LABEL.check(o.get("unknown_label") or params.UNKNOWN_LABEL.default))
+                params.UNKNOWN_LABEL.check(params.UNKNOWN_LABEL.default if o.get("unknown_label") is None
+                                           else o["unknown_label"]))
 
     def tag(self, out, inputs, **read):
         o = self.options

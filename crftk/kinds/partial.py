@@ -39,12 +39,24 @@ def check_partial(opt, corpus, origins):
         raise CrftkError(f"the training data has partial labels: {why}", *first_partial(corpus, origins))
 
 
+def partial_sentences(corpus):
+    """bool [sentences]: whether a sentence of the corpus has a partial token (gold -1)."""
+    return np.add.reduceat((corpus.labels < 0).astype(np.int64), corpus.sent_ptr[:-1]) > 0
+
+
+def _tokens_and_pointer(corpus, sentences):
+    """(token ids, sentence pointer) of the given sentences of a corpus, taken as a corpus of their own."""
+    ptr = np.zeros(sentences.size + 1, dtype=np.int64)
+    np.cumsum(np.diff(corpus.sent_ptr)[sentences], out=ptr[1:])
+    return corpus.tokens_of(sentences), ptr
+
+
 def partial_line(corpus, order2=False):
     """The log line of the partial tokens of a training corpus (of order 1: how many are unknown,
     how many have a set; a pair's mask does not tell)."""
     partial = corpus.labels < 0
     allowed = corpus.allowed
-    sentences = int((np.add.reduceat(partial.astype(np.int64), corpus.sent_ptr[:-1]) > 0).sum())
+    sentences = int(partial_sentences(corpus).sum())
     n = int(partial.sum())
     what = "partial or after a partial one"
     if not order2:
@@ -80,29 +92,22 @@ def check_annotation(job, opt):
     checked as without partial labels."""
     structure, corpus, origins = job.structure, job.corpus, job.origins
     scheme = opt["constraints"]
-    partial = corpus.labels < 0
-    has = np.add.reduceat(partial.astype(np.int64), corpus.sent_ptr[:-1]) > 0
+    has = partial_sentences(corpus)
     if scheme != "none":
-        space = structure.space
-        tags, y = current_tags(space.labels, corpus.labels) if job.order2 else (space.labels, corpus.labels)
-        check_scheme_labels(tags, np.where(corpus.labels < 0, -1, y), corpus.sent_ptr, scheme,
-                            origins.locate)
+        labels = structure.space.labels
+        tags, y = current_tags(labels, corpus.labels) if job.order2 else (labels, corpus.labels)
+        y = np.where(corpus.labels < 0, -1, y)
+        check_scheme_labels(tags, y, corpus.sent_ptr, scheme, origins.locate)
         full = np.flatnonzero(~has)
-        tokens = corpus.tokens_of(full)
-        ptr = np.zeros(full.size + 1, dtype=np.int64)
-        np.cumsum(np.diff(corpus.sent_ptr)[full], out=ptr[1:])
-        y = corpus.labels[tokens]
-        tags, y = current_tags(structure.space.labels, y) if job.order2 else (structure.space.labels, y)
-        check_gold(tags, y, ptr, scheme, lambda k, t: origins.locate(int(full[k]), t))
+        tokens, ptr = _tokens_and_pointer(corpus, full)
+        check_gold(tags, y[tokens], ptr, scheme, lambda k, t: origins.locate(int(full[k]), t))
     pinned = structure.pinned(scheme)
     if pinned is None:
         return          # a first-order chain without constraints: every allowed lattice has a labeling
     lay, L = structure.layout, structure.space.n_labels
     mask = pinned[0]
     some = np.flatnonzero(has)
-    tokens = corpus.tokens_of(some)
-    ptr = np.zeros(some.size + 1, dtype=np.int64)
-    np.cumsum(np.diff(corpus.sent_ptr)[some], out=ptr[1:])
+    tokens, ptr = _tokens_and_pointer(corpus, some)
     why = f" under --constraints {scheme}" if scheme != "none" else ""
     check_feasible(~mask[lay["trans"]].reshape(L, L), ~mask[lay["start"]], ~mask[lay["end"]],
                    corpus.allowed[tokens], ptr, lambda k, t: origins.locate(int(some[k]), t), why)

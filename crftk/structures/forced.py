@@ -12,6 +12,7 @@ from crftk.errors import CrftkError, shown
 from crftk.io.partial import SET_SEP
 from crftk.structures.constraints import FORBIDDEN, first_infeasible
 
+
 def name_mask(annotations, names, locate, what="forced label"):
     """uint8 [tokens, len(names)]: 1 where a token's annotation allows the name. ``locate(t)``
     gives the (file, line) of token t for the message naming a label outside ``names``."""

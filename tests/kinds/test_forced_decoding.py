@@ -188,6 +188,9 @@ def test_cli_errors_one_line_nothing_written(files, tmp_path):
     assert not out.exists()
     assert "--unknown-label is the marker" in error_line(cli(
         "tag", "-m", files / "plain.model", "--unknown-label", "_", bad), status=2)
+    # tag has no "off" marker (train's empty one): an empty one was the default ? before
+    assert "--unknown-label': must not be empty" in error_line(cli(
+        "tag", "-m", files / "plain.model", "--force-col", "2", "--unknown-label", "", bad), status=2)
 
 
 def test_unknown_label_marker_and_sets(files, tmp_path):
@@ -204,3 +207,15 @@ def test_other_kinds_refused_in_one_line(files, tmp_path):
             files / "train.txt")
     assert p.returncode == 0, p.stderr
     assert "--force-col: " in error_line(cli("tag", "-m", bag, "--force-col", "2", files / "test.txt"))
+
+
+def test_memm_refused_in_one_line_from_python_and_the_cli(data, files, tmp_path):
+    X, y = data
+    memm = crftk.CRF(TEMPLATE, model_type="memm", max_iter=2, threads=1).fit(X[:20], y[:20])
+    # predict(constraints=...) reached the MEMM's inference with the mask (a TypeError) before
+    with pytest.raises(CrftkError, match="an MEMM decodes by its local probabilities"):
+        memm.predict(X[:1], constraints=[[y[0][0]] + [None] * (len(X[0]) - 1)])
+    path = tmp_path / "memm.model"
+    memm.save(path)
+    assert "an MEMM decodes by its local probabilities" in error_line(
+        cli("tag", "-m", path, "--force-col", "2", files / "test.txt"))

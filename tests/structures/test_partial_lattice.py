@@ -168,6 +168,9 @@ def test_mask_checks():
     wrong[0] = 1 - wrong[0]
     with pytest.raises(ValueError, match="does not allow its own label"):
         lat.loglik(w, labels, allowed=wrong)
+    for bad in (-2, 2):
+        with pytest.raises(ValueError, match="label out of range"):
+            lat.loglik(w, np.where(labels < 0, bad, labels).astype(I32), allowed=allowed)
 
 
 def test_pair_states_follow_the_tags_each_token_allows():
@@ -193,3 +196,26 @@ def test_pair_states_follow_the_tags_each_token_allows():
             assert got[t, j] == ok, (t, pair)
     with pytest.raises(ValueError, match="tag mask"):
         structure.state_allowed(corpus, tag_allowed[:, 1:])
+
+
+@pytest.mark.parametrize("L", [3, 5])
+def test_allowed_labels_far_below_the_best_one(L):
+    """Where every allowed label's potential underflows against the full pass's largest
+    (exp(-800)), the restricted pass recomputes the position with its own maximum: the loss and
+    gradient stay those of enumeration (in log space), finite."""
+    c, _, labels, allowed = case(1, L, True, 0, False)
+    w = np.zeros(c.P)
+    w[c.off_start:c.off_start + L] = 0.1 * np.arange(L)
+    w[c.off_end:c.off_end + L] = -0.1 * np.arange(L)
+    w[c.off_trans:c.off_trans + L * L] = np.random.default_rng(L).normal(0.0, 0.5, L * L)
+    # a sentence starting with label 0 scores 800 more: a partial first token that excludes it has
+    # all its allowed states at exp(-800) against the full pass's maximum (0: the pass gave up)
+    w[c.off_start] = 800.0
+    allowed[:, 0] = np.where(labels < 0, 0, allowed[:, 0])
+    allowed[allowed.sum(axis=1) == 0, 1] = 1
+    assert (labels[c.sent_ptr[:-1]] < 0).any()
+    with np.errstate(over="ignore"):
+        want = reference(c, w, labels, allowed)
+    loss, grad = Lattices(*c.arrays()).loglik(w, labels, 1, allowed=allowed)
+    assert np.isfinite(loss) and loss == pytest.approx(want[0], rel=1e-9)
+    np.testing.assert_allclose(grad, want[1], rtol=1e-8, atol=1e-9)
