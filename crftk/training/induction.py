@@ -43,7 +43,7 @@ import numpy as np
 
 from crftk.errors import CrftkError, shown
 from crftk.features.space import FeatureSpace
-from crftk.io.partial import DEFAULT_MARKER, is_partial
+from crftk.io.partial import DEFAULT_MARKER
 from crftk.kinds.chain import DevScorer
 from crftk.model import Model
 from crftk.objectives import Likelihood
@@ -91,13 +91,14 @@ def _grouped(keys, tokens):
 
 def refuse_partial(labels, corpus, sentences):
     """Induction scores candidates on the tokens the model gets wrong, which needs every gold label:
-    one line at the first partial one (crftk.io.partial, default marker)."""
-    bad = [j for j, lab in enumerate(labels) if is_partial(lab, DEFAULT_MARKER)]
+    one line at the first unknown one (the default marker). A label holding ``|`` stays a label,
+    as before partial labels existed: induce takes no --unknown-label to turn sets off."""
+    bad = [j for j, lab in enumerate(labels) if lab == DEFAULT_MARKER]
     if not bad:
         return
     k, t = corpus.position(int(np.flatnonzero(np.isin(corpus.labels, bad))[0]))
     s = sentences[k] if isinstance(sentences, list) else None
-    raise CrftkError(f"label {shown(labels[bad[0]])} is partial (unknown or a set): induce scores features on "
+    raise CrftkError(f"label {shown(labels[bad[0]])} is the unknown marker: induce scores features on "
                      "the tokens the model mislabels, which needs every gold label; train partial labels with "
                      "crftk train", s.source if s else None, s.line + t if s and s.line else None)
 

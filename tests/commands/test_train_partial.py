@@ -177,7 +177,13 @@ def test_factorial_induce_and_bag_refuse(files):
     atomic = files["dir"] / "a.tmpl"
     atomic.write_text("U00:%x[0,0]\nU01:%x[0,1]\nB\n")
     line = error_line(cli("induce", "-t", atomic, "-m", files["dir"] / "i.crf", "--rounds", "1", files["partial"]))
-    assert "induce scores features" in line
+    assert "induce scores features" in line and "unknown marker" in line
+    # a label holding | stays a label for induce, as before partial labels (it has no --unknown-label)
+    piped = [[list(r) for r in s] for s in _demo(8)]
+    piped[2][1][-1] = "NN|JJ"
+    files["piped"] = _write(files["dir"] / "piped.txt", piped)
+    proc = cli("induce", "-t", atomic, "-m", files["dir"] / "p.crf", "--rounds", "1", files["piped"])
+    assert proc.returncode == 0, proc.stderr
     line = error_line(cli("bag", "-t", atomic, "-t", files["tmpl"], "-m", files["dir"] / "b.crf", files["partial"]))
     assert "partial.txt:" in line and "a bag's combination weights" in line
 
