@@ -434,6 +434,9 @@ class DevScorer:
         self.keep, self.skipped = scored_tokens(self.gold, marker) if marker else (None, 0)
         if self.skipped:
             self.gold = [[sent[t] for t in idx] for sent, idx in zip(self.gold, self.keep)]
+            if not any(self.gold):      # every score would be 0 and --keep best would keep iteration 1
+                raise CrftkError("no token of the development set has a known gold label (every one is "
+                                 "unknown or a set): there is nothing to score it on")
 
     def unseen_labels(self):
         """(label, tokens) of the gold labels the model does not have, most frequent first."""

@@ -345,7 +345,12 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     scorer = None
     if dev:
         check_dev(dev, job.structure.space, dev_source)
-        scorer = trainer.dev_scorer(job, dev, n_threads)
+        try:
+            scorer = trainer.dev_scorer(job, dev, n_threads)
+        except CrftkError as e:
+            if e.path is not None or dev_source is None:
+                raise
+            raise CrftkError(e.message, dev_source) from None
         log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
         for line in scorer.warnings():
             log(line)

@@ -207,3 +207,12 @@ def test_dask_training_carries_the_mask(files):
     (a, pa), (b, pb) = _train(files, "partial"), _train(files, "partial", "--workers", "2", model="d.crf")
     assert a.returncode == 0 and b.returncode == 0, b.stderr
     assert np.allclose(Model.load(pa).weights, Model.load(pb).weights, atol=1e-8)
+
+
+def test_dev_set_without_a_known_gold_label_is_refused(files):
+    """Every dev score would be 0, and --keep best would silently keep the first iteration."""
+    files["devq"] = _write(files["dir"] / "devq.txt", [[[r[0], r[1], "?"] for r in s] for s in _demo(3)])
+    proc, path = _train(files, "partial", "--dev", files["devq"], "-q")
+    line = error_line(proc)
+    assert "devq.txt:" in line and "no token of the development set has a known gold label" in line
+    assert not path.exists()
