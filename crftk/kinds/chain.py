@@ -608,6 +608,9 @@ class ChainTrainer:
             unknown = np.flatnonzero(corpus.labels < 0)
             if unknown.size and marker:
                 corpus.allowed = init_allowed(corpus, unknown, sents, space, marker, origins)
+                if corpus.allowed.all():    # the likelihood is 0 whatever the weights: c2 would only erase them
+                    raise CrftkError("every token of the training data is unknown (any label of the --init "
+                                     "model): there is nothing to learn from", source)
             elif unknown.size:
                 k, t = corpus.position(unknown[0])
                 label = sents[k].rows[t][space.label_col]

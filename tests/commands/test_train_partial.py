@@ -152,7 +152,20 @@ def test_annotation_errors_name_file_and_line(files, cell, fragment):
 
 def test_every_token_unknown(files):
     files["none"] = _write(files["dir"] / "none.txt", [[[r[0], r[1], "?"] for r in s] for s in _demo(3)])
-    assert "nothing to learn from" in error_line(_train(files, "none")[0])
+    line = error_line(_train(files, "none")[0])
+    assert "none.txt: " in line and "nothing to learn from" in line
+
+
+def test_every_token_unknown_continuing_an_init_model(files):
+    """With --init the labels are the model's, but an annotation that allows every labeling
+    gives a likelihood of 0 whatever the weights: training would only shrink them (c2)."""
+    init, ipath = _train(files, "full", model="init.crf")
+    assert init.returncode == 0, init.stderr
+    files["none"] = _write(files["dir"] / "none.txt", [[[r[0], r[1], "?"] for r in s] for s in _demo(3)])
+    proc, path = _train(files, "none", "--init", ipath, "-q", model="cont.crf")
+    line = error_line(proc)
+    assert "none.txt: " in line and "nothing to learn from" in line
+    assert not path.exists()
 
 
 @pytest.mark.parametrize("options, fragment", [
