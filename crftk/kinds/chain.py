@@ -22,7 +22,7 @@ from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
 from crftk.kinds.factorial import refuse_factorial_options
 from crftk.kinds.partial import check_annotation, check_partial, init_allowed, partial_line, scored_tokens
-from crftk.io.partial import AnnotationError, cell_set, is_partial
+from crftk.io.partial import AnnotationError, cell_set, check_marker, is_partial
 from crftk.model import Model
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
@@ -264,8 +264,8 @@ def forced_cells(sentences, col, marker):
             if not 0 <= c < len(row):
                 raise CrftkError(f"--force-col {col} is not a column of this line ({len(row)} columns)", s.source,
                                  line)
-            try:
-                cells.append(cell_set(row[c], marker))
+            try:        # no marker (--unknown-label ''): every cell is one label, | and ? included
+                cells.append(cell_set(row[c], marker) if marker else (row[c],))
             except CrftkError as e:
                 raise CrftkError(e.message, s.source, line) from None
             where.append((s.source, line))
@@ -305,8 +305,9 @@ class Job(KindJob):
         o = self.options
         if o.get("force_col") is None:
             return None
+        marker = o.get("unknown_label")        # None: the caller left it unset; "": no marker, as in training
         return (params.FORCE_COL.check(o["force_col"]),
-                params.UNKNOWN_LABEL.check(o.get("unknown_label") or params.UNKNOWN_LABEL.default))
+                check_marker(params.UNKNOWN_LABEL.check(params.UNKNOWN_LABEL.default if marker is None else marker)))
 
     def tag(self, out, inputs, **read):
         o = self.options
