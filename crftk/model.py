@@ -4,10 +4,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from crftk import params
 from crftk.errors import CrftkError, shown
 from crftk.features.attributes import SPACE_KIND, AttributeSpace
 from crftk.features.space import FeatureSpace
 from crftk.io.container import dumps, loads, read_container, read_header, write_container
+from crftk.io.partial import check_marker
 from crftk.structures import STRUCTURES, make_structure, structure_name
 from crftk.structures.chain import LabelChain
 from crftk.structures.pairs import SEP
@@ -261,6 +263,29 @@ def _check_kind(info, path):
         raise CrftkError(f"model file is inconsistent: unknown model type {shown(model_type)}", path)
     if type(order) is not int or order not in (1, 2):
         raise CrftkError(f"model file is inconsistent: order {order!r:.40} is not 1 or 2", path)
+    _check_partial_record(info, path)
+
+
+#: the options of partial labels a record stores (params.recorded): read back by CRF.load, a
+#: first stage's out-of-fold retraining and --init, so a forged value is refused at load
+_PARTIAL_OPTIONS = ("unknown_label", "entity_ratio", "entity_ratio_margin", "entity_ratio_weight", "outside_label")
+
+
+def _check_partial_record(info, path):
+    options = info.get("options")
+    for name in _PARTIAL_OPTIONS if isinstance(options, dict) else ():
+        if name in options:
+            try:
+                value = params.check(name, options[name])
+                if name == "unknown_label":
+                    check_marker(value)
+            except CrftkError as e:
+                raise CrftkError(f"model file is inconsistent: its training record's {name} is wrong: {e.message}",
+                                 path) from None
+    n = info.get("partial_tokens", 0)
+    if type(n) is not int or n < 0:
+        raise CrftkError(f"model file is inconsistent: its record's partial_tokens {n!r:.40} is not a count of "
+                         "tokens", path)
 
 
 def chain_record(structure):

@@ -669,9 +669,9 @@ TAG_DECODE = Param("decode", "chosen", str,
                    "bag's).", ("chosen", "viterbi", "max-marginal"))
 
 #: The marker of a label cell that names no label (any label), in training files and --force-col columns.
-UNKNOWN_LABEL = replace(_TRAINING["unknown_label"], type=LabelCell(),     # tag: no "off", a free token needs it
+UNKNOWN_LABEL = replace(_TRAINING["unknown_label"],
                         help="--force-col: a cell equal to this marker is unknown (any label), and a cell A|B "
-                             "the set of labels A and B.")
+                             "the set of labels A and B. Empty: no marker, as in training (every cell one label).")
 #: ``crftk tag``'s constrained decoding (crftk.structures.forced).
 FORCE_COL = Param("force_col", None, column_index(),
                   "Constrained decoding: a token whose cell in column COL (0-based; negative counts from the "

@@ -293,6 +293,53 @@ def test_inconsistent_models_are_rejected_at_load(edit, fragment):
     assert fragment in load_error(crafted(edit))
 
 
+def _edit_record(**fields):
+    """An edit of the training record: options (of partial labels) and top-level fields."""
+    def edit(meta, arrays):
+        info = meta["info"]
+        info.setdefault("options", {})
+        for name, value in fields.items():
+            (info if name == "partial_tokens" else info["options"])[name] = value
+    return edit
+
+
+@pytest.mark.parametrize("fields, fragment", [
+    (dict(unknown_label=5), "unknown_label is wrong: --unknown-label must be a string"),
+    (dict(unknown_label="a b"), "unknown_label is wrong: --unknown-label must be one cell"),
+    (dict(unknown_label="A|B"), "unknown_label is wrong: --unknown-label 'A|B' must be one label cell"),
+    (dict(entity_ratio="x"), "entity_ratio is wrong"),
+    (dict(entity_ratio=1.5), "entity_ratio is wrong"),
+    (dict(entity_ratio=-1), "entity_ratio is wrong"),
+    (dict(entity_ratio_margin=7), "entity_ratio_margin is wrong"),
+    (dict(entity_ratio_weight=0), "entity_ratio_weight is wrong"),
+    (dict(outside_label=""), "outside_label is wrong"),
+    (dict(partial_tokens=-5), "partial_tokens -5 is not a count"),
+    (dict(partial_tokens="x"), "partial_tokens 'x' is not a count"),
+    (dict(partial_tokens=True), "partial_tokens True is not a count"),
+])
+def test_a_forged_partial_label_record_is_rejected_at_load(fields, fragment):
+    """CRF.load builds an estimator from the record's options, and a first stage's out-of-fold
+    retraining trains with them: a value no crftk writes is refused when the file is read."""
+    assert fragment in load_error(crafted(_edit_record(**fields)))
+
+
+def test_a_partial_label_record_crftk_writes_loads():
+    edit = _edit_record(unknown_label="#", entity_ratio=0.3, entity_ratio_margin=0.05, entity_ratio_weight=10.0,
+                        outside_label="O", partial_tokens=12)
+    assert Model.from_bytes(crafted(edit)).info["options"]["unknown_label"] == "#"
+
+
+def test_a_forged_partial_label_record_is_one_line_from_the_cli(tmp_path):
+    (tmp_path / "m.model").write_bytes(crafted(_edit_record(entity_ratio=2)))
+    (tmp_path / "in.txt").write_text("w1 A\nw2 B\n")
+    for args in (["tag", "-m", "m.model", "in.txt"], ["info", "m.model"]):
+        p = run_cli(args, tmp_path)
+        assert p.returncode == 1 and p.stdout == ""
+        lines = p.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("crftk: error: m.model: model file is inconsistent: its "
+                                                       "training record's entity_ratio is wrong"), p.stderr
+
+
 def test_a_stored_template_with_a_huge_row_offset_is_one_line(tmp_path):
     """A model's template is parsed again at load: %x[-300000000,0] ran out of memory there."""
     def edit(meta, arrays):

@@ -262,6 +262,8 @@ class FeatureSpace(ChainSpace):
             except AnnotationError as e:
                 e.locate_in(values.lengths)
                 raise
+            except CrftkError as e:         # about the whole data (no known label): the data's file
+                raise CrftkError(e.message, e.path or path, e.line) from None
             labels, gold = resolved.labels, resolved.gold
         else:
             labels = sorted(label_strings)

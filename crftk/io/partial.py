@@ -13,7 +13,7 @@ allows the pairs (a, b) of the data with a allowed by the previous cell and b by
 
 import numpy as np
 
-from crftk.errors import CrftkError, shown
+from crftk.errors import CrftkError, UsageError, shown
 
 DEFAULT_MARKER = "?"
 SET_SEP = "|"
@@ -36,6 +36,14 @@ class AnnotationError(CrftkError):
         ends = np.cumsum(np.asarray(lengths, dtype=np.int64))
         k = int(np.searchsorted(ends, self.token, side="right"))
         self.where = (k, self.token - (int(ends[k - 1]) if k else 0))
+
+
+def check_marker(marker):
+    """Refuse an unknown marker holding the separator of label sets (no cell could be it alone)."""
+    if SET_SEP in marker:
+        raise UsageError(f"--unknown-label {shown(marker)} must be one label cell, without {SET_SEP!r} (which "
+                         "joins a label set)")
+    return marker
 
 
 def is_partial(cell, marker):

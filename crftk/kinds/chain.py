@@ -22,7 +22,7 @@ from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
 from crftk.kinds.factorial import refuse_factorial_options
 from crftk.kinds.partial import check_annotation, check_partial, init_allowed, partial_line, scored_tokens
-from crftk.io.partial import AnnotationError, cell_set, is_partial
+from crftk.io.partial import AnnotationError, cell_set, check_marker, is_partial
 from crftk.model import Model
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
@@ -265,8 +265,8 @@ def forced_cells(sentences, col, marker):
             if not 0 <= c < len(row):
                 raise CrftkError(f"--force-col {col} is not a column of this line ({len(row)} columns)", s.source,
                                  line)
-            try:
-                cells.append(cell_set(row[c], marker))
+            try:        # no marker (--unknown-label ''): every cell is one label, | and ? included
+                cells.append(cell_set(row[c], marker) if marker else (row[c],))
             except CrftkError as e:
                 raise CrftkError(e.message, s.source, line) from None
             where.append((s.source, line))
@@ -306,9 +306,9 @@ class Job(KindJob):
         o = self.options
         if o.get("force_col") is None:
             return None
+        marker = o.get("unknown_label")        # None: the caller left it unset; "": no marker, as in training
         return (params.FORCE_COL.check(o["force_col"]),
-                params.UNKNOWN_LABEL.check(params.UNKNOWN_LABEL.default if o.get("unknown_label") is None
-                                           else o["unknown_label"]))
+                check_marker(params.UNKNOWN_LABEL.check(params.UNKNOWN_LABEL.default if marker is None else marker)))
 
     def tag(self, out, inputs, **read):
         o = self.options
@@ -436,6 +436,9 @@ class DevScorer:
         self.keep, self.skipped = scored_tokens(self.gold, marker) if marker else (None, 0)
         if self.skipped:
             self.gold = [[sent[t] for t in idx] for sent, idx in zip(self.gold, self.keep)]
+            if not any(self.gold):      # every score would be 0 and --keep best would keep iteration 1
+                raise CrftkError("no token of the development set has a known gold label (every one is "
+                                 "unknown or a set): there is nothing to score it on")
 
     def unseen_labels(self):
         """(label, tokens) of the gold labels the model does not have, most frequent first."""
@@ -607,6 +610,9 @@ class ChainTrainer:
             unknown = np.flatnonzero(corpus.labels < 0)
             if unknown.size and marker:
                 corpus.allowed = init_allowed(corpus, unknown, sents, space, marker, origins)
+                if corpus.allowed.all():    # the likelihood is 0 whatever the weights: c2 would only erase them
+                    raise CrftkError("every token of the training data is unknown (any label of the --init "
+                                     "model): there is nothing to learn from", source)
             elif unknown.size:
                 k, t = corpus.position(unknown[0])
                 label = sents[k].rows[t][space.label_col]

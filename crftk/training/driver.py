@@ -19,7 +19,7 @@ from crftk import params
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.attributes import AttributeSpace
 from crftk.io.crfsuite import AttributeSequences
-from crftk.io.partial import SET_SEP
+from crftk.io.partial import check_marker
 from crftk.io.schemes import is_chunk_tag
 from crftk.objectives import Likelihood
 from crftk.objectives.entity_ratio import EntityRatio
@@ -68,10 +68,7 @@ def check_options(options, log=_stderr_log):
 
 def check_partial_options(opt):
     """The options of partial labels (crftk.io.partial) and of the expected entity ratio."""
-    marker = opt["unknown_label"]
-    if SET_SEP in marker:
-        raise UsageError(f"--unknown-label {shown(marker)} must be one label cell, without {SET_SEP!r} (which "
-                         "joins a label set)")
+    marker = check_marker(opt["unknown_label"])
     if marker and opt["constraints"] != "none" and is_chunk_tag(marker):
         raise UsageError(f"--unknown-label {shown(marker)} is a label of the --constraints {opt['constraints']} "
                          "scheme: choose a marker that is no label (the default is ?)")
@@ -345,7 +342,12 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     scorer = None
     if dev:
         check_dev(dev, job.structure.space, dev_source)
-        scorer = trainer.dev_scorer(job, dev, n_threads)
+        try:
+            scorer = trainer.dev_scorer(job, dev, n_threads)
+        except CrftkError as e:
+            if e.path is not None or dev_source is None:
+                raise
+            raise CrftkError(e.message, dev_source) from None
         log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
         for line in scorer.warnings():
             log(line)

@@ -152,7 +152,20 @@ def test_annotation_errors_name_file_and_line(files, cell, fragment):
 
 def test_every_token_unknown(files):
     files["none"] = _write(files["dir"] / "none.txt", [[[r[0], r[1], "?"] for r in s] for s in _demo(3)])
-    assert "nothing to learn from" in error_line(_train(files, "none")[0])
+    line = error_line(_train(files, "none")[0])
+    assert "none.txt: " in line and "nothing to learn from" in line
+
+
+def test_every_token_unknown_continuing_an_init_model(files):
+    """With --init the labels are the model's, but an annotation that allows every labeling
+    gives a likelihood of 0 whatever the weights: training would only shrink them (c2)."""
+    init, ipath = _train(files, "full", model="init.crf")
+    assert init.returncode == 0, init.stderr
+    files["none"] = _write(files["dir"] / "none.txt", [[[r[0], r[1], "?"] for r in s] for s in _demo(3)])
+    proc, path = _train(files, "none", "--init", ipath, "-q", model="cont.crf")
+    line = error_line(proc)
+    assert "none.txt: " in line and "nothing to learn from" in line
+    assert not path.exists()
 
 
 @pytest.mark.parametrize("options, fragment", [
@@ -213,3 +226,12 @@ def test_dask_training_carries_the_mask(files):
     (a, pa), (b, pb) = _train(files, "partial"), _train(files, "partial", "--workers", "2", model="d.crf")
     assert a.returncode == 0 and b.returncode == 0, b.stderr
     assert np.allclose(Model.load(pa).weights, Model.load(pb).weights, atol=1e-8)
+
+
+def test_dev_set_without_a_known_gold_label_is_refused(files):
+    """Every dev score would be 0, and --keep best would silently keep the first iteration."""
+    files["devq"] = _write(files["dir"] / "devq.txt", [[[r[0], r[1], "?"] for r in s] for s in _demo(3)])
+    proc, path = _train(files, "partial", "--dev", files["devq"], "-q")
+    line = error_line(proc)
+    assert "devq.txt:" in line and "no token of the development set has a known gold label" in line
+    assert not path.exists()

@@ -188,9 +188,6 @@ def test_cli_errors_one_line_nothing_written(files, tmp_path):
     assert not out.exists()
     assert "--unknown-label is the marker" in error_line(cli(
         "tag", "-m", files / "plain.model", "--unknown-label", "_", bad), status=2)
-    # tag has no "off" marker (train's empty one): an empty one was the default ? before
-    assert "--unknown-label': must not be empty" in error_line(cli(
-        "tag", "-m", files / "plain.model", "--force-col", "2", "--unknown-label", "", bad), status=2)
 
 
 def test_unknown_label_marker_and_sets(files, tmp_path):
@@ -199,6 +196,23 @@ def test_unknown_label_marker_and_sets(files, tmp_path):
     out = tag(files, "--force-col", "2", "--unknown-label", "_", f)
     labels = [line.split()[-1] for line in out.splitlines() if line]
     assert labels[1] in ("I-X", "O") and labels[2] in ("B-Y", "O")
+
+
+def test_no_marker_reads_every_cell_as_one_label(files, tmp_path):
+    """--unknown-label '' is no marker, as in training: ? and A|B are labels (here not the
+    model's), never a free token or a set; a marker holding | is refused as in training."""
+    f = tmp_path / "cells.txt"
+    f.write_text("big A O\ncat B ?\n\n")
+    out = tmp_path / "out.txt"
+    line = error_line(cli("tag", "-m", files / "plain.model", "--force-col", "2", "--unknown-label", "", "-o", out, f))
+    assert "cells.txt:2: forced label '?' is not one of the model's" in line
+    f.write_text("big A O\ncat B I-X|O\n\n")
+    line = error_line(cli("tag", "-m", files / "plain.model", "--force-col", "2", "--unknown-label", "", "-o", out, f))
+    assert "cells.txt:2: forced label 'I-X|O' is not one of the model's" in line
+    line = error_line(cli("tag", "-m", files / "plain.model", "--force-col", "2", "--unknown-label", "a|b", "-o", out,
+                          f), status=2)
+    assert "--unknown-label 'a|b' must be one label cell" in line
+    assert not out.exists()
 
 
 def test_other_kinds_refused_in_one_line(files, tmp_path):

@@ -198,3 +198,22 @@ def test_both_stages_trained_as_bilou_write_the_corpus_scheme(data):
     assert r.exit_code == 0, r.output
     labels = {line.split()[-1] for line in out.read_text().splitlines() if line and "DOCSTART" not in line}
     assert {x[0] for x in labels} <= {"O", "I", "B"} and "I-PER" in labels    # the corpus's IOB1, no U-/L-
+
+
+def test_first_stage_scores_skip_unknown_gold_labels(data):
+    """Partial training data: the log's out-of-fold F1 and accuracy are over the tokens whose gold
+    label is known (a ? is no label every prediction misses)."""
+    import re
+    tmp, train, first = data
+    lines = open(train).read().splitlines()
+    hidden = [line if not line or line.startswith("-DOCSTART-") or i % 3 else line.rsplit(" ", 1)[0] + " ?"
+              for i, line in enumerate(lines)]
+    partial = tmp / "partial.txt"
+    partial.write_text("\n".join(hidden) + "\n")
+    r = CliRunner().invoke(main, ["train", "-t", str(tmp / "s2.tmpl"), "--first-stage", first, "--first-stage-folds",
+                                  "3", "--threads", "1", "-m", str(tmp / "two.model"), str(partial)])
+    assert r.exit_code == 0, r.output
+    accuracy = float(re.search(r"first-stage labels of the training data: F1 [\d.]+, accuracy ([\d.]+)",
+                               r.output).group(1))
+    assert accuracy > 75, r.output        # with the unknown tokens counted as misses it was 58
+    assert twostage.known_score([["?", "B-X"]], [["O", "B-X"]], "?").token_accuracy == 1.0
