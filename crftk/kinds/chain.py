@@ -636,6 +636,12 @@ class ChainTrainer:
         log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
         if corpus.allowed is not None:
             log(partial_line(corpus, order2))
+        if opt["entity_ratio"]:
+            outside = [j for j, tag in enumerate(structure.output_labels) if tag == opt["outside_label"]]
+            if not np.isin(corpus.labels, outside).any():
+                log(f"crftk: warning: no token has --outside-label {shown(opt['outside_label'])} as its known "
+                    f"label (it is added as a label, as when every token outside entities is unknown): "
+                    f"check its spelling")
         if conversion is not None:
             log(f"labels: {conversion.detector.scheme} in {source or 'the training data'}, trained as "
                 f"{conversion.scheme} ({plural(len(structure.output_labels), 'label')})")

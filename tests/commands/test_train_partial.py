@@ -210,6 +210,7 @@ def test_entity_ratio_with_every_outside_token_unknown(files):
     for extra in ((), ("--entity-ratio", "0.6", "--entity-ratio-margin", "0.02")):
         proc, path = _train(files, "ent", "--max-iter", "60", *extra, model=f"e{len(extra)}.crf")
         assert proc.returncode == 0, proc.stderr
+        assert ("no token has --outside-label 'O' as its known label" in proc.stderr) == bool(extra)
         out = files["dir"] / "e.out"
         assert cli("tag", "-m", path, "-o", out, files["ent"]).returncode == 0
         tags = [line.split("\t")[-1] for line in out.read_text().splitlines() if line]
