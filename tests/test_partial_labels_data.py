@@ -133,7 +133,12 @@ def test_the_partial_runs_get_the_marker_and_d_the_entity_ratio(made):
     options = {name: opts for name, _, opts in partial_labels.runs(info)}
     assert options["ner-r50-a"] == options["ner-r50-b"] == options["chunk-h50-budget"] == []
     assert options["ner-r50-c"] == options["chunk-h80-partial"] == ["--unknown-label", "?"]
-    assert options["ner-r50-d"] == ["--unknown-label", "?", "--entity-ratio", f"{info['entity_ratio']:.6f}"]
+    d = ["--unknown-label", "?", "--entity-ratio", f"{info['entity_ratio']:.6f}", "--max-iter", "400"]
+    assert options["ner-r50-d"] == d
+    assert options["ner-r50-d-m01"] == d + ["--entity-ratio-margin", "0.01"]
+    # the margin run trains on setting d's file, is counted as it and compared with setting a
+    assert partial_labels.data_name("ner-r50-d-m01") == "ner-r50-d"
+    assert partial_labels.against("ner-r50-d-m01") == "ner-r50-a"
 
 
 def test_chunking_hidden_labels_are_nested_and_the_baseline_has_their_budget(made):
