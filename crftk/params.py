@@ -447,8 +447,8 @@ TRAIN = (
     Param("entity_ratio", 0.0, Real(0, 1, max_open=True),
           "Expected entity ratio loss (Effland & Collins 2021) for partially annotated entities: the "
           "expected share RHO of tokens whose label is not --outside-label; the objective adds "
-          "--entity-ratio-weight * tokens * max(0, |expected share - RHO| - --entity-ratio-margin). "
-          "0: off."),
+          "--entity-ratio-weight * tokens * max(0, |expected share - RHO| - --entity-ratio-margin), "
+          "its corner rounded over 0.01 of the share for L-BFGS. 0: off."),
     Param("entity_ratio_margin", 0.05, Real(0, 1),
           "--entity-ratio: the margin GAMMA within which the expected share costs nothing."),
     Param("entity_ratio_weight", 10.0, Real(0, MAX_COEFFICIENT, min_open=True),
