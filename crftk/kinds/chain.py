@@ -11,7 +11,6 @@ import numpy as np
 
 from crftk import params
 from crftk.errors import CrftkError, UsageError, shown
-from crftk.evaluation.conlleval import evaluate
 from crftk.features.attributes import AttributeSpace
 from crftk.features.space import FeatureSpace
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
@@ -21,7 +20,7 @@ from crftk.io.stream import format_batch, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
 from crftk.kinds.factorial import refuse_factorial_options
-from crftk.kinds.partial import check_annotation, check_partial, init_allowed, partial_line, scored_tokens
+from crftk.kinds.partial import KnownGold, check_annotation, check_partial, init_allowed, partial_line
 from crftk.io.partial import AnnotationError, cell_set, check_marker, is_partial
 from crftk.model import Model
 from crftk.params import resolve_threads
@@ -433,9 +432,9 @@ class DevScorer:
         else:
             self.gold = [[row[space.label_col] for row in s.rows] for s in gold_sentences]
         # tokens whose gold label is unknown or a set (crftk.io.partial) are not scored
-        self.keep, self.skipped = scored_tokens(self.gold, marker) if marker else (None, 0)
+        self.known = KnownGold(self.gold, marker)
+        self.gold, self.skipped = self.known.gold, self.known.skipped
         if self.skipped:
-            self.gold = [[sent[t] for t in idx] for sent, idx in zip(self.gold, self.keep)]
             if not any(self.gold):      # every score would be 0 and --keep best would keep iteration 1
                 raise CrftkError("no token of the development set has a known gold label (every one is "
                                  "unknown or a set): there is nothing to score it on")
@@ -466,10 +465,7 @@ class DevScorer:
             names = self.labels[pred]
         else:       # scored in the corpus's scheme, as the model's outputs will be
             names = self.recoder.tags(pred, self.inference.corpus.sent_ptr)
-        pred = [names[sl].tolist() for sl in self.slices]
-        if self.skipped:
-            pred = [[sent[t] for t in idx] for sent, idx in zip(pred, self.keep)]
-        return evaluate(self.gold, pred)
+        return self.known.score([names[sl].tolist() for sl in self.slices])
 
     # -- what the training driver logs and records of a score ---------------
     @staticmethod

@@ -5,6 +5,7 @@ that skips tokens whose gold label is unknown."""
 import numpy as np
 
 from crftk.errors import CrftkError, shown
+from crftk.evaluation.conlleval import evaluate
 from crftk.io.partial import AnnotationError, is_partial, resolve
 from crftk.progress import plural
 from crftk.structures.constraints import check_feasible, check_gold, check_scheme_labels
@@ -113,14 +114,28 @@ def check_annotation(job, opt):
                    corpus.allowed[tokens], ptr, lambda k, t: origins.locate(int(some[k]), t), why)
 
 
-def scored_tokens(gold, marker):
-    """Per sentence, the positions whose gold label is known (not partial), and how many are not."""
-    keep, skipped = [], 0
-    for sent in gold:
-        idx = [t for t, lab in enumerate(sent) if not is_partial(lab, marker)]
-        skipped += len(sent) - len(idx)
-        keep.append(idx)
-    return keep, skipped
+class KnownGold:
+    """The tokens of gold label sequences whose label is known (not partial, crftk.io.partial):
+    ``gold`` their labels, ``skipped`` how many were left out; ``of(labels)`` the same tokens of
+    other sequences (predictions), ``score(pred)`` conlleval's scores on them."""
+
+    def __init__(self, gold, marker):
+        self.gold, self.keep, self.skipped = gold, None, 0
+        if not marker:
+            return
+        keep = [[t for t, lab in enumerate(sent) if not is_partial(lab, marker)] for sent in gold]
+        skipped = sum(len(sent) - len(idx) for sent, idx in zip(gold, keep))
+        if skipped:
+            self.keep, self.skipped = keep, skipped
+            self.gold = self.of(gold)
+
+    def of(self, labels):
+        if self.keep is None:
+            return labels
+        return [[sent[t] for t in idx] for sent, idx in zip(labels, self.keep)]
+
+    def score(self, pred):
+        return evaluate(self.gold, self.of(pred))
 
 
 def refuse_partial_cells(sentences, label_cols, marker, why):

@@ -15,11 +15,10 @@ import numpy as np
 
 from crftk import params
 from crftk.errors import CrftkError, UsageError
-from crftk.evaluation.conlleval import evaluate
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import AGGREGATES
 from crftk.kinds.chain import Tagger
-from crftk.kinds.partial import scored_tokens
+from crftk.kinds.partial import KnownGold
 from crftk.kinds.twostage import TwoStage, with_first_labels
 from crftk.progress import plural, status
 from crftk.training.driver import fit
@@ -86,7 +85,7 @@ def out_of_fold(first, sentences, folds, *, threads=0, log=_quiet):
         for i, t in zip(held, tags):
             labels[i] = t
         gold = [[row[label_col] for row in sentences[i].rows] for i in held]
-        score = known_score(gold, tags, step.info["options"].get("unknown_label", params.UNKNOWN_LABEL.default))
+        score = KnownGold(gold, step.info["options"].get("unknown_label", params.UNKNOWN_LABEL.default)).score(tags)
         log(f"first stage, fold {k + 1}/{folds}: trained on {plural(len(rest), 'sentence')} "
             f"({model.info['iterations']} iterations, {time.perf_counter() - t0:.0f}s), tagged "
             f"{plural(len(held), 'sentence')}: F1 {score.overall.f1:.2f}")
@@ -111,16 +110,6 @@ def training_steps(first):
         check_first_stage(model, path)
         steps.append(model)
     return steps[::-1]
-
-
-def known_score(gold, pred, marker):
-    """The score of labels ``pred`` against ``gold`` on the tokens whose gold label is known: a
-    partial one (unknown or a set, crftk.kinds.partial) is no label to score against."""
-    keep, skipped = scored_tokens(gold, marker) if marker else (None, 0)
-    if skipped:
-        gold = [[sent[t] for t in idx] for sent, idx in zip(gold, keep)]
-        pred = [[sent[t] for t in idx] for sent, idx in zip(pred, keep)]
-    return evaluate(gold, pred)
 
 
 def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, dev=None, log=_quiet,
@@ -157,7 +146,7 @@ def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, de
             raise CrftkError("the first stage's labels do not match the training sentences", source)
         oof = {"folds": None, "by": "given", "labels": labels_source}
     gold = [[row[col] for row in s.rows] for s in sentences]
-    score = known_score(gold, first_labels, options.get("unknown_label", params.UNKNOWN_LABEL.default))
+    score = KnownGold(gold, options.get("unknown_label", params.UNKNOWN_LABEL.default)).score(first_labels)
     log(f"first-stage labels of the training data: F1 {score.overall.f1:.2f}, accuracy "
         f"{100 * score.token_accuracy:.2f} (the second stage reads them in column {col})")
     train2 = with_first_labels(sentences, first_labels, col)
