@@ -510,11 +510,11 @@ def unseen_transitions(structure, corpus):
 class ChainJob:
     """A chain's training data, encoded: its structure, corpus and what prepare learned."""
 
-    def __init__(self, structure, corpus, origins, template, order2, conversion=None):
+    def __init__(self, structure, corpus, origins, template, order2, conversion=None, marker=None):
         self.structure, self.corpus, self.origins = structure, corpus, origins
         self.template, self.order2 = template, order2
         self.conversion = conversion   # a SchemeConversion of the labels (--train-scheme), or None
-        self.marker = None             # the unknown marker of partial labels (crftk.io.partial), or None
+        self.marker = marker           # the unknown marker of partial labels (crftk.io.partial), or None
         self.inference = None          # bound by the driver (or on a cluster's workers)
 
 
@@ -641,9 +641,7 @@ class ChainTrainer:
         if conversion is not None:
             log(f"labels: {conversion.detector.scheme} in {source or 'the training data'}, trained as "
                 f"{conversion.scheme} ({plural(len(structure.output_labels), 'label')})")
-        job = ChainJob(structure, corpus, origins, template, order2, conversion)
-        job.marker = marker
-        return job
+        return ChainJob(structure, corpus, origins, template, order2, conversion, marker)
 
     @staticmethod
     def _prepare_attributes(data, opt, *, init, log, source, t0, n_threads):
