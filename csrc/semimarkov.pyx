@@ -31,6 +31,7 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
 from potentials cimport Features, state_scores, labeling_score, scatter_nodes
+from vecmath cimport vec_mat_rect, exp_array, log_array
 from sentences cimport Workspaces, SentenceTask, run_sentences
 
 cnp.import_array()
@@ -61,7 +62,8 @@ cdef struct Model:
     const int* seg_attrs
     Py_ssize_t off_seg
     const double* tr          # the K x K log transitions (w + d.off_trans)
-    const double* etr         # exp(tr - trmax)
+    const double* ef          # [n_ends, n_starts]: exp(trans(end -> start) - trmax)
+    const double* eb          # [n_starts, n_ends]: its transpose
     double trmax
     const int* sent_ptr
     Py_ssize_t n_params
@@ -93,7 +95,7 @@ cdef struct Work:
     double* mu                # [T * K] node marginals
     double* run               # [(T + 1) * Y]
     double* segp              # [T * stride * Y] segment marginals
-    double* tmp               # [3 * K + stride + 1]
+    double* tmp               # [3 * K + 4 * Y * (stride + 1)]
     int* ibp                  # [T * K] Viterbi: the best end state before a start state
     int* lbp                  # [T * K] Viterbi: the best length into an end state
     # n-best: lists of KB entries per (token, state)
@@ -131,7 +133,7 @@ cdef int work_init(void* spec, void* work, int i) noexcept nogil:
     b.mu = <double*> malloc(T * K * sizeof(double))
     b.run = <double*> malloc((T + 1) * Y * sizeof(double))
     b.segp = <double*> malloc(T * R * Y * sizeof(double))
-    b.tmp = <double*> malloc((3 * K + R + 1) * sizeof(double))
+    b.tmp = <double*> malloc((3 * K + 4 * Y * (R + 1)) * sizeof(double))
     b.ibp = <int*> malloc(T * K * sizeof(int))
     b.lbp = <int*> malloc(T * K * sizeof(int))
     if (b.s == NULL or b.cum == NULL or b.sig == NULL or b.alpha == NULL or b.inn == NULL or b.beta == NULL
@@ -172,7 +174,8 @@ cdef void work_release(void* spec, void* work) noexcept nogil:
 
 cdef void build_tables(const Model* m, Py_ssize_t t0, int T, Work* b) noexcept nogil:
     """b.s (node potentials with start/end), b.cum (prefix sums of the I-y potentials) and b.sig
-    (each span's segment attribute scores per label)."""
+    (each span's segment attribute scores per label: segment_scores turns them into the spans'
+    whole scores)."""
     cdef int K = m.K, Y = m.Y, R = m.stride
     cdef int t, n, y, ki
     cdef long long k, r
@@ -196,21 +199,35 @@ cdef void build_tables(const Model* m, Py_ssize_t t0, int T, Work* b) noexcept n
                     row[y] += wv[y]
 
 
+cdef void segment_scores(const Model* m, int T, Work* b) noexcept nogil:
+    """b.sig[(t * stride + n - 1) * Y + y] += the token score of the segment of label y over tokens
+    t .. t+n-1 (its position tags' potentials and the transitions inside it); -inf where label y
+    has no segment of n tokens."""
+    cdef int K = m.K, Y = m.Y, R = m.stride
+    cdef int t, n, y
+    cdef const int* q
+    cdef double* row
+    for t in range(T):
+        for n in range(1, min(R, T - t) + 1):
+            row = b.sig + (t * R + n - 1) * Y
+            for y in range(Y):
+                q = m.smap + 4 * y
+                if n == 1:
+                    row[y] = row[y] + b.s[t * K + q[POS_S]] if m.single[y] else -INFINITY
+                elif n > m.multi[y]:
+                    row[y] = -INFINITY
+                elif n == 2:
+                    row[y] += b.s[t * K + q[POS_B]] + b.s[(t + 1) * K + q[POS_E]] + m.tr[q[POS_B] * K + q[POS_E]]
+                else:
+                    row[y] += (b.s[t * K + q[POS_B]] + b.s[(t + n - 1) * K + q[POS_E]]
+                               + b.cum[(t + n - 1) * Y + y] - b.cum[(t + 1) * Y + y]
+                               + m.tr[q[POS_B] * K + q[POS_I]] + m.tr[q[POS_I] * K + q[POS_E]]
+                               + (n - 3) * m.tr[q[POS_I] * K + q[POS_I]])
+
+
 cdef inline double seg_score(const Model* m, const Work* b, int t, int n, int y) noexcept nogil:
-    """Score of the segment of label y over tokens t .. t+n-1 (feasible: the caller checks)."""
-    cdef int K = m.K
-    cdef const int* q = m.smap + 4 * y
-    cdef double v
-    if n == 1:
-        v = b.s[t * K + q[POS_S]]
-    elif n == 2:
-        v = b.s[t * K + q[POS_B]] + b.s[(t + 1) * K + q[POS_E]] + m.tr[q[POS_B] * K + q[POS_E]]
-    else:
-        v = (b.s[t * K + q[POS_B]] + b.s[(t + n - 1) * K + q[POS_E]]
-             + b.cum[(t + n - 1) * m.Y + y] - b.cum[(t + 1) * m.Y + y]
-             + m.tr[q[POS_B] * K + q[POS_I]] + m.tr[q[POS_I] * K + q[POS_E]]
-             + (n - 3) * m.tr[q[POS_I] * K + q[POS_I]])
-    return v + b.sig[(t * m.stride + n - 1) * m.Y + y]
+    """Score of the segment of label y over tokens t .. t+n-1 (after segment_scores)."""
+    return b.sig[(t * m.stride + n - 1) * m.Y + y]
 
 
 cdef inline double log_sum(const double* v, int n) noexcept nogil:
@@ -227,37 +244,67 @@ cdef inline double log_sum(const double* v, int n) noexcept nogil:
 
 
 cdef void boundary(const Model* m, const double* src, const int* src_states, int n_src,
-                   const int* dst_states, int n_dst, bint forward, double* dst, double* tmp) noexcept nogil:
-    """dst[k] = log sum over k' of src[k'] + trans(k' -> k) (forward) or trans(k -> k') (backward),
-    for k in dst_states, k' in src_states (rows of K entries); tmp holds n_src doubles."""
-    cdef int K = m.K
-    cdef int i, j, ks, kd
-    cdef double mx = -INFINITY, acc
+                   const int* dst_states, int n_dst, const double* M, double* dst, double* tmp) noexcept nogil:
+    """dst[k] = log sum over k' of src[k'] + trans between k' and k, for k in dst_states, k' in
+    src_states (rows of K entries); M [n_src, n_dst] the exp(transitions - trmax) between them
+    (ef forward, eb backward); tmp holds 2 (n_src + n_dst) doubles."""
+    cdef int i, j
+    cdef double mx = -INFINITY
+    cdef double* x = tmp
+    cdef double* y = tmp + n_src
     for i in range(n_src):
-        if src[src_states[i]] > mx:
-            mx = src[src_states[i]]
+        x[i] = src[src_states[i]]
+        if x[i] > mx:
+            mx = x[i]
     if mx == -INFINITY:
         for j in range(n_dst):
             dst[dst_states[j]] = -INFINITY
         return
     for i in range(n_src):
-        tmp[i] = exp(src[src_states[i]] - mx)
+        x[i] -= mx
+    exp_array(x, x, n_src)
+    vec_mat_rect(x, M, n_src, n_dst, y)
+    log_array(y, y, n_dst)
     for j in range(n_dst):
-        kd = dst_states[j]
-        acc = 0.0
-        for i in range(n_src):
-            ks = src_states[i]
-            acc += tmp[i] * (m.etr[ks * K + kd] if forward else m.etr[kd * K + ks])
-        dst[kd] = mx + m.trmax + log(acc) if acc > 0 else -INFINITY
+        dst[dst_states[j]] = mx + m.trmax + y[j]
+
+
+cdef int length_sums(const Model* m, double* v, const int* group, int n_groups, double* out,
+                     double* mx) noexcept nogil:
+    """out[g] = log sum of v over group g (v[group[g] .. group[g+1]]), exps in one vector call;
+    mx holds n_groups doubles."""
+    cdef int g, i
+    cdef double top
+    for g in range(n_groups):
+        top = -INFINITY
+        for i in range(group[g], group[g + 1]):
+            if v[i] > top:
+                top = v[i]
+        mx[g] = top
+        for i in range(group[g], group[g + 1]):
+            v[i] = v[i] - top if top > -INFINITY else -INFINITY
+    exp_array(v, v, group[n_groups])
+    for g in range(n_groups):
+        out[g] = 0.0
+        for i in range(group[g], group[g + 1]):
+            out[g] += v[i]
+    log_array(out, out, n_groups)
+    for g in range(n_groups):
+        out[g] = mx[g] + out[g] if mx[g] > -INFINITY else -INFINITY
+    return 0
 
 
 cdef double forward_backward(const Model* m, int T, Work* b, bint backward) noexcept nogil:
     """alpha and inn (and beta and out when backward) of the sentence whose tables b holds;
     returns log Z."""
-    cdef int K = m.K, Y = m.Y
-    cdef int t, y, n, j, hi
+    cdef int K = m.K, Y = m.Y, R = m.stride
+    cdef int t, y, n, j, hi, nv, ng
     cdef const int* q
     cdef double* v = b.tmp + 2 * K
+    cdef double* sums = v + Y * (R + 1)
+    cdef double* mx = sums + Y + 1
+    cdef int* group = <int*> (mx + Y + 1)
+    cdef int* label = group + Y + 1
     for t in range(T):
         for j in range(K):
             b.alpha[t * K + j] = -INFINITY
@@ -266,19 +313,29 @@ cdef double forward_backward(const Model* m, int T, Work* b, bint backward) noex
             for j in range(m.n_starts):
                 b.inn[m.starts[j]] = 0.0
         else:
-            boundary(m, b.alpha + (t - 1) * K, m.ends, m.n_ends, m.starts, m.n_starts, True, b.inn + t * K, b.tmp)
+            boundary(m, b.alpha + (t - 1) * K, m.ends, m.n_ends, m.starts, m.n_starts, m.ef, b.inn + t * K, b.tmp)
+        nv, ng = 0, 0
         for y in range(Y):
             q = m.smap + 4 * y
             if m.single[y]:
                 b.alpha[t * K + q[POS_S]] = b.inn[t * K + q[POS_S]] + seg_score(m, b, t, 1, y)
             hi = min(m.multi[y], t + 1)
             if hi >= 2:
+                group[ng], label[ng] = nv, y
+                ng += 1
                 for n in range(2, hi + 1):
-                    v[n - 2] = b.inn[(t - n + 1) * K + q[POS_B]] + seg_score(m, b, t - n + 1, n, y)
-                b.alpha[t * K + q[POS_E]] = log_sum(v, hi - 1)
+                    v[nv] = b.inn[(t - n + 1) * K + q[POS_B]] + seg_score(m, b, t - n + 1, n, y)
+                    nv += 1
+        if ng:
+            group[ng] = nv
+            length_sums(m, v, group, ng, sums, mx)
+            for j in range(ng):
+                b.alpha[t * K + m.smap[4 * label[j] + POS_E]] = sums[j]
     for j in range(m.n_ends):
         v[j] = b.alpha[(T - 1) * K + m.ends[j]]
-    cdef double logz = log_sum(v, m.n_ends)
+    group[0], group[1] = 0, m.n_ends
+    length_sums(m, v, group, 1, sums, mx)
+    cdef double logz = sums[0]
     if not backward:
         return logz
     for t in range(T - 1, -1, -1):
@@ -289,16 +346,24 @@ cdef double forward_backward(const Model* m, int T, Work* b, bint backward) noex
             for j in range(m.n_ends):
                 b.beta[t * K + m.ends[j]] = 0.0
         else:
-            boundary(m, b.out + (t + 1) * K, m.starts, m.n_starts, m.ends, m.n_ends, False, b.beta + t * K, b.tmp)
+            boundary(m, b.out + (t + 1) * K, m.starts, m.n_starts, m.ends, m.n_ends, m.eb, b.beta + t * K, b.tmp)
+        nv, ng = 0, 0
         for y in range(Y):
             q = m.smap + 4 * y
             if m.single[y]:
                 b.out[t * K + q[POS_S]] = seg_score(m, b, t, 1, y) + b.beta[t * K + q[POS_S]]
             hi = min(m.multi[y], T - t)
             if hi >= 2:
+                group[ng], label[ng] = nv, y
+                ng += 1
                 for n in range(2, hi + 1):
-                    v[n - 2] = seg_score(m, b, t, n, y) + b.beta[(t + n - 1) * K + q[POS_E]]
-                b.out[t * K + q[POS_B]] = log_sum(v, hi - 1)
+                    v[nv] = seg_score(m, b, t, n, y) + b.beta[(t + n - 1) * K + q[POS_E]]
+                    nv += 1
+        if ng:
+            group[ng] = nv
+            length_sums(m, v, group, ng, sums, mx)
+            for j in range(ng):
+                b.out[t * K + m.smap[4 * label[j] + POS_B]] = sums[j]
     return logz
 
 
@@ -306,26 +371,39 @@ cdef void expected_counts(const Model* m, int T, Work* b, double logz, double* t
     """After forward_backward: node marginals into b.mu, segment marginals into b.segp, and the
     expected transition counts added to tacc."""
     cdef int K = m.K, Y = m.Y, R = m.stride
-    cdef int t, y, n, e, i, j, ks, kd, hi
+    cdef int t, y, n, e, i, j, ks, kd, hi, nv
     cdef const int* q
-    cdef double p, m1, m2, c, run
+    cdef double p, m1, m2, c, run, a
     cdef double* ea = b.tmp
     cdef double* eo = b.tmp + K
+    cdef double* v = b.tmp + 2 * K
     memset(b.mu, 0, <size_t> T * K * sizeof(double))
     memset(b.run, 0, <size_t> (T + 1) * Y * sizeof(double))
-    memset(b.segp, 0, <size_t> T * R * Y * sizeof(double))
     for t in range(T):
-        for y in range(Y):
-            q = m.smap + 4 * y
-            if m.single[y]:
-                p = exp(b.inn[t * K + q[POS_S]] + seg_score(m, b, t, 1, y) + b.beta[t * K + q[POS_S]] - logz)
-                b.mu[t * K + q[POS_S]] += p
-                b.segp[(t * R) * Y + y] = p
-            hi = min(m.multi[y], T - t)
-            for n in range(2, hi + 1):
-                e = t + n - 1
-                p = exp(b.inn[t * K + q[POS_B]] + seg_score(m, b, t, n, y) + b.beta[e * K + q[POS_E]] - logz)
-                b.segp[(t * R + n - 1) * Y + y] = p
+        # every segment starting at t, its log marginal in v (-inf where none), then exp at once
+        hi = min(R, T - t)
+        nv = 0
+        for n in range(1, hi + 1):
+            e = t + n - 1
+            for y in range(Y):
+                q = m.smap + 4 * y
+                if n == 1:
+                    a = b.inn[t * K + q[POS_S]] + b.beta[t * K + q[POS_S]] if m.single[y] else -INFINITY
+                else:
+                    a = b.inn[t * K + q[POS_B]] + b.beta[e * K + q[POS_E]] if n <= m.multi[y] else -INFINITY
+                v[nv] = a + seg_score(m, b, t, n, y) - logz
+                nv += 1
+        exp_array(v, b.segp + t * R * Y, nv)
+        for n in range(1, hi + 1):
+            e = t + n - 1
+            for y in range(Y):
+                p = b.segp[(t * R + n - 1) * Y + y]
+                if p == 0.0:
+                    continue
+                q = m.smap + 4 * y
+                if n == 1:
+                    b.mu[t * K + q[POS_S]] += p
+                    continue
                 b.mu[t * K + q[POS_B]] += p
                 b.mu[e * K + q[POS_E]] += p
                 if n == 2:
@@ -336,6 +414,9 @@ cdef void expected_counts(const Model* m, int T, Work* b, double logz, double* t
                     tacc[q[POS_B] * K + q[POS_I]] += p
                     tacc[q[POS_I] * K + q[POS_E]] += p
                     tacc[q[POS_I] * K + q[POS_I]] += (n - 3) * p
+        for n in range(hi + 1, R + 1):
+            for y in range(Y):
+                b.segp[(t * R + n - 1) * Y + y] = 0.0
     for y in range(Y):
         i = m.smap[4 * y + POS_I]
         if i < 0:
@@ -347,24 +428,28 @@ cdef void expected_counts(const Model* m, int T, Work* b, double logz, double* t
     for t in range(1, T):
         m1 = -INFINITY
         for i in range(m.n_ends):
-            if b.alpha[(t - 1) * K + m.ends[i]] > m1:
-                m1 = b.alpha[(t - 1) * K + m.ends[i]]
+            ea[i] = b.alpha[(t - 1) * K + m.ends[i]]
+            if ea[i] > m1:
+                m1 = ea[i]
         m2 = -INFINITY
         for j in range(m.n_starts):
-            if b.out[t * K + m.starts[j]] > m2:
-                m2 = b.out[t * K + m.starts[j]]
+            eo[j] = b.out[t * K + m.starts[j]]
+            if eo[j] > m2:
+                m2 = eo[j]
         if m1 == -INFINITY or m2 == -INFINITY:
             continue
         for i in range(m.n_ends):
-            ea[i] = exp(b.alpha[(t - 1) * K + m.ends[i]] - m1)
+            ea[i] -= m1
         for j in range(m.n_starts):
-            eo[j] = exp(b.out[t * K + m.starts[j]] - m2)
+            eo[j] -= m2
+        exp_array(ea, ea, m.n_ends)
+        exp_array(eo, eo, m.n_starts)
         c = exp(m1 + m2 + m.trmax - logz)
         for i in range(m.n_ends):
             ks = m.ends[i]
+            a = c * ea[i]
             for j in range(m.n_starts):
-                kd = m.starts[j]
-                tacc[ks * K + kd] += c * ea[i] * m.etr[ks * K + kd] * eo[j]
+                tacc[ks * K + m.starts[j]] += a * m.ef[i * m.n_starts + j] * eo[j]
 
 
 cdef void scatter_segments(const Model* m, Py_ssize_t t0, int T, const double* segp, double factor,
@@ -470,6 +555,8 @@ cdef void loglik_task(void* job, Py_ssize_t s, void* work, int tid) noexcept nog
         m.bad[s] = 1
         return
     build_tables(m, t0, T, b)
+    cdef double gold = gold_segment_score(m, b, y, T, b.ibp, b.lbp)
+    segment_scores(m, T, b)
     cdef double logz = forward_backward(m, T, b, True)
     expected_counts(m, T, b, logz, tacc)
     scatter_nodes(m.d, t0, T, b.mu, y, g, 1.0)
@@ -477,7 +564,7 @@ cdef void loglik_task(void* job, Py_ssize_t s, void* work, int tid) noexcept nog
         tacc[y[t - 1] * m.K + y[t]] -= 1.0
     scatter_segments(m, t0, T, b.segp, 1.0, g)
     scatter_gold_segments(m, t0, y, T, b.ibp, b.lbp, g, 1.0)
-    m.total[tid] += logz - labeling_score(m.d, m.w, b.s, t0, T, y, 1.0) - gold_segment_score(m, b, y, T, b.ibp, b.lbp)
+    m.total[tid] += logz - labeling_score(m.d, m.w, b.s, t0, T, y, 1.0) - gold
 
 
 cdef void marginals_task(void* job, Py_ssize_t s, void* work, int tid) noexcept nogil:
@@ -486,6 +573,7 @@ cdef void marginals_task(void* job, Py_ssize_t s, void* work, int tid) noexcept 
     cdef Py_ssize_t t0
     cdef int T = sentence(m, s, &t0), i
     build_tables(m, t0, T, b)
+    segment_scores(m, T, b)
     cdef double logz = forward_backward(m, T, b, True)
     expected_counts(m, T, b, logz, m.tacc + tid * m.K * m.K)
     m.logz[s] = logz
@@ -516,6 +604,7 @@ cdef void viterbi_task(void* job, Py_ssize_t s, void* work, int tid) noexcept no
     cdef const int* q
     cdef double best, v
     build_tables(m, t0, T, b)
+    segment_scores(m, T, b)
     for t in range(T):
         for j in range(K):
             b.alpha[t * K + j] = -INFINITY
@@ -600,6 +689,7 @@ cdef void nbest_task(void* job, Py_ssize_t s, void* work, int tid) noexcept nogi
     cdef const int* q
     cdef double sc
     build_tables(m, t0, T, b)
+    segment_scores(m, T, b)
     for t in range(T):
         for j in range(K):
             b.ncnt[t * K + j] = 0
@@ -862,10 +952,13 @@ cdef class Segments:
         m.seg_attrs = &self.seg_attrs[0] if self.seg_attrs.shape[0] else NULL
         m.off_seg = self.off_seg
         m.tr = m.w + self.d.off_trans
-        tr = np.asarray(w)[self.d.off_trans:self.d.off_trans + K * K]
+        tr = np.asarray(w)[self.d.off_trans:self.d.off_trans + K * K].reshape(K, K)
         trmax = float(tr.max())
-        np.exp(tr - trmax, out=np.asarray(etr))
-        m.etr, m.trmax = &etr[0], trmax
+        ne, ns = self.ends.shape[0], self.starts.shape[0]
+        e = np.asarray(etr)
+        e[:ne * ns] = np.exp(tr[np.ix_(self.ends, self.starts)] - trmax).reshape(-1)
+        e[ne * ns:] = e[:ne * ns].reshape(ne, ns).T.reshape(-1)
+        m.ef, m.eb, m.trmax = &etr[0], &etr[ne * ns], trmax
         m.sent_ptr = &self.sent_ptr[0]
         m.n_params = self.n_params
         m.N = self.n_tokens
@@ -898,7 +991,7 @@ cdef class Segments:
         lab = self._labels(labels)
         cdef const int[::1] lab_v = lab
         n_threads = max(1, n_threads)
-        etr_np = np.empty(self.n_labels * self.n_labels)
+        etr_np = np.empty(2 * self.ends.shape[0] * self.starts.shape[0])
         cdef Model m = self.model(w, etr_np)
         total_np = np.zeros(n_threads)
         grad_np = np.zeros((n_threads, self.n_params))
@@ -918,7 +1011,7 @@ cdef class Segments:
 
     def viterbi(self, const double[::1] w, int n_threads=1):
         """Best segmentation of every sentence as position tag ids: (labels[N], scores[S])."""
-        etr_np = np.empty(self.n_labels * self.n_labels)
+        etr_np = np.empty(2 * self.ends.shape[0] * self.starts.shape[0])
         cdef Model m = self.model(w, etr_np)
         out_np = np.zeros(self.n_tokens, dtype=np.int32)
         score_np = np.zeros(self.n_sentences, dtype=np.float64)
@@ -932,7 +1025,7 @@ cdef class Segments:
     def marginals(self, const double[::1] w, int n_threads=1):
         """Node marginals of the position tags [N, K] and log Z of every sentence [S]."""
         n_threads = max(1, n_threads)
-        etr_np = np.empty(self.n_labels * self.n_labels)
+        etr_np = np.empty(2 * self.ends.shape[0] * self.starts.shape[0])
         cdef Model m = self.model(w, etr_np)
         marg_np = np.zeros((self.n_tokens, self.n_labels))
         logz_np = np.zeros(self.n_sentences)
@@ -950,7 +1043,7 @@ cdef class Segments:
         sentence with fewer than k has counts[s] < k and the remaining rows -1."""
         if k < 1:
             raise ValueError("k must be at least 1")
-        etr_np = np.empty(self.n_labels * self.n_labels)
+        etr_np = np.empty(2 * self.ends.shape[0] * self.starts.shape[0])
         cdef Model m = self.model(w, etr_np)
         paths_np = np.full((k, self.n_tokens), -1, dtype=np.int32)
         scores_np = np.full((self.n_sentences, k), -np.inf)
@@ -974,7 +1067,7 @@ cdef class Segments:
             raise ValueError("sentence_weights must have one entry per sentence")
         cdef double[::1] wts_v = wts
         w_np = np.zeros(self.n_params)
-        etr_np = np.empty(self.n_labels * self.n_labels)
+        etr_np = np.empty(2 * self.ends.shape[0] * self.starts.shape[0])
         cdef Model m = self.model(w_np, etr_np)
         grad_np = np.zeros((n_threads, self.n_params))
         tacc_np = np.zeros((n_threads, self.n_labels * self.n_labels))
@@ -994,7 +1087,7 @@ cdef class Segments:
         """Score of each sentence's labeling (position tag ids [N]) [S]."""
         lab = self._labels(labels)
         cdef const int[::1] lab_v = lab
-        etr_np = np.empty(self.n_labels * self.n_labels)
+        etr_np = np.empty(2 * self.ends.shape[0] * self.starts.shape[0])
         cdef Model m = self.model(w, etr_np)
         score_np = np.zeros(self.n_sentences)
         bad_np = np.zeros(max(self.n_sentences, 1), dtype=np.uint8)
