@@ -20,8 +20,10 @@ costs O(T (Y L + K_end K_start)) per sentence of T tokens. Everything runs in lo
 nogil, with threads over sentences (sentences.pxd).
 
 The segment attributes of the span of ``n`` tokens starting at global token t are
-``seg_attrs[seg_ptr[r]:seg_ptr[r + 1]]`` with ``r = t * stride + n - 1``; segment attribute a
-with label y has weight ``w[off_seg + a * Y + y]``.
+``seg_attrs[seg_ptr[r]:seg_ptr[r + 1]]`` with ``r = t * stride + n - 1``. Segment attribute a
+has the features ``f`` in ``seg_feat_ptr[a] .. seg_feat_ptr[a + 1]``, each with one label
+``seg_feat_label[f]`` and the weight ``w[off_seg + f]`` (with every label in order, the
+complete set, a whole row is added at once).
 """
 
 import numpy as np
@@ -60,6 +62,9 @@ cdef struct Model:
     const int* pos_of         # [K] its position (POS_*)
     const long long* seg_ptr
     const int* seg_attrs
+    const int* seg_fptr       # [A + 1] segment attribute -> its features
+    const int* seg_flab       # [F] each feature's segment label
+    bint seg_dense            # every attribute has every label in order: feature a * Y + y
     Py_ssize_t off_seg
     const double* tr          # the K x K log transitions (w + d.off_trans)
     const double* ef          # [n_ends, n_starts]: exp(trans(end -> start) - trmax)
@@ -177,7 +182,7 @@ cdef void build_tables(const Model* m, Py_ssize_t t0, int T, Work* b) noexcept n
     (each span's segment attribute scores per label: segment_scores turns them into the spans'
     whole scores)."""
     cdef int K = m.K, Y = m.Y, R = m.stride
-    cdef int t, n, y, ki
+    cdef int t, n, y, ki, a, f
     cdef long long k, r
     cdef double* row
     cdef const double* wv
@@ -193,10 +198,16 @@ cdef void build_tables(const Model* m, Py_ssize_t t0, int T, Work* b) noexcept n
         for n in range(1, min(R, T - t) + 1):
             r = (t0 + t) * R + n - 1
             row = b.sig + (t * R + n - 1) * Y
+            if m.seg_dense:
+                for k in range(m.seg_ptr[r], m.seg_ptr[r + 1]):
+                    wv = m.w + m.off_seg + <Py_ssize_t> m.seg_attrs[k] * Y
+                    for y in range(Y):
+                        row[y] += wv[y]
+                continue
             for k in range(m.seg_ptr[r], m.seg_ptr[r + 1]):
-                wv = m.w + m.off_seg + <Py_ssize_t> m.seg_attrs[k] * Y
-                for y in range(Y):
-                    row[y] += wv[y]
+                a = m.seg_attrs[k]
+                for f in range(m.seg_fptr[a], m.seg_fptr[a + 1]):
+                    row[m.seg_flab[f]] += m.w[m.off_seg + f]
 
 
 cdef void segment_scores(const Model* m, int T, Work* b) noexcept nogil:
@@ -456,7 +467,7 @@ cdef void scatter_segments(const Model* m, Py_ssize_t t0, int T, const double* s
                            double* g) noexcept nogil:
     """g[segment weights] += factor * segp (a marginal per span and label)."""
     cdef int Y = m.Y, R = m.stride
-    cdef int t, n, y
+    cdef int t, n, y, a, f
     cdef long long k, r
     cdef const double* row
     cdef double* gr
@@ -464,10 +475,16 @@ cdef void scatter_segments(const Model* m, Py_ssize_t t0, int T, const double* s
         for n in range(1, min(R, T - t) + 1):
             r = (t0 + t) * R + n - 1
             row = segp + (t * R + n - 1) * Y
+            if m.seg_dense:
+                for k in range(m.seg_ptr[r], m.seg_ptr[r + 1]):
+                    gr = g + m.off_seg + <Py_ssize_t> m.seg_attrs[k] * Y
+                    for y in range(Y):
+                        gr[y] += factor * row[y]
+                continue
             for k in range(m.seg_ptr[r], m.seg_ptr[r + 1]):
-                gr = g + m.off_seg + <Py_ssize_t> m.seg_attrs[k] * Y
-                for y in range(Y):
-                    gr[y] += factor * row[y]
+                a = m.seg_attrs[k]
+                for f in range(m.seg_fptr[a], m.seg_fptr[a + 1]):
+                    g[m.off_seg + f] += factor * row[m.seg_flab[f]]
 
 
 cdef int gold_segments(const Model* m, const int* y, int T, int* seg_start, int* seg_len) noexcept nogil:
@@ -522,7 +539,7 @@ cdef double gold_segment_score(const Model* m, const Work* b, const int* y, int 
 cdef void scatter_gold_segments(const Model* m, Py_ssize_t t0, const int* y, int T, const int* seg_start,
                                 const int* seg_len, double* g, double factor) noexcept nogil:
     """g[the weights of the labeling's segment attributes] -= factor."""
-    cdef int e, t, n, sy, Y = m.Y, R = m.stride
+    cdef int e, t, n, sy, a, f, Y = m.Y, R = m.stride
     cdef long long k, r
     for e in range(T):
         n = seg_len[e]
@@ -532,7 +549,13 @@ cdef void scatter_gold_segments(const Model* m, Py_ssize_t t0, const int* y, int
         sy = m.seg_of[y[e]]
         r = (t0 + t) * R + n - 1
         for k in range(m.seg_ptr[r], m.seg_ptr[r + 1]):
-            g[m.off_seg + <Py_ssize_t> m.seg_attrs[k] * Y + sy] -= factor
+            a = m.seg_attrs[k]
+            if m.seg_dense:
+                g[m.off_seg + <Py_ssize_t> a * Y + sy] -= factor
+                continue
+            for f in range(m.seg_fptr[a], m.seg_fptr[a + 1]):
+                if m.seg_flab[f] == sy:
+                    g[m.off_seg + f] -= factor
 
 
 cdef inline int sentence(const Model* m, Py_ssize_t s, Py_ssize_t* t0) noexcept nogil:
@@ -814,16 +837,21 @@ cdef class Segments:
     cdef const long long[::1] seg_ptr
     cdef const int[::1] seg_attrs
     cdef object smap, single, multi, ends, starts, seg_of, pos_of, zeros
+    cdef const int[::1] seg_fptr
+    cdef const int[::1] seg_flab
+    cdef bint seg_dense
     cdef Features d
 
     def __init__(self, const int[::1] sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
                  const int[::1] feat_ptr, const int[::1] feat_label, int n_labels, offsets,
                  seg_map, seg_max, seg_ptr, seg_attrs, Py_ssize_t n_seg_attrs, Py_ssize_t off_seg,
-                 values=None):
+                 values=None, seg_feat_ptr=None, seg_feat_label=None):
         """The token part as crftk._lattice.Lattices takes it (no edge attributes), the segment
         labels' position tags (seg_map [Y, 4]: S, B, I, E token label ids, -1 if absent) and
         longest segments (seg_max [Y]), and the spans' attributes (seg_ptr int64 [N * stride + 1],
-        seg_attrs int32), whose weights start at off_seg."""
+        seg_attrs int32), whose weights start at off_seg: the features of each segment attribute
+        (seg_feat_ptr [n_seg_attrs + 1], seg_feat_label: one segment label each), or, without
+        them, every attribute with every label (the complete set, feature a * Y + y)."""
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int K = n_labels
@@ -882,6 +910,20 @@ cdef class Segments:
             raise ValueError("seg_ptr does not match seg_attrs")
         if sa.size and (sa.min() < 0 or sa.max() >= n_seg_attrs):
             raise ValueError("segment attribute id out of range")
+        if seg_feat_ptr is None:
+            fptr = np.arange(n_seg_attrs + 1, dtype=np.int32) * Y
+            flab = np.tile(np.arange(Y, dtype=np.int32), n_seg_attrs)
+        else:
+            fptr = np.ascontiguousarray(seg_feat_ptr, dtype=np.int32)
+            flab = np.ascontiguousarray(seg_feat_label, dtype=np.int32)
+            if (fptr.shape != (n_seg_attrs + 1,) or fptr[0] != 0 or fptr[n_seg_attrs] != flab.size
+                    or (np.diff(fptr) < 0).any()):
+                raise ValueError("seg_feat_ptr must span seg_feat_label, one entry per segment attribute plus one")
+            if flab.size and (flab.min() < 0 or flab.max() >= Y):
+                raise ValueError("segment feature label out of range")
+        self.seg_dense = bool(flab.size == n_seg_attrs * Y and np.array_equal(
+            flab, np.tile(np.arange(Y, dtype=np.int32), n_seg_attrs)))
+        self.seg_fptr, self.seg_flab = fptr, flab
         if off_seg != chain[4]:
             raise ValueError("the segment weights must follow the token part's parameters")
         ends = [int(smap[y, POS_S]) for y in range(Y) if single[y]] + \
@@ -907,7 +949,7 @@ cdef class Segments:
         self.max_len = int(lengths.max()) if lengths.size else 0
         self.n_seg_attrs = n_seg_attrs
         self.off_seg = off_seg
-        self.n_params = off_seg + n_seg_attrs * Y
+        self.n_params = off_seg + flab.size
         self.zeros = np.zeros(1, dtype=np.int32)
         self.d.attr_ptr = &attr_ptr[0]
         self.d.attrs = &attrs[0] if attrs.shape[0] else NULL
@@ -951,6 +993,9 @@ cdef class Segments:
         m.seg_ptr = &self.seg_ptr[0]
         m.seg_attrs = &self.seg_attrs[0] if self.seg_attrs.shape[0] else NULL
         m.off_seg = self.off_seg
+        m.seg_fptr = &self.seg_fptr[0]
+        m.seg_flab = &self.seg_flab[0] if self.seg_flab.shape[0] else NULL
+        m.seg_dense = self.seg_dense
         m.tr = m.w + self.d.off_trans
         tr = np.asarray(w)[self.d.off_trans:self.d.off_trans + K * K].reshape(K, K)
         trmax = float(tr.max())

@@ -79,7 +79,7 @@ def position_tags(seg, smap, T):
 
 class Setup:
     def __init__(self, seed, lengths=(3, 1, 4, 2), Y=3, n_seg_attrs=5, stride=None, smap=None, smax=None,
-                 valued=False):
+                 valued=False, sparse=False):
         rng = np.random.default_rng(seed)
         if smap is None:
             smap, smax, K = random_labels(rng, Y)
@@ -96,10 +96,20 @@ class Setup:
         self.seg_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.seg_attrs = rng.integers(0, max(n_seg_attrs, 1), int(counts.sum())).astype(np.int32)
         self.A = n_seg_attrs
-        self.P = self.c.P + n_seg_attrs * self.Y
+        if sparse:      # each segment attribute with a random subset of the labels, in random order
+            labs = [rng.choice(self.Y, size=int(rng.integers(0, self.Y + 1)), replace=False) for _ in range(n_seg_attrs)]
+            fptr = np.concatenate([[0], np.cumsum([len(x) for x in labs])]).astype(np.int32)
+            flab = np.concatenate([np.asarray(x, dtype=np.int32) for x in labs] + [np.zeros(0, np.int32)])
+            extra = dict(seg_feat_ptr=fptr, seg_feat_label=flab)
+        else:
+            fptr = np.arange(n_seg_attrs + 1, dtype=np.int32) * self.Y
+            flab = np.tile(np.arange(self.Y, dtype=np.int32), n_seg_attrs)
+            extra = {}
+        self.fptr, self.flab = fptr, flab
+        self.P = self.c.P + flab.size
         self.kernel = Segments(self.c.sent_ptr, self.c.attr_ptr, self.c.attrs, self.c.feat_ptr, self.c.feat_label,
                                K, self.c.layout.offsets(), smap, smax, self.seg_ptr, self.seg_attrs, n_seg_attrs,
-                               self.c.P, values=self.c.values)
+                               self.c.P, values=self.c.values, **extra)
         self.w = rng.normal(0, 0.7, self.P)
 
     def enumerate(self, t0, T):
@@ -111,7 +121,8 @@ class Setup:
             for t, n, y in g:
                 r = (t0 + t) * self.stride + n - 1
                 for a in self.seg_attrs[self.seg_ptr[r]:self.seg_ptr[r + 1]]:
-                    phi[m, self.c.P + a * self.Y + y] += 1
+                    for f in range(self.fptr[a], self.fptr[a + 1]):
+                        phi[m, self.c.P + f] += self.flab[f] == y
         return segs, tags, phi
 
 
@@ -120,7 +131,7 @@ SEEDS = range(8)
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_log_z_and_marginals_match_enumeration(seed):
-    st = Setup(seed, valued=seed % 2 == 1)
+    st = Setup(seed, valued=seed % 2 == 1, sparse=seed % 4 < 2)
     marg, logz = st.kernel.marginals(st.w, 2)
     for s, t0, T in st.c.sentences():
         _, tags, phi = st.enumerate(t0, T)
@@ -135,7 +146,7 @@ def test_log_z_and_marginals_match_enumeration(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_viterbi_and_nbest_match_enumeration(seed):
-    st = Setup(seed)
+    st = Setup(seed, sparse=seed % 2 == 0)
     best, best_scores = st.kernel.viterbi(st.w, 2)
     k = 5
     paths, nscores, counts = st.kernel.nbest(st.w, k, 2)
@@ -156,7 +167,7 @@ def test_viterbi_and_nbest_match_enumeration(seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_loglik_gradient_counts_and_scores(seed):
-    st = Setup(seed, valued=seed % 3 == 0)
+    st = Setup(seed, valued=seed % 3 == 0, sparse=seed % 2 == 1)
     rng = np.random.default_rng(100 + seed)
     gold = np.zeros(st.c.N, dtype=np.int32)
     nll, grad_expected = 0.0, np.zeros(st.P)
