@@ -343,10 +343,12 @@ class SegmentSpace:
     """Segment labels, their longest segments and the attribute dictionaries of S lines.
 
     ``labels``: segment labels, sorted, ``O`` among them; ``max_len`` (int32, per label): the
-    longest segment of each (``O``: 1); the weight of attribute a with label y is ``a * Y + y``.
+    longest segment of each (``O``: 1). Attribute a's features are ``feat_ptr[a] .. feat_ptr[a + 1]``,
+    each with one label ``feat_label[f]`` and weight f: the (attribute, label) pairs of the gold
+    segments (``feature_set`` "supported"), or every label in order ("complete", weight a * Y + y).
     """
 
-    def __init__(self, template, n_columns, label_col, labels, max_len, line_keys, lexicons):
+    def __init__(self, template, n_columns, label_col, labels, max_len, line_keys, lexicons, features=None):
         self.template = template
         self.lines = list(template.segments)
         self.n_columns, self.label_col = n_columns, label_col
@@ -357,6 +359,13 @@ class SegmentSpace:
         self.offsets = np.zeros(len(self.line_keys) + 1, dtype=np.int64)
         np.cumsum([len(k) for k in self.line_keys], out=self.offsets[1:])
         self.n_labels, self.n_attrs = len(self.labels), int(self.offsets[-1])
+        if features is None:
+            self.feature_set = "complete"
+            self.feat_ptr = np.arange(self.n_attrs + 1, dtype=np.int32) * self.n_labels
+            self.feat_label = np.tile(np.arange(self.n_labels, dtype=np.int32), self.n_attrs)
+        else:
+            self.feature_set = "supported"
+            self.feat_ptr, self.feat_label = (np.ascontiguousarray(a, dtype=np.int32) for a in features)
         self.longest = int(self.max_len.max())
         self.entries = {name: ({" ".join(e) for e in lex.entries}, lex.ignore_case)
                         for name, lex in lexicons.items()}
@@ -392,13 +401,15 @@ class SegmentSpace:
 
     @property
     def n_params(self):
-        return self.n_attrs * self.n_labels
+        return int(self.feat_label.size)
 
     # building ------------------------------------------------------------
     @classmethod
-    def fit(cls, sentences, template, *, labels, max_len, min_freq=1, label_col=-1):
+    def fit(cls, sentences, template, *, labels, max_len, min_freq=1, label_col=-1, feature_set="supported"):
         """(space, SegmentCorpus of ``sentences``): the attributes of the gold segments (read from
-        the label column, IOBES position tags) seen ``min_freq`` times or more.
+        the label column, IOBES position tags) seen ``min_freq`` times or more; with ``feature_set``
+        "supported" each paired with the labels of the gold segments it was seen on, with
+        "complete" with every label.
 
         ``labels``: the segment labels (``O`` is added); ``max_len``: the longest segment of each, a
         dict (crftk.io.segments.SegmentConversion.longest) or a sequence in the order of ``labels``.
@@ -417,7 +428,7 @@ class SegmentSpace:
         spans = space._spans(sentences)
         gold = space._gold(sentences, spans.tokens)
         counts = [Counter() for _ in space.lines]
-        for length, ts in gold:
+        for length, ts, _ in gold:
             for i, line in enumerate(space.lines):
                 owner, keys = spans.keys(line, ts, length)
                 if any(m.multi for m in line.macros):       # an attribute counts once per segment
@@ -427,13 +438,33 @@ class SegmentSpace:
                     counts[i].update(keys.tolist())
         keys = [sorted(k for k, n in c.items() if n >= min_freq) for c in counts]
         space = cls(template, n_columns, label_col, labels, max_len, keys, lexicons)
-        if space.n_params >= 2**31:
+        if space.n_attrs * space.n_labels >= 2**31:
             raise CrftkError(f"{space.n_attrs} segment attributes x {space.n_labels} labels: too many for this "
                              "version; raise --min-freq")
-        return space, space.encode(sentences)
+        corpus = space.encode(sentences)
+        if feature_set == "supported":
+            space = cls(template, n_columns, label_col, labels, max_len, keys, lexicons,
+                        features=space._supported(corpus, gold))
+        return space, corpus
+
+    def _supported(self, corpus, gold):
+        """(feat_ptr, feat_label) of the (attribute, label) pairs of the gold segments."""
+        Y, R = self.n_labels, corpus.longest
+        pairs = []
+        for length, ts, ys in gold:
+            rows = ts * R + (length - 1)
+            counts = corpus.seg_ptr[rows + 1] - corpus.seg_ptr[rows]
+            occ = np.repeat(corpus.seg_ptr[rows] - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) \
+                + np.arange(int(counts.sum()))
+            pairs.append(corpus.seg_attrs[occ].astype(np.int64) * Y + np.repeat(ys, counts))
+        keys = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, np.int64)
+        feat_ptr = np.zeros(self.n_attrs + 1, dtype=np.int32)
+        np.cumsum(np.bincount(keys // Y, minlength=self.n_attrs), out=feat_ptr[1:])
+        return feat_ptr, (keys % Y).astype(np.int32)
 
     def _gold(self, sentences, tokens):
-        """[(length, starts)] of the gold segments, by length; each checked against the labels."""
+        """[(length, starts, label ids)] of the gold segments, by length; each checked against the
+        labels."""
         c = self.label_col
         index = {y: i for i, y in enumerate(self.labels)}
         starts = {}
@@ -448,8 +479,9 @@ class SegmentSpace:
                 if end - start > self.max_len[y]:
                     raise CrftkError(f"a {label} segment of {end - start} tokens: longer than its longest "
                                      f"({self.max_len[y]})", *where)
-                starts.setdefault(end - start, []).append(base + start)
-        return [(n, np.array(ts, dtype=np.int64)) for n, ts in sorted(starts.items())]
+                starts.setdefault(end - start, []).append((base + start, y))
+        return [(n, np.array([t for t, _ in ts], dtype=np.int64), np.array([y for _, y in ts], dtype=np.int64))
+                for n, ts in sorted(starts.items())]
 
     def _spans(self, sentences):
         cols = sorted({m.col for line in self.lines for m in line.macros if m.col >= 0 and m.kind != "seglex"}
@@ -518,7 +550,10 @@ class SegmentSpace:
             arrays[f"lexicon.{name}.offsets"], arrays[f"lexicon.{name}.blob"] = pack_strings(lex.to_lines())
             lexicons[name] = {"ignore_case": lex.ignore_case}
         meta = {"template": self.template.text, "template_path": self.template.path, "n_columns": self.n_columns,
-                "label_col": self.label_col, "n_lines": len(self.lines), "lexicons": lexicons}
+                "label_col": self.label_col, "n_lines": len(self.lines), "lexicons": lexicons,
+                "feature_set": self.feature_set}
+        if self.feature_set == "supported":
+            arrays["feat_ptr"], arrays["feat_label"] = self.feat_ptr, self.feat_label
         return meta, arrays
 
     @classmethod
@@ -575,9 +610,32 @@ class SegmentSpace:
                     raise bad(f"lexicon {shown(name)} has no ignore_case flag")
                 lines = unpack_strings(arrays[f"lexicon.{name}.offsets"], arrays[f"lexicon.{name}.blob"], path=path)
                 lexicons[name] = Lexicon.from_lines(lines, name, opts["ignore_case"])
-            return cls(template, n_columns, label_col, labels, max_len.astype(np.int32), line_keys, lexicons)
+            features = None
+            if meta.get("feature_set", "complete") not in ("complete", "supported"):
+                raise bad(f"feature set {shown(meta.get('feature_set'))} is neither complete nor supported")
+            if meta.get("feature_set") == "supported":
+                features = _checked_features(arrays["feat_ptr"], arrays["feat_label"], len(keys), len(labels), bad)
+            return cls(template, n_columns, label_col, labels, max_len.astype(np.int32), line_keys, lexicons,
+                       features)
         except (KeyError, ValueError, TypeError, IndexError) as e:
             raise CrftkError(f"model file is incomplete or inconsistent ({e})", path) from None
+
+
+def _checked_features(feat_ptr, feat_label, n_attrs, n_labels, bad):
+    """A model file's (feat_ptr, feat_label), refused unless each attribute lists distinct labels
+    in increasing order."""
+    ptr, lab = np.asarray(feat_ptr), np.asarray(feat_label)
+    if (ptr.ndim != 1 or lab.ndim != 1 or ptr.dtype.kind not in "iu" or lab.dtype.kind not in "iu"
+            or ptr.size != n_attrs + 1 or ptr[0] != 0 or ptr[-1] != lab.size
+            or np.any(np.diff(ptr.astype(np.int64)) < 0)):
+        raise bad("feature offsets do not cut its features into its attributes")
+    if lab.size and (lab.min() < 0 or lab.max() >= n_labels):
+        raise bad("feature labels are out of range")
+    owner = np.repeat(np.arange(n_attrs), np.diff(ptr.astype(np.int64)))
+    key = owner.astype(np.int64) * n_labels + lab
+    if key.size > 1 and np.any(np.diff(key) <= 0):
+        raise bad("features repeat a label or are out of order")
+    return ptr, lab
 
 
 def _label_table(labels, max_len):

@@ -18,9 +18,9 @@ ROWS = [["He", "PRP", "S-NP"], ["reckons", "VBZ", "S-VP"], ["the", "DT", "B-NP"]
 LONGEST = {"NP": 3, "VP": 1}
 
 
-def fit(template_text, rows_list=(ROWS,), min_freq=1, path="<template>"):
+def fit(template_text, rows_list=(ROWS,), min_freq=1, path="<template>", feature_set="supported"):
     return SegmentSpace.fit(sentences(rows_list), parse_template(template_text, path), labels=["NP", "VP"],
-                            max_len=LONGEST, min_freq=min_freq)
+                            max_len=LONGEST, min_freq=min_freq, feature_set=feature_set)
 
 
 def span(space, corpus, t, length):
@@ -78,7 +78,16 @@ def test_encode_layout():
     assert space.longest == corpus.longest == 3
     assert corpus.seg_ptr.dtype == np.int64 and corpus.seg_attrs.dtype == np.int32
     assert corpus.seg_ptr.size == n * 3 + 1 and corpus.n_tokens == n
-    assert space.n_params == space.n_attrs * 3
+    # the supported set: each attribute with the labels of the gold segments it was seen on
+    names = space.attribute_strings()
+    pairs = {(names[a], space.labels[space.feat_label[f]]) for a in range(space.n_attrs)
+             for f in range(space.feat_ptr[a], space.feat_ptr[a + 1])}
+    assert pairs == {("S:1", "NP"), ("S:1", "VP"), ("S:1", "O"), ("S:3", "NP"), ("S:He", "NP"),
+                     ("S:reckons", "VP"), ("S:the", "NP"), ("S:.", "O")}
+    assert space.n_params == len(pairs) and space.feature_set == "supported"
+    complete, _ = fit("S:%len\nS:%first[0]\n", feature_set="complete")
+    assert complete.n_params == complete.n_attrs * 3
+    np.testing.assert_array_equal(complete.feat_label, np.tile(np.arange(3), complete.n_attrs))
     assert span(space, corpus, 3, 1) == ["S:1"]                    # not gold, but %len 1 is known
     assert span(space, corpus, 1, 3) == ["S:3", "S:reckons"]       # row 1 * 3 + 2
     assert span(space, corpus, 0, 2) == ["S:He"]                   # %len 2 never seen
@@ -105,11 +114,15 @@ def test_min_freq_prunes_rare_attributes():
 TEMPLATE = "U:%x[0,0]\nB\nS1:%seg[0]\nS2:%first[1]/%last[0]/%len\nS3:%before[1,0]\nS4:%inside[1]\n"
 
 
-def test_arrays_round_trip():
-    space, corpus = fit(TEMPLATE)
+@pytest.mark.parametrize("feature_set", ["supported", "complete"])
+def test_arrays_round_trip(feature_set):
+    space, corpus = fit(TEMPLATE, feature_set=feature_set)
     meta, arrays = space.to_arrays()
     back = SegmentSpace.from_arrays(meta, arrays, "m.crf")
     assert back.labels == space.labels and back.attribute_strings() == space.attribute_strings()
+    assert back.feature_set == feature_set
+    np.testing.assert_array_equal(back.feat_ptr, space.feat_ptr)
+    np.testing.assert_array_equal(back.feat_label, space.feat_label)
     np.testing.assert_array_equal(back.max_len, space.max_len)
     again = back.encode(sentences([ROWS]))
     np.testing.assert_array_equal(again.seg_ptr, corpus.seg_ptr)
@@ -131,6 +144,9 @@ def _forge(meta, arrays, key, value):
     ("label_col", 7),
     ("template", "U:%x[0,0]\nS1:%foo[0]\n"),
     ("template", 5),
+    ("feature_set", "dense"),
+    ("feat_label", np.array([0, 0, 1], dtype=np.int32)),             # not one per feature
+    ("feat_ptr", np.array([0, 2, 1, 3], dtype=np.int32)),             # decreasing
 ])
 def test_forged_arrays_are_refused(key, value):
     space, _ = fit(TEMPLATE)
