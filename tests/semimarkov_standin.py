@@ -178,18 +178,21 @@ class SegmentSpace:
 
 def install():
     """Put the stand-ins where crftk imports the real modules from, if those are missing;
-    returns the names installed."""
-    installed = []
+    returns the names of the modules that are stand-ins (installed now or before)."""
+    installed = [name for name in ("crftk._semimarkov", "crftk.features.segments")
+                 if getattr(sys.modules.get(name), "STANDIN", False)]
+    if installed:
+        return installed
     try:
         import crftk._semimarkov  # noqa: F401
     except ImportError:
-        sys.modules["crftk._semimarkov"] = types.SimpleNamespace(Segments=Segments)
+        sys.modules["crftk._semimarkov"] = types.SimpleNamespace(Segments=Segments, STANDIN=True)
         installed.append("crftk._semimarkov")
     try:
         import crftk.features.segments  # noqa: F401
     except ImportError:
         module = types.ModuleType("crftk.features.segments")
-        module.SegmentSpace, module.SegmentCorpus = SegmentSpace, SegmentCorpus
+        module.SegmentSpace, module.SegmentCorpus, module.STANDIN = SegmentSpace, SegmentCorpus, True
         sys.modules["crftk.features.segments"] = module
         installed.append("crftk.features.segments")
     return installed
