@@ -55,6 +55,7 @@ extensions = [
     kernel("crftk._product", "csrc/product_tables.pyx", VECMATH),
     kernel("crftk._messages", "csrc/messages.pyx", VECMATH),
     kernel("crftk._combine", "csrc/combine.pyx", VECMATH),
+    kernel("crftk._semimarkov", "csrc/semimarkov.pyx", VECMATH),
     kernel("crftk._factorial", "csrc/factorial.pyx", VECMATH),
     kernel("crftk._encode", "csrc/encode.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),
