@@ -44,6 +44,21 @@ adjacent chains at one token (``P01:%x[0,0]``: the word with each (POS, chunk) p
 plain pair factor is always there; a ``P`` line without macros says so and adds nothing.
 A linear chain (one label column) refuses ``P`` lines.
 
+A line starting with ``S`` is a segment template of a semi-Markov CRF (``crftk train
+--model-type semimarkov``; crftk.features.segments): its macros read a candidate segment, not
+a token, and its attributes pair with the segment's label. Every other kind of model refuses
+``S`` lines.
+
+====================================  ===============================================
+``%seg[c]``, ``%Seg[c]``              column c of the segment's tokens joined by a space (Seg: lower-cased)
+``%first[c]``, ``%last[c]``           column c at the segment's first / last token
+``%inside[c]``                        column c of each token strictly inside (multi-valued)
+``%before[r,c]``, ``%after[r,c]``     column c r tokens before the start / after the end (CRF++ padding)
+``%len``                              the segment's length in tokens
+``%segshape[c]``                      the collapsed shapes (``%cshape``) of its tokens joined by a space
+``%seglex[NAME]``                     ``1`` when the segment's words (column 0) are an entry of lexicon NAME
+====================================  ===============================================
+
 Multi-valued tests (shape, ngram) give one attribute per value; a line with
 several macros makes every combination, so conjunctions across offsets are
 written as several macros on one line.
@@ -68,6 +83,17 @@ MACROS = {
     "doc": (("col", "name"), False), "corpus": (("col", "name"), False),
     "ctx": (("col", "int"), True),
 }
+#: Macros of S lines (segment templates of a semi-Markov CRF): name -> (argument kinds, multi-valued);
+#: %before/%after take the distance first, %len no argument (and no brackets)
+SEGMENT_MACROS = {
+    "seg": (("col",), False), "Seg": (("col",), False),
+    "first": (("col",), False), "last": (("col",), False), "inside": (("col",), True),
+    "before": (("int", "col"), False), "after": (("int", "col"), False),
+    "len": ((), False), "segshape": (("col",), False), "seglex": (("name",), False),
+}
+SEGMENT_MACRO_START = re.compile(r"%(\^?)([A-Za-z]+)(\[?)")
+#: What an S line is, said when a kind of model other than the semi-Markov CRF is given one.
+SEGMENT_LINE = "an S line is a segment feature of a semi-Markov CRF: train with --model-type semimarkov"
 #: Macros whose attributes carry real values (EncodedCorpus.values) instead of naming strings.
 REAL = ("num", "vec")
 #: Macros that read a first stage's labels aggregated over the document or the corpus
@@ -110,7 +136,12 @@ class Macro:
 
     @property
     def multi(self):
-        return MACROS[self.kind][1]
+        return (MACROS.get(self.kind) or SEGMENT_MACROS[self.kind])[1]
+
+    @property
+    def segment(self):
+        """Whether it reads a segment (an S line's macro) rather than a token."""
+        return self.kind in SEGMENT_MACROS
 
     @property
     def source(self):
@@ -123,6 +154,12 @@ class Macro:
         return self.kind in REAL
 
     def __str__(self):
+        if self.kind == "len":
+            return "%len"
+        if self.segment:
+            args = {"before": [-self.row, self.col], "after": [self.row, self.col]}.get(
+                self.kind, list(self.args) if self.kind == "seglex" else [self.col])
+            return f"%{self.kind}[{','.join(map(str, args))}]"
         parts = [str(self.row)] + ([self.args[0]] if self.kind == "lex" else [str(self.col)])
         if self.kind == "vec" or self.kind in AGGREGATES:
             parts.append(self.args[0])
@@ -133,9 +170,9 @@ class Macro:
 
 @dataclass
 class TemplateLine:
-    """One U or B template: literal text and macros, in order."""
+    """One U, B, P or S template: literal text and macros, in order."""
 
-    kind: str                  # "U" or "B"
+    kind: str                  # "U", "B", "P" or "S"
     text: str                  # the line as written (for the B/U '*' case, with that prefix)
     parts: list                # str literals and Macro objects
     lineno: int
@@ -169,6 +206,7 @@ class Template:
     lexicon_lines: dict = field(default_factory=dict)  # name -> line of its @lexicon directive
     pairs: list = field(default_factory=list)      # TemplateLine, kind P: factorial pair factors
     pair_plain: int = 0                            # line number of a P line without macros (0: none)
+    segments: list = field(default_factory=list)   # TemplateLine, kind S: semi-Markov segment features
     # name -> crftk.features.vectors.VectorTable: the word vectors %vec lines read, attached by
     # attach_vectors (crftk train --vectors) or restored from a model file
     vectors: dict = field(default_factory=dict, compare=False, repr=False)
@@ -230,10 +268,22 @@ class Template:
     def max_offset(self):
         return max((abs(m.row) for line in self.lines for m in line.macros), default=0)
 
+    @property
+    def segment_columns(self):
+        """Sorted columns the S lines read (column 0 for %seglex)."""
+        return sorted({m.col for line in self.segments for m in line.macros if m.col >= 0})
+
+    def refuse_segments(self, what=SEGMENT_LINE):
+        """Raise at the first S line: the kinds of model other than the semi-Markov CRF call it."""
+        if self.segments:
+            raise CrftkError(what, self.path, self.segments[0].lineno)
+
     def check_columns(self, n_columns, label_col, path=None):
         """Reject macros that read a missing column or the gold label column."""
-        for line in self.lines:
+        for line in self.lines + self.segments:
             for m in line.macros:
+                if m.col < 0:       # %len reads no column
+                    continue
                 if m.col >= n_columns:
                     raise CrftkError(
                         f"template reads column {m.col} but the data {('in ' + str(path) + ' ') if path else ''}"
@@ -262,10 +312,17 @@ def parse_template(text, path="<template>"):
             _directive(tmpl, line, path, lineno)
             continue
         kind = line[0]
-        if kind not in "UBP*":
+        if kind not in "UBP*S":
             raise CrftkError(
-                f"template line must start with U (state), B (transition), * (both) or P (pair "
-                f"factor of a factorial CRF), found {line[:20]!r}", path, lineno)
+                f"template line must start with U (state), B (transition), * (both), P (pair "
+                f"factor of a factorial CRF) or S (segment of a semi-Markov CRF), found {line[:20]!r}",
+                path, lineno)
+        if kind == "S":
+            tl = TemplateLine(kind="S", text=line, parts=_parse_segment_parts(line, path, lineno), lineno=lineno)
+            if line not in seen:
+                seen[line] = lineno
+                tmpl.segments.append(tl)
+            continue
         parts = _parse_parts(line, path, lineno)
         if kind == "P":
             tl = TemplateLine(kind="P", text=line, parts=parts, lineno=lineno)
@@ -286,10 +343,10 @@ def parse_template(text, path="<template>"):
                 continue
             seen[text_k] = lineno
             (tmpl.unigrams if k == "U" else tmpl.bigrams).append(tl)
-    for line in tmpl.lines + tmpl.pairs:
+    for line in tmpl.lines + tmpl.pairs + tmpl.segments:
         _check_real(line, path)
         for m in line.macros:
-            if m.kind == "lex" and m.args[0] not in tmpl.lexicons:
+            if m.kind in ("lex", "seglex") and m.args[0] not in tmpl.lexicons:
                 raise CrftkError(f"lexicon {m.args[0]!r} is not declared (add: @lexicon {m.args[0]} FILE)",
                                  path, line.lineno)
     return tmpl
@@ -355,6 +412,64 @@ def _parse_parts(line, path, lineno):
     if rest:
         parts.append(rest)
     return parts
+
+
+def _parse_segment_parts(line, path, lineno):
+    """The parts of an S line: literal text and segment macros (SEGMENT_MACROS)."""
+    known = ", ".join("%" + k for k in SEGMENT_MACROS)
+    parts = []
+    pos = 0
+    for m in SEGMENT_MACRO_START.finditer(line):
+        if m.start() < pos:
+            continue
+        anchored, name, bracket = m.group(1) == "^", m.group(2), m.group(3)
+        if name in MACROS:
+            what = ("makes real-valued attributes of a token" if name in REAL else "reads one token")
+            raise CrftkError(f"%{name} {what}: an S line reads segments ({known}); put token features on "
+                             "U lines", path, lineno)
+        if name not in SEGMENT_MACROS:
+            raise CrftkError(f"unknown macro %{name} on an S line; known: {known}", path, lineno)
+        if anchored:
+            raise CrftkError(f"%^{name}: segment macros take no first-mention '^'", path, lineno)
+        if m.start() > pos:
+            parts.append(line[pos:m.start()])
+        if name == "len":
+            if bracket:
+                raise CrftkError("bad macro %len: it takes no arguments (write %len)", path, lineno)
+            parts.append(Macro(0, -1, "len"))
+            pos = m.end()
+            continue
+        if not bracket:
+            raise CrftkError(f"malformed macro %{name}: expected '[' after it", path, lineno)
+        args, pos = _macro_args(line, m.end(), path, lineno)
+        parts.append(_make_segment_macro(name, args, path, lineno))
+    if line[pos:]:
+        parts.append(line[pos:])
+    return parts
+
+
+def _make_segment_macro(name, args, path, lineno):
+    kinds = SEGMENT_MACROS[name][0]
+    usage = f"%{name}[" + ",".join({"col": "col", "int": "r", "name": "NAME"}[k] for k in kinds) + "]"
+    if len(args) != len(kinds):
+        raise CrftkError(f"bad macro %{name}[...]: expected {usage}", path, lineno)
+    if name == "seglex":
+        how, text = args[0]
+        if how != "raw" or not NAME.match(text):
+            raise CrftkError(f"bad macro %{name}[...]: expected {usage}", path, lineno)
+        return Macro(0, 0, name, (text,))
+    row = 0
+    if kinds[0] == "int":
+        row = _integer(*args[0], 1, MAX_ROW)
+        if row is None:
+            raise CrftkError(f"bad macro %{name}[...]: the distance must be an integer from 1 to {MAX_ROW}, "
+                             f"not {shown(args[0][1], 24)} ({usage})", path, lineno)
+        row = -row if name == "before" else row
+    col = _integer(*args[-1], 0, MAX_COLUMNS - 1)
+    if col is None:
+        raise CrftkError(f"bad macro %{name}[...]: the column must be an integer from 0 to {MAX_COLUMNS - 1:,}, "
+                         f"not {shown(args[-1][1], 24)} ({usage})", path, lineno)
+    return Macro(row, col, name)
 
 
 def _macro_args(line, i, path, lineno):
@@ -482,7 +597,7 @@ def template_difference(given, own):
     makes the same ones (comments, line order, repeated lines and lexicon paths aside): a pair
     (what differs, the line of ``given`` that shows it, or None)."""
     def lines(t):
-        return {line.text: line.lineno for line in t.unigrams + t.bigrams + t.pairs}
+        return {line.text: line.lineno for line in t.unigrams + t.bigrams + t.pairs + t.segments}
 
     mine, theirs = lines(given), lines(own)
     for text, lineno in sorted(mine.items(), key=lambda kv: kv[1]):

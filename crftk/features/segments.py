@@ -1,0 +1,467 @@
+"""Segment features of a semi-Markov CRF: the attributes a template's S lines make of spans.
+
+A span is (t, len): ``len`` tokens starting at token t of a sentence. Each S line gives a span
+the attributes its macros' values render (crftk.features.templates.SEGMENT_MACROS; several
+macros make every combination). An attribute is kept by its *key*, the macro values joined by
+a tab (no CoNLL field holds one), per line, as the token feature space keeps its attributes
+by their values: two lines that render the same string are two attributes.
+
+Values are computed for all spans of one length at once on object arrays of column strings
+(gathers, concatenations and a dictionary lookup per span and line): the joined words of the
+spans of length ``len`` are those of length ``len - 1`` with one more word.
+
+:class:`SegmentSpace` holds the dictionaries (``fit`` on the gold segments of training
+sentences whose label column holds IOBES position tags, crftk.io.segments); ``encode`` gives a
+:class:`SegmentCorpus`, the attributes of every candidate span in CSR rows
+``t * longest + len - 1`` (empty for spans past their sentence's end).
+"""
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from crftk.errors import CrftkError, shown
+from crftk.features.extract import load_lexicons
+from crftk.features.lexicon import Lexicon
+from crftk.features.observations import collapsed_shape
+from crftk.features.space import _ranks, _slots
+from crftk.features.templates import MAX_COLUMNS, parse_template
+from crftk.io.container import pack_strings, unpack_strings
+from crftk.io.segments import OUTSIDE, gold_segments
+
+#: between the macro values of an attribute's key (no CoNLL field, joined or not, holds a tab)
+SEP = "\t"
+#: the longest segment a model may allow (far beyond any chunk or name; bounds a forged file's tables)
+MAX_SEGMENT = 1000
+
+
+@dataclass
+class SegmentCorpus:
+    """The attributes of every candidate span of a corpus of N tokens: row ``t * longest + len - 1``
+    of ``seg_ptr`` (int64 [N * longest + 1]) is the span of ``len`` tokens starting at token t,
+    its attribute ids ``seg_attrs[seg_ptr[row]:seg_ptr[row + 1]]`` (int32; none past the sentence)."""
+
+    seg_ptr: np.ndarray
+    seg_attrs: np.ndarray
+    longest: int
+
+    @property
+    def n_tokens(self):
+        return (self.seg_ptr.size - 1) // self.longest
+
+    def subset(self, sent_ptr, sentences):
+        """The spans of the given sentences (ids in increasing order; ``sent_ptr`` the corpus's
+        sentence starts), as a corpus of their own."""
+        sent_ptr = np.asarray(sent_ptr, dtype=np.int64)
+        sentences = np.asarray(sentences, dtype=np.int64)
+        counts = (sent_ptr[sentences + 1] - sent_ptr[sentences]) * self.longest
+        rows = _slots(sent_ptr[sentences] * self.longest, counts)
+        starts = self.seg_ptr[rows]
+        sizes = self.seg_ptr[rows + 1] - starts
+        ptr = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        return SegmentCorpus(ptr, self.seg_attrs[_slots(starts, sizes)], self.longest)
+
+
+class _Tokens:
+    """The columns of a batch of sentences as object arrays over its tokens, with each token's
+    sentence bounds and the derived arrays (lower-cased, shapes) made when first asked for."""
+
+    def __init__(self, sentences, columns):
+        lengths = np.fromiter((len(s.rows) for s in sentences), dtype=np.int64, count=len(sentences))
+        self.sent_ptr = np.zeros(lengths.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.sent_ptr[1:])
+        self.n = int(self.sent_ptr[-1])
+        sid = np.repeat(np.arange(lengths.size), lengths)
+        self.start, self.end = self.sent_ptr[sid], self.sent_ptr[sid + 1]
+        self.columns = {}
+        for c in columns:
+            try:
+                self.columns[c] = _objects([row[c] for s in sentences for row in s.rows])
+            except IndexError:
+                s, t = next((s, t) for s in sentences for t, row in enumerate(s.rows) if len(row) <= c)
+                raise CrftkError(f"the segment features read column {c}, and this line has "
+                                 f"{len(s.rows[t])} columns", s.source, s.line + t if s.line else None) from None
+        self._derived = {}
+
+    def source(self, kind, col):
+        """The token strings a macro reads: column ``col`` as it is ("x"), lower-cased ("lower")
+        or as collapsed shapes ("shape")."""
+        if kind == "x":
+            return self.columns[col]
+        key = (kind, col)
+        if key not in self._derived:
+            words = self.columns[col].tolist()
+            if kind == "lower":
+                self._derived[key] = _objects([w.lower() for w in words])
+            else:
+                shapes = {w: collapsed_shape(w) for w in set(words)}
+                self._derived[key] = _objects([shapes[w] for w in words])
+        return self._derived[key]
+
+
+class _Spans:
+    """The values of segment macros on spans of one length at a time."""
+
+    def __init__(self, tokens, lexicons):
+        self.tokens = tokens
+        self.lexicons = lexicons        # name -> (set of entries joined by spaces, ignore_case)
+        self._joins = {}                # source -> (length, starts, joined strings)
+
+    def joined(self, kind, col, ts, length):
+        """The strings of ``kind``/``col`` of spans (ts, length) joined by spaces; from the spans one
+        token shorter when they were the last asked for (all spans, by increasing length)."""
+        src = self.tokens.source(kind, col)
+        cached = self._joins.get((kind, col))
+        if length == 1:
+            out = src[ts]
+        elif cached is not None and cached[0] == length - 1 and _covers(cached[1], ts):
+            out = cached[2][np.searchsorted(cached[1], ts)] + " " + src[ts + length - 1]
+        else:
+            out = src[ts]
+            for k in range(1, length):
+                out = out + " " + src[ts + k]
+        self._joins[(kind, col)] = (length, ts, out)
+        return out
+
+    def values(self, m, ts, length):
+        """The macro's values on spans (ts, length): an object array (one value per span), or
+        (span index, values) for a macro that may give a span none or several."""
+        tok = self.tokens
+        kind = m.kind
+        if kind == "first":
+            return tok.columns[m.col][ts]
+        if kind == "last":
+            return tok.columns[m.col][ts + length - 1]
+        if kind in ("seg", "Seg", "segshape"):
+            return self.joined({"seg": "x", "Seg": "lower", "segshape": "shape"}[kind], m.col, ts, length)
+        if kind == "len":
+            return np.full(ts.size, str(length), dtype=object)
+        if kind in ("before", "after"):
+            pos = ts + m.row if kind == "before" else ts + length - 1 + m.row
+            lo, hi = tok.start[ts], tok.end[ts]
+            out = tok.columns[m.col][np.clip(pos, lo, hi - 1)]
+            outside = (pos < lo) | (pos >= hi)
+            if outside.any():
+                # CRF++'s padding: _B-k k tokens before the sentence, _B+k after it
+                dist = np.where(pos < lo, pos - lo, pos - hi + 1)[outside]
+                out = out.copy()
+                out[outside] = [f"_B-{-d}" if d < 0 else f"_B+{d}" for d in dist.tolist()]
+            return out
+        if kind == "inside":
+            k = max(length - 2, 0)
+            owner = np.repeat(np.arange(ts.size), k)
+            return owner, tok.columns[m.col][ts[owner] + 1 + np.tile(np.arange(k), ts.size)]
+        if kind == "seglex":
+            entries, icase = self.lexicons[m.args[0]]
+            words = self.joined("lower" if icase else "x", 0, ts, length)
+            hit = np.fromiter(map(entries.__contains__, words), dtype=bool, count=words.size)
+            owner = np.flatnonzero(hit)
+            return owner, np.full(owner.size, "1", dtype=object)
+        raise ValueError(kind)
+
+    def keys(self, line, ts, length):
+        """(span index, key) of every attribute the line makes of spans (ts, length), by span."""
+        owner, keys = np.arange(ts.size), None
+        for m in line.macros:
+            vals = self.values(m, ts, length)
+            if isinstance(vals, tuple):
+                of, flat = vals
+                # every current key of a span with every value of that span
+                counts = np.bincount(of, minlength=ts.size)
+                first = np.cumsum(counts) - counts
+                per = counts[owner]
+                idx = np.repeat(first[owner], per) + _ranks(per)
+                keys = flat[idx] if keys is None else np.repeat(keys, per) + SEP + flat[idx]
+                owner = np.repeat(owner, per)
+            else:
+                keys = vals[owner] if keys is None else keys + SEP + vals[owner]
+        if keys is None:            # a line without macros: one attribute, on every span
+            keys = np.full(ts.size, "", dtype=object)
+        return owner, keys
+
+
+class SegmentSpace:
+    """Segment labels, their longest segments and the attribute dictionaries of S lines.
+
+    ``labels``: segment labels, sorted, ``O`` among them; ``max_len`` (int32, per label): the
+    longest segment of each (``O``: 1); the weight of attribute a with label y is ``a * Y + y``.
+    """
+
+    def __init__(self, template, n_columns, label_col, labels, max_len, line_keys, lexicons):
+        self.template = template
+        self.lines = list(template.segments)
+        self.n_columns, self.label_col = n_columns, label_col
+        self.labels = list(labels)
+        self.max_len = np.ascontiguousarray(max_len, dtype=np.int32)
+        self.line_keys = [list(k) for k in line_keys]   # per line: its attribute keys, in id order
+        self.lexicons = lexicons                          # name -> Lexicon (the %seglex ones)
+        self.offsets = np.zeros(len(self.line_keys) + 1, dtype=np.int64)
+        np.cumsum([len(k) for k in self.line_keys], out=self.offsets[1:])
+        self.index = [{k: i for i, k in enumerate(keys)} for keys in self.line_keys]
+
+    @property
+    def n_labels(self):
+        return len(self.labels)
+
+    @property
+    def n_attrs(self):
+        return int(self.offsets[-1])
+
+    @property
+    def n_params(self):
+        return self.n_attrs * self.n_labels
+
+    @property
+    def longest(self):
+        return int(self.max_len.max())
+
+    # building ------------------------------------------------------------
+    @classmethod
+    def fit(cls, sentences, template, *, labels, max_len, min_freq=1, label_col=-1):
+        """(space, SegmentCorpus of ``sentences``): the attributes of the gold segments (read from
+        the label column, IOBES position tags) seen ``min_freq`` times or more.
+
+        ``labels``: the segment labels (``O`` is added); ``max_len``: the longest segment of each, a
+        dict (crftk.io.segments.SegmentConversion.longest) or a sequence in the order of ``labels``.
+        """
+        sentences = list(sentences)
+        if not sentences or not sentences[0].rows:
+            raise CrftkError("no training sentences")
+        if min_freq < 1:
+            raise CrftkError("--min-freq must be at least 1")
+        labels, max_len = _label_table(labels, max_len)
+        n_columns = len(sentences[0].rows[0])
+        label_col = label_col + n_columns if label_col < 0 else label_col
+        _check_columns(template, n_columns, label_col)
+        lexicons = _lexicons_of(template, load_lexicons(template))
+        space = cls(template, n_columns, label_col, labels, max_len, [[] for _ in template.segments], lexicons)
+        spans = space._spans(sentences)
+        gold = space._gold(sentences, spans.tokens)
+        counts = [Counter() for _ in space.lines]
+        for length, ts in gold:
+            for i, line in enumerate(space.lines):
+                owner, keys = spans.keys(line, ts, length)
+                if any(m.multi for m in line.macros):       # an attribute counts once per segment
+                    keys = list({(o, k) for o, k in zip(owner.tolist(), keys.tolist())})
+                    counts[i].update(k for _, k in keys)
+                else:
+                    counts[i].update(keys.tolist())
+        keys = [sorted(k for k, n in c.items() if n >= min_freq) for c in counts]
+        space = cls(template, n_columns, label_col, labels, max_len, keys, lexicons)
+        if space.n_params >= 2**31:
+            raise CrftkError(f"{space.n_attrs} segment attributes x {space.n_labels} labels: too many for this "
+                             "version; raise --min-freq")
+        return space, space.encode(sentences)
+
+    def _gold(self, sentences, tokens):
+        """[(length, starts)] of the gold segments, by length; each checked against the labels."""
+        c = self.label_col
+        index = {y: i for i, y in enumerate(self.labels)}
+        starts = {}
+        for k, s in enumerate(sentences):
+            base = int(tokens.sent_ptr[k])
+            for start, end, label in gold_segments([row[c] for row in s.rows]):
+                y = index.get(label)
+                where = (s.source, s.line + start if s.line else None)
+                if y is None:
+                    raise CrftkError(f"segment label {shown(label)} is not one of the {len(self.labels)} "
+                                     "segment labels given", *where)
+                if end - start > self.max_len[y]:
+                    raise CrftkError(f"a {label} segment of {end - start} tokens: longer than its longest "
+                                     f"({self.max_len[y]})", *where)
+                starts.setdefault(end - start, []).append(base + start)
+        return [(n, np.array(ts, dtype=np.int64)) for n, ts in sorted(starts.items())]
+
+    def _spans(self, sentences):
+        cols = sorted({m.col for line in self.lines for m in line.macros if m.col >= 0 and m.kind != "seglex"}
+                      | ({0} if any(m.kind == "seglex" for line in self.lines for m in line.macros) else set()))
+        entries = {name: ({" ".join(e) for e in lex.entries}, lex.ignore_case) for name, lex in self.lexicons.items()}
+        return _Spans(_Tokens(sentences, cols), entries)
+
+    # encoding ------------------------------------------------------------
+    def encode(self, sentences):
+        """The SegmentCorpus of every span (t, len <= longest) of the sentences."""
+        sentences = list(sentences)
+        longest = self.longest
+        spans = self._spans(sentences)
+        tok = spans.tokens
+        n_rows = tok.n * longest
+        blocks, sizes = [], np.zeros(n_rows, dtype=np.int64)
+        room = tok.end - np.arange(tok.n)             # tokens from each one to its sentence's end
+        row_type = np.int32 if n_rows < 2**31 else np.int64
+        for length in range(1, longest + 1):
+            ts = np.flatnonzero(room >= length)
+            if not ts.size:
+                break
+            for i, line in enumerate(self.lines):
+                if not self.line_keys[i]:
+                    continue
+                owner, keys = spans.keys(line, ts, length)
+                get = self.index[i].get
+                ids = np.fromiter(map(get, keys.tolist(), itertools.repeat(-1)), dtype=np.int64, count=keys.size)
+                kept = ids >= 0
+                rows = ts[owner[kept]] * longest + (length - 1)
+                ids = ids[kept]
+                if any(m.multi for m in line.macros):
+                    both = np.unique(rows * len(self.line_keys[i]) + ids)
+                    rows, ids = np.divmod(both, len(self.line_keys[i]))
+                ids = (ids + self.offsets[i]).astype(np.int32)
+                rows = rows.astype(row_type)
+                first, counts = _runs(rows)
+                sizes[rows[first]] += counts
+                blocks.append((rows, ids, first, counts))
+        seg_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(sizes, out=seg_ptr[1:])
+        seg_attrs = np.empty(int(seg_ptr[-1]), dtype=np.int32)
+        filled = seg_ptr[:-1].copy()
+        # each row's attributes line by line (one length per row, blocks by length then line)
+        for rows, ids, first, counts in blocks:
+            seg_attrs[filled[rows] + (np.arange(rows.size) - np.repeat(first, counts))] = ids
+            filled[rows[first]] += counts
+        return SegmentCorpus(seg_ptr, seg_attrs, longest)
+
+    # strings -------------------------------------------------------------
+    def attribute_strings(self):
+        """The string of every attribute, in id order (the line rendered with its values)."""
+        out = []
+        for line, keys in zip(self.lines, self.line_keys):
+            n = len(line.macros)
+            out.extend(line.render(k.split(SEP) if n else ()) for k in keys)
+        return out
+
+    # serialization -------------------------------------------------------
+    def to_arrays(self):
+        """(meta, arrays) for the model file."""
+        arrays = {"max_len": self.max_len, "line_ptr": self.offsets}
+        arrays["labels.offsets"], arrays["labels.blob"] = pack_strings(self.labels)
+        arrays["keys.offsets"], arrays["keys.blob"] = pack_strings(k for keys in self.line_keys for k in keys)
+        lexicons = {}
+        for name, lex in self.lexicons.items():
+            arrays[f"lexicon.{name}.offsets"], arrays[f"lexicon.{name}.blob"] = pack_strings(lex.to_lines())
+            lexicons[name] = {"ignore_case": lex.ignore_case}
+        meta = {"template": self.template.text, "template_path": self.template.path, "n_columns": self.n_columns,
+                "label_col": self.label_col, "n_lines": len(self.lines), "lexicons": lexicons}
+        return meta, arrays
+
+    @classmethod
+    def from_arrays(cls, meta, arrays, path=None):
+        """The space a model file's part holds; a file crftk did not write refused in one line."""
+        def bad(what):
+            return CrftkError(f"model file is inconsistent: its segment features' {what}", path)
+
+        for key, kind in (("template", str), ("template_path", str), ("n_columns", int), ("label_col", int),
+                          ("n_lines", int), ("lexicons", dict)):
+            if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+                raise bad(f"field {key!r} is not a {kind.__name__}")
+        try:
+            try:
+                template = parse_template(meta["template"], meta["template_path"])
+            except CrftkError as e:
+                raise CrftkError(f"the model's template ({e.path}, line {e.line}): {e.message}", path) from None
+            n_columns, label_col = meta["n_columns"], meta["label_col"]
+            if not 1 <= n_columns <= MAX_COLUMNS or not 0 <= label_col < n_columns:
+                raise bad(f"label column {label_col} of {n_columns} columns")
+            if meta["n_lines"] != len(template.segments):
+                raise bad(f"{meta['n_lines']} lines are not its template's {len(template.segments)} S lines")
+            cols = template.segment_columns
+            if cols and (cols[-1] >= n_columns or label_col in cols):
+                raise bad(f"template reads column {cols[-1] if cols[-1] >= n_columns else label_col} of "
+                          f"{n_columns} (label column {label_col})")
+            labels = unpack_strings(arrays["labels.offsets"], arrays["labels.blob"], path=path)
+            if OUTSIDE not in labels or labels != sorted(set(labels)):
+                raise bad("labels are not sorted, distinct and with O")
+            max_len = np.asarray(arrays["max_len"])
+            if (max_len.ndim != 1 or max_len.dtype.kind not in "iu" or max_len.size != len(labels)
+                    or max_len.min() < 1 or max_len.max() > MAX_SEGMENT or max_len[labels.index(OUTSIDE)] != 1):
+                raise bad(f"longest segments are not one per label from 1 to {MAX_SEGMENT} (O: 1)")
+            keys = unpack_strings(arrays["keys.offsets"], arrays["keys.blob"], path=path)
+            ptr = np.asarray(arrays["line_ptr"])
+            if (ptr.ndim != 1 or ptr.dtype.kind not in "iu" or ptr.size != len(template.segments) + 1
+                    or ptr[0] != 0 or ptr[-1] != len(keys) or np.any(np.diff(ptr.astype(np.int64)) < 0)):
+                raise bad("line offsets do not cut its attributes into its lines")
+            line_keys = [keys[int(a):int(b)] for a, b in zip(ptr[:-1], ptr[1:])]
+            for line, lk in zip(template.segments, line_keys):
+                tabs = max(len(line.macros) - 1, 0)
+                if len(set(lk)) != len(lk) or any(k.count(SEP) != tabs for k in lk) or (not line.macros and lk != [""][:len(lk)]):
+                    raise bad(f"attributes of line {shown(line.text)} are repeated or malformed")
+            if len(keys) * len(labels) >= 2**31:
+                raise bad("parameters are too many")
+            used = {m.args[0] for line in template.segments for m in line.macros if m.kind == "seglex"}
+            if used - set(meta["lexicons"]):
+                raise bad(f"template uses lexicon {shown(sorted(used - set(meta['lexicons']))[0])}, which the "
+                          "file does not hold")
+            lexicons = {}
+            for name in sorted(used):
+                opts = meta["lexicons"][name]
+                if not isinstance(opts, dict) or not isinstance(opts.get("ignore_case"), bool):
+                    raise bad(f"lexicon {shown(name)} has no ignore_case flag")
+                lines = unpack_strings(arrays[f"lexicon.{name}.offsets"], arrays[f"lexicon.{name}.blob"], path=path)
+                lexicons[name] = Lexicon.from_lines(lines, name, opts["ignore_case"])
+            return cls(template, n_columns, label_col, labels, max_len.astype(np.int32), line_keys, lexicons)
+        except (KeyError, ValueError, TypeError, IndexError) as e:
+            raise CrftkError(f"model file is incomplete or inconsistent ({e})", path) from None
+
+
+def _label_table(labels, max_len):
+    """(sorted labels with O, int32 longest segment of each) of fit's arguments."""
+    labels = list(labels)
+    if isinstance(max_len, dict):
+        table = {y: int(max_len.get(y, 1)) for y in labels}
+        table.update({y: int(n) for y, n in max_len.items()})
+    else:
+        max_len = [int(n) for n in max_len]
+        if len(max_len) != len(labels):
+            raise ValueError(f"{len(max_len)} longest segments for {len(labels)} labels")
+        table = dict(zip(labels, max_len))
+    table[OUTSIDE] = 1
+    bad = [y for y, n in table.items() if not 1 <= n <= MAX_SEGMENT]
+    if bad:
+        raise CrftkError(f"the longest {bad[0]} segment must be from 1 to {MAX_SEGMENT} tokens, "
+                         f"not {table[bad[0]]}")
+    names = sorted(table)
+    return names, np.array([table[y] for y in names], dtype=np.int32)
+
+
+def _check_columns(template, n_columns, label_col):
+    """Refuse an S line that reads a missing column or the label column, at its line."""
+    for line in template.segments:
+        for m in line.macros:
+            col = m.col
+            if col < 0:         # %len
+                continue
+            if col >= n_columns:
+                raise CrftkError(f"template reads column {col} but the data has {n_columns} columns "
+                                 "(numbered from 0)", template.path, line.lineno)
+            if col == label_col:
+                raise CrftkError(f"template reads column {col}, the gold label column; features must not "
+                                 "see the answer", template.path, line.lineno)
+
+
+def _lexicons_of(template, lexicons):
+    """The lexicons the S lines' %seglex read."""
+    return {m.args[0]: lexicons[m.args[0]] for line in template.segments for m in line.macros
+            if m.kind == "seglex"}
+
+
+def _objects(strings):
+    out = np.empty(len(strings), dtype=object)
+    out[:] = strings
+    return out
+
+
+def _covers(sorted_starts, ts):
+    """Whether every start in ``ts`` is among ``sorted_starts``."""
+    idx = np.searchsorted(sorted_starts, ts)
+    return bool(np.all(idx < sorted_starts.size)) and bool(np.array_equal(sorted_starts[np.minimum(
+        idx, sorted_starts.size - 1)], ts))
+
+
+def _runs(rows):
+    """(index of the first entry of each run of equal rows, length of each run) of sorted rows."""
+    if not rows.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    first = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
+    return first, np.diff(np.append(first, rows.size))
