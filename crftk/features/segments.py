@@ -26,7 +26,7 @@ from crftk.errors import CrftkError, shown
 from crftk.features.extract import load_lexicons
 from crftk.features.lexicon import Lexicon
 from crftk.features.observations import collapsed_shape
-from crftk.features.space import _ranks, _slots
+from crftk.features.space import _lookup, _ranks, _slots, pack_rows
 from crftk.features.templates import MAX_COLUMNS, parse_template
 from crftk.io.container import pack_strings, unpack_strings
 from crftk.io.segments import OUTSIDE, gold_segments
@@ -183,6 +183,162 @@ class _Spans:
         return owner, keys
 
 
+#: the macros whose values are the strings of spans joined (the rest read one token or the length)
+JOINED = {"seg": "x", "Seg": "lower", "segshape": "shape"}
+
+
+class _LineCode:
+    """A line's attribute dictionary as integers, for encoding: each macro's values numbered
+    (``vocabs``), keys packed as the token feature space packs them (``steps``, ``final``)."""
+
+    def __init__(self, line, keys):
+        self.macros = line.macros
+        n = len(self.macros)
+        rows = [k.split(SEP) for k in keys] if n else []
+        self.vocabs = [{v: i for i, v in enumerate(sorted({r[j] for r in rows}))} for j in range(n)]
+        self.radices = [len(v) for v in self.vocabs]
+        if n and keys:
+            values = np.array([[self.vocabs[j][r[j]] for j in range(n)] for r in rows], dtype=np.int64)
+            self.steps, final = pack_rows(values, self.radices)
+        else:
+            self.steps, final = [], np.zeros(len(keys), dtype=np.int64)
+        self.order = np.argsort(final, kind="stable")
+        self.final = final[self.order]
+        # each packing step (and the last) as a dense table over its key space when that is
+        # small, as it is for all but lines of several word-valued macros: a gather, not a search
+        self.tables = []              # step j - 1's table, for macros j = 1 .. n - 2
+        for j in range(1, n - 1):
+            space = (self.steps[j - 2].size if j >= 2 else self.radices[0]) * self.radices[j]
+            self.tables.append(_dense(self.steps[j - 1], space))
+        last = (self.steps[-1].size if self.steps else self.radices[0]) * self.radices[-1] if n > 1 else \
+            (self.radices[0] if n else 0)
+        self.final_table = _dense(self.final, last, self.order)
+
+
+class _Encoder:
+    """Value ids of segment macros on all spans of one length at a time (lengths in increasing
+    order). A joined source keeps only the spans whose joined strings begin some value a line
+    knows (or a lexicon entry): the others cannot grow into one."""
+
+    def __init__(self, space, tokens):
+        self.space, self.tokens = space, tokens
+        self.codes = space.codes
+        self.token_ids = {}                        # (line, macro) -> id of each token's value
+        factor = {}
+        for i, code in enumerate(self.codes):
+            for j, m in enumerate(code.macros):
+                if m.kind in ("first", "last", "before", "after", "inside"):
+                    if m.col not in factor:
+                        words = tokens.columns[m.col].tolist()
+                        number = {w: k for k, w in enumerate(dict.fromkeys(words))}
+                        factor[m.col] = (list(number), np.fromiter(map(number.__getitem__, words), dtype=np.int64,
+                                                                   count=tokens.n))
+                    words, dense = factor[m.col]
+                    vocab = code.vocabs[j]
+                    table = np.fromiter((vocab.get(w, -1) for w in words), dtype=np.int64, count=len(words))
+                    self.token_ids[i, j] = table[dense]
+        self.prefixes = space.prefixes
+        self.alive = {}                            # joined source -> (starts, joined strings)
+
+    def grow(self, length):
+        """Extend the joined sources to the spans of ``length`` tokens."""
+        tok = self.tokens
+        for src, prefixes in self.prefixes.items():
+            strings = tok.source(*src)
+            if length == 1:
+                ts, joined = np.arange(tok.n), strings
+            else:
+                ts, joined = self.alive[src]
+                room = tok.end[ts] - ts >= length
+                ts = ts[room]
+                joined = joined[room] + " " + strings[ts + length - 1]
+            keep = np.fromiter(map(prefixes.__contains__, joined.tolist()), dtype=bool, count=ts.size)
+            self.alive[src] = (ts[keep], joined[keep])
+
+    def _joined_ids(self, vocab, src, ts, lookup):
+        alive_ts, joined = self.alive[src]
+        out = np.full(ts.size, -1, dtype=np.int64)
+        if alive_ts.size:
+            out[np.searchsorted(ts, alive_ts)] = lookup(joined)
+        return out
+
+    def values(self, i, j, m, ts, length):
+        """Value ids (-1: none) of macro j of line i on spans (ts, length), or (span, ids) of a
+        macro with several values per span."""
+        vocab = self.codes[i].vocabs[j]
+        kind = m.kind
+        if kind == "len":
+            return np.full(ts.size, vocab.get(str(length), -1), dtype=np.int64)
+        if kind in JOINED:
+            return self._joined_ids(vocab, (JOINED[kind], m.col), ts, lambda joined: np.fromiter(
+                map(vocab.get, joined.tolist(), itertools.repeat(-1)), dtype=np.int64, count=joined.size))
+        if kind == "seglex":
+            entries, icase = self.space.entries[m.args[0]]
+            hit = vocab.get("1", -1)
+            return self._joined_ids(vocab, ("lower" if icase else "x", 0), ts, lambda joined: np.where(
+                np.fromiter(map(entries.__contains__, joined.tolist()), dtype=bool, count=joined.size), hit, -1))
+        ids = self.token_ids[i, j]
+        if kind == "first":
+            return ids[ts]
+        if kind == "last":
+            return ids[ts + length - 1]
+        if kind == "inside":
+            k = max(length - 2, 0)
+            owner = np.repeat(np.arange(ts.size), k)
+            return owner, ids[ts[owner] + 1 + np.tile(np.arange(k), ts.size)]
+        tok = self.tokens
+        pos = ts + m.row if kind == "before" else ts + length - 1 + m.row
+        lo, hi = tok.start[ts], tok.end[ts]
+        out = ids[np.clip(pos, lo, hi - 1)]
+        outside = (pos < lo) | (pos >= hi)
+        if outside.any():
+            dist = np.where(pos < lo, pos - lo, pos - hi + 1)[outside]
+            pads = {d: vocab.get(f"_B-{-d}" if d < 0 else f"_B+{d}", -1) for d in np.unique(dist).tolist()}
+            out[outside] = [pads[d] for d in dist.tolist()]
+        return out
+
+    def attributes(self, i, ts, length):
+        """(span index, attribute id in line i) of every attribute line i gives spans (ts, length)."""
+        code = self.codes[i]
+        owner = key = None
+        for j, m in enumerate(code.macros):
+            vals = self.values(i, j, m, ts, length)
+            if isinstance(vals, tuple):
+                of, flat = vals
+                if owner is None:
+                    owner, v = of, flat
+                else:
+                    counts = np.bincount(of, minlength=ts.size)
+                    first = np.cumsum(counts) - counts
+                    per = counts[owner]
+                    v = flat[np.repeat(first[owner], per) + _ranks(per)]
+                    owner, key = np.repeat(owner, per), np.repeat(key, per)
+            elif owner is None:
+                owner, v = np.arange(ts.size), vals
+            else:
+                v = vals[owner]
+            keep = v >= 0
+            owner, v = owner[keep], v[keep]
+            if key is None:
+                key = v
+            else:
+                key = key[keep] * code.radices[j] + v
+                if j < len(code.macros) - 1:
+                    table = code.tables[j - 1]
+                    key = _lookup(code.steps[j - 1], key) if table is None else table[key]
+                    keep = key >= 0
+                    owner, key = owner[keep], key[keep]
+        if owner is None:                      # a line without macros: its one attribute, on every span
+            return np.arange(ts.size), np.zeros(ts.size, dtype=np.int64)
+        if code.final_table is not None:
+            local = code.final_table[key]
+            keep = local >= 0
+            return owner[keep], local[keep]
+        idx = _lookup(code.final, key)
+        keep = idx >= 0
+        return owner[keep], code.order[idx[keep]]
+
+
 class SegmentSpace:
     """Segment labels, their longest segments and the attribute dictionaries of S lines.
 
@@ -200,7 +356,37 @@ class SegmentSpace:
         self.lexicons = lexicons                          # name -> Lexicon (the %seglex ones)
         self.offsets = np.zeros(len(self.line_keys) + 1, dtype=np.int64)
         np.cumsum([len(k) for k in self.line_keys], out=self.offsets[1:])
-        self.index = [{k: i for i, k in enumerate(keys)} for keys in self.line_keys]
+        self.entries = {name: ({" ".join(e) for e in lex.entries}, lex.ignore_case)
+                        for name, lex in lexicons.items()}
+        self._codes = self._prefixes = None
+
+    @property
+    def prefixes(self):
+        """{joined source (kind, col): the strings a span's joined words may begin and still grow
+        into a value of a line (or a %seglex entry)}, made when first encoding."""
+        if self._prefixes is None:
+            self._prefixes = {}
+            for code in self.codes:
+                for j, m in enumerate(code.macros):
+                    if m.kind in JOINED:
+                        src, values = (JOINED[m.kind], m.col), code.vocabs[j]
+                    elif m.kind == "seglex":
+                        values, icase = self.entries[m.args[0]]
+                        src = ("lower" if icase else "x", 0)
+                    else:
+                        continue
+                    into = self._prefixes.setdefault(src, set())
+                    for v in values:
+                        words = v.split(" ")
+                        into.update(" ".join(words[:k]) for k in range(1, len(words) + 1))
+        return self._prefixes
+
+    @property
+    def codes(self):
+        """The lines' dictionaries as integers (_LineCode), made when first encoding."""
+        if self._codes is None:
+            self._codes = [_LineCode(line, keys) for line, keys in zip(self.lines, self.line_keys)]
+        return self._codes
 
     @property
     def n_labels(self):
@@ -278,50 +464,40 @@ class SegmentSpace:
     def _spans(self, sentences):
         cols = sorted({m.col for line in self.lines for m in line.macros if m.col >= 0 and m.kind != "seglex"}
                       | ({0} if any(m.kind == "seglex" for line in self.lines for m in line.macros) else set()))
-        entries = {name: ({" ".join(e) for e in lex.entries}, lex.ignore_case) for name, lex in self.lexicons.items()}
-        return _Spans(_Tokens(sentences, cols), entries)
+        return _Spans(_Tokens(sentences, cols), self.entries)
 
     # encoding ------------------------------------------------------------
     def encode(self, sentences):
         """The SegmentCorpus of every span (t, len <= longest) of the sentences."""
         sentences = list(sentences)
         longest = self.longest
-        spans = self._spans(sentences)
-        tok = spans.tokens
+        tok = self._spans(sentences).tokens
+        enc = _Encoder(self, tok)
         n_rows = tok.n * longest
-        blocks, sizes = [], np.zeros(n_rows, dtype=np.int64)
+        rows, ids = [], []
         room = tok.end - np.arange(tok.n)             # tokens from each one to its sentence's end
-        row_type = np.int32 if n_rows < 2**31 else np.int64
         for length in range(1, longest + 1):
             ts = np.flatnonzero(room >= length)
             if not ts.size:
                 break
+            enc.grow(length)
             for i, line in enumerate(self.lines):
                 if not self.line_keys[i]:
                     continue
-                owner, keys = spans.keys(line, ts, length)
-                get = self.index[i].get
-                ids = np.fromiter(map(get, keys.tolist(), itertools.repeat(-1)), dtype=np.int64, count=keys.size)
-                kept = ids >= 0
-                rows = ts[owner[kept]] * longest + (length - 1)
-                ids = ids[kept]
-                if any(m.multi for m in line.macros):
-                    both = np.unique(rows * len(self.line_keys[i]) + ids)
-                    rows, ids = np.divmod(both, len(self.line_keys[i]))
-                ids = (ids + self.offsets[i]).astype(np.int32)
-                rows = rows.astype(row_type)
-                first, counts = _runs(rows)
-                sizes[rows[first]] += counts
-                blocks.append((rows, ids, first, counts))
+                owner, local = enc.attributes(i, ts, length)
+                r = ts[owner] * longest + (length - 1)
+                if any(m.multi for m in line.macros):     # an attribute once per span
+                    both = np.unique(r * len(self.line_keys[i]) + local)
+                    r, local = np.divmod(both, len(self.line_keys[i]))
+                rows.append(r)
+                ids.append((local + self.offsets[i]).astype(np.int32))
+        rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
+        # by row, and within a row line by line (the blocks' order: a row has one length)
+        order = np.argsort(rows, kind="stable")
         seg_ptr = np.zeros(n_rows + 1, dtype=np.int64)
-        np.cumsum(sizes, out=seg_ptr[1:])
-        seg_attrs = np.empty(int(seg_ptr[-1]), dtype=np.int32)
-        filled = seg_ptr[:-1].copy()
-        # each row's attributes line by line (one length per row, blocks by length then line)
-        for rows, ids, first, counts in blocks:
-            seg_attrs[filled[rows] + (np.arange(rows.size) - np.repeat(first, counts))] = ids
-            filled[rows[first]] += counts
-        return SegmentCorpus(seg_ptr, seg_attrs, longest)
+        np.cumsum(np.bincount(rows, minlength=n_rows), out=seg_ptr[1:])
+        return SegmentCorpus(seg_ptr, ids[order], longest)
 
     # strings -------------------------------------------------------------
     def attribute_strings(self):
@@ -444,6 +620,20 @@ def _lexicons_of(template, lexicons):
     """The lexicons the S lines' %seglex read."""
     return {m.args[0]: lexicons[m.args[0]] for line in template.segments for m in line.macros
             if m.kind == "seglex"}
+
+
+#: the largest key space a line's packing step looks up in a dense table (int64 entries)
+DENSE_TABLE = 1 << 21
+
+
+def _dense(sorted_keys, space, values=None):
+    """A table over keys 0..space-1: the index of each among ``sorted_keys`` (or ``values`` at
+    that index), -1 where absent; None when the key space is too large."""
+    if space > DENSE_TABLE:
+        return None
+    table = np.full(space, -1, dtype=np.int64)
+    table[sorted_keys] = np.arange(sorted_keys.size) if values is None else values
+    return table
 
 
 def _objects(strings):
