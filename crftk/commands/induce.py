@@ -40,6 +40,7 @@ def induce(train_files, template_path, model_path=None, *, dev_file=None, report
     check_inputs([*train_files, dev_file, template_path])
     t0 = time.perf_counter()
     template = read_template(template_path)
+    template.refuse_segments()
     load_lexicons(template)            # every input before any work
     check_apart([("model", model_path), ("report", report_path)],
                 [*data_inputs(train_files, dev_file), *template_inputs(template)])

@@ -569,6 +569,7 @@ class ChainTrainer:
             return self._prepare_attributes(sentences, opt, init=init, log=log, source=source, t0=t0,
                                             n_threads=n_threads)
         if init is None:
+            template.refuse_segments()
             if template.pairs or template.pair_plain:
                 line = template.pairs[0].lineno if template.pairs else template.pair_plain
                 raise CrftkError("a P line is a pair factor of a factorial CRF and needs a second chain: give two "

@@ -333,6 +333,7 @@ class FactorialTrainer:
         sentences = list(origins.record(sentences))
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")
         if init is None:
+            template.refuse_segments()
             if template.aggregates:
                 # its tagging batches keep documents whole for first mentions only
                 raise UsageError("a factorial CRF (several --label-col) tags in batches that keep documents whole for "

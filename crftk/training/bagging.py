@@ -112,6 +112,7 @@ def fit_bag(sentences, templates, *, dev=None, weights_file=None, log=_stderr_lo
         raise CrftkError("a bag needs at least two feature bags: give -t twice or more, or "
                          "--random-bags K with one template")
     for t in templates:
+        t.refuse_segments()
         load_lexicons(t)          # a missing lexicon found now, not after the first bags trained
     names = member_names(templates, bool(bag_opt["random_bags"]))
     given = read_weight_file(weights_file, names) if weights_file is not None else {}

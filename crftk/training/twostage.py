@@ -121,6 +121,8 @@ def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, de
     called with the out-of-fold labels once every fold has finished, before the second stage
     trains (so they can be kept if that training is interrupted)."""
     check_first_stage(first, first_path)
+    if template is not None:
+        template.refuse_segments()
     sentences = list(sentences)
     if not sentences:
         raise CrftkError("no training sentences", source)
