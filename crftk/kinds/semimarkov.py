@@ -36,6 +36,7 @@ class Tagger(chain.Tagger):
         if force is not None:
             raise CrftkError(f"--force-col: this model is {NO_MASK}")
         super().__init__(model, threads=threads)     # its recoder: the record's iobes -> corpus scheme
+        self.weights = np.concatenate([p.weights for p in model.parts])
 
     def constrained(self, inf, sentences, constraints=None):
         if constraints is not None:
@@ -121,7 +122,7 @@ class SemiMarkovTrainer(chain.ChainTrainer):
                                                     min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                                     path=source)
             segments, seg_corpus = SegmentSpace.fit(sents, template, labels=labels, max_len=max_len,
-                                                    min_freq=opt["min_freq"])
+                                                    min_freq=opt["min_freq"], label_col=opt["label_col"])
             structure = SemiMarkov(tokens_space, segments)
             corpus = SemiMarkovCorpus(tokens, seg_corpus)
         del sents

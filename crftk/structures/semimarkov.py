@@ -9,8 +9,6 @@ outputs IOBES tags, which a Recoder converts to the corpus's scheme. The lattice
 marginals, Viterbi, n-best over segmentations) is the kernel crftk._semimarkov.
 """
 
-import copy
-
 import numpy as np
 
 from crftk.errors import CrftkError, UsageError, shown
@@ -63,20 +61,7 @@ class SemiMarkovCorpus:
 
     def subset(self, sentences):
         """The given sentences (ids in increasing order) as a corpus of their own."""
-        tokens = self.tokens.subset(sentences)
-        seg = self.segments
-        stride = seg.longest
-        ids = self.tokens.tokens_of(sentences)
-        rows = (ids[:, None] * stride + np.arange(stride)).ravel()
-        ptr = np.asarray(seg.seg_ptr, dtype=np.int64)
-        counts = ptr[rows + 1] - ptr[rows]
-        new_ptr = np.zeros(rows.size + 1, dtype=np.int64)
-        np.cumsum(counts, out=new_ptr[1:])
-        take = np.repeat(ptr[rows] - new_ptr[:-1], counts) + np.arange(int(new_ptr[-1]))
-        part = copy.copy(seg)
-        part.seg_ptr = new_ptr.astype(seg.seg_ptr.dtype)
-        part.seg_attrs = np.asarray(seg.seg_attrs)[take]
-        return SemiMarkovCorpus(tokens, part)
+        return SemiMarkovCorpus(self.tokens.subset(sentences), self.segments.subset(self.tokens.sent_ptr, sentences))
 
 
 class SemiMarkov(Structure):

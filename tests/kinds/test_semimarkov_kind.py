@@ -1,8 +1,7 @@
 """The semimarkov kind from the CLI and the Python API: trained on a tiny CoNLL chunking corpus,
 it tags in the corpus's own scheme (IOB1 and IOB2 round trip through crftk eval), its files load
 and tag identically, forged files and options it does not take are refused in one line, and -v/-n
-write marginals and n-best lists. Until the kernel and the segment features land, the tests run on
-their stand-ins (tests/semimarkov_standin.py), which enumerate segmentations: sentences are short."""
+write marginals and n-best lists."""
 
 import io
 import random
@@ -10,18 +9,14 @@ import random
 import pytest
 from click.testing import CliRunner
 
-import semimarkov_standin
+import crftk
+from crftk.cli import main
+from crftk.io.schemes import convert, read_chunks
+from crftk.kinds import KINDS, kind_of, semimarkov
+from crftk.model import Model
+from forged import forge
 
-STANDINS = semimarkov_standin.install()
-
-import crftk  # noqa: E402
-from crftk.cli import main  # noqa: E402
-from crftk.io.schemes import convert, read_chunks  # noqa: E402
-from crftk.kinds import KINDS, kind_of, semimarkov  # noqa: E402
-from crftk.model import Model  # noqa: E402
-from forged import forge  # noqa: E402
-
-TEMPLATE = "U0:%x[0,0]\nU1:%x[0,1]\nU2:%x[-1,1]\nB\n"
+TEMPLATE = "U0:%x[0,0]\nU1:%x[0,1]\nU2:%x[-1,1]\nB\nS0:%len\nS1:%seg[1]\nS2:%before[1,1]\n"
 NOUNS = ["dog", "cat", "man", "car"]
 VERBS = ["runs", "sees", "likes"]
 
@@ -225,7 +220,6 @@ def test_init_continues_a_semimarkov_model_only(data, tmp_path):
                    data["train-iob2"], fragment="a semi-Markov CRF")
 
 
-@pytest.mark.skipif(bool(STANDINS), reason=f"Dask workers import crftk without the tests' stand-ins ({STANDINS})")
 def test_dask_tagging_writes_the_same_bytes(data):
     pytest.importorskip("distributed.client", reason="Dask is not installed (pip install crftk[dask])")
     from crftk.distributed import Cluster

@@ -1,21 +1,17 @@
 """The semi-Markov structure (crftk.structures.semimarkov): the map from segment labels to their
 tokens' IOBES tags, the refusals of parts that make no structure, sub-corpora for Dask shards,
-the layout of its parameters and its inference against enumeration (the tests' stand-in kernel
-until crftk._semimarkov lands)."""
+the layout of its parameters and its inference against enumeration."""
+
+import copy
 
 import numpy as np
 import pytest
 
-import semimarkov_standin
-
-semimarkov_standin.install()
-
-import crftk  # noqa: E402
-from crftk.errors import CrftkError  # noqa: E402
-from crftk.features.segments import SegmentSpace  # noqa: E402
-from crftk.io.conll import Sentence  # noqa: E402
-from crftk.structures import STRUCTURES, structure_name  # noqa: E402
-from crftk.structures.semimarkov import SemiMarkov, SemiMarkovCorpus, segment_map  # noqa: E402
+import crftk
+from crftk.errors import CrftkError
+from crftk.io.conll import Sentence
+from crftk.structures import STRUCTURES, structure_name
+from crftk.structures.semimarkov import SemiMarkov, SemiMarkovCorpus, segment_map
 
 X = [[["the", "DT"], ["dog", "NN"], ["runs", "VBZ"], [".", "."]], [["a", "DT"], ["big", "JJ"], ["cat", "NN"]],
      [["dogs", "NNS"], ["run", "VBP"]]]
@@ -24,7 +20,7 @@ Y = [["B-NP", "I-NP", "B-VP", "O"], ["B-NP", "I-NP", "I-NP"], ["B-NP", "B-VP"]]
 
 @pytest.fixture(scope="module")
 def model():
-    return crftk.CRF("U0:%x[0,0]\nU1:%x[0,1]\nB\n", model_type="semimarkov", max_iter=15, threads=1).fit(X, Y).model_
+    return crftk.CRF("U0:%x[0,0]\nU1:%x[0,1]\nB\nS0:%len\nS1:%first[1]/%last[1]\n", model_type="semimarkov", max_iter=15, threads=1).fit(X, Y).model_
 
 
 def test_segment_map_names_each_position_of_each_label():
@@ -52,14 +48,21 @@ def test_parameters_are_the_token_part_then_the_segment_part(model):
     assert dict(zip(st.segments.labels, st.seg_max.tolist()))["NP"] == 3
 
 
+def _segments(space, labels, max_len):
+    out = copy.copy(space)
+    out.labels, out.max_len = list(labels), np.asarray(max_len, dtype=np.int32)
+    return out
+
+
 def test_parts_that_make_no_structure_are_refused(model):
     st = model.structure
+    Y = len(st.segments.labels)
     with pytest.raises(CrftkError, match="one token long"):
-        SemiMarkov(st.space, SegmentSpace(st.segments.labels, np.full(len(st.segments.labels), 2)))
+        SemiMarkov(st.space, _segments(st.segments, st.segments.labels, np.full(Y, 2)))
     with pytest.raises(CrftkError, match="one positive length per label"):
-        SemiMarkov(st.space, SegmentSpace(st.segments.labels, np.zeros(len(st.segments.labels))))
+        SemiMarkov(st.space, _segments(st.segments, st.segments.labels, np.zeros(Y)))
     with pytest.raises(CrftkError, match="is not a position"):
-        SemiMarkov(st.space, SegmentSpace(["O", "VP"], [1, 1]))
+        SemiMarkov(st.space, _segments(st.segments, ["O", "VP"], [1, 1]))
     with pytest.raises(CrftkError, match="drop --constraints"):
         st.pinned("iob2")
     assert st.pinned("none") is None
