@@ -356,6 +356,8 @@ class SegmentSpace:
         self.lexicons = lexicons                          # name -> Lexicon (the %seglex ones)
         self.offsets = np.zeros(len(self.line_keys) + 1, dtype=np.int64)
         np.cumsum([len(k) for k in self.line_keys], out=self.offsets[1:])
+        self.n_labels, self.n_attrs = len(self.labels), int(self.offsets[-1])
+        self.longest = int(self.max_len.max())
         self.entries = {name: ({" ".join(e) for e in lex.entries}, lex.ignore_case)
                         for name, lex in lexicons.items()}
         self._codes = self._prefixes = None
@@ -389,20 +391,8 @@ class SegmentSpace:
         return self._codes
 
     @property
-    def n_labels(self):
-        return len(self.labels)
-
-    @property
-    def n_attrs(self):
-        return int(self.offsets[-1])
-
-    @property
     def n_params(self):
         return self.n_attrs * self.n_labels
-
-    @property
-    def longest(self):
-        return int(self.max_len.max())
 
     # building ------------------------------------------------------------
     @classmethod

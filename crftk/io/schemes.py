@@ -14,7 +14,8 @@ model's predictions back, on label ids, vectorized.
 
 import numpy as np
 
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, shown
+from crftk.io.partial import is_partial
 
 SCHEMES = ("iob1", "iob2", "ioe1", "ioe2", "iobes")
 #: schemes a model may be trained in (crftk train --train-scheme); bilou is IOBES spelled
@@ -180,6 +181,17 @@ def not_chunk_tag(labels, scheme=None):
     """The first label (sorted) that is not a chunk tag, or None when all are."""
     bad = sorted(lab for lab in set(labels) if not is_chunk_tag(lab, scheme))
     return bad[0] if bad else None
+
+
+def check_chunk_tags(sentence, tags, marker, partial, other):
+    """Refuse, at its line, the first of a sentence's tags that is partial (with the unknown
+    ``marker`` of partial labels; None: none is) or not a chunk tag; ``partial`` and ``other``
+    are the messages, with ``{label}`` where the tag goes."""
+    for t, tag in enumerate(tags):
+        if is_partial(tag, marker) or not is_chunk_tag(tag):
+            why = partial if is_partial(tag, marker) else other
+            raise CrftkError(why.format(label=shown(tag)), sentence.source,
+                             sentence.line + t if sentence.line else None)
 
 
 # -- the scheme of a corpus ---------------------------------------------------------------------

@@ -10,9 +10,7 @@ label column.
 
 import dataclasses
 
-from crftk.errors import CrftkError, shown
-from crftk.io.partial import is_partial
-from crftk.io.schemes import Detector, is_chunk_tag, read_chunks
+from crftk.io.schemes import Detector, check_chunk_tags, read_chunks
 
 #: the label of the one-token segments outside every chunk
 OUTSIDE = "O"
@@ -79,14 +77,11 @@ class SegmentConversion:
         c = self.label_col
         for s in sentences:
             tags = [row[c] for row in s.rows]
-            for t, tag in enumerate(tags):
-                if is_partial(tag, self.marker):
-                    raise CrftkError(f"a semi-Markov CRF trains on whole segments, and label {shown(tag)} is "
-                                     "partial (unknown or a set): train partial labels with the chain CRF",
-                                     s.source, s.line + t if s.line else None)
-                if not is_chunk_tag(tag):
-                    raise CrftkError(f"a semi-Markov CRF reads segments from chunk tags (B/I/E/S-TYPE or O); "
-                                     f"label {shown(tag)} is not one", s.source, s.line + t if s.line else None)
+            check_chunk_tags(s, tags, self.marker,
+                             "a semi-Markov CRF trains on whole segments, and label {label} is partial (unknown "
+                             "or a set): train partial labels with the chain CRF",
+                             "a semi-Markov CRF reads segments from chunk tags (B/I/E/S-TYPE or O); label {label} "
+                             "is not one")
             segments, n_split = split_long(gold_segments(tags), self.cap)
             if detect:
                 self.detector.add(tags)

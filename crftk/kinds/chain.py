@@ -15,13 +15,13 @@ from crftk.features.attributes import AttributeSpace
 from crftk.features.space import FeatureSpace
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
 from crftk.io.crfsuite import AttributeSequences, read_crfsuite
-from crftk.io.schemes import Detector, Recoder, convert, is_chunk_tag
+from crftk.io.schemes import Detector, Recoder, check_chunk_tags, convert
 from crftk.io.stream import format_batch, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
 from crftk.kinds.factorial import refuse_factorial_options
 from crftk.kinds.partial import KnownGold, check_annotation, check_partial, init_allowed, partial_line
-from crftk.io.partial import AnnotationError, cell_set, check_marker, is_partial
+from crftk.io.partial import AnnotationError, cell_set, check_marker
 from crftk.model import Model
 from crftk.params import resolve_threads
 from crftk.progress import plural, status
@@ -60,15 +60,11 @@ class SchemeConversion:
         c = self.label_col
         for s in sentences:
             tags = [row[c] for row in s.rows]
-            for t, tag in enumerate(tags):
-                if is_partial(tag, self.marker):
-                    raise CrftkError(f"--train-scheme {self.scheme} converts whole chunks, and label {shown(tag)} is "
-                                     "partial (unknown or a set): train partial labels without --train-scheme",
-                                     s.source, s.line + t if s.line else None)
-                if not is_chunk_tag(tag):
-                    raise CrftkError(f"--train-scheme {self.scheme} converts chunk tags (B/I/E/S-TYPE or O); "
-                                     f"label {shown(tag)} is not one: train this column without --train-scheme",
-                                     s.source, s.line + t if s.line else None)
+            check_chunk_tags(s, tags, self.marker,
+                             f"--train-scheme {self.scheme} converts whole chunks, and label {{label}} is partial "
+                             "(unknown or a set): train partial labels without --train-scheme",
+                             f"--train-scheme {self.scheme} converts chunk tags (B/I/E/S-TYPE or O); label {{label}} "
+                             "is not one: train this column without --train-scheme")
             if detect:
                 self.detector.add(tags)
             rows = [list(row) for row in s.rows]
