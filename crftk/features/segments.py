@@ -464,7 +464,7 @@ class SegmentSpace:
         tok = self._spans(sentences).tokens
         enc = _Encoder(self, tok)
         n_rows = tok.n * longest
-        rows, ids = [], []
+        blocks, sizes = [], np.zeros(n_rows, dtype=np.int64)
         room = tok.end - np.arange(tok.n)             # tokens from each one to its sentence's end
         for length in range(1, longest + 1):
             ts = np.flatnonzero(room >= length)
@@ -475,19 +475,28 @@ class SegmentSpace:
                 if not self.line_keys[i]:
                     continue
                 owner, local = enc.attributes(i, ts, length)
-                r = ts[owner] * longest + (length - 1)
+                rows = ts[owner] * longest + (length - 1)
                 if any(m.multi for m in line.macros):     # an attribute once per span
-                    both = np.unique(r * len(self.line_keys[i]) + local)
-                    r, local = np.divmod(both, len(self.line_keys[i]))
-                rows.append(r)
-                ids.append((local + self.offsets[i]).astype(np.int32))
-        rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int32)
-        # by row, and within a row line by line (the blocks' order: a row has one length)
-        order = np.argsort(rows, kind="stable")
+                    both = np.sort(rows * len(self.line_keys[i]) + local)
+                    both = both[np.concatenate(([True], both[1:] != both[:-1]))] if both.size else both
+                    rows, local = np.divmod(both, len(self.line_keys[i]))
+                first, counts = _runs(rows)
+                sizes[rows[first]] += counts
+                blocks.append((rows, (local + self.offsets[i]).astype(np.int32), first, counts))
         seg_ptr = np.zeros(n_rows + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n_rows), out=seg_ptr[1:])
-        return SegmentCorpus(seg_ptr, ids[order], longest)
+        np.cumsum(sizes, out=seg_ptr[1:])
+        seg_attrs = np.empty(int(seg_ptr[-1]), dtype=np.int32)
+        # each row's attributes line by line: a row has one length, the blocks come by length
+        # then line, each sorted by row (a counting sort; an argsort of them all is 4x slower)
+        filled = seg_ptr[:-1].copy()
+        for rows, ids, first, counts in blocks:
+            if first.size == rows.size:                 # one attribute per row
+                seg_attrs[filled[rows]] = ids
+                filled[rows] += 1
+            else:
+                seg_attrs[filled[rows] + (np.arange(rows.size) - np.repeat(first, counts))] = ids
+                filled[rows[first]] += counts
+        return SegmentCorpus(seg_ptr, seg_attrs, longest)
 
     # strings -------------------------------------------------------------
     def attribute_strings(self):
