@@ -128,8 +128,11 @@ class SemiMarkovTrainer(chain.ChainTrainer):
         del sents
         space, segments = structure.space, structure.segments
         lengths = ", ".join(f"{y} {n}" for y, n in zip(segments.labels, structure.seg_max.tolist()) if y != OUTSIDE)
-        log(chain._read_line(corpus, space, f", {plural(segments.n_attrs, 'segment attribute')} x "
-                             f"{plural(len(segments.labels), 'segment label')}", t0, n_threads))
+        log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
+            f"{plural(space.n_labels, 'position tag')}, {plural(space.n_features, 'state feature')}, "
+            f"{plural(segments.n_attrs, 'segment attribute')} x {plural(len(segments.labels), 'segment label')}; "
+            f"{plural(structure.n_params, 'parameter')} ({time.perf_counter() - t0:.2f}s, "
+            f"{plural(n_threads, 'thread')})")
         log(f"segments: {conversion.detector.scheme} in {source or 'the training data'}, longest per label: "
             f"{lengths or '-'}" + (f"; {plural(conversion.n_split, 'gold segment')} longer than --max-segment "
                                    f"{cap} split" if cap else ""))

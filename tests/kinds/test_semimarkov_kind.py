@@ -230,3 +230,14 @@ def test_dask_tagging_writes_the_same_bytes(data):
     with Cluster(workers=2, threads=1) as cluster:
         tag_files(cluster, model, [data["test-iob1"], data["train-iob1"]], out, piece_bytes=300)
     assert out.getvalue() == local
+
+
+def test_dask_training_gives_the_weights_of_one_machine():
+    pytest.importorskip("distributed.client", reason="Dask is not installed (pip install crftk[dask])")
+    sents = corpus(40, 1)
+    X, y = [rows for rows, _ in sents], [tags for _, tags in sents]
+    fits = [crftk.CRF(TEMPLATE, model_type="semimarkov", max_iter=5, threads=1, workers=workers).fit(X, y)
+            for workers in (0, 2)]
+    here, there = ([p.weights for p in f.model_.parts] for f in fits)
+    assert all(abs(a - b).max() < 1e-9 for a, b in zip(here, there))
+    assert fits[1].model_.info["cluster"]["shards"] == 2
