@@ -259,6 +259,21 @@ def _document_batches(tagger, *rest):
         start += len(batch)
 
 
+#: the kinds of model file a CRF holds: a chain CRF's (any order, an MEMM) and a semi-Markov CRF's
+CRF_KINDS = ("crf", "semimarkov")
+
+
+def _require_crf(model, entry):
+    if model.kind not in CRF_KINDS:
+        model.require_kind("crf", entry)
+
+
+def _tagger(model, threads):
+    """The tagger of a model of CRF_KINDS (its kind's: crftk.kinds)."""
+    from crftk.kinds import kind_of
+    return kind_of(model).Tagger(model, threads=threads)
+
+
 class CRF(_Estimator):
     """A linear-chain CRF estimator with scikit-learn's conventions.
 
@@ -374,9 +389,9 @@ class CRF(_Estimator):
                         f"not {type(init).__name__}")
 
     def _set_model(self, model):
-        model.require_kind("crf", "crftk.CRF")
+        _require_crf(model, "crftk.CRF")
         self.model_ = model
-        self.classes_ = list(Tagger(model, threads=1).output_names)
+        self.classes_ = list(_tagger(model, threads=1).output_names)
 
     # decoding ---------------------------------------------------------------
     def _batches(self, X, docs):
@@ -388,7 +403,7 @@ class CRF(_Estimator):
             return
         index, sentences = _sentences(X, "X", None, space.label_col, None, None, docs, "docs",
                                       space.input_widths())
-        tagger = Tagger(model, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+        tagger = _tagger(model, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
         yield from _document_batches(tagger, space.template, index, sentences, docs)
 
     @_keywords
@@ -471,6 +486,12 @@ class CRF(_Estimator):
     def load(cls, path):
         """A fitted CRF from a model file (from save, crftk train or crftk induce)."""
         return cls._from_model(cls._load_model(path))
+
+    @classmethod
+    def _load_model(cls, path):
+        model = Model.load(path)
+        _require_crf(model, f"crftk.{cls.__name__}.load")
+        return model
 
     @classmethod
     def _from_model(cls, model):

@@ -178,7 +178,8 @@ class Model:
         except CrftkError as e:
             raise CrftkError(e.message, path) from None
         for part in model.parts:
-            _check_space(part.space, info, path)
+            if isinstance(part.space, (FeatureSpace, AttributeSpace)):   # other spaces check themselves on load
+                _check_space(part.space, info, path)
             _check_weights(part.weights, path)
             if model.structure_name in CHAIN_STRUCTURES:
                 check_chain_model(model.structure_name, info, part.space, path)
@@ -259,7 +260,7 @@ def _split_parts(meta, arrays, path):
 
 def _check_kind(info, path):
     model_type, order = info.get("model_type", "crf"), info.get("order", 1)
-    if model_type not in ("crf", "memm"):
+    if model_type not in ("crf", "memm", "semimarkov"):
         raise CrftkError(f"model file is inconsistent: unknown model type {shown(model_type)}", path)
     if type(order) is not int or order not in (1, 2):
         raise CrftkError(f"model file is inconsistent: order {order!r:.40} is not 1 or 2", path)

@@ -39,6 +39,8 @@ MAX_COUNT = 1_000_000_000
 MAX_COEFFICIENT = 1e6
 #: L-BFGS correction pairs: each holds two copies of the weights; 3-20 is usual.
 MAX_HISTORY = 100
+#: --max-segment: a semi-Markov CRF's lattice and segment encoding grow with tokens x this.
+MAX_SEGMENT = 1000
 #: Labelings per sentence of ``tag -n``: the paths of a batch take K x tokens x 4 bytes.
 MAX_NBEST = 1000
 #: Most memory the n-best tables of one batch may take.
@@ -423,8 +425,15 @@ TRAIN = (
           "mce-f: gamma of the F-score F_gamma (1: F1)."),
     Param("model_type", "crf", str,
           "crf: a conditional random field; memm: a maximum-entropy Markov model on the same "
-          "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1).",
-          ("crf", "memm")),
+          "features, normalized per token (Sha & Pereira's comparison; lbfgs or quickprop, order 1); "
+          "semimarkov: a semi-Markov CRF (Sarawagi & Cohen 2004) labeling segments of chunk tags (the "
+          "template's U lines score the segments' IOBES position tags, its S lines whole segments; "
+          "lbfgs, cg, pcg, mixed-cg or quickprop; tagged files keep the corpus's chunk scheme).",
+          ("crf", "memm", "semimarkov")),
+    Param("max_segment", 0, Integer(0, MAX_SEGMENT),
+          "--model-type semimarkov: the longest segment of any label, in tokens (longer gold segments "
+          "are cut into pieces of at most this many; the log counts them). 0: each label's longest "
+          "segment in the training data."),
     Param("order", 1, int, "Markov order: 1, or 2 (labels are pairs of tags with backoff "
                            "features on the current tag, as Sha & Pereira; lbfgs or quickprop; the pair "
                            "label set grows as tags squared, so keep the tag set small).", (1, 2)),
@@ -703,7 +712,7 @@ def check(name, value, params=TRAIN, warn=None):
 
 #: Options a model's record stores only when they differ from these values, so that the files of
 #: models trained without them are those of before they existed.
-_RECORDED_WHEN_SET = {"train_scheme": "none", "unknown_label": "?", "entity_ratio": 0.0}
+_RECORDED_WHEN_SET = {"train_scheme": "none", "unknown_label": "?", "entity_ratio": 0.0, "max_segment": 0}
 #: Options recorded only with --entity-ratio, which alone reads them.
 _ENTITY_RATIO = ("entity_ratio_margin", "entity_ratio_weight", "outside_label")
 

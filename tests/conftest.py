@@ -109,8 +109,8 @@ def fuzz_dir(tmp_path_factory):
 def models(fuzz_dir):
     """Tiny models trained once (files and bytes): a rich first-order CRF, an order-2 CRF, an
     MEMM, and one of each newer kind: a pipeline (a POS stage feeding a chunk stage, which are
-    "pos_stage" and "chunk_stage" alone), a bag (two members) and a factorial CRF (POS and chunk
-    chains)."""
+    "pos_stage" and "chunk_stage" alone), a bag (two members), a factorial CRF (POS and chunk
+    chains) and a semi-Markov CRF (chunks)."""
     import crftk
     from crftk.io.conll import Sentence
     from crftk.features.templates import read_template
@@ -141,6 +141,8 @@ def models(fuzz_dir):
         "bag": crftk.Bag([fz.CHUNK_TEMPLATE, fz.POS_TEMPLATE], **fast).fit(with_tags, chunks, with_tags[:2],
                                                                            chunks[:2]),
         "factorial": crftk.FactorialCRF(fz.POS_TEMPLATE, **fast).fit(words, [tags, chunks]),
+        "semimarkov": crftk.CRF(fz.CHUNK_TEMPLATE + "S0:%len\nS1:%first[1]\n", model_type="semimarkov",
+                                **fast).fit(with_tags, chunks),
     }
     for name, model in (("pos_stage", pos), ("chunk_stage", chunk)):     # the pipeline's stages, alone
         model.save(fuzz_dir / f"{name}.model")

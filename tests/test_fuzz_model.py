@@ -33,8 +33,8 @@ from crftk.ensemble.combine import DECODINGS, METHODS
 TAG_INPUT = fz.conll_text(fz.TRAIN[:2]) + "Unseen NN B-NP\nwords VBZ B-VP\n\n"
 #: The model kinds of the session's models (conftest.models); the CRFs keep half of the draws.
 CRF_KINDS = ["crf", "order2", "memm"]
-NEW_KINDS = ["pipeline", "bag", "factorial"]
-WHICH = st.sampled_from(["crf", "crf", "order2", "memm", "pipeline", "bag", "factorial"])
+NEW_KINDS = ["pipeline", "bag", "factorial", "semimarkov"]
+WHICH = st.sampled_from(["crf", "crf", "order2", "memm", "pipeline", "bag", "factorial", "semimarkov"])
 INPUT_ROWS = fz.reference_tokens(TAG_INPUT.encode())
 
 

@@ -10,11 +10,11 @@ which ``trainer_for`` picks from the training options. A new kind is a module he
 CRF like any other (same structure, same runtime): the "crf" kind.
 """
 
-from crftk.kinds import bag, chain, factorial, pipeline, twostage
+from crftk.kinds import bag, chain, factorial, pipeline, semimarkov, twostage
 from crftk.kinds.bag import tagger_for  # noqa: F401 (the tagger of a CRF or a bag)
 
 #: kind name (crftk.model.KINDS) -> the module of that kind
-KINDS = {k.NAME: k for k in (chain, bag, pipeline, factorial, twostage)}
+KINDS = {k.NAME: k for k in (chain, bag, pipeline, factorial, twostage, semimarkov)}
 
 
 def kind_of(model):
@@ -24,7 +24,10 @@ def kind_of(model):
 
 def trainer_for(options, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
     """The trainer (crftk.training.driver) of the kind the training options ask for: a factorial
-    CRF for two or more label columns (``options["label_col"]`` is then removed), else a chain,
-    which refuses the factorial options."""
+    CRF for two or more label columns (``options["label_col"]`` is then removed), a semi-Markov CRF
+    for --model-type semimarkov, else a chain; those two refuse the factorial options."""
     trainer = factorial.trainer(options, inference, tolerance, max_sweeps, warm_start)
+    if trainer is None and semimarkov.trainer(options) is not None:
+        factorial.refuse_factorial_options(inference, tolerance, max_sweeps, warm_start)
+        return semimarkov.trainer(options)
     return trainer or chain.ChainTrainer.refusing(inference, tolerance, max_sweeps, warm_start)

@@ -112,7 +112,7 @@ class Tagger:
         return np.array([names.index(x) for x in self.labels.tolist()], dtype=np.int64)
 
     def inference(self, sentences):
-        return self.structure.bind(self.space.encode(sentences), self.n_threads)
+        return self.structure.bind(self.structure.encode(sentences), self.n_threads)
 
     def viterbi(self, sentences):
         """Best label ids per sentence: list of int arrays."""
@@ -419,7 +419,7 @@ class DevScorer:
     def __init__(self, structure, sentences, n_threads, gold_sentences=None, recoder=None, marker=None):
         space = structure.space
         self.structure, self.recoder = structure, recoder
-        self.inference = structure.bind(space.encode(sentences), n_threads)
+        self.inference = structure.bind(structure.encode(sentences), n_threads)
         self.labels = np.asarray(structure.output_labels, dtype=object)
         self.slices = self.inference.corpus.sentence_slices()
         gold_sentences = sentences if gold_sentences is None else gold_sentences

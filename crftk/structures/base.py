@@ -115,6 +115,10 @@ class Structure:
         """What a model file records about the structure besides its feature space."""
         return {"name": self.name}
 
+    def encode(self, sentences):
+        """The encoded corpus of sentences that ``bind`` takes (gold labels kept when present)."""
+        return self.space.encode(sentences)
+
     def bind(self, corpus, n_threads=1):
         raise NotImplementedError
 

@@ -363,15 +363,8 @@ class FactorialInference(Inference):
         nodes, pairs, _ = self.marginals(w)
         st, corpus = self.structure, self.corpus
         h = np.array(expected, dtype=np.float64, copy=True)
-        sp = corpus.sent_ptr
-        first, last = sp[:-1][np.diff(sp) > 0], sp[1:][np.diff(sp) > 0] - 1
         for c, (s, enc) in enumerate(zip(st.chains, corpus.chains)):
-            v = nodes[c] * (1.0 - nodes[c])
-            part = h[st.offsets[c]:st.offsets[c + 1]]
-            lay = s.layout()
-            part[lay.state] = _feature_sums(s, enc, v)
-            part[lay.start] = v[first].sum(axis=0)
-            part[lay.end] = v[last].sum(axis=0)
+            state_variance(s, enc, nodes[c] * (1.0 - nodes[c]), h[st.offsets[c]:st.offsets[c + 1]])
         C = st.n_chains
         for c, (p, enc) in enumerate(zip(st.pairs, corpus.pairs)):
             q = pairs[c].reshape(corpus.n_tokens, -1)
@@ -400,6 +393,17 @@ class FactorialInference(Inference):
             inf = Chain(s).bind(enc)
             per_sentence = per_sentence + inf.sentence_active()
         return float(np.max(per_sentence))
+
+
+def state_variance(space, corpus, v, part):
+    """Fill a chain's state, start and end entries of ``part`` (its slice of the curvature) with
+    ``v`` (p(1-p) of its node marginals [N, labels]) summed where each fires."""
+    sp = corpus.sent_ptr
+    first, last = sp[:-1][np.diff(sp) > 0], sp[1:][np.diff(sp) > 0] - 1
+    lay = space.layout()
+    part[lay.state] = _feature_sums(space, corpus, v)
+    part[lay.start] = v[first].sum(axis=0)
+    part[lay.end] = v[last].sum(axis=0)
 
 
 def _feature_sums(space, corpus, values):

@@ -62,6 +62,8 @@ def check_options(options, log=_stderr_log):
                          f"{opt['train_scheme']} or none")
     if opt["model_type"] == "memm" and (opt["order"] == 2 or opt["algorithm"] not in ("lbfgs", "quickprop")):
         raise UsageError("--model-type memm trains with --algorithm lbfgs or quickprop and --order 1 only")
+    if opt["max_segment"] and opt["model_type"] != "semimarkov":
+        raise UsageError("--max-segment caps the segments of a semi-Markov CRF: give --model-type semimarkov")
     check_partial_options(opt)
     return opt
 

@@ -75,7 +75,7 @@ def test_every_structure_declares_its_model_files():
     for structure in STRUCTURES.values():
         for kind, said in structure.file_kinds.items():
             assert KINDS[kind] == said
-    assert list(KINDS) == ["crf", "bag", "pipeline", "factorial", "two-stage"]
+    assert list(KINDS) == ["crf", "bag", "pipeline", "factorial", "two-stage", "semimarkov"]
     assert KINDS["bag"] == ("a feature bag", "crftk.Bag.load")
 
 
