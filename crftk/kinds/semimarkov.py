@@ -122,7 +122,8 @@ class SemiMarkovTrainer(chain.ChainTrainer):
                                                     min_freq=opt["min_freq"], feature_set=opt["feature_set"],
                                                     path=source)
             segments, seg_corpus = SegmentSpace.fit(sents, template, labels=labels, max_len=max_len,
-                                                    min_freq=opt["min_freq"], label_col=opt["label_col"])
+                                                    min_freq=opt["min_freq"], label_col=opt["label_col"],
+                                                    feature_set=opt["feature_set"])
             structure = SemiMarkov(tokens_space, segments)
             corpus = SemiMarkovCorpus(tokens, seg_corpus)
         del sents

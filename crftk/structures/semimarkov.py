@@ -4,8 +4,8 @@ A segmentation's score is that of the token chain CRF over the IOBES position ta
 (the ``tokens`` part: a FeatureSpace over IOBES tags, fit on the label column rewritten by
 crftk.io.segments.SegmentConversion) plus, per segment, the weights of its segment attributes
 with its label (the ``segments`` part: crftk.features.segments.SegmentSpace, the template's S
-lines, weight ``a * Y + y``). Segments of label y are at most ``max_len[y]`` tokens. Decoding
-outputs IOBES tags, which a Recoder converts to the corpus's scheme. The lattice (log Z,
+lines, each attribute with the labels of its features). Segments of label y are at most
+``max_len[y]`` tokens. Decoding outputs IOBES tags, which a Recoder converts to the corpus's scheme. The lattice (log Z,
 marginals, Viterbi, n-best over segmentations) is the kernel crftk._semimarkov.
 """
 
@@ -184,7 +184,8 @@ class SemiMarkovInference(Inference):
         self.kernel = Segments(tokens.sent_ptr, tokens.attr_ptr, tokens.attrs, st.space.feat_ptr,
                                st.space.feat_label, st.space.n_labels, st.space.layout().offsets(),
                                st.seg_map, st.seg_max, segments.seg_ptr, segments.seg_attrs,
-                               st.segments.n_attrs, st.space.n_params, values=tokens.values)
+                               st.segments.n_attrs, st.space.n_params, values=tokens.values,
+                               seg_feat_ptr=st.segments.feat_ptr, seg_feat_label=st.segments.feat_label)
 
     @staticmethod
     def _refuse(allowed, entity=None):
@@ -256,9 +257,8 @@ def dump(model, out, min_abs=0.0):
     for label, n in zip(segments.labels, st.seg_max.tolist()):
         out.write(f"{label}\t{n}\n")
     out.write("\n[segment] attribute\tlabel\tweight\n")
-    Y = len(segments.labels)
-    w = model.parts[1].weights.reshape(-1, Y) if Y else model.parts[1].weights
+    w, ptr, lab = model.parts[1].weights, segments.feat_ptr, segments.feat_label
     for a, name in enumerate(segments.attribute_strings()):
-        for y in range(Y):
-            if abs(w[a, y]) > min_abs:
-                out.write(f"{name}\t{segments.labels[y]}\t{w[a, y]:.6f}\n")
+        for f in range(ptr[a], ptr[a + 1]):
+            if abs(w[f]) > min_abs:
+                out.write(f"{name}\t{segments.labels[lab[f]]}\t{w[f]:.6f}\n")
