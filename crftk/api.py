@@ -186,6 +186,8 @@ class _Estimator:
 
     #: the kind of model file the estimator holds (crftk.model.KINDS), and how it is fitted
     _kind = None
+    #: other kinds it holds too (a CRF: a semi-Markov CRF's)
+    _more_kinds = ()
     _fit_call = "fit(X, y)"
 
     def _model(self):
@@ -205,7 +207,8 @@ class _Estimator:
     def _load_model(cls, path):
         """The Model of a file, refused unless it is of the estimator's kind."""
         model = Model.load(path)
-        model.require_kind(cls._kind, f"crftk.{cls.__name__}.load")
+        if model.kind not in cls._more_kinds:
+            model.require_kind(cls._kind, f"crftk.{cls.__name__}.load")
         return model
 
     def _check_apart(self, path, what="model"):
@@ -259,15 +262,6 @@ def _document_batches(tagger, *rest):
         start += len(batch)
 
 
-#: the kinds of model file a CRF holds: a chain CRF's (any order, an MEMM) and a semi-Markov CRF's
-CRF_KINDS = ("crf", "semimarkov")
-
-
-def _require_crf(model, entry):
-    if model.kind not in CRF_KINDS:
-        model.require_kind("crf", entry)
-
-
 def _tagger(model, threads):
     """The tagger of a model of CRF_KINDS (its kind's: crftk.kinds)."""
     from crftk.kinds import kind_of
@@ -291,6 +285,7 @@ class CRF(_Estimator):
     """
 
     _kind = "crf"
+    _more_kinds = ("semimarkov",)
 
     _PARAMS = PARAMS
 
@@ -389,7 +384,8 @@ class CRF(_Estimator):
                         f"not {type(init).__name__}")
 
     def _set_model(self, model):
-        _require_crf(model, "crftk.CRF")
+        if model.kind not in self._more_kinds:
+            model.require_kind("crf", "crftk.CRF")
         self.model_ = model
         self.classes_ = list(_tagger(model, threads=1).output_names)
 
@@ -488,12 +484,6 @@ class CRF(_Estimator):
         return cls._from_model(cls._load_model(path))
 
     @classmethod
-    def _load_model(cls, path):
-        model = Model.load(path)
-        _require_crf(model, f"crftk.{cls.__name__}.load")
-        return model
-
-    @classmethod
     def _from_model(cls, model):
         options = model.info.get("options") or {}
         crf = cls(template=None if isinstance(model.space, AttributeSpace) else model.space.template.text,
@@ -524,6 +514,7 @@ class TwoStage(CRF):
     """
 
     _kind = "two-stage"
+    _more_kinds = ()
     _PARAMS = (Param("first", None, object, "The first stage: a fitted crftk.CRF, a Model, or a model file's "
                      "path."),) + PARAMS[:1] + (FIRST_STAGE_FOLDS,) + PARAMS[1:]
 

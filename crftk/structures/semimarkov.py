@@ -132,12 +132,6 @@ class SemiMarkov(Structure):
         off = self.space.n_params
         return w[:off], w[off:]
 
-    def fixed(self, template):
-        fixed = np.zeros(self.n_params, dtype=bool)
-        if not template.label_bigram:
-            fixed[self.layout.trans] = True
-        return fixed
-
     def pinned(self, scheme):
         if scheme != "none":
             raise UsageError(f"--constraints {scheme}: a semi-Markov CRF's segment lattice already allows "
@@ -157,13 +151,8 @@ class SemiMarkov(Structure):
     def bind(self, corpus, n_threads=1):
         return SemiMarkovInference(self, corpus, n_threads)
 
-    @classmethod
-    def summary(cls, model):
-        return summary(model)
-
-    @classmethod
-    def dump(cls, model, out, min_abs=0.0):
-        dump(model, out, min_abs)
+    summary = classmethod(lambda cls, model: semimarkov_summary(model))
+    dump = classmethod(lambda cls, model, out, min_abs=0.0: semimarkov_dump(model, out, min_abs))
 
 
 class SemiMarkovInference(Inference):
@@ -225,7 +214,7 @@ class SemiMarkovInference(Inference):
         return h
 
 
-def summary(model):
+def semimarkov_summary(model):
     """``crftk info`` of a semi-Markov model: the token part's sizes and the segment part's."""
     st = model.structure
     tokens, segments = st.space, st.segments
@@ -246,7 +235,7 @@ def summary(model):
             "training": model.info}
 
 
-def dump(model, out, min_abs=0.0):
+def semimarkov_dump(model, out, min_abs=0.0):
     """The token part as a chain CRF's dump, then one line per non-zero segment weight."""
     st = model.structure
     segments = st.segments
