@@ -22,7 +22,7 @@ Systems of a task (a run is TASK-SYSTEM):
 Every training and tagging runs with --threads 1. A run whose tagged output exists is skipped,
 so an interrupted run resumes; each run's seconds are kept in OUT/TASK-SYSTEM.json (training
 wall and CPU seconds, the iterations and their seconds from the log, three whole-process
-`crftk tag` wall times). `speed` measures CPU seconds per iteration of the token CRF and the
+`crftk tag` wall and CPU times). `speed` measures CPU seconds per iteration of the token CRF and the
 semi-Markov CRF at L=6, in interleaved pairs, as the CPU time of --max-iter HI minus that of
 --max-iter LO over HI - LO (setting-up costs cancel). Nothing is written outside --out but the
 results file.
@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from crftk.io import schemes  # noqa: E402
 from crftk.io.conll import read_sentences  # noqa: E402
-from common import crftk_timed, eval_json, note, publish  # noqa: E402
+from common import eval_json, note, publish  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 TEMPLATES = REPO / "templates"
@@ -62,9 +62,9 @@ NP_KEPT = ("B-NP", "I-NP")
 
 # task -> (corpus option, training file, test file, token template, segment template)
 TASKS = {
-    "chunk": ("conll2000", "train.txt", "dev.txt", "chunking-crfpp.tmpl", "semimarkov-conll2000.tmpl"),
-    "np": ("conll2000", "train.txt", "dev.txt", "chunking-crfpp.tmpl", "semimarkov-conll2000-np.tmpl"),
-    "ner": ("conll2003", "eng.train", "eng.testa", "conll2003-ner.tmpl", "semimarkov-conll2003.tmpl"),
+    "chunk": ("conll2000", "train.txt", "dev.txt", "chunking-crfpp.tmpl", "semimarkov-chunking.tmpl"),
+    "np": ("conll2000", "train.txt", "dev.txt", "chunking-crfpp.tmpl", "semimarkov-np.tmpl"),
+    "ner": ("conll2003", "eng.train", "eng.testa", "conll2003-ner.tmpl", "semimarkov-ner.tmpl"),
 }
 TEST_NAME = {"chunk": "dev.txt", "np": "dev.txt (NP only)", "ner": "eng.testa"}
 
@@ -147,12 +147,12 @@ class Task:
 
 # -- running --------------------------------------------------------------------------------------
 
-def train_cpu(args, log):
-    """`crftk train ARGS` (stderr to log); returns (wall seconds, CPU seconds of the process)."""
+def timed(args, log, mode="w"):
+    """`crftk ARGS` (stderr to log); returns (wall seconds, CPU seconds of the process)."""
     args = [str(a) for a in args]
     print("+ crftk " + " ".join(args), flush=True)
     t0 = time.perf_counter()
-    with open(log, "w") as err:
+    with open(log, mode) as err:
         proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", *args], stderr=err, stdout=subprocess.DEVNULL,
                                 cwd=REPO)
         _, status, usage = os.wait4(proc.pid, 0)
@@ -179,6 +179,8 @@ def run_one(task, system, kind, options, a):
     out = task.out
     model, tagged, log, record = (out / f"{name}.{x}" for x in ("model", "tagged", "log", "json"))
     if tagged.exists():
+        if model.exists() and "tag_cpu" not in load(record):   # tagged before its CPU time was kept
+            time_tagging(task, model, out / f"{name}.raw" if system.startswith("vote-") else tagged, record, a)
         return
     if system == "vote":
         return vote(task, a)
@@ -195,21 +197,28 @@ def run_one(task, system, kind, options, a):
             note("semimarkov", f"{name}: {template} not found, skipped")
             return
         train = task.train_file(scheme) if scheme else task.train
-        wall, cpu = train_cpu(["train", "-t", template, "-m", model, "--threads", a.threads, *options, train], log)
+        wall, cpu = timed(["train", "-t", template, "-m", model, "--threads", a.threads, *options, train], log)
         secs = iteration_seconds(log)
         info.update(train_wall=wall, train_cpu=cpu, iterations=len(secs), iter_seconds=sum(secs))
         record.write_text(json.dumps(info, indent=1) + "\n")
     elif "iterations" not in info and log.exists():     # trained by hand: its log still counts
         secs = iteration_seconds(log)
         info.update(iterations=len(secs), iter_seconds=sum(secs))
-    raw = out / f"{name}.raw" if scheme else tagged
-    tag_log = out / f"{name}.tag.log"
-    times = [crftk_timed(["tag", "-m", model, "-o", raw, "--threads", a.threads, task.test], tag_log)
-             for _ in range(TAG_REPEATS)]
-    info.update(tag_wall=times, tokens=task.tokens())
     record.write_text(json.dumps(info, indent=1) + "\n")
+    raw = out / f"{name}.raw" if scheme else tagged
+    time_tagging(task, model, raw, record, a)
     if scheme:                                 # the output back in the corpus's scheme
         write_items(tagged, read_items(raw), lambda s: schemes.convert(last_column(s), task.scheme, source=scheme))
+
+
+def time_tagging(task, model, tagged, record, a):
+    """Tag the test file TAG_REPEATS times (whole processes), keeping their wall and CPU seconds
+    (CPU time: the machine is shared, so wall seconds vary with what else runs)."""
+    times = [timed(["tag", "-m", model, "-o", tagged, "--threads", a.threads, task.test], str(record)[:-5] + ".tag.log",
+                   "a") for _ in range(TAG_REPEATS)]
+    info = load(record)
+    info.update(tag_wall=[w for w, _ in times], tag_cpu=[c for _, c in times], tokens=task.tokens())
+    record.write_text(json.dumps(info, indent=1) + "\n")
 
 
 _AVAILABLE = []
@@ -282,77 +291,141 @@ def cmd_speed(a):
                 cpu = {}
                 for n in (a.lo, a.hi):
                     log = out / f"speed-{key}-{n}.log"
-                    _, cpu[n] = train_cpu(["train", "-t", template, "-m", out / "speed.model", "--threads",
+                    _, cpu[n] = timed(["train", "-t", template, "-m", out / "speed.model", "--threads",
                                            a.threads, "--max-iter", n, *options, task.train], log)
                     done = len(iteration_seconds(log))
                     if done != n:
                         sys.exit(f"{log}: {done} iterations instead of {n}")
                 speed.setdefault(key, []).append((cpu[a.hi] - cpu[a.lo]) / (a.hi - a.lo))
+                speed["_window"] = {"lo": a.lo, "hi": a.hi}
                 path.write_text(json.dumps(speed, indent=1) + "\n")
     (out / "speed.model").unlink(missing_ok=True)
 
 
 # -- the table ------------------------------------------------------------------------------------
 
+def score(out, task_name, a_task):
+    """system -> (F1, McNemar p against the token CRF, record) of the runs tagged so far."""
+    base = out / f"{task_name}-token.tagged"
+    found = {}
+    for system, _, _ in systems():
+        tagged = out / f"{task_name}-{system}.tagged"
+        if system == f"vote-{a_task.scheme}" or not tagged.exists():
+            continue
+        d = eval_json(tagged, base if system != "token" and base.exists() else None)
+        found[system] = (d["overall"]["f1"], d.get("mcnemar", {}).get("p_value"),
+                         load(out / f"{task_name}-{system}.json"))
+    return found
+
+
+def per_iteration(info):
+    return info["iter_seconds"] / info["iterations"] if info.get("iterations") else None
+
+
+def task_table(found):
+    base_spi = per_iteration(found["token"][2]) if "token" in found else None
+    rows = ["| system | F1 | p vs token | iterations | s/iteration | ratio | tokens/s |",
+            "|---|---|---|---|---|---|---|"]
+    for system, (f1, p, info) in found.items():
+        spi = per_iteration(info)
+        ratio = spi / base_spi if spi and base_spi else None
+        tps = info["tokens"] / statistics.median(info["tag_cpu"]) if info.get("tag_cpu") else None
+        rows.append(f"| {system} | {f1:.2f} | {fmt_p(p)} | {info.get('iterations', '-')} | "
+                    f"{fmt(spi, '.3f')} | {fmt(ratio, '.2f')} | {fmt(tps, ',.0f')} |")
+    return rows
+
+
+def speed_rows(speed):
+    """(task, token CRF, semi-tok-L6, semi-seg-L6) medians of CPU s/iteration."""
+    out = []
+    for task_name in TASKS:
+        if speed.get(f"{task_name}-token"):
+            out.append((task_name, *(statistics.median(speed[k]) if speed.get(k) else None
+                                     for k in (f"{task_name}-{s}" for s in ("token", "semi-tok-L6", "semi-seg-L6")))))
+    return out
+
+
+def commands(a):
+    """The command lines of one task's runs, as the script runs them."""
+    return ["crftk train -t templates/chunking-crfpp.tmpl -m chunk-token.model --threads 1 train.txt",
+            "crftk tag -m chunk-token.model -o chunk-token.tagged --threads 1 dev.txt     # 3 times, timed",
+            "crftk eval --json chunk-semi-seg-L6.tagged --mcnemar chunk-token.tagged",
+            "crftk train -t templates/chunking-crfpp.tmpl -m chunk-vote-ioe1.model --threads 1 chunk-train.ioe1"
+            "     # labels rewritten in IOE1 by the script; the output converted back to IOB2",
+            "crftk train -t templates/chunking-crfpp.tmpl -m chunk-semi-tok-L6.model --threads 1 "
+            "--model-type semimarkov --max-segment 6 train.txt",
+            "crftk train -t templates/semimarkov-chunking.tmpl -m chunk-semi-seg.model --threads 1 "
+            "--model-type semimarkov train.txt",
+            f"# speed: crftk train ... --max-iter {a.hi} and --max-iter {a.lo}, token / semi-seg-L6 / semi-tok-L6 "
+            "in turn, CPU time from wait4"]
+
+
+ROW_NAMES = (("token", "token CRF (shipped template)"), ("vote", "voting over IOB1/IOB2/IOE1/IOE2/IOBES"),
+             ("semi-tok-L6", "semi-Markov, token features, L=6"), ("semi-tok", "semi-Markov, token features, L learned"),
+             ("semi-seg-L6", "semi-Markov, segment features, L=6"),
+             ("semi-seg", "semi-Markov, segment features, L learned"))
+
+
+def readme_draft(results, speed):
+    """The README's Results subsection: F1 (McNemar p against the token CRF) per task."""
+    lines = ["### Semi-Markov CRFs (Sarawagi & Cohen 2004)", "",
+             "`make semimarkov` (`benchmarks/semimarkov.py`; every run, seconds and tokens/s in "
+             "`benchmarks/results/semimarkov.md`). CoNLL-2000 all phrases and base NP only (every other chunk "
+             "tag made O) on dev.txt, CoNLL-2003 on eng.testa; the shipped templates (`chunking-crfpp.tmpl`, "
+             "`conll2003-ner.tmpl`; the `semimarkov-*.tmpl` add S lines to the same U/B lines), c2=1, L-BFGS to "
+             "convergence, one thread. p: McNemar (tokens) against the token CRF.", "",
+             "| | CoNLL-2000 all | CoNLL-2000 NP | CoNLL-2003 |", "|---|---|---|---|"]
+    for system, label in ROW_NAMES:
+        cells = []
+        for task_name in TASKS:
+            got = results.get(task_name, {}).get(system)
+            cells.append("-" if got is None else
+                         f"{got[0]:.2f}" + ("" if system == "token" else f" (p = {fmt_p(got[1])})"))
+        if any(c != "-" for c in cells):
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    rows = speed_rows(speed)
+    if rows:
+        lines += ["", "Training CPU seconds per iteration at L=6 against the token CRF (one thread): " + "; ".join(
+            f"{t} {tok:.2f} s, semi-Markov {fmt(seg, '.2f')} s ({fmt(seg / tok if seg else None, '.1f')}x)"
+            for t, tok, _, seg in rows) + "."]
+    return lines
+
+
 def cmd_report(a):
     out = Path(a.out)
-    speed_path = out / "speed.json"
-    speed = json.loads(speed_path.read_text()) if speed_path.exists() else {}
+    speed = load(out / "speed.json")
+    window = speed.pop("_window", {"lo": a.lo, "hi": a.hi})
+    a.lo, a.hi = window["lo"], window["hi"]
+    results = {t: score(out, t, Task(t, a)) for t in TASKS}
     lines = ["# Semi-Markov CRFs (issue 36)", "",
              "`make semimarkov` (`benchmarks/semimarkov.py run`, `speed`, `report`); every training and tagging "
              "with `--threads 1`, defaults otherwise (L2 c2=1, L-BFGS to convergence). p: McNemar's test on "
-             "tokens against the token CRF of the task (`crftk eval --mcnemar`). s/iteration: the training "
-             "log's iteration seconds over the iterations (wall, one thread, on a 2-core machine shared with "
-             "other jobs); ratio: against the token CRF. tokens/s: the test file's tokens over the median of "
-             f"{TAG_REPEATS} whole-process `crftk tag` runs (start-up and model loading included). `vote-S`: the "
-             "token CRF trained on the labels rewritten in scheme S (written by the script: crftk's "
-             "--train-scheme has iob2, iobes and bilou only), its output converted back; `vote`: the majority "
-             "over the five (Shen & Sarkar 2005), ties to the token CRF.", ""]
-    for task_name in TASKS:
-        a_task = Task(task_name, a)
-        rows = []
-        base = out / f"{task_name}-token.tagged"
-        base_info = load(out / f"{task_name}-token.json")
-        for system, _, _ in systems():
-            name = f"{task_name}-{system}"
-            if system == f"vote-{a_task.scheme}":
-                continue
-            tagged = out / f"{name}.tagged"
-            if not tagged.exists():
-                continue
-            other = base if system != "token" and base.exists() else None
-            d = eval_json(tagged, other)
-            p = d.get("mcnemar", {}).get("p_value")
-            info = load(out / f"{name}.json")
-            spi = info["iter_seconds"] / info["iterations"] if info.get("iterations") else None
-            base_spi = (base_info["iter_seconds"] / base_info["iterations"]) if base_info.get("iterations") else None
-            ratio = spi / base_spi if spi and base_spi else None
-            tps = info["tokens"] / statistics.median(info["tag_wall"]) if info.get("tag_wall") else None
-            rows.append(f"| {system} | {d['overall']['f1']:.2f} | {fmt_p(p)} | {info.get('iterations', '-')} | "
-                        f"{fmt(spi, '.3f')} | {fmt(ratio, '.2f')} | {fmt(tps, ',.0f')} |")
-        if not rows:
-            continue
-        lines += [f"## {task_name}: {TEST_NAME[task_name]} (corpus scheme {a_task.scheme})", "",
-                  "| system | F1 | p vs token | iterations | s/iteration | ratio | tokens/s |",
-                  "|---|---|---|---|---|---|---|", *rows, ""]
-    if speed:
+             "tokens against the token CRF of the task (`crftk eval --mcnemar`; <1e-300: below). s/iteration: the "
+             "training log's iteration seconds over the iterations (wall, one thread, on a 2-core machine shared "
+             "with other jobs); ratio: against the token CRF. tokens/s: the test file's tokens over the median CPU "
+             f"seconds of {TAG_REPEATS} whole-process `crftk tag` runs (start-up and model loading included). `vote-S`: the "
+             "token CRF trained on the labels rewritten in scheme S (rewritten by the script: crftk's "
+             "--train-scheme has iob2, iobes and bilou only), its output converted back to the corpus scheme; "
+             "`vote`: per token the label most of the five give (Shen & Sarkar 2005), ties to the token CRF's "
+             "label when it is among the most voted (the corpus-scheme model is the token CRF itself).", ""]
+    for task_name, found in results.items():
+        if found:
+            lines += [f"## {task_name}: {TEST_NAME[task_name]} (corpus scheme {Task(task_name, a).scheme})", "",
+                      *task_table(found), ""]
+    rows = speed_rows(speed)
+    if rows:
         lines += ["## CPU seconds per iteration at L=6, interleaved", "",
-                  "CPU time of `--max-iter 25` minus that of `--max-iter 5`, over 20 (setting-up costs cancel); "
-                  "runs interleaved token, semi-seg-L6, semi-tok-L6; median over the repeats.", "",
+                  f"CPU time of `--max-iter {a.hi}` minus that of `--max-iter {a.lo}`, over {a.hi - a.lo} (the "
+                  "setting-up costs cancel); token, semi-seg-L6, semi-tok-L6 in turn; median over the repeats.", "",
                   "| task | token CRF | semi-Markov, token template | ratio | semi-Markov, segment template | ratio |",
                   "|---|---|---|---|---|---|"]
-        for task_name in TASKS:
-            tok = speed.get(f"{task_name}-token")
-            if not tok:
-                continue
-            t = statistics.median(tok)
-            cells = []
-            for system in ("semi-tok-L6", "semi-seg-L6"):
-                v = speed.get(f"{task_name}-{system}")
-                m = statistics.median(v) if v else None
-                cells += [fmt(m, ".3f"), fmt(m / t if m else None, ".2f")]
-            lines.append(f"| {task_name} | {t:.3f} | " + " | ".join(cells) + " |")
+        for task_name, tok, semi_tok, semi_seg in rows:
+            lines.append(f"| {task_name} | {tok:.3f} | {fmt(semi_tok, '.3f')} | "
+                         f"{fmt(semi_tok / tok if semi_tok else None, '.2f')} | {fmt(semi_seg, '.3f')} | "
+                         f"{fmt(semi_seg / tok if semi_seg else None, '.2f')} |")
         lines.append("")
+    lines += ["## Command lines (chunk; np and ner alike with their files and templates)", "", "```sh",
+              *commands(a), "```", "", "## README draft", "", *readme_draft(results, speed), ""]
     text = "\n".join(lines)
     if a.results:
         publish(text, a.results)
@@ -395,6 +468,7 @@ def main(argv=None):
     p.add_argument("--hi", type=int, default=25)
     p.set_defaults(func=cmd_speed)
     p = sub.add_parser("report", help="the tables of the runs tagged so far")
+    p.set_defaults(lo=5, hi=25)
     p.add_argument("--results", default=str(RESULTS), help="also write the tables here ('' : do not)")
     p.set_defaults(func=cmd_report)
     a = ap.parse_args(argv)
