@@ -319,19 +319,23 @@ def score(out, task_name, a_task):
 
 
 def per_iteration(info):
-    return info["iter_seconds"] / info["iterations"] if info.get("iterations") else None
+    """(wall seconds per iteration from the log, CPU seconds of the whole training over its iterations)."""
+    n = info.get("iterations")
+    if not n:
+        return None, None
+    return info["iter_seconds"] / n, (info["train_cpu"] / n if "train_cpu" in info else None)
 
 
 def task_table(found):
-    base_spi = per_iteration(found["token"][2]) if "token" in found else None
-    rows = ["| system | F1 | p vs token | iterations | s/iteration | ratio | tokens/s |",
-            "|---|---|---|---|---|---|---|"]
+    base_cpu = per_iteration(found["token"][2])[1] if "token" in found else None
+    rows = ["| system | F1 | p vs token | iterations | s/iteration (log, wall) | CPU s/iteration | ratio | tokens/s |",
+            "|---|---|---|---|---|---|---|---|"]
     for system, (f1, p, info) in found.items():
-        spi = per_iteration(info)
-        ratio = spi / base_spi if spi and base_spi else None
+        wall, cpu = per_iteration(info)
+        ratio = cpu / base_cpu if cpu and base_cpu else None
         tps = info["tokens"] / statistics.median(info["tag_cpu"]) if info.get("tag_cpu") else None
         rows.append(f"| {system} | {f1:.2f} | {fmt_p(p)} | {info.get('iterations', '-')} | "
-                    f"{fmt(spi, '.3f')} | {fmt(ratio, '.2f')} | {fmt(tps, ',.0f')} |")
+                    f"{fmt(wall, '.3f')} | {fmt(cpu, '.3f')} | {fmt(ratio, '.2f')} | {fmt(tps, ',.0f')} |")
     return rows
 
 
@@ -400,9 +404,12 @@ def cmd_report(a):
     lines = ["# Semi-Markov CRFs (issue 36)", "",
              "`make semimarkov` (`benchmarks/semimarkov.py run`, `speed`, `report`); every training and tagging "
              "with `--threads 1`, defaults otherwise (L2 c2=1, L-BFGS to convergence). p: McNemar's test on "
-             "tokens against the token CRF of the task (`crftk eval --mcnemar`; <1e-300: below). s/iteration: the "
-             "training log's iteration seconds over the iterations (wall, one thread, on a 2-core machine shared "
-             "with other jobs); ratio: against the token CRF. tokens/s: the test file's tokens over the median CPU "
+             "tokens against the token CRF of the task (`crftk eval --mcnemar`; <1e-300: below). s/iteration (log, wall): the "
+             "training log's iteration seconds over the iterations (one thread, but on a 2-core machine shared "
+             "with other jobs, up to 5 runnable processes: wall seconds measure the load more than the model); "
+             "CPU s/iteration: the training process's CPU seconds over the iterations (reading and feature "
+             "extraction included, a few seconds); ratio: CPU against the token CRF (the `speed` table below "
+             "is the controlled comparison). tokens/s: the test file's tokens over the median CPU "
              f"seconds of {TAG_REPEATS} whole-process `crftk tag` runs (start-up and model loading included). `vote-S`: the "
              "token CRF trained on the labels rewritten in scheme S (rewritten by the script: crftk's "
              "--train-scheme has iob2, iobes and bilou only), its output converted back to the corpus scheme; "
@@ -412,6 +419,10 @@ def cmd_report(a):
         if found:
             lines += [f"## {task_name}: {TEST_NAME[task_name]} (corpus scheme {Task(task_name, a).scheme})", "",
                       *task_table(found), ""]
+    missing = [f"{t}-{system}" for t in TASKS for system, _, _ in systems()
+               if system != f"vote-{Task(t, a).scheme}" and system not in results[t]]
+    if missing:
+        lines += ["Not run yet: " + ", ".join(missing) + ".", ""]
     rows = speed_rows(speed)
     if rows:
         lines += ["## CPU seconds per iteration at L=6, interleaved", "",
