@@ -11,7 +11,7 @@ CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo partial-pass bench bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs ner-best ner-ablation \
-	partial-data partial-labels
+	partial-data partial-labels semimarkov
 
 all: test
 
@@ -39,6 +39,7 @@ help:
 	@echo "make ner-ablation  its ablation on eng.testa: encodings, non-local features, MCE-F, vectors"
 	@echo "make partial-data  issue 35's training files: eng.train with 30/50/70% of mentions unlabeled, train.txt with 50/80% hidden"
 	@echo "make partial-labels  train and tag them (PARTIAL_RUNS=patterns), eng.testa / dev.txt F1 and McNemar table"
+	@echo "make semimarkov  semi-Markov CRF vs token CRF and IOB voting: dev.txt (all, NP), eng.testa; F1, McNemar, speed"
 	@echo "make bench-ner   NER: crftk against python-crfsuite with tutorial features, throughput"
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
@@ -263,6 +264,21 @@ partial-labels: install
 	test -f $(PARTIAL_OUT)/data.json || $(MAKE) partial-data
 	$(PARTIAL) run --threads $(THREADS) $(PARTIAL_RUNS)
 	$(PARTIAL) report
+
+# Semi-Markov CRFs (issue 36): benchmarks/semimarkov.py trains and tags the token CRF, the five
+# scheme models voted on (Shen & Sarkar) and the semi-Markov CRFs on CoNLL-2000 all phrases and NP
+# (dev.txt) and CoNLL-2003 (eng.testa), one thread each, into SEMIMARKOV_OUT (derived files too;
+# a run whose output exists is skipped); then CPU seconds per iteration at L=6 and the tables
+# (benchmarks/results/semimarkov.md). SEMIMARKOV_RUNS: shell patterns of the runs (default all).
+SEMIMARKOV_OUT ?= $(OUT)/semimarkov
+SEMIMARKOV_RUNS ?=
+SEMIMARKOV = $(PYTHON) benchmarks/semimarkov.py --conll2000 $(CONLL2000) --conll2003 $(CONLL2003) --out $(SEMIMARKOV_OUT)
+semimarkov: install
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	@test -f $(CONLL2003)/eng.train || { echo "CoNLL-2003 not found in $(CONLL2003): set CONLL2003=DIR"; exit 1; }
+	$(SEMIMARKOV) run $(SEMIMARKOV_RUNS)
+	$(SEMIMARKOV) speed
+	$(SEMIMARKOV) report
 
 bench-ner: install
 	$(PYTHON) -m pip install -q python-crfsuite
