@@ -318,22 +318,6 @@ class _Base:
         exists &= self._per_sentence_any(bad != y)
         return bad, exists, ~first_wrong
 
-    def _difference_counts(self, bad, tok_w):
-        """sum over tokens of tok_w[t] * (counts of labeling ``bad`` - counts of gold) at t.
-
-        Only tokens (and transitions) where the two labelings differ are touched.
-        """
-        y = self.labels
-        t = np.flatnonzero(bad != y)
-        inner = np.flatnonzero(~self._first)
-        pd = (bad[inner] != y[inner]) | (bad[inner - 1] != y[inner - 1])
-        e = inner[pd]
-        wt, we = tok_w[t], tok_w[e]
-        return self.inference.weighted_counts(np.concatenate([t, t]), np.concatenate([bad[t], y[t]]),
-                            np.concatenate([wt, -wt]),
-                            np.concatenate([e, e]), np.concatenate([bad[e - 1], y[e - 1]]),
-                            np.concatenate([bad[e], y[e]]), np.concatenate([we, -we]))
-
     def errors(self, w):
         """Sentences and tokens the Viterbi labeling gets wrong (one decoding pass)."""
         pred, _ = self.inference.best(w)
@@ -378,7 +362,7 @@ class MCE(_Base):
             loss = np.where(np.isneginf(z), 0.0, np.logaddexp(0.0, z)) / self.alpha
             slope = _sigmoid(z)
         value = float(loss.sum())
-        grad = self._difference_counts(bad, np.repeat(slope, self._lengths))
+        grad = self.inference.labeling_difference(bad, self.labels, np.repeat(slope, self._lengths))
         self.last = {"n_wrong": int((d >= 0).sum()), "n_second_best": int((second & exists).sum())}
         return self.penalty(w, value, grad)
 

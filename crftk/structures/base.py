@@ -169,6 +169,7 @@ class Inference:
         self.space = structure.space
         self.corpus = corpus
         self.n_threads = max(1, int(n_threads))
+        self._index = None
 
     @property
     def n_sentences(self):
@@ -188,3 +189,27 @@ class Inference:
 
     def counts(self, labels):
         raise NotImplementedError
+
+    def labeling_difference(self, bad, gold, tok_w):
+        """Sum over sentences of the weight tok_w at their tokens times (the feature counts of
+        labeling ``bad`` - those of ``gold``): MCE's gradient. A structure whose inference counts
+        labelings per token overrides it."""
+        raise CrftkError(f"MCE is not computed for {self.structure.name} models")
+
+    # -- positions ---------------------------------------------------------
+    @property
+    def index(self):
+        """Per-token positions: sentence id, first/last flags, position in the sentence."""
+        if self._index is None:
+            sp = np.asarray(self.corpus.sent_ptr, dtype=np.int64)
+            lengths = np.diff(sp)
+            N = int(sp[-1])
+            sid = np.repeat(np.arange(lengths.size), lengths)
+            first = np.zeros(N, dtype=bool)
+            first[sp[:-1][lengths > 0]] = True
+            last = np.zeros(N, dtype=bool)
+            last[sp[1:][lengths > 0] - 1] = True
+            pos = np.arange(N, dtype=np.int64) - sp[:-1][sid]
+            self._index = {"sent_ptr": sp, "lengths": lengths, "sid": sid, "first": first, "last": last,
+                           "pos": pos}
+        return self._index

@@ -166,7 +166,6 @@ class ChainInference(Inference):
     def __init__(self, structure, corpus, n_threads=1):
         super().__init__(structure, corpus, n_threads)
         self.lattices = chain_lattices(self.space, corpus)
-        self._index = None
         self._features = None
 
     # -- the kernels -------------------------------------------------------
@@ -205,24 +204,6 @@ class ChainInference(Inference):
 
     def sequence_scores(self, w, labels):
         return self.lattices.sequence_scores(w, labels)
-
-    # -- positions ---------------------------------------------------------
-    @property
-    def index(self):
-        """Per-token positions: sentence id, first/last flags, position in the sentence."""
-        if self._index is None:
-            sp = np.asarray(self.corpus.sent_ptr, dtype=np.int64)
-            lengths = np.diff(sp)
-            N = int(sp[-1])
-            sid = np.repeat(np.arange(lengths.size), lengths)
-            first = np.zeros(N, dtype=bool)
-            first[sp[:-1][lengths > 0]] = True
-            last = np.zeros(N, dtype=bool)
-            last[sp[1:][lengths > 0] - 1] = True
-            pos = np.arange(N, dtype=np.int64) - sp[:-1][sid]
-            self._index = {"sent_ptr": sp, "lengths": lengths, "sid": sid, "first": first, "last": last,
-                           "pos": pos}
-        return self._index
 
     # -- counting ----------------------------------------------------------
     def _state_features(self, key):
@@ -285,6 +266,18 @@ class ChainInference(Inference):
         if not out_idx:
             return np.zeros(lay.n_params)
         return np.bincount(np.concatenate(out_idx), weights=np.concatenate(val), minlength=lay.n_params)
+
+    def labeling_difference(self, bad, gold, tok_w):
+        """Sum over tokens of tok_w[t] * (the counts of labeling ``bad`` - those of ``gold``) at t;
+        only the tokens (and transitions) where the two differ are touched."""
+        t = np.flatnonzero(bad != gold)
+        inner = np.flatnonzero(~self.index["first"])
+        e = inner[(bad[inner] != gold[inner]) | (bad[inner - 1] != gold[inner - 1])]
+        wt, we = tok_w[t], tok_w[e]
+        return self.weighted_counts(np.concatenate([t, t]), np.concatenate([bad[t], gold[t]]),
+                                    np.concatenate([wt, -wt]),
+                                    np.concatenate([e, e]), np.concatenate([bad[e - 1], gold[e - 1]]),
+                                    np.concatenate([bad[e], gold[e]]), np.concatenate([we, -we]))
 
     def counts(self, labels):
         """Feature counts of a labeling of the corpus (one label id per token)."""

@@ -202,7 +202,18 @@ class SemiMarkovInference(Inference):
         return self.kernel.nbest(np.ascontiguousarray(w, dtype=np.float64), k, self.n_threads)
 
     def counts(self, labels):
-        return self.kernel.counts(np.ascontiguousarray(labels, dtype=np.int32))
+        return self.kernel.counts(np.ascontiguousarray(labels, dtype=np.int32), n_threads=self.n_threads)
+
+    def sequence_scores(self, w, labels):
+        """The score of each sentence's labeling (position tag ids)."""
+        return self.kernel.scores(np.ascontiguousarray(w, dtype=np.float64), labels, self.n_threads)
+
+    def labeling_difference(self, bad, gold, tok_w):
+        """Sum over sentences of their weight (tok_w, constant over a sentence's tokens) times
+        F(bad) - F(gold): a segment's features are the whole segment's, so counts go by sentence."""
+        weights = np.asarray(tok_w, dtype=np.float64)[self.index["sent_ptr"][:-1]]
+        return (self.kernel.counts(np.ascontiguousarray(bad, dtype=np.int32), weights, self.n_threads)
+                - self.kernel.counts(np.ascontiguousarray(gold, dtype=np.int32), weights, self.n_threads))
 
     def variance(self, w, expected):
         """Sha & Pereira's diagonal Hessian approximation: p(1-p) of the IOBES token marginals for

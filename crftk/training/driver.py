@@ -47,10 +47,14 @@ def check_options(options, log=_stderr_log):
                          "L2 coefficient (use lbfgs or perceptron to train without L2)")
     if opt["c1"] > 0 and opt["algorithm"] != "lbfgs":
         raise UsageError(f"--algorithm {opt['algorithm']} supports L2 only; use lbfgs (OWL-QN) for --c1")
+    # MCE's competitor and gradient come from whole labelings (n-best, counts): a semi-Markov CRF
+    # has them; MCE-F's segment-wise discriminants walk a token chain's Viterbi tables
+    kinds = ("crf", "semimarkov") if opt["objective"] == "mce" else ("crf",)
     if opt["objective"] != "map" and (opt["algorithm"] not in ("lbfgs", "quickprop") or opt["order"] != 1
-                                      or opt["model_type"] != "crf" or opt["c1"] > 0):
-        raise UsageError(f"--objective {opt['objective']} trains a first-order CRF with --algorithm "
-                         "lbfgs or quickprop and L2 only")
+                                      or opt["model_type"] not in kinds or opt["c1"] > 0):
+        what = "a first-order CRF or a semi-Markov CRF" if opt["objective"] == "mce" else "a first-order CRF"
+        raise UsageError(f"--objective {opt['objective']} trains {what} with --algorithm lbfgs or quickprop "
+                         "and L2 only")
     if opt["objective"] == "mce-f" and opt["algorithm"] != "quickprop":
         raise UsageError("--objective mce-f is not continuous (it jumps wherever the best incorrect "
                          "labeling changes), so line searches fail on it: use --algorithm quickprop")
