@@ -207,11 +207,14 @@ class _LineCode:
         # each packing step (and the last) as a dense table over its key space when that is
         # small, as it is for all but lines of several word-valued macros: a gather, not a search
         self.tables = []              # step j - 1's table, for macros j = 1 .. n - 2
+        self.final_table = None
+        if not (n and keys):          # no macros (one attribute, every span's) or none kept: no lookups
+            return
         for j in range(1, n - 1):
             space = (self.steps[j - 2].size if j >= 2 else self.radices[0]) * self.radices[j]
             self.tables.append(_dense(self.steps[j - 1], space))
         last = (self.steps[-1].size if self.steps else self.radices[0]) * self.radices[-1] if n > 1 else \
-            (self.radices[0] if n else 0)
+            self.radices[0]
         self.final_table = _dense(self.final, last, self.order)
 
 
