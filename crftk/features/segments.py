@@ -429,6 +429,7 @@ class SegmentSpace:
         lexicons = _lexicons_of(template, load_lexicons(template))
         space = cls(template, n_columns, label_col, labels, max_len, [[] for _ in template.segments], lexicons)
         spans = space._spans(sentences)
+        _refuse_separator(sentences, spans.tokens)
         gold = space._gold(sentences, spans.tokens)
         counts = [Counter() for _ in space.lines]
         for length, ts, _ in gold:
@@ -639,6 +640,18 @@ def _checked_features(feat_ptr, feat_label, n_attrs, n_labels, bad):
     if key.size > 1 and np.any(np.diff(key) <= 0):
         raise bad("features repeat a label or are out of order")
     return ptr, lab
+
+
+def _refuse_separator(sentences, tokens):
+    """Refuse, at its line, a value an S line reads that holds SEP (a Python caller's token: no
+    CoNLL field does), which would split its attribute's key on saving."""
+    for col, values in tokens.columns.items():
+        hit = next((k for k, v in enumerate(values.tolist()) if SEP in v), None)
+        if hit is not None:
+            k = int(np.searchsorted(tokens.sent_ptr, hit, side="right")) - 1
+            s, t = sentences[k], hit - int(tokens.sent_ptr[k])
+            raise CrftkError(f"column {col} holds {shown(values[hit])}: a value that segment features read "
+                             "cannot hold a tab", s.source, s.line + t if s.line else None)
 
 
 def _label_table(labels, max_len):

@@ -233,3 +233,11 @@ def test_a_line_whose_attributes_were_all_pruned_encodes_none(tmp_path):
     assert space.line_keys[1] == [] and space.line_keys[2] == []
     assert span(space, corpus, 2, 3) == []                         # %len 3 seen once
     assert span(space, corpus, 0, 1) == ["S:1"]
+
+
+def test_a_value_with_a_tab_is_refused_at_fit():
+    rows = [list(r) for r in ROWS]
+    rows[3][0] = "cur\trent"            # a Python caller's token; no CoNLL field holds a tab
+    with pytest.raises(CrftkError, match="cannot hold a tab"):
+        fit("S:%seg[0]/%len\n", (rows,))
+    fit("S:%seg[1]/%len\n", (rows,))    # a column no S line reads may hold one
