@@ -241,3 +241,10 @@ def test_dask_training_gives_the_weights_of_one_machine():
     here, there = ([p.weights for p in f.model_.parts] for f in fits)
     assert all(abs(a - b).max() < 1e-9 for a, b in zip(here, there))
     assert fits[1].model_.info["cluster"]["shards"] == 2
+
+
+def test_compose_refuses_it_as_a_semi_markov_crf(data, tmp_path):
+    line = one_line_error("compose", "-m", data["model-iob2"], "-m", data["model-iob1"], "--feed", "1", "-o",
+                          tmp_path / "p.model", fragment="a semi-Markov CRF")
+    assert "--train-scheme" not in line          # it was given none: it converts its labels itself
+    assert not (tmp_path / "p.model").exists()
