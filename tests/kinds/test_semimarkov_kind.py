@@ -248,3 +248,16 @@ def test_compose_refuses_it_as_a_semi_markov_crf(data, tmp_path):
                           tmp_path / "p.model", fragment="a semi-Markov CRF")
     assert "--train-scheme" not in line          # it was given none: it converts its labels itself
     assert not (tmp_path / "p.model").exists()
+
+
+def test_input_lacking_a_column_only_s_lines_read_is_refused_before_tagging(tmp_path):
+    sents = corpus(20, 1)
+    X, y = [rows for rows, _ in sents], [tags for _, tags in sents]
+    crf = crftk.CRF("U0:%x[0,0]\nB\nS0:%seg[1]\n", model_type="semimarkov", max_iter=5, threads=1).fit(X, y)
+    crf.save(tmp_path / "m.model")
+    words = tmp_path / "words.txt"
+    words.write_text("the\ndog\nruns\n\n")
+    line = one_line_error("tag", "-m", tmp_path / "m.model", words, fragment="reads columns 0 and 1")
+    assert f"{words}:1" in line
+    with pytest.raises(crftk.errors.CrftkError, match="reads columns 0 and 1"):
+        crf.predict([[["the"], ["dog"]]])
