@@ -261,3 +261,13 @@ def test_input_lacking_a_column_only_s_lines_read_is_refused_before_tagging(tmp_
     assert f"{words}:1" in line
     with pytest.raises(crftk.errors.CrftkError, match="reads columns 0 and 1"):
         crf.predict([[["the"], ["dog"]]])
+
+
+def test_a_two_stage_model_refuses_a_semi_markov_second_stage(data, tmp_path):
+    first = tmp_path / "first.model"
+    (tmp_path / "u.tmpl").write_text("U0:%x[0,0]\nU1:%x[0,1]\nB\n")
+    ok("train", "-q", "-t", tmp_path / "u.tmpl", "--max-iter", "3", "-m", first, data["train-iob2"])
+    out = tmp_path / "two.model"
+    one_line_error("train", "--model-type", "semimarkov", "--first-stage", first, "--first-stage-folds", "2", "-t",
+                   tmp_path / "u.tmpl", "--max-iter", "2", "-m", out, data["train-iob2"], fragment="--model-type semimarkov")
+    assert not out.exists()
