@@ -271,3 +271,13 @@ def test_a_two_stage_model_refuses_a_semi_markov_second_stage(data, tmp_path):
     one_line_error("train", "--model-type", "semimarkov", "--first-stage", first, "--first-stage-folds", "2", "-t",
                    tmp_path / "u.tmpl", "--max-iter", "2", "-m", out, data["train-iob2"], fragment="--model-type semimarkov")
     assert not out.exists()
+
+
+def test_cross_predictions_of_a_semi_markov_crf(data, tmp_path):
+    out = tmp_path / "oof.txt"
+    ok("train", "-q", "--model-type", "semimarkov", "-t", data["template"], "--max-iter", "30", "--threads", "1",
+       "--cross-predict", "2", "--cross-output", out, "-m", tmp_path / "m.model", data["train-iob1"])
+    gold, pred = predicted(open(data["train-iob1"]).read()), predicted(out.read_text())
+    # as --train-scheme's, the labels as trained (IOBES position tags), with the gold chunks
+    assert any(t[:2] in ("E-", "S-") for tags in pred for t in tags)
+    assert [read_chunks(p) for p in pred] == [read_chunks(g) for g in gold]
