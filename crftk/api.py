@@ -397,9 +397,9 @@ class CRF(_Estimator):
         if isinstance(space, AttributeSpace):
             yield from _attribute_batches(model, X, docs, _BY_NAME["threads"].check(self.threads, warn=_Log(False)))
             return
-        index, sentences = _sentences(X, "X", None, space.label_col, None, None, docs, "docs",
-                                      space.input_widths())
         tagger = _tagger(model, threads=_BY_NAME["threads"].check(self.threads, warn=_Log(False)))
+        index, sentences = _sentences(X, "X", None, space.label_col, None, None, docs, "docs",
+                                      tagger.input_widths())
         yield from _document_batches(tagger, space.template, index, sentences, docs)
 
     @_keywords

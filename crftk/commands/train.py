@@ -20,6 +20,7 @@ from crftk.features.attributes import attribute_template
 from crftk.features.vectors import attach_vectors, parse_specs
 from crftk.features.templates import read_template, template_difference
 from crftk.io.crfsuite import read_crfsuite
+from crftk.kinds import kind_of
 from crftk.training import TRAIN_PARAMS, _stderr_log, check_cluster, check_options, fit, trainer_for  # noqa: F401
 
 DEFAULTS = params.defaults(TRAIN_PARAMS)
@@ -329,10 +330,10 @@ def cross_predictions(train_files, template, folds, *, dev=None, log=_stderr_log
         rest = [s for s, f in zip(sentences, fold_of) if f != k]
         model = fit(rest, template, dev=dev, log=lambda msg: None, source=train_files[0], **opt)
         held = np.flatnonzero(fold_of == k)
-        inference = model.structure.bind(model.space.encode([sentences[i] for i in held]),
-                                         resolve_threads(opt["threads"]))
-        names = np.asarray(model.output_labels, dtype=object)[inference.best(model.weights)[0]]
-        tags = [names[sl].tolist() for sl in inference.corpus.sentence_slices()]
+        # the labels as trained (a --train-scheme or semi-Markov model's not converted back)
+        tagger = kind_of(model).Tagger(model, threads=resolve_threads(opt["threads"]))
+        names = np.asarray(model.output_labels, dtype=object)
+        tags = [names[ids].tolist() for ids in tagger.viterbi([sentences[i] for i in held])]
         for i, labels in zip(held.tolist(), tags):
             predicted[i] = labels
         gold = [[row[model.space.label_col] for row in sentences[i].rows] for i in held.tolist()]

@@ -207,11 +207,14 @@ class _LineCode:
         # each packing step (and the last) as a dense table over its key space when that is
         # small, as it is for all but lines of several word-valued macros: a gather, not a search
         self.tables = []              # step j - 1's table, for macros j = 1 .. n - 2
+        self.final_table = None
+        if not (n and keys):          # no macros (one attribute, every span's) or none kept: no lookups
+            return
         for j in range(1, n - 1):
             space = (self.steps[j - 2].size if j >= 2 else self.radices[0]) * self.radices[j]
             self.tables.append(_dense(self.steps[j - 1], space))
         last = (self.steps[-1].size if self.steps else self.radices[0]) * self.radices[-1] if n > 1 else \
-            (self.radices[0] if n else 0)
+            self.radices[0]
         self.final_table = _dense(self.final, last, self.order)
 
 
@@ -426,6 +429,7 @@ class SegmentSpace:
         lexicons = _lexicons_of(template, load_lexicons(template))
         space = cls(template, n_columns, label_col, labels, max_len, [[] for _ in template.segments], lexicons)
         spans = space._spans(sentences)
+        _refuse_separator(sentences, spans.tokens)
         gold = space._gold(sentences, spans.tokens)
         counts = [Counter() for _ in space.lines]
         for length, ts, _ in gold:
@@ -636,6 +640,18 @@ def _checked_features(feat_ptr, feat_label, n_attrs, n_labels, bad):
     if key.size > 1 and np.any(np.diff(key) <= 0):
         raise bad("features repeat a label or are out of order")
     return ptr, lab
+
+
+def _refuse_separator(sentences, tokens):
+    """Refuse, at its line, a value an S line reads that holds SEP (a Python caller's token: no
+    CoNLL field does), which would split its attribute's key on saving."""
+    for col, values in tokens.columns.items():
+        hit = next((k for k, v in enumerate(values.tolist()) if SEP in v), None)
+        if hit is not None:
+            k = int(np.searchsorted(tokens.sent_ptr, hit, side="right")) - 1
+            s, t = sentences[k], hit - int(tokens.sent_ptr[k])
+            raise CrftkError(f"column {col} holds {shown(values[hit])}: a value that segment features read "
+                             "cannot hold a tab", s.source, s.line + t if s.line else None)
 
 
 def _label_table(labels, max_len):

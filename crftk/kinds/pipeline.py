@@ -56,7 +56,7 @@ def refuse_train_scheme(model, name=None):
     """A stage trained in another scheme (--train-scheme) is refused: stages pass label ids to each
     other, in cascade and in the joint tables alike, and none is converted back on the way."""
     scheme = model.info.get("train_scheme", "none")
-    if scheme != "none":
+    if scheme != "none" and model.kind == "crf":     # other kinds are no stage at all (check_chain)
         raise CrftkError(f"{name or 'a stage'} was trained with --train-scheme {scheme}: a pipeline feeds its "
                          f"stages' labels to the next stage as they were trained, so compose stages trained "
                          f"without --train-scheme")
@@ -565,7 +565,8 @@ def check_chain(models, feeds, *, names=None, path=None, log=_quiet):
             raise CrftkError(f"{_name(names, i)} is itself a pipeline; compose its models instead", path)
         if m.kind != "crf":
             hint = {"bag": ": compose the one CRF that 'crftk bag --export' writes",
-                    "factorial": ": train one CRF per label column"}.get(m.kind, "")
+                    "factorial": ": train one CRF per label column",
+                    "semimarkov": ": train the stage with --model-type crf"}.get(m.kind, "")
             raise CrftkError(f"{_name(names, i)} is {m.describe()}; the stages of a pipeline are CRFs (a chain "
                              f"of any order or an MEMM){hint}", path)
         if m.space.n_columns is None:        # an AttributeSpace: no columns for an upstream stage to fill

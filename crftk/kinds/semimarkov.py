@@ -11,7 +11,7 @@ import numpy as np
 from crftk import params
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.space import FeatureSpace
-from crftk.io.conll import Origins
+from crftk.io.conll import Origins, model_widths
 from crftk.io.crfsuite import AttributeSequences
 from crftk.io.schemes import Recoder
 from crftk.io.segments import OUTSIDE, SegmentConversion
@@ -37,6 +37,12 @@ class Tagger(chain.Tagger):
             raise CrftkError(f"--force-col: this model is {NO_MASK}")
         super().__init__(model, threads=threads)     # its recoder: the record's iobes -> corpus scheme
         self.weights = np.concatenate([p.weights for p in model.parts])
+
+    def input_widths(self):
+        """The column counts its input may have: the U lines' and the S lines' columns read."""
+        space = self.space
+        return model_widths(space.template.columns + self.structure.segments.template.segment_columns,
+                            space.n_columns)
 
     def constrained(self, inf, sentences, constraints=None):
         if constraints is not None:

@@ -121,6 +121,9 @@ def fit_two_stage(sentences, template, first, *, folds=10, first_labels=None, de
     called with the out-of-fold labels once every fold has finished, before the second stage
     trains (so they can be kept if that training is interrupted)."""
     check_first_stage(first, first_path)
+    if options.get("model_type") == "semimarkov":     # a two-stage file holds two chain CRFs
+        raise UsageError("a two-stage model's second stage is a CRF that reads the first's labels: drop "
+                         "--model-type semimarkov")
     if template is not None:
         template.refuse_segments()
     sentences = list(sentences)

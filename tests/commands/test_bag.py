@@ -286,6 +286,8 @@ def test_bag_options_are_checked(files):
     t = [parse_template(WORD_BAG, "w"), parse_template(TAG_BAG, "t")]
     with pytest.raises(CrftkError, match="first-order CRFs"):
         fit_bag(sentences_of(train), t, order=2, log=None)
+    with pytest.raises(CrftkError, match="drop --model-type semimarkov$"):
+        fit_bag(sentences_of(train), t, model_type="semimarkov", log=None)
     with pytest.raises(CrftkError, match="--grid-step must be"):
         fit_bag(sentences_of(train), t, grid_step=0, log=None)
     with pytest.raises(CrftkError, match="--combine must be one of"):

@@ -216,3 +216,28 @@ def test_shipped_templates_keep_the_token_templates_lines(name):
         return [ln for ln in (REPO / "templates" / n).read_text().splitlines() if ln and ln[0] in kinds]
     assert lines(name, "UB") == lines(token, "UB")
     assert parse_template((REPO / "templates" / name).read_text(), name).segments
+
+
+def test_a_line_without_macros_is_one_attribute_on_every_span():
+    space, corpus = fit("S:%len\nSbias\n")
+    assert "Sbias" in space.attribute_strings()
+    assert span(space, corpus, 3, 1) == ["S:1", "Sbias"]
+    assert span(space, corpus, 1, 3) == ["S:3", "Sbias"]
+    assert span(space, corpus, 4, 3) == []                        # past the sentence's end
+
+
+def test_a_line_whose_attributes_were_all_pruned_encodes_none(tmp_path):
+    (tmp_path / "x.lex").write_text("no such words\n")
+    text = "@lexicon X x.lex\nS:%len\nS:%seglex[X]/%len/%first[0]\nS:%first[0]/%last[0]/%len\n"
+    space, corpus = fit(text, path=str(tmp_path / "t.tmpl"), min_freq=2)
+    assert space.line_keys[1] == [] and space.line_keys[2] == []
+    assert span(space, corpus, 2, 3) == []                         # %len 3 seen once
+    assert span(space, corpus, 0, 1) == ["S:1"]
+
+
+def test_a_value_with_a_tab_is_refused_at_fit():
+    rows = [list(r) for r in ROWS]
+    rows[3][0] = "cur\trent"            # a Python caller's token; no CoNLL field holds a tab
+    with pytest.raises(CrftkError, match="cannot hold a tab"):
+        fit("S:%seg[0]/%len\n", (rows,))
+    fit("S:%seg[1]/%len\n", (rows,))    # a column no S line reads may hold one

@@ -241,3 +241,43 @@ def test_dask_training_gives_the_weights_of_one_machine():
     here, there = ([p.weights for p in f.model_.parts] for f in fits)
     assert all(abs(a - b).max() < 1e-9 for a, b in zip(here, there))
     assert fits[1].model_.info["cluster"]["shards"] == 2
+
+
+def test_compose_refuses_it_as_a_semi_markov_crf(data, tmp_path):
+    line = one_line_error("compose", "-m", data["model-iob2"], "-m", data["model-iob1"], "--feed", "1", "-o",
+                          tmp_path / "p.model", fragment="a semi-Markov CRF")
+    assert "--train-scheme" not in line          # it was given none: it converts its labels itself
+    assert not (tmp_path / "p.model").exists()
+
+
+def test_input_lacking_a_column_only_s_lines_read_is_refused_before_tagging(tmp_path):
+    sents = corpus(20, 1)
+    X, y = [rows for rows, _ in sents], [tags for _, tags in sents]
+    crf = crftk.CRF("U0:%x[0,0]\nB\nS0:%seg[1]\n", model_type="semimarkov", max_iter=5, threads=1).fit(X, y)
+    crf.save(tmp_path / "m.model")
+    words = tmp_path / "words.txt"
+    words.write_text("the\ndog\nruns\n\n")
+    line = one_line_error("tag", "-m", tmp_path / "m.model", words, fragment="reads columns 0 and 1")
+    assert f"{words}:1" in line
+    with pytest.raises(crftk.errors.CrftkError, match="reads columns 0 and 1"):
+        crf.predict([[["the"], ["dog"]]])
+
+
+def test_a_two_stage_model_refuses_a_semi_markov_second_stage(data, tmp_path):
+    first = tmp_path / "first.model"
+    (tmp_path / "u.tmpl").write_text("U0:%x[0,0]\nU1:%x[0,1]\nB\n")
+    ok("train", "-q", "-t", tmp_path / "u.tmpl", "--max-iter", "3", "-m", first, data["train-iob2"])
+    out = tmp_path / "two.model"
+    one_line_error("train", "--model-type", "semimarkov", "--first-stage", first, "--first-stage-folds", "2", "-t",
+                   tmp_path / "u.tmpl", "--max-iter", "2", "-m", out, data["train-iob2"], fragment="--model-type semimarkov")
+    assert not out.exists()
+
+
+def test_cross_predictions_of_a_semi_markov_crf(data, tmp_path):
+    out = tmp_path / "oof.txt"
+    ok("train", "-q", "--model-type", "semimarkov", "-t", data["template"], "--max-iter", "30", "--threads", "1",
+       "--cross-predict", "2", "--cross-output", out, "-m", tmp_path / "m.model", data["train-iob1"])
+    gold, pred = predicted(open(data["train-iob1"]).read()), predicted(out.read_text())
+    # as --train-scheme's, the labels as trained (IOBES position tags), with the gold chunks
+    assert any(t[:2] in ("E-", "S-") for tags in pred for t in tags)
+    assert [read_chunks(p) for p in pred] == [read_chunks(g) for g in gold]
