@@ -176,7 +176,7 @@ def test_forged_files_are_refused_in_one_line(data, tmp_path, edit, fragment):
     (["--constraints", "iob2"], "drop --constraints iob2"),
     (["--algorithm", "sgd"], "--algorithm sgd"),
     (["--algorithm", "gis"], "--algorithm gis"),
-    (["--objective", "mce"], "--objective mce"),
+    (["--objective", "mce-f", "--algorithm", "quickprop"], "--objective mce-f"),
     (["--entity-ratio", "0.2"], "--entity-ratio"),
     (["--max-segment", "-1"], "max-segment"),
     (["--inference", "trp"], "factorial"),
