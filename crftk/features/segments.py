@@ -210,8 +210,9 @@ class _LineCode:
         for j in range(1, n - 1):
             space = (self.steps[j - 2].size if j >= 2 else self.radices[0]) * self.radices[j]
             self.tables.append(_dense(self.steps[j - 1], space))
+        # the key space of a line without macros is its one key, 0 (the empty product)
         last = (self.steps[-1].size if self.steps else self.radices[0]) * self.radices[-1] if n > 1 else \
-            (self.radices[0] if n else 0)
+            (self.radices[0] if n else 1)
         self.final_table = _dense(self.final, last, self.order)
 
 
