@@ -56,3 +56,36 @@ def test_an_s_line_without_macros_is_one_attribute_on_every_segment(tmp_path):
         out = ok("tag", "-m", tmp_path / "m.model", train)
         assert [ln.split()[-1] for ln in out.split("\n") if ln] == [r[2] for s in CHUNKS * 3 for r in s]
         assert "S9:bias" in ok("dump", tmp_path / "m.model") or line == "S"
+
+
+@pytest.fixture
+def pairs_only(tmp_path):
+    """A model whose only segments are two-token NPs (no O token, no one-token chunk in its
+    training data), and sentences of 3 and 2 tokens: the first has no segmentation."""
+    train = conll(tmp_path / "train.txt", [[("the", "DT", "B-NP"), ("dog", "NN", "I-NP")],
+                                           [("a", "DT", "B-NP"), ("cat", "NN", "I-NP")]])
+    (tmp_path / "t.tmpl").write_text("U0:%x[0,0]\nU1:%x[0,1]\nB\nS0:%len\n")
+    model = tmp_path / "pairs.model"
+    ok("train", "-q", "--model-type", "semimarkov", "-t", tmp_path / "t.tmpl", "--threads", "1", "-m", model, train)
+    odd = tmp_path / "odd.txt"
+    odd.write_text("d DT\ne NN\n\na DT\nb NN\nc NN\n\n")
+    return model, odd
+
+
+def test_the_kernel_gives_zero_marginals_to_a_sentence_without_segmentation(pairs_only):
+    """Below the tagger's check: log Z is -inf and the marginals are zero (no write outside the
+    tables, no NaN)."""
+    model, odd = pairs_only
+    code = f"""
+import numpy as np
+from crftk.model import Model
+from crftk.io.conll import read_sentences
+m = Model.load({str(model)!r})
+inf = m.structure.bind(m.structure.encode(list(read_sentences({str(odd)!r}))), 1)
+marg, logz = inf.marginals(np.concatenate([p.weights for p in m.parts]))
+assert np.isfinite(logz[0]) and logz[1] == -np.inf, logz
+assert np.all(marg[2:] == 0) and np.allclose(marg[:2].sum(axis=1), 1), marg
+print("fine")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "fine" in r.stdout, (r.returncode, r.stdout, r.stderr)
