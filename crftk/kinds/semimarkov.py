@@ -38,6 +38,18 @@ class Tagger(chain.Tagger):
         super().__init__(model, threads=threads)     # its recoder: the record's iobes -> corpus scheme
         self.weights = np.concatenate([p.weights for p in model.parts])
 
+    def inference(self, sentences):
+        """The inference over the sentences; a sentence no segmentation covers is an error at its line."""
+        sentences = list(sentences)
+        inf = super().inference(sentences)
+        bad = self.structure.unsegmentable(np.diff(inf.corpus.sent_ptr))
+        if bad.size:
+            s = sentences[int(bad[0])]
+            raise CrftkError(f"this sentence of {plural(len(s.rows), 'token')} has no segmentation under the model: "
+                             f"its segments are of {', '.join(map(str, self.structure.seg_lengths))} tokens only "
+                             f"(its training data had no O token and no one-token chunk)", s.source, s.line or None)
+        return inf
+
     def constrained(self, inf, sentences, constraints=None):
         if constraints is not None:
             raise CrftkError(f"constrained decoding: this model is {NO_MASK}")

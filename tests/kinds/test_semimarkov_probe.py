@@ -72,6 +72,20 @@ def pairs_only(tmp_path):
     return model, odd
 
 
+@pytest.mark.parametrize("flags", [[], ["-v"], ["-n", "2"]])
+def test_a_sentence_without_segmentation_is_an_error_at_its_line(pairs_only, flags):
+    """tag wrote made-up labels for it, and -v / -n aborted the process (the marginals' kernel
+    wrote outside its tables for segments the lattice lacks). Run in a subprocess: an abort must
+    fail this test, not end the test run."""
+    model, odd = pairs_only
+    r = subprocess.run([sys.executable, "-m", "crftk.cli", "tag", *flags, "-m", str(model), str(odd)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{odd}:4:" in lines[0] and "no segmentation" in lines[0], lines[0]
+
+
 def test_the_kernel_gives_zero_marginals_to_a_sentence_without_segmentation(pairs_only):
     """Below the tagger's check: log Z is -inf and the marginals are zero (no write outside the
     tables, no NaN)."""
@@ -89,3 +103,16 @@ print("fine")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "fine" in r.stdout, (r.returncode, r.stdout, r.stderr)
+
+
+def test_a_model_file_whose_tags_make_no_segment_is_refused_in_one_line(pairs_only, tmp_path):
+    """Token tags that are no segment's (only B- and I- tags: no label has an S- tag or a B-/E-
+    pair) raised the kernel's ValueError at tag time."""
+    model, odd = pairs_only
+    meta, arrays = read_container(model)
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    arrays["0:labels.offsets"], arrays["0:labels.blob"] = pack_strings(["B-NP", "I-NP"])
+    forged = tmp_path / "forged.model"
+    forged.write_bytes(dumps(meta, arrays))
+    line = one_line_error("tag", "-m", forged, odd, fragment="no segment")
+    assert str(forged) in line
