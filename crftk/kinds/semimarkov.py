@@ -123,7 +123,7 @@ class SemiMarkovTrainer(chain.ChainTrainer):
             structure = init.structure
             if init.info.get("corpus_scheme") != conversion.detector.scheme:
                 log(f"crftk: warning: the --init model was trained on {init.info.get('corpus_scheme')} tags, this "
-                    f"data is {conversion.detector.scheme}: tagging keeps the model's scheme")
+                    f"data is {conversion.detector.scheme}: the new model tags in {conversion.detector.scheme}")
             tokens = structure.space.encode(sents)
             _check_init_labels(structure, tokens, conversion, sents, origins, source)
             corpus = SemiMarkovCorpus(tokens, structure.segments.encode(sents))

@@ -116,3 +116,21 @@ def test_a_model_file_whose_tags_make_no_segment_is_refused_in_one_line(pairs_on
     forged.write_bytes(dumps(meta, arrays))
     line = one_line_error("tag", "-m", forged, odd, fragment="no segment")
     assert str(forged) in line
+
+
+def test_init_on_data_in_another_scheme_says_which_scheme_it_tags_in(tmp_path):
+    """The warning said tagging keeps the --init model's scheme; the new model tags in the new
+    data's (as a chain CRF continued with --init does)."""
+    iob2 = conll(tmp_path / "iob2.txt", CHUNKS * 2)
+    iob1 = conll(tmp_path / "iob1.txt", [[(w, p, t) for (w, p, _), t in zip(s, convert([r[2] for r in s], "iob1"))]
+                                         for s in CHUNKS * 2])
+    (tmp_path / "t.tmpl").write_text("U0:%x[0,0]\nB\nS0:%len\n")
+    ok("train", "-q", "--model-type", "semimarkov", "-t", tmp_path / "t.tmpl", "--threads", "1",
+       "-m", tmp_path / "a.model", iob2)
+    r = run("train", "--model-type", "semimarkov", "--init", tmp_path / "a.model", "--threads", "1",
+            "-m", tmp_path / "b.model", iob1)
+    assert r.exit_code == 0, r.output
+    warning = next(ln for ln in r.output.splitlines() if "warning" in ln)
+    tags = [ln.split()[-1] for ln in ok("tag", "-m", tmp_path / "b.model", iob1).split("\n") if ln]
+    assert tags == [ln.split()[-1] for ln in iob1.read_text().split("\n") if ln]     # iob1: I-NP first
+    assert "iob1" in warning.split(":", 2)[-1].split("this data is")[-1] and "keeps the model's" not in warning
