@@ -48,8 +48,11 @@ def check_bag_options(options, log=_stderr_log):
     names = {p.name for p in params.BAG}
     bag_opt = params.check_params(params.BAG, {k: v for k, v in options.items() if k in names}, "bag")
     train_opt = check_options({k: v for k, v in options.items() if k not in names}, log)
-    if train_opt["order"] != 1 or train_opt["model_type"] != "crf":
-        raise CrftkError("bag trains first-order CRFs: drop --order 2 and --model-type memm")
+    given = [what for what, bad in (("--order 2", train_opt["order"] != 1),
+                                    (f"--model-type {train_opt['model_type']}", train_opt["model_type"] != "crf"))
+             if bad]
+    if given:
+        raise CrftkError(f"bag trains first-order CRFs: drop {' and '.join(given)}")
     if bag_opt["decode"] == "max-marginal" and bag_opt["combine"] not in ("auto", "seq-mixture"):
         raise CrftkError("--decode max-marginal is an option of --combine seq-mixture")
     return bag_opt, train_opt

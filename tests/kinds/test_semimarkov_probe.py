@@ -134,3 +134,18 @@ def test_init_on_data_in_another_scheme_says_which_scheme_it_tags_in(tmp_path):
     tags = [ln.split()[-1] for ln in ok("tag", "-m", tmp_path / "b.model", iob1).split("\n") if ln]
     assert tags == [ln.split()[-1] for ln in iob1.read_text().split("\n") if ln]     # iob1: I-NP first
     assert "iob1" in warning.split(":", 2)[-1].split("this data is")[-1] and "keeps the model's" not in warning
+
+
+def test_compose_names_the_semimarkov_model_not_a_train_scheme_it_never_had(pairs_only, tmp_path):
+    model, _ = pairs_only
+    line = one_line_error("compose", "-m", model, "-m", model, "--feed", "1", "-o", tmp_path / "p.model",
+                          fragment="semi-Markov")
+    assert "--train-scheme" not in line
+
+
+def test_bag_names_the_model_type_given(tmp_path):
+    train = conll(tmp_path / "train.txt", CHUNKS)
+    (tmp_path / "t.tmpl").write_text("U0:%x[0,0]\nB\n")
+    line = one_line_error("bag", "--model-type", "semimarkov", "-t", tmp_path / "t.tmpl", "-t", tmp_path / "t.tmpl",
+                          "-m", tmp_path / "b.model", train, fragment="--model-type semimarkov")
+    assert "memm" not in line
