@@ -398,11 +398,13 @@ cdef void expected_counts(const Model* m, int T, Work* b, double logz, double* t
             e = t + n - 1
             for y in range(Y):
                 q = m.smap + 4 * y
+                # a segment the lattice lacks has marginal 0 whatever log Z is (-inf - -inf would be
+                # NaN, and its position tags are -1: scattering it would write outside the tables)
                 if n == 1:
                     a = b.inn[t * K + q[POS_S]] + b.beta[t * K + q[POS_S]] if m.single[y] else -INFINITY
                 else:
                     a = b.inn[t * K + q[POS_B]] + b.beta[e * K + q[POS_E]] if n <= m.multi[y] else -INFINITY
-                v[nv] = a + seg_score(m, b, t, n, y) - logz
+                v[nv] = a + seg_score(m, b, t, n, y) - logz if a > -INFINITY else -INFINITY
                 nv += 1
         exp_array(v, b.segp + t * R * Y, nv)
         for n in range(1, hi + 1):
@@ -598,8 +600,10 @@ cdef void marginals_task(void* job, Py_ssize_t s, void* work, int tid) noexcept 
     build_tables(m, t0, T, b)
     segment_scores(m, T, b)
     cdef double logz = forward_backward(m, T, b, True)
-    expected_counts(m, T, b, logz, m.tacc + tid * m.K * m.K)
     m.logz[s] = logz
+    if logz == -INFINITY:       # no segmentation: marginals 0 (the output is zeroed)
+        return
+    expected_counts(m, T, b, logz, m.tacc + tid * m.K * m.K)
     for i in range(T * m.K):
         m.marg[t0 * m.K + i] = b.mu[i]
 

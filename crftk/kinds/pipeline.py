@@ -112,7 +112,8 @@ class Pipeline:
     def from_models(cls, models, feeds, *, names=None, threads=0, log=_quiet):
         """A pipeline of Models; ``feeds[i]``: the column of model i+1 that model i fills."""
         for m, n in zip(models, names or [None] * len(models)):
-            refuse_train_scheme(m, n)
+            if m.kind == "crf":     # other kinds (a semi-Markov CRF converts itself) are refused as such below
+                refuse_train_scheme(m, n)
         check_chain(models, feeds, names=names, log=log)
         feeds = [None] + [_column(f, m.space.n_columns) for f, m in zip(feeds, models[1:])]
         stages = [Stage(m, f, n) for m, f, n in zip(models, feeds, names or [None] * len(models))]

@@ -44,6 +44,18 @@ class Tagger(chain.Tagger):
         return model_widths(space.template.columns + self.structure.segments.template.segment_columns,
                             space.n_columns)
 
+    def inference(self, sentences):
+        """The inference over the sentences; a sentence no segmentation covers is an error at its line."""
+        sentences = list(sentences)
+        inf = super().inference(sentences)
+        bad = self.structure.unsegmentable(np.diff(inf.corpus.sent_ptr))
+        if bad.size:
+            s = sentences[int(bad[0])]
+            raise CrftkError(f"this sentence of {plural(len(s.rows), 'token')} has no segmentation under the model: "
+                             f"its segments are of {', '.join(map(str, self.structure.seg_lengths))} tokens only "
+                             f"(its training data had no O token and no one-token chunk)", s.source, s.line or None)
+        return inf
+
     def constrained(self, inf, sentences, constraints=None):
         if constraints is not None:
             raise CrftkError(f"constrained decoding: this model is {NO_MASK}")
@@ -117,7 +129,7 @@ class SemiMarkovTrainer(chain.ChainTrainer):
             structure = init.structure
             if init.info.get("corpus_scheme") != conversion.detector.scheme:
                 log(f"crftk: warning: the --init model was trained on {init.info.get('corpus_scheme')} tags, this "
-                    f"data is {conversion.detector.scheme}: tagging keeps the model's scheme")
+                    f"data is {conversion.detector.scheme}: the new model tags in {conversion.detector.scheme}")
             tokens = structure.space.encode(sents)
             _check_init_labels(structure, tokens, conversion, sents, origins, source)
             corpus = SemiMarkovCorpus(tokens, structure.segments.encode(sents))

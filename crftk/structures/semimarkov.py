@@ -47,6 +47,18 @@ def segment_map(tags, labels):
     return seg_map
 
 
+def segment_lengths(seg_map, seg_max):
+    """The lengths of the segments the kernel's lattice has, sorted: 1 for a label with an S- tag
+    (an outside segment: its O tag), 2 .. L_y for one with B- and E- tags (past 2 with its I- tag)."""
+    lengths = set()
+    for (s, b, i, e), n in zip(np.asarray(seg_map).tolist(), np.asarray(seg_max).tolist()):
+        if s >= 0:
+            lengths.add(1)
+        if b >= 0 and e >= 0 and n >= 2:
+            lengths.update(range(2, (n if i >= 0 else 2) + 1))
+    return sorted(lengths)
+
+
 class SemiMarkovCorpus:
     """The token part's EncodedCorpus (every attribute it has is read through) and the
     SegmentCorpus of the same sentences (``segments``)."""
@@ -81,6 +93,22 @@ class SemiMarkov(Structure):
             raise CrftkError("the segment part's longest segments are not one positive length per label")
         if OUTSIDE in segments.labels and self.seg_max[segments.labels.index(OUTSIDE)] != 1:
             raise CrftkError(f"an outside ({OUTSIDE}) segment is one token long")
+        self.seg_lengths = segment_lengths(self.seg_map, self.seg_max)
+        if not self.seg_lengths:
+            raise CrftkError("no segment label has a segment: the token part has no S- tag, no O and no B- and E- "
+                             "tags of one label")
+
+    def unsegmentable(self, lengths):
+        """Indices of the sentence ``lengths`` that no sequence of the lattice's segments covers
+        (when its training data had no O token and no one-token segment, an odd length may not)."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if not lengths.size or 1 in self.seg_lengths:
+            return np.zeros(0, dtype=np.int64)
+        covered = np.zeros(int(lengths.max()) + 1, dtype=bool)
+        covered[0] = True
+        for t in range(1, covered.size):
+            covered[t] = any(covered[t - n] for n in self.seg_lengths if n <= t)
+        return np.flatnonzero(~covered[lengths])
 
     @classmethod
     def part_space(cls, name):
