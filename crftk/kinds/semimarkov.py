@@ -109,8 +109,9 @@ class SemiMarkovTrainer(chain.ChainTrainer):
         from crftk.features.segments import SegmentSpace
         t0 = time.perf_counter()
         if isinstance(sentences, AttributeSequences):
-            raise CrftkError("a semi-Markov CRF reads segments from a CoNLL chunk-tag column; attribute data "
-                             "(feature dicts, a CRFsuite file) has none", source)
+            raise CrftkError("a semi-Markov CRF's features come from a template over columns (its S lines read "
+                             "the columns of whole segments): train it on CoNLL rows with a template, not on "
+                             "attribute data (feature dicts, a CRFsuite file)", source)
         if init is None and (template.pairs or template.pair_plain):
             line = template.pairs[0].lineno if template.pairs else template.pair_plain
             raise CrftkError("a P line is a pair factor of a factorial CRF; a semi-Markov CRF has one label "
