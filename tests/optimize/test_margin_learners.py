@@ -291,7 +291,7 @@ def test_the_help_explains_each_option():
     (["--algorithm", "arow", "--order", 2], "--order 2 trains with --algorithm lbfgs or quickprop only"),
     (["--algorithm", "pa", "--model-type", "memm"], "--model-type memm trains with --algorithm lbfgs or quickprop"),
     (["--algorithm", "arow", "--c1", 1], "--algorithm arow supports L2 only"),
-    (["--algorithm", "pa", "--objective", "mce"], "--objective mce trains a first-order CRF with --algorithm lbfgs"),
+    (["--algorithm", "pa", "--objective", "mce"], "--objective mce trains a first-order CRF or a semi-Markov CRF with --algorithm lbfgs"),
     (["--algorithm", "pa", "--pa-type", 3], "invalid value for '--pa-type'"),
     (["--algorithm", "pa", "--pa-c", 0], "invalid value for '--pa-c'"),
     (["--algorithm", "arow", "--arow-gamma", -1], "invalid value for '--arow-gamma'"),
