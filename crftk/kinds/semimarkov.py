@@ -1,7 +1,7 @@
 """The "semimarkov" kind: a semi-Markov CRF (crftk train --model-type semimarkov). It is trained
 on the gold segmentation of a chunk-tag column and tags in the corpus's own scheme (its IOBES
-predictions converted back by a Recoder), so crftk eval, compose and bag read its output as a
-chain CRF's. Its tagger and job are the chain's over the structure crftk.structures.semimarkov;
+predictions converted back by a Recoder), so crftk eval reads its output as a chain CRF's
+(compose and bag take chain CRFs, not semi-Markov models). Its tagger and job are the chain's over the structure crftk.structures.semimarkov;
 its trainer (below) is what the training driver, crftk.training, asks of it."""
 
 import time
