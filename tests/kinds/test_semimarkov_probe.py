@@ -7,30 +7,10 @@ import sys
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
-from crftk.cli import main
 from crftk.io.container import dumps, pack_strings, read_container
 from crftk.io.schemes import convert
-
-
-def run(*args):
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def ok(*args):
-    r = run(*args)
-    assert r.exit_code == 0, r.output
-    return r.output
-
-
-def one_line_error(*args, fragment=""):
-    r = run(*args)
-    assert r.exit_code != 0
-    lines = [ln for ln in r.output.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in r.output, r.output
-    assert fragment in lines[0], lines[0]
-    return lines[0]
+from test_semimarkov_kind import ok, one_line_error, run
 
 
 def conll(path, sentences):
