@@ -41,18 +41,42 @@ def publish(text, path):
         fh.write(text + "\n")
 
 
-def crftk_timed(args, log):
-    """Run `python -m crftk.cli ARGS` from the repository, its stderr appended to ``log``; exits
-    with the command and the log's name when it fails; returns its seconds."""
+def crftk_run(args, log, mode="a"):
+    """Run `python -m crftk.cli ARGS` from the repository, its stderr written to ``log`` (appended,
+    or ``mode`` "w"); exits with the command and the log's name when it fails; returns (wall
+    seconds, CPU seconds of the process)."""
     args = [str(a) for a in args]
     print("+ crftk " + " ".join(args), flush=True)
     t0 = time.perf_counter()
-    with open(log, "a") as err:
-        p = subprocess.run([sys.executable, "-m", "crftk.cli", *args], stderr=err, stdout=subprocess.DEVNULL,
-                           cwd=REPO)
-    if p.returncode != 0:
-        sys.exit(f"crftk {' '.join(args)} failed (exit {p.returncode}); see {log}")
-    return time.perf_counter() - t0
+    with open(log, mode) as err:
+        proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", *args], stderr=err, stdout=subprocess.DEVNULL,
+                                cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"crftk {' '.join(args)} failed (exit {code}); see {log}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def crftk_timed(args, log):
+    """crftk_run's wall seconds."""
+    return crftk_run(args, log)[0]
+
+
+def data_arguments(ap):
+    """The corpus options of a script that reads CoNLL-2000 and CoNLL-2003 (resolved by data_folders)."""
+    ap.add_argument("--data-dir", default=os.environ.get("DATA", DATA),
+                    help="folder of conll2000/ and conll2003/ (default ../shared/data)")
+    ap.add_argument("--conll2000", help="CoNLL-2000 folder (default DATA_DIR/conll2000)")
+    ap.add_argument("--conll2003", help="CoNLL-2003 folder (default DATA_DIR/conll2003)")
+
+
+def data_folders(a):
+    """Fill in the parsed arguments' --conll2000 and --conll2003 from --data-dir where not given."""
+    a.conll2000 = a.conll2000 or os.path.join(a.data_dir, "conll2000")
+    a.conll2003 = a.conll2003 or os.path.join(a.data_dir, "conll2003")
+    return a
 
 
 def eval_json(tagged, other=None):

@@ -26,7 +26,6 @@ is skipped, so an interrupted run resumes. Nothing is written outside --out but 
 import argparse
 import fnmatch
 import json
-import os
 import random
 import sys
 from pathlib import Path
@@ -38,9 +37,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from crftk.evaluation.conlleval import chunks  # noqa: E402  (conlleval's chunk rules)
 from crftk.io import schemes  # noqa: E402
 from crftk.io.conll import read_sentences  # noqa: E402
-from common import crftk_timed, eval_json, publish  # noqa: E402
+from common import crftk_timed, data_arguments, data_folders, eval_json, publish  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data"
 NER_RATES = (30, 50, 70)
 NER_SETTINGS = ("a", "b", "c", "d")
 MARGIN_SUFFIX = "-m01"      # a run of setting d's file with --entity-ratio-margin 0.01
@@ -274,10 +272,7 @@ def cmd_report(a):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=os.environ.get("DATA", str(DATA)),
-                    help="folder of conll2000/ and conll2003/ (default ../shared/data)")
-    ap.add_argument("--conll2000", help="CoNLL-2000 folder (default DATA_DIR/conll2000)")
-    ap.add_argument("--conll2003", help="CoNLL-2003 folder (default DATA_DIR/conll2003)")
+    data_arguments(ap)
     ap.add_argument("--out", required=True, help="folder of the training files, models and outputs")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("make-data", help="write the training files of every setting and rate")
@@ -292,8 +287,7 @@ def main(argv=None):
     p.add_argument("--results", default=str(RESULTS), help="also write the table here ('' : do not)")
     p.set_defaults(func=cmd_report)
     a = ap.parse_args(argv)
-    a.conll2000 = a.conll2000 or os.path.join(a.data_dir, "conll2000")
-    a.conll2003 = a.conll2003 or os.path.join(a.data_dir, "conll2003")
+    data_folders(a)
     a.func(a)
 
 

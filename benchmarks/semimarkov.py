@@ -35,11 +35,9 @@ results file.
 import argparse
 import fnmatch
 import json
-import os
 import statistics
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -49,9 +47,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from crftk.io import schemes  # noqa: E402
 from crftk.io.conll import read_sentences  # noqa: E402
-from common import eval_json, note, publish  # noqa: E402
+from common import crftk_run, data_arguments, data_folders, eval_json, note, publish  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data"
 TEMPLATES = REPO / "templates"
 RESULTS = REPO / "benchmarks" / "results" / "semimarkov.md"
 VOTE_SCHEMES = ("iob1", "iob2", "ioe1", "ioe2", "iobes")
@@ -147,21 +144,6 @@ class Task:
 
 # -- running --------------------------------------------------------------------------------------
 
-def timed(args, log, mode="w"):
-    """`crftk ARGS` (stderr to log); returns (wall seconds, CPU seconds of the process)."""
-    args = [str(a) for a in args]
-    print("+ crftk " + " ".join(args), flush=True)
-    t0 = time.perf_counter()
-    with open(log, mode) as err:
-        proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", *args], stderr=err, stdout=subprocess.DEVNULL,
-                                cwd=REPO)
-        _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"crftk {' '.join(args)} failed; see {log}")
-    return wall, usage.ru_utime + usage.ru_stime
-
-
 def iteration_seconds(log):
     """The seconds of each iteration as the training log prints them (``iter N ... 0.43s``)."""
     out = []
@@ -197,7 +179,8 @@ def run_one(task, system, kind, options, a):
             note("semimarkov", f"{name}: {template} not found, skipped")
             return
         train = task.train_file(scheme) if scheme else task.train
-        wall, cpu = timed(["train", "-t", template, "-m", model, "--threads", a.threads, *options, train], log)
+        wall, cpu = crftk_run(["train", "-t", template, "-m", model, "--threads", a.threads, *options, train], log,
+                              "w")
         secs = iteration_seconds(log)
         info.update(train_wall=wall, train_cpu=cpu, iterations=len(secs), iter_seconds=sum(secs))
         record.write_text(json.dumps(info, indent=1) + "\n")
@@ -214,8 +197,8 @@ def run_one(task, system, kind, options, a):
 def time_tagging(task, model, tagged, record, a):
     """Tag the test file TAG_REPEATS times (whole processes), keeping their wall and CPU seconds
     (CPU time: the machine is shared, so wall seconds vary with what else runs)."""
-    times = [timed(["tag", "-m", model, "-o", tagged, "--threads", a.threads, task.test], str(record)[:-5] + ".tag.log",
-                   "a") for _ in range(TAG_REPEATS)]
+    times = [crftk_run(["tag", "-m", model, "-o", tagged, "--threads", a.threads, task.test],
+                       str(record)[:-5] + ".tag.log") for _ in range(TAG_REPEATS)]
     info = load(record)
     info.update(tag_wall=[w for w, _ in times], tag_cpu=[c for _, c in times], tokens=task.tokens())
     record.write_text(json.dumps(info, indent=1) + "\n")
@@ -291,8 +274,8 @@ def cmd_speed(a):
                 cpu = {}
                 for n in (a.lo, a.hi):
                     log = out / f"speed-{key}-{n}.log"
-                    _, cpu[n] = timed(["train", "-t", template, "-m", out / "speed.model", "--threads",
-                                           a.threads, "--max-iter", n, *options, task.train], log)
+                    _, cpu[n] = crftk_run(["train", "-t", template, "-m", out / "speed.model", "--threads",
+                                           a.threads, "--max-iter", n, *options, task.train], log, "w")
                     done = len(iteration_seconds(log))
                     if done != n:
                         sys.exit(f"{log}: {done} iterations instead of {n}")
@@ -460,10 +443,7 @@ def fmt_p(p):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data-dir", default=os.environ.get("DATA", str(DATA)),
-                    help="folder of conll2000/ and conll2003/ (default ../shared/data)")
-    ap.add_argument("--conll2000", help="CoNLL-2000 folder (default DATA_DIR/conll2000)")
-    ap.add_argument("--conll2003", help="CoNLL-2003 folder (default DATA_DIR/conll2003)")
+    data_arguments(ap)
     ap.add_argument("--out", required=True, help="folder of the derived files, models and outputs")
     ap.add_argument("--seg-template", action="append", default=[], metavar="TASK=FILE",
                     help="the segment template of a task (default templates/semimarkov-*.tmpl)")
@@ -483,8 +463,7 @@ def main(argv=None):
     p.add_argument("--results", default=str(RESULTS), help="also write the tables here ('' : do not)")
     p.set_defaults(func=cmd_report)
     a = ap.parse_args(argv)
-    a.conll2000 = a.conll2000 or os.path.join(a.data_dir, "conll2000")
-    a.conll2003 = a.conll2003 or os.path.join(a.data_dir, "conll2003")
+    data_folders(a)
     pairs = [s.split("=", 1) for s in a.seg_template]
     if any(len(x) != 2 or x[0] not in TASKS for x in pairs):
         ap.error(f"--seg-template takes TASK=FILE, TASK one of {', '.join(TASKS)}")
