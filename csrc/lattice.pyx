@@ -352,6 +352,55 @@ cdef double margin_step(MarginStep* m, const Difference* g, double* w, int wrong
     return loss
 
 
+def check_chain_arrays(const int[::1] sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
+                       const int[::1] eattr_ptr, const int[::1] eattrs, const int[::1] feat_ptr,
+                       const int[::1] feat_label, int n_labels, int n_edge_attrs, offsets=None):
+    """Refuse a chain's corpus arrays, feature map or layout offsets that the kernels cannot read
+    (ValueError); returns (the sentence lengths, the offsets: by default ChainLayout's)."""
+    cdef Py_ssize_t S = sent_ptr.shape[0] - 1
+    cdef Py_ssize_t N = attr_ptr.shape[0] - 1
+    cdef int L = n_labels
+    if S < 0 or N < 0 or sent_ptr[0] != 0 or sent_ptr[S] != N:
+        raise ValueError("sent_ptr does not span the tokens")
+    if eattr_ptr.shape[0] != N + 1:
+        raise ValueError("eattr_ptr must have one entry per token plus one")
+    if attr_ptr[N] != attrs.shape[0] or eattr_ptr[N] != eattrs.shape[0]:
+        raise ValueError("attribute pointers do not match the attribute arrays")
+    if feat_ptr.shape[0] < 1 or feat_ptr[0] != 0 or feat_ptr[feat_ptr.shape[0] - 1] != feat_label.shape[0]:
+        raise ValueError("feat_ptr does not match feat_label")
+    for name, ptr in (("sent_ptr", sent_ptr), ("attr_ptr", attr_ptr), ("eattr_ptr", eattr_ptr),
+                      ("feat_ptr", feat_ptr)):
+        if ptr.shape[0] > 1 and (np.diff(np.asarray(ptr)) < 0).any():
+            raise ValueError(f"{name} must be non-decreasing")
+    if attr_ptr[0] != 0 or eattr_ptr[0] != 0:
+        raise ValueError("attribute pointers must start at 0")
+    if L < 1:
+        raise ValueError("need at least one label")
+    a_np = np.asarray(attrs)
+    if a_np.size and (a_np.min() < 0 or a_np.max() >= feat_ptr.shape[0] - 1):
+        raise ValueError("attribute id out of range")
+    e_np = np.asarray(eattrs)
+    if e_np.size and (e_np.min() < 0 or e_np.max() >= n_edge_attrs):
+        raise ValueError("edge attribute id out of range")
+    fl = np.asarray(feat_label)
+    if fl.size and (fl.min() < 0 or fl.max() >= L):
+        raise ValueError("feature label out of range")
+    lengths = np.diff(np.asarray(sent_ptr))
+    if lengths.size and lengths.min() < 1:
+        raise ValueError("empty sentence")
+    # the offsets of crftk.features.layout.ChainLayout, the one layout these kernels read: stated
+    # here, not imported, so that the kernels import nothing from the layers above them
+    cdef Py_ssize_t F = feat_label.shape[0]
+    chain_offsets = (F, F + L * L, F + L * L + L, F + L * L + 2 * L,
+                     F + L * L + 2 * L + <Py_ssize_t> n_edge_attrs * L * L)
+    if offsets is None:
+        offsets = chain_offsets
+    off_trans, off_start, off_end, off_edge, n_params = offsets
+    if (off_trans, off_start, off_end, off_edge, n_params) != chain_offsets:
+        raise ValueError("the layout's offsets do not fit the features, labels and edge attributes")
+    return lengths, (off_trans, off_start, off_end, off_edge, n_params)
+
+
 cdef class Lattices:
     """The lattices of an encoded corpus, ready for the kernels."""
 
@@ -379,34 +428,9 @@ cdef class Lattices:
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int L = n_labels
-        if S < 0 or N < 0 or sent_ptr[0] != 0 or sent_ptr[S] != N:
-            raise ValueError("sent_ptr does not span the tokens")
-        if eattr_ptr.shape[0] != N + 1:
-            raise ValueError("eattr_ptr must have one entry per token plus one")
-        if attr_ptr[N] != attrs.shape[0] or eattr_ptr[N] != eattrs.shape[0]:
-            raise ValueError("attribute pointers do not match the attribute arrays")
-        if feat_ptr.shape[0] < 1 or feat_ptr[0] != 0 or feat_ptr[feat_ptr.shape[0] - 1] != feat_label.shape[0]:
-            raise ValueError("feat_ptr does not match feat_label")
-        for name, ptr in (("sent_ptr", sent_ptr), ("attr_ptr", attr_ptr), ("eattr_ptr", eattr_ptr),
-                          ("feat_ptr", feat_ptr)):
-            if ptr.shape[0] > 1 and (np.diff(np.asarray(ptr)) < 0).any():
-                raise ValueError(f"{name} must be non-decreasing")
-        if attr_ptr[0] != 0 or eattr_ptr[0] != 0:
-            raise ValueError("attribute pointers must start at 0")
-        if L < 1:
-            raise ValueError("need at least one label")
-        a_np = np.asarray(attrs)
-        if a_np.size and (a_np.min() < 0 or a_np.max() >= feat_ptr.shape[0] - 1):
-            raise ValueError("attribute id out of range")
-        e_np = np.asarray(eattrs)
-        if e_np.size and (e_np.min() < 0 or e_np.max() >= n_edge_attrs):
-            raise ValueError("edge attribute id out of range")
-        fl = np.asarray(feat_label)
-        if fl.size and (fl.min() < 0 or fl.max() >= L):
-            raise ValueError("feature label out of range")
-        lengths = np.diff(np.asarray(sent_ptr))
-        if lengths.size and lengths.min() < 1:
-            raise ValueError("empty sentence")
+        lengths, offsets = check_chain_arrays(sent_ptr, attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label,
+                                              n_labels, n_edge_attrs, offsets)
+        off_trans, off_start, off_end, off_edge, n_params = offsets
         values = occurrence_values(values, attrs.shape[0])
         self.sent_ptr = sent_ptr
         self.attr_ptr = attr_ptr
@@ -421,16 +445,6 @@ cdef class Lattices:
         self.n_features = feat_label.shape[0]
         self.n_edge_attrs = n_edge_attrs
         self.max_len = int(lengths.max()) if lengths.size else 0
-        # the offsets of crftk.features.layout.ChainLayout, the one layout these kernels read: stated
-        # here, not imported, so that the kernels import nothing from the layers above them
-        cdef Py_ssize_t F = feat_label.shape[0]
-        chain_offsets = (F, F + L * L, F + L * L + L, F + L * L + 2 * L,
-                         F + L * L + 2 * L + <Py_ssize_t> n_edge_attrs * L * L)
-        if offsets is None:
-            offsets = chain_offsets
-        off_trans, off_start, off_end, off_edge, n_params = offsets
-        if (off_trans, off_start, off_end, off_edge, n_params) != chain_offsets:
-            raise ValueError("the layout's offsets do not fit the features, labels and edge attributes")
         self.n_params = n_params
         self.d.attr_ptr = &attr_ptr[0]
         self.d.attrs = &attrs[0] if attrs.shape[0] else NULL

@@ -33,6 +33,7 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 
 from potentials cimport Features, state_scores, labeling_score, scatter_nodes
+from crftk._lattice import check_chain_arrays, occurrence_values
 from vecmath cimport vec_mat_rect, exp_array, log_array
 from sentences cimport Workspaces, SentenceTask, run_sentences
 
@@ -859,30 +860,9 @@ cdef class Segments:
         cdef Py_ssize_t S = sent_ptr.shape[0] - 1
         cdef Py_ssize_t N = attr_ptr.shape[0] - 1
         cdef int K = n_labels
-        if S < 0 or N < 0 or sent_ptr[0] != 0 or sent_ptr[S] != N:
-            raise ValueError("sent_ptr does not span the tokens")
-        if attr_ptr[0] != 0 or attr_ptr[N] != attrs.shape[0]:
-            raise ValueError("attr_ptr does not match attrs")
-        if feat_ptr.shape[0] < 1 or feat_ptr[0] != 0 or feat_ptr[feat_ptr.shape[0] - 1] != feat_label.shape[0]:
-            raise ValueError("feat_ptr does not match feat_label")
-        for name, ptr in (("sent_ptr", sent_ptr), ("attr_ptr", attr_ptr), ("feat_ptr", feat_ptr)):
-            if ptr.shape[0] > 1 and (np.diff(np.asarray(ptr)) < 0).any():
-                raise ValueError(f"{name} must be non-decreasing")
-        if K < 1:
-            raise ValueError("need at least one label")
-        a_np = np.asarray(attrs)
-        if a_np.size and (a_np.min() < 0 or a_np.max() >= feat_ptr.shape[0] - 1):
-            raise ValueError("attribute id out of range")
-        fl = np.asarray(feat_label)
-        if fl.size and (fl.min() < 0 or fl.max() >= K):
-            raise ValueError("feature label out of range")
-        lengths = np.diff(np.asarray(sent_ptr))
-        if lengths.size and lengths.min() < 1:
-            raise ValueError("empty sentence")
-        cdef Py_ssize_t F = feat_label.shape[0]
-        chain = (F, F + K * K, F + K * K + K, F + K * K + 2 * K, F + K * K + 2 * K)
-        if tuple(offsets) != chain:
-            raise ValueError("the layout's offsets do not fit the features and labels (edge attributes: none)")
+        # the token part as a chain without edge attributes: the chain kernel's checks
+        lengths, chain = check_chain_arrays(sent_ptr, attr_ptr, attrs, np.zeros(N + 1, dtype=np.int32),
+                                            np.zeros(0, dtype=np.int32), feat_ptr, feat_label, K, 0, offsets)
         smap = np.ascontiguousarray(seg_map, dtype=np.int32)
         smax = np.ascontiguousarray(seg_max, dtype=np.int32)
         Y = smap.shape[0] if smap.ndim == 2 else -1
@@ -963,12 +943,10 @@ cdef class Segments:
         self.d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
         self.d.dense = NULL
         self.d.values = NULL
+        values = occurrence_values(values, attrs.shape[0])
         if values is not None:
-            v = np.ascontiguousarray(values, dtype=np.float64)
-            if v.ndim != 1 or v.shape[0] != attrs.shape[0] or not np.isfinite(v).all():
-                raise ValueError("values must be one finite value per attribute occurrence")
-            self.values = v
-            if v.shape[0]:
+            self.values = values
+            if values.shape[0]:
                 self.d.values = &self.values[0]
         self.d.L = K
         self.d.has_edges = 0
