@@ -207,9 +207,14 @@ class _Estimator:
     def _load_model(cls, path):
         """The Model of a file, refused unless it is of the estimator's kind."""
         model = Model.load(path)
-        if model.kind not in cls._more_kinds:
-            model.require_kind(cls._kind, f"crftk.{cls.__name__}.load")
+        cls._require_kind(model, f"crftk.{cls.__name__}.load")
         return model
+
+    @classmethod
+    def _require_kind(cls, model, entry):
+        """Refuse a model of no kind the estimator holds (``_kind``, ``_more_kinds``) in one line."""
+        if model.kind not in cls._more_kinds:
+            model.require_kind(cls._kind, entry)
 
     def _check_apart(self, path, what="model"):
         check_apart([(what, path)], self._input_files())
@@ -384,8 +389,7 @@ class CRF(_Estimator):
                         f"not {type(init).__name__}")
 
     def _set_model(self, model):
-        if model.kind not in self._more_kinds:
-            model.require_kind("crf", "crftk.CRF")
+        self._require_kind(model, "crftk.CRF")
         self.model_ = model
         self.classes_ = list(_tagger(model, threads=1).output_names)
 
@@ -824,12 +828,17 @@ def _is_sequence(value):
     return True
 
 
+def _is_partial_label(label):
+    """A label of y that is partial: None (unknown) or a collection of the labels allowed."""
+    return label is None or isinstance(label, (set, frozenset, tuple, list))
+
+
 def _partial_cells(labels, name, i, marker):
     """A sentence's labels with partial ones (None: unknown; a set, tuple or list: the labels
     allowed) written as a label column writes them (crftk.io.partial): the marker, ``A|B``."""
     out = []
     for t, label in enumerate(labels):
-        if label is None or isinstance(label, (set, frozenset, tuple, list)):
+        if _is_partial_label(label):
             if not marker:
                 raise CrftkError(f"{name}[{i}][{t}] is a partial label ({_a(label)}), and partial labels are off "
                                  f"(unknown_label is empty)")
@@ -1006,7 +1015,7 @@ def _refuse_partial_dicts(y):
     for i, labels in enumerate(y):
         if _is_sequence(labels) and not isinstance(labels, (str, bytes)):
             for t, label in enumerate(labels):
-                if label is None or isinstance(label, (set, frozenset, tuple, list)):
+                if _is_partial_label(label):
                     raise CrftkError(f"y[{i}][{t}] is a partial label ({_a(label)}): partial labels train from "
                                      "CoNLL-style rows with a template, not from feature dicts")
 
