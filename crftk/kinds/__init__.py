@@ -27,7 +27,10 @@ def trainer_for(options, inference=None, tolerance=None, max_sweeps=None, warm_s
     CRF for two or more label columns (``options["label_col"]`` is then removed), a semi-Markov CRF
     for --model-type semimarkov, else a chain; those two refuse the factorial options."""
     trainer = factorial.trainer(options, inference, tolerance, max_sweeps, warm_start)
-    if trainer is None and semimarkov.trainer(options) is not None:
+    if trainer is not None:
+        return trainer
+    trainer = semimarkov.trainer(options)
+    if trainer is not None:
         factorial.refuse_factorial_options(inference, tolerance, max_sweeps, warm_start)
-        return semimarkov.trainer(options)
-    return trainer or chain.ChainTrainer.refusing(inference, tolerance, max_sweeps, warm_start)
+        return trainer
+    return chain.ChainTrainer.refusing(inference, tolerance, max_sweeps, warm_start)
