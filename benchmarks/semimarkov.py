@@ -266,7 +266,11 @@ def cmd_speed(a):
             sys.exit("speed: this crftk has no --model-type semimarkov")
         pairs = (("token", task.template, []), ("semi-seg-L6", task.seg_template, SEMI + L6),
                  ("semi-tok-L6", task.template, SEMI + L6))
+        reference = CrfsuiteReference(a, out) if task_name == "chunk" and CrfsuiteReference.available() else None
         for rep in range(a.repeats):
+            if reference is not None and len(speed.get("chunk-crfsuite", [])) <= rep:
+                speed.setdefault("chunk-crfsuite", []).append(reference.seconds_per_iteration(a.lo, a.hi))
+                path.write_text(json.dumps(speed, indent=1) + "\n")
             for system, template, options in pairs:
                 key = f"{task_name}-{system}"
                 if len(speed.get(key, [])) > rep or not template.exists():
@@ -283,6 +287,41 @@ def cmd_speed(a):
                 speed["_window"] = {"lo": a.lo, "hi": a.hi}
                 path.write_text(json.dumps(speed, indent=1) + "\n")
     (out / "speed.model").unlink(missing_ok=True)
+
+
+class CrfsuiteReference:
+    """python-crfsuite (the benchmark reference) training on CoNLL-2000 with chunking-crfpp.tmpl's
+    attributes, as benchmarks/bench_crfsuite.py writes and trains them, for the speed table."""
+
+    @staticmethod
+    def available():
+        try:
+            import pycrfsuite  # noqa: F401 (is it installed)
+        except ImportError:
+            note("speed", "python-crfsuite is not installed: no CRFsuite reference (pip install python-crfsuite)")
+            return False
+        return True
+
+    def __init__(self, a, out):
+        import bench_crfsuite
+        self.bench, self.work = bench_crfsuite, out / "crfsuite"
+        self.work.mkdir(parents=True, exist_ok=True)
+        args = argparse.Namespace(data=a.conll2000, template=str(REPO / "templates" / "chunking-crfpp.tmpl"),
+                                  max_sentences=0, max_dev_sentences=0)
+        self.train_attrs = self.bench.prepare(args, str(self.work))[3]
+
+    def seconds_per_iteration(self, lo, hi):
+        """CPU seconds of a CRFsuite L-BFGS training of ``hi`` iterations minus one of ``lo``, over hi - lo."""
+        cpu = {}
+        for n in (lo, hi):
+            job = {"train_attrs": self.train_attrs, "model_path": str(self.work / "speed.crfsuite"), "iterations": n,
+                   "c2": 1.0, "crfsuite_epsilon": 0.0, "crfsuite_delta": 0.0}
+            print(f"+ python-crfsuite lbfgs, {n} iterations", flush=True)
+            r = self.bench.spawn("train-crfsuite", job, str(self.work), f"speed-{n}")
+            if r["iterations"] != n:
+                sys.exit(f"python-crfsuite ran {r['iterations']} iterations instead of {n}")
+            cpu[n] = r["child_user_seconds"] + r["child_sys_seconds"]
+        return (cpu[hi] - cpu[lo]) / (hi - lo)
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -323,12 +362,13 @@ def task_table(found):
 
 
 def speed_rows(speed):
-    """(task, token CRF, semi-tok-L6, semi-seg-L6) medians of CPU s/iteration."""
+    """(task, token CRF, semi-tok-L6, semi-seg-L6, python-crfsuite or None) medians of CPU s/iteration."""
     out = []
     for task_name in TASKS:
         if speed.get(f"{task_name}-token"):
             out.append((task_name, *(statistics.median(speed[k]) if speed.get(k) else None
-                                     for k in (f"{task_name}-{s}" for s in ("token", "semi-tok-L6", "semi-seg-L6")))))
+                                     for k in (f"{task_name}-{s}" for s in ("token", "semi-tok-L6", "semi-seg-L6",
+                                                                            "crfsuite")))))
     return out
 
 
@@ -374,7 +414,7 @@ def readme_draft(results, speed):
     if rows:
         lines += ["", "Training CPU seconds per iteration at L=6 against the token CRF (one thread): " + "; ".join(
             f"{t} {tok:.2f} s, semi-Markov {fmt(seg, '.2f')} s ({fmt(seg / tok if seg else None, '.1f')}x)"
-            for t, tok, _, seg in rows) + "."]
+            for t, tok, _, seg, _ in rows) + "."]
     return lines
 
 
@@ -410,13 +450,22 @@ def cmd_report(a):
     if rows:
         lines += ["## CPU seconds per iteration at L=6, interleaved", "",
                   f"CPU time of `--max-iter {a.hi}` minus that of `--max-iter {a.lo}`, over {a.hi - a.lo} (the "
-                  "setting-up costs cancel); token, semi-seg-L6, semi-tok-L6 in turn; median over the repeats.", "",
-                  "| task | token CRF | semi-Markov, token template | ratio | semi-Markov, segment template | ratio |",
-                  "|---|---|---|---|---|---|"]
-        for task_name, tok, semi_tok, semi_seg in rows:
-            lines.append(f"| {task_name} | {tok:.3f} | {fmt(semi_tok, '.3f')} | "
-                         f"{fmt(semi_tok / tok if semi_tok else None, '.2f')} | {fmt(semi_seg, '.3f')} | "
-                         f"{fmt(semi_seg / tok if semi_seg else None, '.2f')} |")
+                  "setting-up costs cancel); python-crfsuite (chunk only: CoNLL-2000 with chunking-crfpp.tmpl's "
+                  "attributes, as bench_crfsuite.py trains it, L-BFGS, c2=1; child CPU time of 25 minus 5 "
+                  "iterations), token, semi-seg-L6, semi-tok-L6 in turn; median over the repeats. Ratios: against "
+                  "the token CRF, and (in brackets) against python-crfsuite.", "",
+                  "| task | python-crfsuite | token CRF | semi-Markov, token template | ratio | "
+                  "semi-Markov, segment template | ratio |",
+                  "|---|---|---|---|---|---|---|"]
+
+        def ratio(x, tok, ref):
+            return "-" if x is None else f"{x / tok:.2f}" + (f" ({x / ref:.2f})" if ref else "")
+
+        for task_name, tok, semi_tok, semi_seg, ref in rows:
+            against = f" ({tok / ref:.2f})" if ref else ""
+            lines.append(f"| {task_name} | {fmt(ref, '.3f')} | {tok:.3f}{against} | "
+                         f"{fmt(semi_tok, '.3f')} | {ratio(semi_tok, tok, ref)} | {fmt(semi_seg, '.3f')} | "
+                         f"{ratio(semi_seg, tok, ref)} |")
         lines.append("")
     lines += ["## Command lines (chunk; np and ner alike with their files and templates)", "", "```sh",
               *commands(a), "```", "", "## README draft", "", *readme_draft(results, speed), ""]
