@@ -47,7 +47,7 @@ help:
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
 	@echo "make bag-ner     feature bagging on CoNLL-2003 NER: bags, baselines, the four combinations (eng.testa)"
 	@echo "make bag-np      feature bagging on CoNLL-2000 NP chunking (dev.txt); make bag: both, results table"
-	@echo "make scale       Dask scale-out: tagging throughput and worker memory, data-parallel training (CONLL2000=...)"
+	@echo "make scale       Dask scale-out: tagging, data-parallel training, driver/worker/--stream memory on train.txt x SCALE_SIZES (CONLL2000=...)"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint vs normalized decoding on dev.txt, speed"
 	@echo "make forced-decoding  dev.txt F1 with 10% / 30% of the gold labels forced (tag --force-col)"
@@ -326,11 +326,19 @@ bag: bag-ner bag-np
 
 # Scale-out on Dask (crftk.distributed): tagging throughput and peak worker memory on dev.txt x 1, 5, 20,
 # seconds and bytes per training iteration with 1 and 2 workers against local threads; results in
-# benchmarks/results/scale.md (and .json). SCALE_ITER: training iterations timed.
+# benchmarks/results/scale.md (and .json). SCALE_ITER: training iterations timed. Training memory:
+# train.txt x SCALE_SIZES (benchmarks/scale_corpus.py, word types growing as tokens^SCALE_HEAPS),
+# SCALE_MEM_ITER L-BFGS iterations on a scheduler and 2 workers of their own, then perceptron
+# --stream; SCALE_SECTIONS: of tagging,memory,training,train-memory (the others are kept).
 SCALE_ITER ?= 20
+SCALE_SIZES ?= 1,5,20,50
+SCALE_HEAPS ?= 0.6
+SCALE_MEM_ITER ?= 3
+SCALE_SECTIONS ?= tagging,memory,training,train-memory
 scale: install
 	$(PYTHON) benchmarks/scale.py --data $(CONLL2000) --work $(OUT)/scale --iterations $(SCALE_ITER) \
-		--out benchmarks/results/scale
+		--sections $(SCALE_SECTIONS) --sizes $(SCALE_SIZES) --heaps $(SCALE_HEAPS) \
+		--memory-iterations $(SCALE_MEM_ITER) --out benchmarks/results/scale
 
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).

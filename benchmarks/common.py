@@ -45,18 +45,25 @@ def crftk_run(args, log, mode="a"):
     """Run `python -m crftk.cli ARGS` from the repository, its stderr written to ``log`` (appended,
     or ``mode`` "w"); exits with the command and the log's name when it fails; returns (wall
     seconds, CPU seconds of the process)."""
+    wall, usage = crftk_usage(args, log, mode)
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def crftk_usage(args, log, mode="a", env=None):
+    """crftk_run's process: (wall seconds, its resource usage from wait4: ru_maxrss is its peak
+    resident memory in KiB); ``env``: its environment (default this one's)."""
     args = [str(a) for a in args]
     print("+ crftk " + " ".join(args), flush=True)
     t0 = time.perf_counter()
     with open(log, mode) as err:
         proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", *args], stderr=err, stdout=subprocess.DEVNULL,
-                                cwd=REPO)
+                                cwd=REPO, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.exit(f"crftk {' '.join(args)} failed (exit {code}); see {log}")
-    return wall, usage.ru_utime + usage.ru_stime
+    return wall, usage
 
 
 def crftk_timed(args, log):

@@ -12,6 +12,13 @@ and the bytes the driver and workers send per iteration (from the protocol: the
 parameters to each worker, each shard's gradient once). From these, the iteration time
 on 10 and 100 machines for a corpus 100 times larger, under the assumptions printed
 with it (docs/scale-estimate.md explains them).
+Training memory (--sections train-memory): corpora of train.txt x k (--sizes, written by
+scale_corpus.py with growing vocabulary); for each, a Dask scheduler and 2 workers started as
+processes of their own and `crftk train --scheduler` run for a few L-BFGS iterations: the
+driver's peak RSS (wait4), each worker's (VmHWM before it stops), seconds per iteration,
+parameters and bytes sent per evaluation; then `crftk train --algorithm perceptron --max-iter 1`
+on one machine with --stream (when this checkout has it) and in memory: their peak RSS. Rows
+are kept per --label (default: the commit), so a run of older code stays as the comparison.
 """
 
 import argparse
@@ -20,6 +27,8 @@ import io
 import json
 import os
 import resource
+import signal
+import subprocess
 import sys
 import time
 
@@ -27,10 +36,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 
-from common import corpus_files, note, publish  # noqa: E402
+from common import corpus_files, crftk_usage, note, publish  # noqa: E402
+from scale_corpus import HEAPS as CORPUS_HEAPS, write_corpus  # noqa: E402
 
 TEMPLATE = os.path.join(REPO, "templates", "chunking-crfpp.tmpl")
 SIZES = (1, 5, 20)
+SECTIONS = ("tagging", "memory", "training", "train-memory")
+TRAIN_SIZES = (1, 5, 20, 50)
+WORKERS = 2
+#: The driver's and --stream's peak is called flat when the largest is within this of the smallest
+#: over the sizes from FLAT_FROM copies up.
+FLAT = 0.20
+FLAT_FROM = 5
 
 # The estimate's assumptions (docs/scale-estimate.md).
 GROWTH = 100                 # the corpus is this many times CoNLL-2000's training set
@@ -156,6 +173,174 @@ def training(train_file, iterations):
     return rows
 
 
+def available_bytes():
+    """MemAvailable of /proc/meminfo, bytes."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_of(pid):
+    """A running process's peak resident memory (VmHWM), bytes."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def code_label():
+    out = subprocess.run(["git", "-C", REPO, "log", "-1", "--format=%h"], stdout=subprocess.PIPE, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def scale_corpus(train_file, k, work, heaps):
+    """train.txt x k with vocabulary growing as tokens ** heaps (scale_corpus.py), written once;
+    (path, sentences, tokens, word types)."""
+    path = os.path.join(work, f"train-x{k}-h{heaps:g}.txt")
+    stats = path + ".json"
+    if not (os.path.exists(path) and os.path.exists(stats)):
+        note("scale", f"writing {path}")
+        json.dump(write_corpus(train_file, k, path, heaps=heaps), open(stats, "w"))
+    return (path, *json.load(open(stats)))
+
+
+class DaskProcesses:
+    """`with DaskProcesses(work, n) as d`: a scheduler and n single-thread workers (no nanny: the
+    worker is the process started), each a process of its own running this checkout;
+    ``d.address``; ``d.peaks()`` their VmHWM while they run."""
+
+    def __init__(self, work, workers):
+        self.work, self.n = work, workers
+        self.env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")]))
+        self.file = os.path.join(work, "scheduler.json")
+        self.scheduler, self.workers = None, []
+
+    def _start(self, module, *args):
+        log = open(os.path.join(self.work, f"dask-{len(self.workers) if self.scheduler else 'scheduler'}.log"), "w")
+        return subprocess.Popen([sys.executable, "-m", module, "--scheduler-file", self.file, *args],
+                                cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    def __enter__(self):
+        import distributed
+        if os.path.exists(self.file):
+            os.remove(self.file)
+        self.scheduler = self._start("distributed.cli.dask_scheduler", "--port", "0", "--no-dashboard")
+        for _ in range(self.n):
+            self.workers.append(self._start("distributed.cli.dask_worker", "--no-nanny", "--nthreads", "1",
+                                            "--memory-limit", "0", "--no-dashboard",
+                                            "--local-directory", os.path.join(self.work, "dask-space")))
+        deadline = time.time() + 120
+        while not os.path.exists(self.file) and time.time() < deadline:
+            time.sleep(0.2)
+        with distributed.Client(scheduler_file=self.file, timeout=60) as client:
+            client.wait_for_workers(self.n, timeout=120)
+            self.address = client.scheduler.address
+        return self
+
+    def peaks(self):
+        return [peak_of(p.pid) for p in self.workers], peak_of(self.scheduler.pid)
+
+    def __exit__(self, *exc):
+        for p in self.workers + [self.scheduler]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.workers + [self.scheduler]:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        return False
+
+
+def has_stream():
+    out = subprocess.run([sys.executable, "-m", "crftk.cli", "train", "--help"], cwd=REPO, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    return "--stream" in out.stdout
+
+
+def model_summary(model_path):
+    """`crftk info --json MODEL`: parameters, and the training record under "training"."""
+    out = subprocess.run([sys.executable, "-m", "crftk.cli", "info", "--json", model_path], cwd=REPO, text=True,
+                         stdout=subprocess.PIPE, check=True)
+    return json.loads(out.stdout)
+
+
+def train_memory(train_file, work, sizes, iterations, label, one_machine, heaps):
+    """Peak memory of distributed training (driver, workers) and of one-machine training per size."""
+    rows = []
+    stream = has_stream()
+    for k in sizes:
+        path, n_sent, n_tok, n_types = scale_corpus(train_file, k, work, heaps)
+        need = (1 << 30) + k * (150 << 20)
+        free = available_bytes()
+        if free < need:
+            note("scale", f"x{k}: skipped, {free / 2**30:.1f} GiB available, {need / 2**30:.1f} wanted")
+            continue
+        row = {"label": label, "heaps": heaps, "copies": k, "sentences": n_sent, "tokens": n_tok, "word_types": n_types,
+               "bytes": os.path.getsize(path), "available_before": free}
+        model = os.path.join(work, f"dist-x{k}.crftk")
+        log = os.path.join(work, f"dist-x{k}.log")
+        with DaskProcesses(work, WORKERS) as dask:
+            wall, usage = crftk_usage(["train", "-t", TEMPLATE, "-m", model, "--scheduler", dask.address,
+                                       "--threads", 1, "--max-iter", iterations, path], log, "w")
+            row["worker_peaks"], row["scheduler_peak"] = dask.peaks()
+        summary = model_summary(model)
+        rec = summary["training"]
+        history = rec.get("history", [])
+        per_iter = [h["seconds"] for h in history]
+        row.update({"driver_peak": usage.ru_maxrss * 1024, "wall": wall, "iterations": len(per_iter),
+                    "seconds_per_iteration": sum(per_iter) / max(1, len(per_iter)),
+                    "seconds_per_evaluation": sum(per_iter) / max(1, rec.get("evaluations") or 1),
+                    "before_first_iteration": wall - sum(per_iter), "parameters": summary["parameters"],
+                    "evaluations": rec.get("evaluations"), "cluster": rec.get("cluster", {}),
+                    "log_tail": open(log).read().splitlines()[-12:]})
+        os.remove(model)
+        note("scale", f"x{k}: driver {row['driver_peak'] / 2**20:,.0f} MiB, workers "
+                      f"{[round(p / 2**20) for p in row['worker_peaks']]} MiB, "
+                      f"{row['seconds_per_iteration']:.2f} s/iteration, {row['parameters']} parameters")
+        for how in one_machine:
+            if how == "stream" and not stream:
+                continue
+            model = os.path.join(work, f"{how}-x{k}.crftk")
+            args = ["train", "-t", TEMPLATE, "-m", model, "--algorithm", "perceptron", "--max-iter", 1,
+                    "--threads", 1, path] + (["--stream"] if how == "stream" else [])
+            wall, usage = crftk_usage(args, os.path.join(work, f"{how}-x{k}.log"), "w")
+            row[f"{how}_peak"], row[f"{how}_wall"] = usage.ru_maxrss * 1024, wall
+            row[f"{how}_parameters"] = model_summary(model)["parameters"]
+            os.remove(model)
+            note("scale", f"x{k}: perceptron, {how}: {row[f'{how}_peak'] / 2**20:,.0f} MiB, {wall:.1f} s")
+        rows.append(row)
+    return rows
+
+
+def flatness(rows, key):
+    """(flat?, smallest, largest, sizes) of ``key`` over the rows from FLAT_FROM copies up; None if
+    fewer than two sizes have it."""
+    got = [(r["copies"], r[key]) for r in rows if r["copies"] >= FLAT_FROM and r.get(key)]
+    if len(got) < 2:
+        return None
+    values = [v for _, v in got]
+    return max(values) <= (1 + FLAT) * min(values), min(values), max(values), [k for k, _ in got]
+
+
+def flat_checks(rows):
+    lines = []
+    for key, what in (("driver_peak", "driver peak RSS (crftk train --scheduler)"),
+                      ("stream_peak", "--stream peak RSS (perceptron, one machine)")):
+        f = flatness(rows, key)
+        if f is None:
+            lines.append(f"{what}: not measured at two sizes from {FLAT_FROM}x up")
+            continue
+        ok, lo, hi, ks = f
+        lines.append(f"{what} from {ks[0]}x to {ks[-1]}x: {lo / 2**20:,.0f} to {hi / 2**20:,.0f} MiB "
+                     f"({hi / lo - 1:+.0%}): {'FLAT' if ok else 'NOT flat'} within {FLAT:.0%}")
+    return lines
+
+
 def estimate(train_rows, n_tokens):
     """Seconds per iteration on M machines for a corpus GROWTH times larger (the stated model)."""
     one_core = train_rows[0]
@@ -182,12 +367,50 @@ def estimate(train_rows, n_tokens):
                             "bandwidth": BANDWIDTH, "latency": LATENCY}}
 
 
+def mib(b):
+    return f"{b / 2**20:,.0f}"
+
+
+def train_memory_table(rows):
+    lines = ["## Training memory: train.txt x k with growing vocabulary (scale_corpus.py), chunking-crfpp template",
+             "",
+             f"`crftk train --scheduler` with a scheduler and {WORKERS} workers (1 thread each) started as processes "
+             "of their own, a few L-BFGS iterations: peak resident memory of the driver (the crftk process, "
+             "wait4) and of each worker (VmHWM), seconds per iteration, bytes sent per evaluation "
+             "(the run's record). Then `crftk train --algorithm perceptron --max-iter 1` on one machine, "
+             "streamed and in memory: peak RSS. Rows are grouped by the code measured.", "",
+             "| code | Heaps | k | tokens | word types | parameters | driver MiB | worker MiB | s/evaluation | "
+             "before 1st iteration s | sent/evaluation MiB | --stream MiB | in memory MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cluster = r.get("cluster") or {}
+        sent = cluster.get("bytes_per_evaluation")
+        one = [mib(r[key]) if r.get(key) else "-" for key in ("stream_peak", "memory_peak")]
+        lines.append(
+            f"| {r['label']} | {r['heaps']:g} | {r['copies']} | {r['tokens']:,} | {r['word_types']:,} | {r['parameters']:,} | "
+            f"{mib(r['driver_peak'])} | {', '.join(mib(p) for p in r['worker_peaks'])} | "
+            f"{r['seconds_per_evaluation']:.2f} | {r['before_first_iteration']:.1f} | "
+            f"{'-' if sent is None else f'{sent / 2**20:.1f}'} | {one[0]} | {one[1]} |")
+    lines += [""]
+    for label, heaps in dict.fromkeys((r["label"], r["heaps"]) for r in rows):
+        mine = [r for r in rows if r["label"] == label and r["heaps"] == heaps]
+        lines += [f"- {label}, Heaps {heaps:g} ({mine[0]['date']}, load {mine[0]['load'][0]:.1f}-{mine[-1]['load'][1]:.1f}): "
+                  + "; ".join(flat_checks(mine))]
+    return lines
+
+
 def table(results):
+    lines = ["# Scale-out on Dask (`make scale`)", ""]
+    if "tagging" in results:
+        lines += old_tables(results)
+    if results.get("train_memory"):
+        lines += [""] + train_memory_table(results["train_memory"])
+    return "\n".join(lines)
+
+
+def old_tables(results):
     t, m, tr, est = results["tagging"], results["memory"], results["training"], results["estimate"]
-    mib = lambda b: f"{b / 2**20:,.0f}"  # noqa: E731
     lines = [
-        "# Scale-out on Dask (`make scale`)",
-        "",
         f"Measured {results['date']} on {results['cores']} cores shared with other jobs (load average "
         f"{results['load'][0]:.1f} at the start, {results['load'][1]:.1f} at the end): the figures were taken "
         "under load and vary by tens of percent between runs; compare rows within a table, not with "
@@ -231,28 +454,64 @@ def table(results):
         lines.append(f"| {r['machines']} | {r['tokens']:,} | {r['parameters']:,.0f} | {r['compute']:.2f} | "
                      f"{r['broadcast']:.2f} | {r['reduce']:.2f} | {r['latency']:.2f} | "
                      f"{r['seconds_per_iteration']:.2f} | {r['bytes_per_iteration'] / 2**30:.1f} GiB |")
-    return "\n".join(lines)
+    return lines
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", help="CoNLL-2000 folder (default: $CONLL2000 or ../shared/data/conll2000)")
     ap.add_argument("--work", required=True, help="folder for the concatenated corpora, model and outputs")
-    ap.add_argument("--out", required=True, help="results prefix: writes PREFIX.md and PREFIX.json")
+    ap.add_argument("--out", required=True, help="results prefix: writes PREFIX.md and PREFIX.json (the sections "
+                    "not run this time are kept from PREFIX.json)")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"comma-separated, of {', '.join(SECTIONS)} (training includes the estimate)")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--piece-bytes", type=int, default=1 << 20)
+    ap.add_argument("--sizes", default=",".join(map(str, TRAIN_SIZES)),
+                    help="train-memory: copies of train.txt, comma-separated")
+    ap.add_argument("--memory-iterations", type=int, default=3, help="train-memory: L-BFGS iterations")
+    ap.add_argument("--heaps", type=float, default=CORPUS_HEAPS,
+                    help="train-memory: the corpus's word types grow as tokens ** HEAPS (0: plain copies)")
+    ap.add_argument("--one-machine", default="stream,memory",
+                    help="train-memory: perceptron runs on one machine: stream, memory (in memory), or none")
+    ap.add_argument("--label", help="train-memory: the rows' label (default: this checkout's commit); rows of "
+                    "other labels in PREFIX.json are kept")
     args = ap.parse_args()
+    sections = [x for x in args.sections.split(",") if x]
+    bad = [x for x in sections if x not in SECTIONS]
+    if bad:
+        sys.exit(f"scale: unknown section {bad[0]} (of {', '.join(SECTIONS)})")
     train_file, dev = corpus_files("CONLL2000", ["train.txt", "dev.txt"], args.data, "scale")
     os.makedirs(args.work, exist_ok=True)
-    model = the_model(train_file, args.work, threads=2)
-    results = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "piece_bytes": args.piece_bytes,
-               "load": [os.getloadavg()[0]]}
-    results["tagging"] = tagging(model, dev, args.work, args.piece_bytes)
-    results["memory"] = memory(model, dev, args.work, args.piece_bytes)
-    results["training"] = training(train_file, args.iterations)
-    n_tokens = sum(1 for line in open(train_file, encoding="utf-8") if line.strip())
-    results["estimate"] = estimate(results["training"], n_tokens)
-    results["load"].append(os.getloadavg()[0])
+    results = {}
+    if os.path.exists(args.out + ".json"):
+        results = json.load(open(args.out + ".json"))
+    if any(x in sections for x in ("tagging", "memory", "training")):
+        results.update({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "piece_bytes": args.piece_bytes,
+                        "load": [os.getloadavg()[0]]})
+        if "tagging" in sections or "memory" in sections:
+            model = the_model(train_file, args.work, threads=2)
+        if "tagging" in sections:
+            results["tagging"] = tagging(model, dev, args.work, args.piece_bytes)
+        if "memory" in sections:
+            results["memory"] = memory(model, dev, args.work, args.piece_bytes)
+        if "training" in sections:
+            results["training"] = training(train_file, args.iterations)
+            n_tokens = sum(1 for line in open(train_file, encoding="utf-8") if line.strip())
+            results["estimate"] = estimate(results["training"], n_tokens)
+        results["load"].append(os.getloadavg()[0])
+    if "train-memory" in sections:
+        label = args.label or code_label()
+        load = os.getloadavg()[0]
+        one_machine = [x for x in args.one_machine.split(",") if x in ("stream", "memory")]
+        rows = train_memory(train_file, args.work, [int(k) for k in args.sizes.split(",")],
+                            args.memory_iterations, label, one_machine, args.heaps)
+        for r in rows:
+            r.update(date=time.strftime("%Y-%m-%d"), load=[load, os.getloadavg()[0]])
+        kept = [r for r in results.get("train_memory", []) if (r["label"], r["heaps"]) != (label, args.heaps)]
+        results["train_memory"] = kept + rows
+        for line in flat_checks(rows):
+            print(line)
     with open(args.out + ".json", "w") as fh:
         json.dump(results, fh, indent=2)
     publish(table(results), args.out + ".md")
