@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
@@ -341,30 +343,62 @@ def flat_checks(rows):
     return lines
 
 
-def estimate(train_rows, n_tokens):
-    """Seconds per iteration on M machines for a corpus GROWTH times larger (the stated model)."""
+def measured_growth(memory_rows):
+    """From the newest code's train-memory rows on the Heaps-like corpus: (exponent of parameters
+    in corpus size fitted through the 1x row, the row of the largest size); None without two sizes."""
+    rows = [r for r in memory_rows if r["heaps"] == CORPUS_HEAPS and r.get("cluster")]
+    if not rows:
+        return None
+    rows = [r for r in rows if r["label"] == rows[-1]["label"]]
+    base = [r for r in rows if r["copies"] == 1]
+    more = [r for r in rows if r["copies"] > 1]
+    if not base or not more:
+        return None
+    xs = np.log([r["copies"] for r in more])
+    ys = np.log([r["parameters"] / base[0]["parameters"] for r in more])
+    return float(xs @ ys / (xs @ xs)), max(rows, key=lambda r: r["copies"])
+
+
+def estimate(train_rows, n_tokens, memory_rows=()):
+    """Seconds per iteration on M machines for a corpus GROWTH times larger (the stated model);
+    the parameters' growth and the bytes sent per parameter from the train-memory rows when there."""
     one_core = train_rows[0]
     evals = one_core["evaluations"] / one_core["iterations"]
     compute_1 = one_core["seconds_per_iteration"] / evals          # one core, one evaluation, CoNLL-2000
-    params = one_core["parameters"] * GROWTH ** HEAPS
-    vector = 8 * params
+    growth = measured_growth(memory_rows)
+    exponent, source = (growth[0], f"fitted on train.txt x 1..{growth[1]['copies']}") if growth else (HEAPS, "assumed")
+    down = up = 8.0             # bytes per parameter, each way, per worker
+    prepare = None
+    if growth:
+        big = growth[1]
+        c = big["cluster"]
+        if "broadcast_bytes_per_evaluation" in c:
+            down = c["broadcast_bytes_per_evaluation"] / (c["workers"] * big["parameters"])
+            up = c["reduce_bytes_per_evaluation"] / (c["shards"] * big["parameters"])
+        # worker seconds per token before the first iteration (reading, fitting, merging, encoding)
+        prepare = big["before_first_iteration"] * c["workers"] / big["tokens"]
+    params = one_core["parameters"] * GROWTH ** exponent
     rows = []
-    for machines in (10, 100):
+    for machines in (1, 10, 100):
         compute = compute_1 * GROWTH / (machines * CORES * EFFICIENCY)
-        # the parameters go to one worker and the others fetch them from it (a star), the
-        # gradients are summed pairwise (log2 M levels, one vector per level on the critical path)
-        levels = max(1, (machines - 1).bit_length())
-        broadcast = (machines - 1) * vector / BANDWIDTH
-        reduce = (levels + 1) * vector / BANDWIDTH
-        latency = (levels + 2) * LATENCY
+        # a tree broadcast (holders double each round) and a tree reduction: ceil(log2 M) levels,
+        # one vector per level on the critical path, plus the root's to the driver
+        levels = (machines - 1).bit_length()
+        broadcast = levels * down * params / BANDWIDTH
+        reduce = (levels + 1) * up * params / BANDWIDTH if machines > 1 else 0.0
+        latency = (levels + 2) * LATENCY if machines > 1 else 0.0
         per_eval = compute + broadcast + reduce + latency
         rows.append({"machines": machines, "tokens": n_tokens * GROWTH, "parameters": params,
                      "compute": compute * evals, "broadcast": broadcast * evals, "reduce": reduce * evals,
                      "latency": latency * evals, "seconds_per_iteration": per_eval * evals,
-                     "bytes_per_iteration": evals * 2 * machines * vector})
+                     "bytes_per_iteration": evals * machines * (down + up) * params if machines > 1 else 0,
+                     "prepare": None if prepare is None else
+                     prepare * n_tokens * GROWTH / (machines * CORES * EFFICIENCY)})
     return {"evaluations_per_iteration": evals, "one_core_seconds_per_evaluation": compute_1, "rows": rows,
-            "assumptions": {"growth": GROWTH, "heaps": HEAPS, "cores": CORES, "efficiency": EFFICIENCY,
-                            "bandwidth": BANDWIDTH, "latency": LATENCY}}
+            "worker_seconds_per_token_before_iteration_1": prepare,
+            "assumptions": {"growth": GROWTH, "heaps": round(exponent, 3), "heaps_source": source,
+                            "cores": CORES, "efficiency": EFFICIENCY, "bandwidth": BANDWIDTH, "latency": LATENCY,
+                            "bytes_per_parameter_down": down, "bytes_per_parameter_up": up}}
 
 
 def mib(b):
@@ -376,8 +410,8 @@ def train_memory_table(rows):
              "",
              f"`crftk train --scheduler` with a scheduler and {WORKERS} workers (1 thread each) started as processes "
              "of their own, a few L-BFGS iterations: peak resident memory of the driver (the crftk process, "
-             "wait4) and of each worker (VmHWM), seconds per iteration, bytes sent per evaluation "
-             "(the run's record). Then `crftk train --algorithm perceptron --max-iter 1` on one machine, "
+             "wait4) and of each worker (VmHWM), seconds per evaluation of the objective, seconds from start "
+             "to the first iteration, bytes sent per evaluation (the run's record). Then `crftk train --algorithm perceptron --max-iter 1` on one machine, "
              "streamed and in memory: peak RSS. Rows are grouped by the code measured.", "",
              "| code | Heaps | k | tokens | word types | parameters | driver MiB | worker MiB | s/evaluation | "
              "before 1st iteration s | sent/evaluation MiB | --stream MiB | in memory MiB |",
@@ -440,20 +474,25 @@ def old_tables(results):
         lines.append(f"| {r['how']} | {r['seconds_per_iteration']:.3f} | {r['evaluations']} | "
                      f"{r['objective']:.6e} | {r['relative_difference']:.1e} | {sent} |")
     a = est["assumptions"]
-    lines += ["", f"## Estimate: a corpus {a['growth']}x larger on 10 and 100 machines "
+    lines += ["", f"## Estimate: a corpus {a['growth']}x larger on 1, 10 and 100 machines "
               "(docs/scale-estimate.md)", "",
-              f"Assumptions: parameters x {a['growth']}^{a['heaps']}; {a['cores']} cores per machine at "
-              f"{a['efficiency']:.0%} efficiency, each as fast as one core here "
+              f"Parameters x {a['growth']}^{a['heaps']:.2f} ({a.get('heaps_source', 'assumed')}); {a['cores']} cores "
+              f"per machine at {a['efficiency']:.0%} efficiency, each as fast as one core here "
               f"({est['one_core_seconds_per_evaluation']:.3f} s per evaluation of CoNLL-2000); "
               f"{a['bandwidth'] * 8 / 1e9:g} Gbit/s per machine; {a['latency'] * 1e3:g} ms per level of tasks; "
-              f"{est['evaluations_per_iteration']:.2f} evaluations per iteration (as measured).", "",
+              f"{est['evaluations_per_iteration']:.2f} evaluations per iteration (as measured); parameters sent "
+              f"down a tree ({a.get('bytes_per_parameter_down', 8):g} bytes each per worker) and gradients summed "
+              f"up one ({a.get('bytes_per_parameter_up', 8):g} bytes), both as the run records; before the first "
+              "iteration, the workers' measured seconds per token (reading, fitting, merging, encoding) "
+              "spread over the cores.", "",
               "| machines | tokens | parameters | compute s | broadcast s | reduce s | latency s | s/iteration | "
-              "bytes sent/iteration |",
-              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "bytes sent/iteration | before 1st iteration s |",
+              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in est["rows"]:
+        prep = "-" if r.get("prepare") is None else f"{r['prepare']:.0f}"
         lines.append(f"| {r['machines']} | {r['tokens']:,} | {r['parameters']:,.0f} | {r['compute']:.2f} | "
                      f"{r['broadcast']:.2f} | {r['reduce']:.2f} | {r['latency']:.2f} | "
-                     f"{r['seconds_per_iteration']:.2f} | {r['bytes_per_iteration'] / 2**30:.1f} GiB |")
+                     f"{r['seconds_per_iteration']:.2f} | {r['bytes_per_iteration'] / 2**30:.1f} GiB | {prep} |")
     return lines
 
 
@@ -497,8 +536,6 @@ def main():
             results["memory"] = memory(model, dev, args.work, args.piece_bytes)
         if "training" in sections:
             results["training"] = training(train_file, args.iterations)
-            n_tokens = sum(1 for line in open(train_file, encoding="utf-8") if line.strip())
-            results["estimate"] = estimate(results["training"], n_tokens)
         results["load"].append(os.getloadavg()[0])
     if "train-memory" in sections:
         label = args.label or code_label()
@@ -512,6 +549,9 @@ def main():
         results["train_memory"] = kept + rows
         for line in flat_checks(rows):
             print(line)
+    if "training" in results:
+        n_tokens = sum(1 for line in open(train_file, encoding="utf-8") if line.strip())
+        results["estimate"] = estimate(results["training"], n_tokens, results.get("train_memory", ()))
     with open(args.out + ".json", "w") as fh:
         json.dump(results, fh, indent=2)
     publish(table(results), args.out + ".md")
