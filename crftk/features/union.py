@@ -58,14 +58,14 @@ def _radices(template, vocabs):
     return radix
 
 
-def _rows(space, cl, vocabs):
+def _rows(space, cl, to_union):
     """A line's attributes as rows of value ids over the union's vocabularies (a real-valued
-    line's: its keys)."""
+    line's: its keys); ``to_union(source)``: the union's id of each of the space's values."""
     if cl.line.real is not None:
         return np.asarray(cl.keys, dtype=np.int64)[:, None]
     rows = space.value_ids(cl, cl.keys)
     for j, m in enumerate(cl.line.macros):
-        rows[:, j] = vocabs[m.source].ids(space.vocabs[m.source].strings)[rows[:, j]]
+        rows[:, j] = to_union(m.source)[rows[:, j]]
     return rows
 
 
@@ -152,6 +152,13 @@ def union_spaces(spaces, *, min_freq=1, keep=(), template=None, lexicons=None, l
     extractor = Extractor(template, lexicons, vocabs)
     radices = _radices(template, vocabs)
     keep = set(keep)
+    id_maps = {}
+
+    def to_union(i, source):
+        """The union's id of each value of space i's source (each source looked up once)."""
+        if (i, source) not in id_maps:
+            id_maps[i, source] = vocabs[source].ids(spaces[i].vocabs[source].strings)
+        return id_maps[i, source]
 
     def lines(kind):
         out, maps = [], [[] for _ in spaces]
@@ -160,7 +167,7 @@ def union_spaces(spaces, *, min_freq=1, keep=(), template=None, lexicons=None, l
             for i, s in enumerate(spaces):
                 for cl in (s.unigram_lines if kind == "u" else s.bigram_lines):
                     if cl.line.text == tl.text:
-                        owned.append((_rows(s, cl, vocabs), _counts(cl, i in keep)))
+                        owned.append((_rows(s, cl, lambda source: to_union(i, source)), _counts(cl, i in keep)))
                         owners.append((i, cl))
             if not owned:
                 out.append(CompiledLine(tl, [], np.zeros(0, np.int64), counts=np.zeros(0, np.int64)))
