@@ -514,7 +514,7 @@ def main():
     ap.add_argument("--one-machine", default="stream,memory",
                     help="train-memory: perceptron runs on one machine: stream, memory (in memory), or none")
     ap.add_argument("--label", help="train-memory: the rows' label (default: this checkout's commit); rows of "
-                    "other labels in PREFIX.json are kept")
+                    "other labels, corpora or sizes in PREFIX.json are kept")
     args = ap.parse_args()
     sections = [x for x in args.sections.split(",") if x]
     bad = [x for x in sections if x not in SECTIONS]
@@ -545,9 +545,13 @@ def main():
                             args.memory_iterations, label, one_machine, args.heaps)
         for r in rows:
             r.update(date=time.strftime("%Y-%m-%d"), load=[load, os.getloadavg()[0]])
-        kept = [r for r in results.get("train_memory", []) if (r["label"], r["heaps"]) != (label, args.heaps)]
-        results["train_memory"] = kept + rows
-        for line in flat_checks(rows):
+        new = {(r["label"], r["heaps"], r["copies"]): r for r in rows}
+        old = results.get("train_memory", [])
+        results["train_memory"] = sorted([r for r in old if (r["label"], r["heaps"], r["copies"]) not in new] + rows,
+                                         key=lambda r: ([x["label"] for x in old + rows].index(r["label"]),
+                                                        -r["heaps"], r["copies"]))
+        for line in flat_checks([r for r in results["train_memory"] if r["label"] == label
+                                 and r["heaps"] == args.heaps]):
             print(line)
     if "training" in results:
         n_tokens = sum(1 for line in open(train_file, encoding="utf-8") if line.strip())
