@@ -12,6 +12,8 @@ one batch to the next. With one batch holding the whole corpus this is the in-me
 weight for weight.
 """
 
+import time
+
 import numpy as np
 
 from crftk import _encode
@@ -20,8 +22,10 @@ from crftk.features.extract import Extractor
 from crftk.features.space import EncodedCorpus, FeatureSpace
 from crftk.io.conll import CorpusStream
 from crftk.io.crfsuite import AttributeSequences
+from crftk.kinds.chain import ChainJob, _read_line, check_template
 from crftk.optimize.online import Batches
 from crftk.progress import plural, status
+from crftk.structures.chain import Chain
 
 #: The online learners: each visits one sentence at a time, so one batch at a time.
 ALGORITHMS = ("sgd", "perceptron", "pa", "arow")
@@ -112,12 +116,31 @@ def dictionary(stream, template, opt, batch_tokens, log):
         n_sentences += batch.n_sentences
         n_tokens += batch.n_tokens
         n_batches += 1
-        status(log, f"dictionary pass: {plural(n_batches, 'batch')}, {plural(n_tokens, 'token')} ...")
+        status(log, f"dictionary pass: {plural(n_batches, 'batch', 'batches')}, {plural(n_tokens, 'token')} ...")
     if space is None:
         raise CrftkError("no training sentences", stream.paths[0] if stream.paths else None)
     if opt["min_freq"] > 1:
         space = union_spaces([space], min_freq=opt["min_freq"])[0]
     return space, n_sentences, n_tokens, n_batches
+
+
+def prepare(stream, template, opt, *, log, n_threads, batch_tokens):
+    """The chain trainer's job (crftk.kinds.chain.ChainJob) of a CorpusStream trained by --stream:
+    the dictionary pass's space, and a StreamedCorpus as its corpus."""
+    t0 = time.perf_counter()
+    check_template(template, log)
+    source = stream.paths[0] if len(stream.paths) == 1 else f"{len(stream.paths)} files"
+    status(log, f"dictionary pass over {source}, {plural(batch_tokens, 'token')} a batch ...")
+    space, n_sentences, n_tokens, n_batches = dictionary(stream, template, opt, batch_tokens, log)
+    structure = Chain(space)
+    corpus = StreamedCorpus(stream.paths, stream.kw, structure, batch_tokens, n_threads, n_sentences, n_tokens,
+                            n_batches)
+    transitions = "no transitions" if not template.label_bigram else "label bigram"
+    if space.n_edge_attrs:
+        transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+    log(_read_line(corpus, space, f", {transitions}", t0, n_threads)
+        + f"; streamed in {plural(n_batches, 'batch', 'batches')} of up to {plural(batch_tokens, 'token')}")
+    return ChainJob(structure, corpus, None, template, False)
 
 
 class StreamedCorpus(Batches):
@@ -126,15 +149,19 @@ class StreamedCorpus(Batches):
 
     allowed = None          # no partial labels (refused by the dictionary pass)
 
-    def __init__(self, paths, kw, structure, batch_tokens, n_threads, n_sentences, n_tokens):
+    def __init__(self, paths, kw, structure, batch_tokens, n_threads, n_sentences, n_tokens, n_batches=None):
         self.paths, self.kw = list(paths), dict(kw)
         self.structure, self.space = structure, structure.space
         self.batch_tokens, self.n_threads = batch_tokens, n_threads
-        self.n_sentences, self.n_tokens = n_sentences, n_tokens
+        self.n_sentences, self.n_tokens, self.n_batches = n_sentences, n_tokens, n_batches
         if not self.space.raw_readable():
             raise CrftkError("--stream encodes its batches in compiled code, which this template's columns "
                              "do not allow (more than 64 columns?); train without --stream", self.space.template.path)
         self._label_ids = _encode.ColumnIds(self.space.labels)
+
+    def record(self):
+        """What the training record says of the streaming."""
+        return {"batch_tokens": self.batch_tokens, "batches": self.n_batches}
 
     def batches(self):
         stream = CorpusStream(self.paths, self.kw)
