@@ -21,6 +21,7 @@ from crftk.features.vectors import attach_vectors, parse_specs
 from crftk.features.templates import read_template, template_difference
 from crftk.io.crfsuite import read_crfsuite
 from crftk.kinds import kind_of
+from crftk.training import streaming
 from crftk.training import TRAIN_PARAMS, _stderr_log, check_cluster, check_options, fit, trainer_for  # noqa: F401
 
 DEFAULTS = params.defaults(TRAIN_PARAMS)
@@ -67,10 +68,11 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     trainer.check(opt)
+    stream = params.STREAM.check(stream)
+    streaming.check_cluster(stream, scheduler, workers)
     check_cluster(scheduler, workers, opt)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
     cross_predict = params.CROSS_PREDICT.check(cross_predict)
-    stream = params.STREAM.check(stream)
     if stream and cross_predict:
         raise UsageError("--cross-predict trains its folds in memory: drop --stream")
     if stream and (first_stage is not None or first_stage_labels is not None):

@@ -343,12 +343,12 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     trainer.check(opt)
-    check_cluster(scheduler, workers, opt)
     stream = params.STREAM.check(stream)
     stream_batch_tokens = params.STREAM_BATCH_TOKENS.check(stream_batch_tokens)
+    streaming.check_cluster(stream, scheduler, workers)
+    check_cluster(scheduler, workers, opt)
     if stream:
-        streaming.check(opt, sentences, template, init=init, scheduler=scheduler, workers=workers,
-                        label_cols=trainer.label_cols)
+        streaming.check(opt, sentences, template, init=init, label_cols=trainer.label_cols)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:

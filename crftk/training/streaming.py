@@ -31,8 +31,15 @@ from crftk.structures.chain import Chain
 ALGORITHMS = ("sgd", "perceptron", "pa", "arow")
 
 
-def check(opt, sentences, template, *, init, scheduler, workers, label_cols):
-    """Refuse in one line what --stream cannot train."""
+def check_cluster(stream, scheduler, workers):
+    """Refuse --stream with a cluster (before the cluster's own checks, which need Dask)."""
+    if stream and (scheduler is not None or workers):
+        raise UsageError("--stream trains on one machine: drop --scheduler/--workers (a cluster keeps the "
+                         "corpus in shards on its workers instead)")
+
+
+def check(opt, sentences, template, *, init, label_cols):
+    """Refuse in one line what --stream cannot train (after :func:`check_cluster`)."""
     if isinstance(sentences, AttributeSequences):
         raise UsageError("--stream reads CoNLL files with a template: CRFsuite data (--format crfsuite) and "
                          "feature dicts are trained in memory")
@@ -42,9 +49,6 @@ def check(opt, sentences, template, *, init, scheduler, workers, label_cols):
     if opt["algorithm"] not in ALGORITHMS:
         raise UsageError(f"--stream trains with --algorithm {', '.join(ALGORITHMS)}: --algorithm "
                          f"{opt['algorithm']} needs the whole corpus in every iteration")
-    if scheduler is not None or workers:
-        raise UsageError("--stream trains on one machine: drop --scheduler/--workers (a cluster keeps the "
-                         "corpus in shards on its workers instead)")
     if init is not None:
         raise UsageError("--stream trains from a template: drop --init (continue a model in memory)")
     if label_cols:
