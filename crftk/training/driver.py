@@ -161,8 +161,12 @@ def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
     algorithm = opt["algorithm"]
     fixed = frozen if frozen.any() else None
     common = dict(max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"], callback=callback)
-    # the online learners' data: streamed Batches, or the objective's corpus in memory
-    data = (objective, None) if isinstance(objective, Batches) else (objective.inference, objective.labels)
+    # the online learners' data: streamed Batches, or the objective's corpus in memory (a cluster's
+    # objective has neither: those learners do not run there)
+    if isinstance(objective, Batches):
+        data = (objective, None)
+    elif algorithm in streaming.ALGORITHMS:
+        data = (objective.inference, objective.labels)
     if algorithm == "sgd":
         return sgd(*data, w0, c2=opt["c2"], frozen=fixed, learn_transitions=template.label_bigram, log=log, **common)
     if algorithm == "perceptron":
