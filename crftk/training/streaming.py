@@ -106,7 +106,7 @@ def dictionary(stream, template, opt, batch_tokens, log):
     a time and merged in file order, pruned with --min-freq at the end."""
     from crftk.features.union import union_spaces
     marker = opt["unknown_label"] or None
-    space, n_sentences, n_tokens, n_batches = None, 0, 0, 0
+    merged, pending, n_sentences, n_tokens, n_batches = [], [], 0, 0, 0
     for batch in stream.batches(**_batch_kw(batch_tokens)):
         piece, corpus = FeatureSpace.fit(_OneBatch(batch), template, label_col=opt["label_col"], min_freq=1,
                                          feature_set=opt["feature_set"], path=batch.source, unknown_label=marker)
@@ -116,15 +116,20 @@ def dictionary(stream, template, opt, batch_tokens, log):
                              f"--unknown-label marker {marker!r} or a set A|B): train without --stream, or give "
                              f"--unknown-label '' if such cells are labels", batch.source, _token_line(batch, t))
         del corpus
-        space = piece if space is None else union_spaces([space, piece])[0]
+        # the batches' spaces wait until they hold as many attributes as the dictionary so far, then
+        # join it in one union: each attribute is merged O(log batches) times, not once per batch
+        pending.append(piece)
+        if sum(p.n_attrs for p in pending) >= sum(p.n_attrs for p in merged):
+            merged, pending = [union_spaces(merged + pending)[0]], []
         n_sentences += batch.n_sentences
         n_tokens += batch.n_tokens
         n_batches += 1
         status(log, f"dictionary pass: {plural(n_batches, 'batch', 'batches')}, {plural(n_tokens, 'token')} ...")
-    if space is None:
+    if not merged:
         raise CrftkError("no training sentences", stream.paths[0] if stream.paths else None)
-    if opt["min_freq"] > 1:
-        space = union_spaces([space], min_freq=opt["min_freq"])[0]
+    space = merged[0]
+    if pending or opt["min_freq"] > 1:
+        space = union_spaces(merged + pending, min_freq=opt["min_freq"])[0]
     return space, n_sentences, n_tokens, n_batches
 
 
