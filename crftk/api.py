@@ -26,7 +26,8 @@ from dataclasses import replace
 import numpy as np
 
 from crftk.io.atomic import AtomicWriter
-from crftk.io.conll import MAX_SENTENCE_TOKENS, Sentence, chunked, describe_widths, read_corpus
+from crftk.io.conll import (MAX_SENTENCE_TOKENS, Sentence, check_inputs, chunked, describe_widths, iter_corpus,
+                            read_corpus)
 from crftk.io.outputs import check_apart, check_output
 from crftk.io.partial import SET_SEP
 from crftk.kinds.chain import Tagger
@@ -37,8 +38,8 @@ from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.attributes import AttributeSpace, attribute_template, flatten
 from crftk.features.templates import parse_template, read_template
-from crftk.params import (BAG, CHECKPOINT_EVERY, FACTORIAL, FIRST_STAGE_FOLDS, SCHEDULER, TRAIN, VECTORS,
-                          VECTORS_LOOKUP, WORKERS, Param, python_names)
+from crftk.params import (BAG, CHECKPOINT_EVERY, FACTORIAL, FIRST_STAGE_FOLDS, SCHEDULER, STREAM,
+                          STREAM_BATCH_TOKENS, TRAIN, VECTORS, VECTORS_LOOKUP, WORKERS, Param, python_names)
 from crftk.features.vectors import attach_vectors
 from crftk.params import python_spelling
 from crftk.commands.train import check_options
@@ -77,6 +78,11 @@ API_PARAMS = (
             "install crftk[dask])."),
     replace(WORKERS, help="Train data-parallel on a local Dask cluster of this many worker processes, "
             "started for the fit (0: no cluster; crftk train --workers)."),
+    replace(STREAM, help="fit_files only: read the training files a batch at a time, every epoch, with "
+            "algorithm sgd, perceptron, pa or arow, so that memory holds the feature dictionary and one batch, "
+            "not the corpus (crftk train --stream)."),
+    replace(STREAM_BATCH_TOKENS, help="With stream: tokens per batch (a batch holding the whole corpus trains "
+            "exactly as without stream)."),
     replace(VECTORS, type=object,
             help="The word vectors of the template's %vec[r,c,NAME] lines: {NAME: path of a word2vec/GloVe "
                  "text file} (crftk train --vectors NAME=FILE). The model stores those it reads."),
@@ -307,6 +313,39 @@ class CRF(_Estimator):
         with the best dev F1 (chosen on it, so its score is optimistic);
         ``keep="last"`` trains as without it. Returns self.
         """
+        options, init = self._training_options()
+        if init is not None and isinstance(init.space, AttributeSpace) or init is None and self.template is None:
+            if self.vectors:
+                raise CrftkError("vectors are read by a template's %vec lines; feature dicts carry their "
+                                 "own real values (leave vectors=None)")
+            template, train, dev = _attribute_data(X, y, X_dev, y_dev, docs, dev_docs)
+        else:
+            template, train, dev = self._column_data(X, y, X_dev, y_dev, docs, dev_docs, init, options)
+        return self._train(train, template, dev, init, options)
+
+    @_keywords
+    def fit_files(self, files, dev=None):
+        """Train on CoNLL files (a path or a list of paths, concatenated; the gold label in
+        ``label_col``) read as ``crftk train`` reads them; ``dev``: a CoNLL file scored every
+        iteration. With ``stream=True`` the files are read a batch at a time, every epoch
+        (crftk train --stream); with ``workers``/``scheduler`` on a Dask cluster. Returns self.
+        """
+        options, init = self._training_options()
+        paths = [files] if isinstance(files, (str, bytes, os.PathLike)) else list(files)
+        if not paths:
+            raise CrftkError("fit_files needs at least one training file")
+        check_inputs([*paths, dev])
+        template = None if init is not None else self._column_template()
+        dev_sentences = None
+        if dev is not None:
+            dev_sentences = read_corpus(dev)
+            if not dev_sentences:
+                _Log(self.verbose)(f"crftk: warning: the development set {dev} has no sentences; it is not used")
+        return self._train(iter_corpus(paths), template, dev_sentences, init, options, source=paths[0],
+                           dev_source=dev)
+
+    def _training_options(self):
+        """(training options, init Model or None), checked before any data is read."""
         options = {}
         for name in _TRAIN_NAMES:
             value = getattr(self, name)
@@ -319,13 +358,10 @@ class CRF(_Estimator):
                              "leave template=None (or drop init to train from the template)")
         if init is not None and self.vectors:
             raise CrftkError("init trains with the vectors its model holds: leave vectors=None")
-        if init is not None and isinstance(init.space, AttributeSpace) or init is None and self.template is None:
-            if self.vectors:
-                raise CrftkError("vectors are read by a template's %vec lines; feature dicts carry their "
-                                 "own real values (leave vectors=None)")
-            template, train, dev = _attribute_data(X, y, X_dev, y_dev, docs, dev_docs)
-        else:
-            template, train, dev = self._column_data(X, y, X_dev, y_dev, docs, dev_docs, init, options)
+        return options, init
+
+    def _train(self, train, template, dev, init, options, **sources):
+        """Fit through the training driver (its outputs checked first) and hold the model."""
         log = _Log(self.verbose)
         if dev is not None and not dev:
             log("crftk: warning: the development set has no tokens; it is not used")
@@ -346,11 +382,21 @@ class CRF(_Estimator):
         with _trace_file(trace) as out:
             model = _fit(train, template, dev=dev or None, init=init, log=log, trace=out,
                          keep_on_interrupt=True, checkpoint=checkpoint, scheduler=self.scheduler,
-                         workers=self.workers, **options)
+                         workers=self.workers, stream=self.stream, stream_batch_tokens=self.stream_batch_tokens,
+                         **sources, **options)
         self._set_model(model)
         if model.info["interrupted"]:
             raise KeyboardInterrupt     # fitted with the last finished iteration's weights
         return self
+
+    def _column_template(self):
+        """The template parameter parsed, with its vectors attached."""
+        template = _template(self.template)
+        if self.vectors is not None and not isinstance(self.vectors, dict):
+            raise TypeError(f"vectors must be a dict {{NAME: path}}, not {type(self.vectors).__name__}")
+        attach_vectors(template, self.vectors, _BY_NAME["vectors_lookup"].check(self.vectors_lookup),
+                       _Log(self.verbose))
+        return template
 
     def _column_data(self, X, y, X_dev, y_dev, docs, dev_docs, init, options):
         """(template, training Sentences, development Sentences or None) of rows of columns."""
@@ -358,11 +404,7 @@ class CRF(_Estimator):
             template, n_columns, label_col = None, init.space.n_columns, init.space.label_col
             width = n_columns - 1
         else:
-            template = _template(self.template)
-            if self.vectors is not None and not isinstance(self.vectors, dict):
-                raise TypeError(f"vectors must be a dict {{NAME: path}}, not {type(self.vectors).__name__}")
-            attach_vectors(template, self.vectors, _BY_NAME["vectors_lookup"].check(self.vectors_lookup),
-                           _Log(self.verbose))
+            template = self._column_template()
             width, label_col = None, options["label_col"]
         if y is None:
             raise CrftkError("fit needs the labels y (one label sequence per sentence of X)")

@@ -235,6 +235,8 @@ _induce_options = _param_options(params.INDUCE)
                    "mce, or a checkpoint to resume from); --template may be omitted, and if given must be "
                    "the model's own.")
 @_option(params.CHECKPOINT_EVERY, metavar="N")
+@click.option(params.STREAM.option, params.STREAM.name, is_flag=True, help=params.STREAM.help)
+@_option(params.STREAM_BATCH_TOKENS, metavar="N")
 @click.option(params.VECTORS.option, "vectors", multiple=True, metavar="NAME=FILE", help=params.VECTORS.help)
 @_option(params.VECTORS_LOOKUP)
 @_option(params.CROSS_PREDICT, metavar="K")
@@ -255,10 +257,10 @@ _induce_options = _param_options(params.INDUCE)
                    "evaluations before it.")
 @_option(params.DATA_FORMAT)
 @_train_command_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, vectors,
-          vectors_lookup, cross_predict, cross_output, first_stage, first_stage_folds, first_stage_labels,
-          first_stage_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, format,
-          **options):
+def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, stream,
+          stream_batch_tokens, vectors, vectors_lookup, cross_predict, cross_output, first_stage, first_stage_folds,
+          first_stage_labels, first_stage_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start,
+          format, **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column).
 
     With --scheduler or --workers the objective and gradient are computed data-parallel
@@ -277,7 +279,8 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
         vectors=vectors, vectors_lookup=vectors_lookup, scheduler=scheduler, workers=workers, warm_start=warm_start,
         encoding=encoding, data_format=format, first_stage=first_stage, first_stage_folds=first_stage_folds,
-        first_stage_labels=first_stage_labels, first_stage_output=first_stage_output, **options)
+        first_stage_labels=first_stage_labels, first_stage_output=first_stage_output, stream=stream,
+        stream_batch_tokens=stream_batch_tokens, **options)
 
 
 @main.command(context_settings=CONTEXT)

@@ -477,6 +477,18 @@ CHECKPOINT_EVERY = Param("checkpoint_every", 0, Integer(0, MAX_ITER),
                          "the model is saved). To resume after a crash: train --init MODEL.checkpoint with "
                          "the same data; the optimizer's memory (L-BFGS pairs, CG direction) starts "
                          "afresh. 0: never.")
+#: ``crftk train --stream``: an online learner over the training files read a batch at a time
+#: (crftk.training.streaming), and the tokens of a batch.
+STREAM = Param("stream", False, Flag(),
+               "Stream the training files instead of holding the corpus in memory (--algorithm sgd, "
+               "perceptron, pa or arow): a first pass builds the feature dictionary a batch at a time, "
+               "then each epoch reads the files again, encoding and training on one batch at a time "
+               "(shuffled within the batch), so memory is the dictionary and one batch. CoNLL files "
+               "with a template whose macros read single sentences; no --init, partial labels, "
+               "--constraints, --train-scheme or --transitions seen.")
+STREAM_BATCH_TOKENS = Param("stream_batch_tokens", 100_000, Integer(1, MAX_COUNT),
+                            "--stream: tokens per batch (memory grows with it; a batch holding the whole "
+                            "corpus trains exactly as without --stream).")
 MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")

@@ -21,6 +21,7 @@ from crftk.features.vectors import attach_vectors, parse_specs
 from crftk.features.templates import read_template, template_difference
 from crftk.io.crfsuite import read_crfsuite
 from crftk.kinds import kind_of
+from crftk.training import streaming
 from crftk.training import TRAIN_PARAMS, _stderr_log, check_cluster, check_options, fit, trainer_for  # noqa: F401
 
 DEFAULTS = params.defaults(TRAIN_PARAMS)
@@ -32,7 +33,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
           max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, vectors=None, vectors_lookup="exact",
           data_format="conll", first_stage=None, first_stage_folds=None, first_stage_labels=None,
-          first_stage_output=None, **options):
+          first_stage_output=None, stream=False, stream_batch_tokens=params.STREAM_BATCH_TOKENS.default, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -53,6 +54,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     features: no template.
     ``vectors``: {NAME: path} or NAME=FILE strings, the word vectors of the template's %vec lines,
     looked up as ``vectors_lookup`` says (crftk.features.vectors).
+    ``stream``: train an online learner on the files read a batch of ``stream_batch_tokens``
+    tokens at a time (crftk.training.streaming).
     ``first_stage``: a model file; train the second stage of a two-stage model on its out-of-fold
     labels (``first_stage_folds`` folds; or the labels of ``first_stage_labels``, a file as
     ``first_stage_output`` writes them) and save both stages (crftk.training.twostage).
@@ -65,9 +68,15 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     trainer.check(opt)
+    stream = params.STREAM.check(stream)
+    streaming.check_cluster(stream, scheduler, workers)
     check_cluster(scheduler, workers, opt)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
     cross_predict = params.CROSS_PREDICT.check(cross_predict)
+    if stream and cross_predict:
+        raise UsageError("--cross-predict trains its folds in memory: drop --stream")
+    if stream and (first_stage is not None or first_stage_labels is not None):
+        raise UsageError("a two-stage model trains its stages in memory: drop --stream")
     if max_sentence_tokens is not None:      # None: no limit
         max_sentence_tokens = params.MAX_SENTENCE_TOKENS.check(max_sentence_tokens)
     check_output(model_path, "model")
@@ -169,7 +178,8 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                 data = iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
             model = fit(data, template, dev=dev or None, init=init, log=log, trace=trace, source=train_files[0],
                         dev_source=dev_file, keep_on_interrupt=model_path is not None, checkpoint=checkpoint,
-                        scheduler=scheduler, workers=workers, **trainer.fit_options(opt))
+                        scheduler=scheduler, workers=workers, stream=stream, stream_batch_tokens=stream_batch_tokens,
+                        **trainer.fit_options(opt))
         except KeyboardInterrupt:
             if cross_text is not None:        # every fold finished: their predictions stand
                 _write_cross_output(cross_text, cross_output, cross_predict, log, encoding)

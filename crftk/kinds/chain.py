@@ -523,6 +523,19 @@ def _read_line(corpus, space, more, t0, n_threads):
             f"({time.perf_counter() - t0:.2f}s, {plural(n_threads, 'thread')})")
 
 
+def check_template(template, log):
+    """Refuse the lines a chain's template cannot have (S and P lines); warn of one without U lines."""
+    template.refuse_segments()
+    if template.pairs or template.pair_plain:
+        line = template.pairs[0].lineno if template.pairs else template.pair_plain
+        raise CrftkError("a P line is a pair factor of a factorial CRF and needs a second chain: give two "
+                         "or more --label-col (one per chain)", template.path, line)
+    if not template.unigrams:
+        log("crftk: warning: the template has no U lines: the model has no state features and learns "
+            + ("transitions only" if template.bigrams or template.label_bigram
+               else "start and end weights only"))
+
+
 class ChainTrainer:
     """The training of one chain of labels (crftk train with one --label-col)."""
 
@@ -565,15 +578,7 @@ class ChainTrainer:
             return self._prepare_attributes(sentences, opt, init=init, log=log, source=source, t0=t0,
                                             n_threads=n_threads)
         if init is None:
-            template.refuse_segments()
-            if template.pairs or template.pair_plain:
-                line = template.pairs[0].lineno if template.pairs else template.pair_plain
-                raise CrftkError("a P line is a pair factor of a factorial CRF and needs a second chain: give two "
-                                 "or more --label-col (one per chain)", template.path, line)
-            if not template.unigrams:
-                log("crftk: warning: the template has no U lines: the model has no state features and learns "
-                    + ("transitions only" if template.bigrams or template.label_bigram
-                       else "start and end weights only"))
+            check_template(template, log)
         if opt["model_type"] == "memm" and template.bigrams:
             raise CrftkError("MEMMs do not support transition templates with macros (B lines with %x); use a "
                              "plain B line", template.path, template.bigrams[0].lineno)

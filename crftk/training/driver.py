@@ -26,10 +26,11 @@ from crftk.objectives.entity_ratio import EntityRatio
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.optimize.common import NonFiniteStart
-from crftk.optimize.online import arow, averaged_perceptron, passive_aggressive, sgd
+from crftk.optimize.online import Batches, arow, averaged_perceptron, passive_aggressive, sgd
 from crftk.params import resolve_threads
 from crftk.progress import plural
 from crftk.kinds import trainer_for
+from crftk.training import streaming
 
 TRAIN_PARAMS = params.TRAIN
 
@@ -160,17 +161,22 @@ def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
     algorithm = opt["algorithm"]
     fixed = frozen if frozen.any() else None
     common = dict(max_iter=opt["max_iter"], epsilon=opt["epsilon"], period=opt["period"], callback=callback)
+    # the online learners' data: streamed Batches, or the objective's corpus in memory (a cluster's
+    # objective has neither: those learners do not run there)
+    if isinstance(objective, Batches):
+        data = (objective, None)
+    elif algorithm in streaming.ALGORITHMS:
+        data = (objective.inference, objective.labels)
     if algorithm == "sgd":
-        return sgd(objective.inference, objective.labels, w0, c2=opt["c2"], frozen=fixed,
-                   learn_transitions=template.label_bigram, log=log, **common)
+        return sgd(*data, w0, c2=opt["c2"], frozen=fixed, learn_transitions=template.label_bigram, log=log, **common)
     if algorithm == "perceptron":
-        return averaged_perceptron(objective.inference, objective.labels, w0, frozen=fixed, **common)
+        return averaged_perceptron(*data, w0, frozen=fixed, **common)
     if algorithm == "pa":
-        return passive_aggressive(objective.inference, objective.labels, w0, pa_type=opt["pa_type"], c=opt["pa_c"],
+        return passive_aggressive(*data, w0, pa_type=opt["pa_type"], c=opt["pa_c"],
                                   error_sensitive=opt["error_sensitive"], averaging=opt["averaging"],
                                   frozen=fixed, **common)
     if algorithm == "arow":
-        return arow(objective.inference, objective.labels, w0, variance=opt["arow_variance"],
+        return arow(*data, w0, variance=opt["arow_variance"],
                     gamma=opt["arow_gamma"], frozen=fixed, **common)
     if algorithm in ("cg", "pcg", "mixed-cg"):
         precondition = None
@@ -315,7 +321,8 @@ def check_dev(dev, space, dev_source):
 
 def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
-        tolerance=None, max_sweeps=None, warm_start=False, stop=None, **options):
+        tolerance=None, max_sweeps=None, warm_start=False, stop=None, stream=False,
+        stream_batch_tokens=params.STREAM_BATCH_TOKENS.default, **options):
     """Train a model on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
@@ -333,18 +340,29 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     (crftk.distributed.training); the optimizer and dev scoring run here.
     ``label_col`` a list of two or more columns trains a factorial CRF, one chain per column
     (crftk.kinds.factorial), with ``inference``, ``tolerance``, ``max_sweeps`` and ``warm_start``.
+    ``stream``: ``sentences`` is a crftk.io.conll.CorpusStream whose files an online learner
+    reads a batch of ``stream_batch_tokens`` tokens at a time (crftk.training.streaming).
     """
     options = dict(options)
     trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     trainer.check(opt)
+    stream = params.STREAM.check(stream)
+    stream_batch_tokens = params.STREAM_BATCH_TOKENS.check(stream_batch_tokens)
+    streaming.check_cluster(stream, scheduler, workers)
     check_cluster(scheduler, workers, opt)
+    if stream:
+        streaming.check(opt, sentences, template, init=init, label_cols=trainer.label_cols)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
         trainer.check_init(init)
         template = trainer.init_template(init)
-    job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads)
+    if stream:
+        job = streaming.prepare(sentences, template, opt, log=log, n_threads=n_threads,
+                                batch_tokens=stream_batch_tokens)
+    else:
+        job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads)
     scorer = None
     if dev:
         check_dev(dev, job.structure.space, dev_source)
@@ -370,6 +388,8 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
         except BaseException:
             cluster.close()
             raise
+    elif stream:
+        objective = job.corpus          # the online learner's Batches, read from the files each epoch
     else:
         bound = job.inference
         if bound is None:
@@ -413,4 +433,6 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     }
     if cluster is not None:
         info["cluster"] = objective.summary()
+    if stream:
+        info["stream"] = job.corpus.record()
     return trainer.model(job, outcome.weights, info)

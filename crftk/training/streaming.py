@@ -1,0 +1,200 @@
+"""Training on a corpus streamed from its files (crftk train --stream): memory bounded by the
+feature dictionary and one batch, not by the corpus.
+
+Two kinds of pass read the CoNLL files batch by batch (crftk.io.conll.CorpusStream.batches,
+RawBatch bytes read in compiled code). The dictionary pass fits a feature space to each batch
+and merges it into the spaces before (crftk.features.union.union_spaces, which numbers
+everything as fitting the whole corpus would), pruning with --min-freq at the end. Then every
+epoch of an online learner (crftk.optimize.online: sgd, perceptron, pa, arow) reads the files
+again: each batch is encoded with the frozen space in compiled code
+(FeatureSpace.encode_raw) and run through the kernels' epoch, the learner's state carried from
+one batch to the next. With one batch holding the whole corpus this is the in-memory training,
+weight for weight.
+"""
+
+import time
+
+import numpy as np
+
+from crftk import _encode
+from crftk.errors import CrftkError, UsageError
+from crftk.features.extract import Extractor
+from crftk.features.space import EncodedCorpus, FeatureSpace
+from crftk.io.conll import CorpusStream
+from crftk.io.crfsuite import AttributeSequences
+from crftk.kinds.chain import ChainJob, _read_line, check_template
+from crftk.optimize.online import Batches
+from crftk.progress import plural, status
+from crftk.structures.chain import Chain
+
+#: The online learners: each visits one sentence at a time, so one batch at a time.
+ALGORITHMS = ("sgd", "perceptron", "pa", "arow")
+
+
+def check_cluster(stream, scheduler, workers):
+    """Refuse --stream with a cluster (before the cluster's own checks, which need Dask)."""
+    if stream and (scheduler is not None or workers):
+        raise UsageError("--stream trains on one machine: drop --scheduler/--workers (a cluster keeps the "
+                         "corpus in shards on its workers instead)")
+
+
+def check(opt, sentences, template, *, init, label_cols):
+    """Refuse in one line what --stream cannot train (after :func:`check_cluster`)."""
+    if isinstance(sentences, AttributeSequences):
+        raise UsageError("--stream reads CoNLL files with a template: CRFsuite data (--format crfsuite) and "
+                         "feature dicts are trained in memory")
+    if not isinstance(sentences, CorpusStream):
+        raise UsageError("--stream reads its training data from files (crftk train FILE..., "
+                         "crftk.CRF.fit_files): in-memory sentences are trained without it")
+    if opt["algorithm"] not in ALGORITHMS:
+        raise UsageError(f"--stream trains with --algorithm {', '.join(ALGORITHMS)}: --algorithm "
+                         f"{opt['algorithm']} needs the whole corpus in every iteration")
+    if init is not None:
+        raise UsageError("--stream trains from a template: drop --init (continue a model in memory)")
+    if label_cols:
+        raise UsageError("--stream trains one chain: a factorial CRF (several --label-col) trains in memory")
+    refused = [(f"--model-type {opt['model_type']}", opt["model_type"] != "crf"),
+               ("--order 2", opt["order"] != 1),
+               (f"--train-scheme {opt['train_scheme']}", opt["train_scheme"] != "none"),
+               (f"--constraints {opt['constraints']}", opt["constraints"] != "none"),
+               ("--transitions seen", opt["transitions"] != "all")]
+    given = [what for what, bad in refused if bad]
+    if given:
+        raise UsageError(f"--stream trains a first-order CRF on the labels as they are, without checking the "
+                         f"whole corpus's gold labels first: drop {', '.join(given)}")
+    if template.anchored or template.aggregates:
+        raise CrftkError("--stream encodes a batch of sentences at a time: first-mention (%^) and document "
+                         "(%doc, %corpus, %ctx) macros need whole documents; train without --stream",
+                         template.path)
+    if not Extractor(template, {}).can_fit_batches():
+        raise CrftkError("--stream reads its batches as bytes in compiled code, which lexicon macros do not "
+                         "read; train without --stream", template.path)
+
+
+class _OneBatch:
+    """One RawBatch as the stream FeatureSpace.fit reads on its compiled path."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def batches(self):
+        return iter((self.batch,))
+
+    def __iter__(self):         # never read: fit takes batches() when the template allows it
+        raise AssertionError("a batch is fitted through batches()")
+
+
+#: Bytes read at a time per token of a batch: CoNLL lines are mostly shorter, so a batch closes
+#: at its token count rather than at the end of a block (a batch never spans two blocks).
+BLOCK_BYTES_PER_TOKEN = 64
+
+
+def _batch_kw(batch_tokens):
+    # a sentence has a token at least: batch_tokens also bounds the sentences of a batch
+    block = min(max(BLOCK_BYTES_PER_TOKEN * batch_tokens, 1 << 16), 1 << 26)
+    return {"batch_tokens": batch_tokens, "max_sentences": batch_tokens, "block_size": block}
+
+
+def _token_line(batch, t):
+    """The line number of token t of a RawBatch (a sentence's token lines are consecutive)."""
+    k = int(np.searchsorted(batch.sent_ptr, t, side="right")) - 1
+    return int(batch.sent_line[k]) + int(t - batch.sent_ptr[k])
+
+
+def dictionary(stream, template, opt, batch_tokens, log):
+    """(space, sentences, tokens, batches): the feature space of a CorpusStream fitted a batch at
+    a time and merged in file order, pruned with --min-freq at the end."""
+    from crftk.features.union import union_spaces
+    marker = opt["unknown_label"] or None
+    merged, pending, n_sentences, n_tokens, n_batches = [], [], 0, 0, 0
+    for batch in stream.batches(**_batch_kw(batch_tokens)):
+        piece, corpus = FeatureSpace.fit(_OneBatch(batch), template, label_col=opt["label_col"], min_freq=1,
+                                         feature_set=opt["feature_set"], path=batch.source, unknown_label=marker)
+        if corpus.allowed is not None:
+            t = int(np.flatnonzero(corpus.labels < 0)[0])
+            raise CrftkError(f"--stream trains on fully labeled data, and this label is partial (the "
+                             f"--unknown-label marker {marker!r} or a set A|B): train without --stream, or give "
+                             f"--unknown-label '' if such cells are labels", batch.source, _token_line(batch, t))
+        del corpus
+        # the batches' spaces wait until they hold as many attributes as the dictionary so far, then
+        # join it in one union: each attribute is merged O(log batches) times, not once per batch
+        pending.append(piece)
+        if sum(p.n_attrs for p in pending) >= sum(p.n_attrs for p in merged):
+            merged, pending = [union_spaces(merged + pending)[0]], []
+        n_sentences += batch.n_sentences
+        n_tokens += batch.n_tokens
+        n_batches += 1
+        status(log, f"dictionary pass: {plural(n_batches, 'batch', 'batches')}, {plural(n_tokens, 'token')} ...")
+    if not merged:
+        raise CrftkError("no training sentences", stream.paths[0] if stream.paths else None)
+    space = merged[0]
+    if pending or opt["min_freq"] > 1:
+        space = union_spaces(merged + pending, min_freq=opt["min_freq"])[0]
+    return space, n_sentences, n_tokens, n_batches
+
+
+def prepare(stream, template, opt, *, log, n_threads, batch_tokens):
+    """The chain trainer's job (crftk.kinds.chain.ChainJob) of a CorpusStream trained by --stream:
+    the dictionary pass's space, and a StreamedCorpus as its corpus."""
+    t0 = time.perf_counter()
+    check_template(template, log)
+    source = stream.paths[0] if len(stream.paths) == 1 else f"{len(stream.paths)} files"
+    status(log, f"dictionary pass over {source}, {plural(batch_tokens, 'token')} a batch ...")
+    space, n_sentences, n_tokens, n_batches = dictionary(stream, template, opt, batch_tokens, log)
+    structure = Chain(space)
+    corpus = StreamedCorpus(stream.paths, stream.kw, structure, batch_tokens, n_threads, n_sentences, n_tokens,
+                            n_batches)
+    transitions = "no transitions" if not template.label_bigram else "label bigram"
+    if space.n_edge_attrs:
+        transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+    log(_read_line(corpus, space, f", {transitions}", t0, n_threads)
+        + f"; streamed in {plural(n_batches, 'batch', 'batches')} of up to {plural(batch_tokens, 'token')}")
+    return ChainJob(structure, corpus, None, template, False)
+
+
+class StreamedCorpus(Batches):
+    """The training files as Batches of an online learner: each epoch reads them again, a batch
+    at a time, encoded with the frozen ``space`` and bound to ``structure``'s kernels."""
+
+    allowed = None          # no partial labels (refused by the dictionary pass)
+
+    def __init__(self, paths, kw, structure, batch_tokens, n_threads, n_sentences, n_tokens, n_batches=None):
+        self.paths, self.kw = list(paths), dict(kw)
+        self.structure, self.space = structure, structure.space
+        self.batch_tokens, self.n_threads = batch_tokens, n_threads
+        self.n_sentences, self.n_tokens, self.n_batches = n_sentences, n_tokens, n_batches
+        if not self.space.raw_readable():
+            raise CrftkError("--stream encodes its batches in compiled code, which this template's columns "
+                             "do not allow (more than 64 columns?); train without --stream", self.space.template.path)
+        self._label_ids = _encode.ColumnIds(self.space.labels)
+
+    def record(self):
+        """What the training record says of the streaming."""
+        return {"batch_tokens": self.batch_tokens, "batches": self.n_batches}
+
+    def batches(self):
+        stream = CorpusStream(self.paths, self.kw)
+        for batch in stream.batches(**_batch_kw(self.batch_tokens)):
+            yield self.encoded(batch)
+
+    def first(self):
+        batches = self.batches()
+        try:
+            return next(batches)
+        finally:
+            batches.close()       # the file is closed now, not when the generator is collected
+
+    def encoded(self, batch):
+        """(inference, gold label ids) of a RawBatch."""
+        corpus = self.space.encode_raw(batch)
+        col = self.space.label_col
+        y = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, [col], [self._label_ids])[:, 0]
+        unknown = np.flatnonzero(y < 0)
+        if unknown.size:      # the files changed since the dictionary pass
+            t = int(unknown[0])
+            raise CrftkError("a label the dictionary pass did not see: did the training files change during "
+                             "training?", batch.source, _token_line(batch, t))
+        labels = y.astype(np.int32)
+        corpus = EncodedCorpus(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
+                               labels, corpus.values)
+        return self.structure.bind(corpus, self.n_threads), labels
