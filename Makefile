@@ -329,16 +329,18 @@ bag: bag-ner bag-np
 # benchmarks/results/scale.md (and .json). SCALE_ITER: training iterations timed. Training memory:
 # train.txt x SCALE_SIZES (benchmarks/scale_corpus.py, word types growing as tokens^SCALE_HEAPS),
 # SCALE_MEM_ITER L-BFGS iterations on a scheduler and 2 workers of their own, then perceptron
-# --stream; SCALE_SECTIONS: of tagging,memory,training,train-memory (the others are kept).
+# --stream; SCALE_SECTIONS: of tagging,memory,training,train-memory (the others are kept); SCALE_RUNS: of
+# cluster,stream,memory.
 SCALE_ITER ?= 20
 SCALE_SIZES ?= 1,5,20,50
 SCALE_HEAPS ?= 0.6
 SCALE_MEM_ITER ?= 3
 SCALE_SECTIONS ?= tagging,memory,training,train-memory
+SCALE_RUNS ?= cluster,stream,memory
 scale: install
 	$(PYTHON) benchmarks/scale.py --data $(CONLL2000) --work $(OUT)/scale --iterations $(SCALE_ITER) \
 		--sections $(SCALE_SECTIONS) --sizes $(SCALE_SIZES) --heaps $(SCALE_HEAPS) \
-		--memory-iterations $(SCALE_MEM_ITER) --out benchmarks/results/scale
+		--memory-iterations $(SCALE_MEM_ITER) --runs $(SCALE_RUNS) --out benchmarks/results/scale
 
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).

@@ -271,8 +271,33 @@ def model_summary(model_path):
     return json.loads(out.stdout)
 
 
-def train_memory(train_file, work, sizes, iterations, label, one_machine, heaps):
-    """Peak memory of distributed training (driver, workers) and of one-machine training per size."""
+def cluster_run(path, k, work, iterations):
+    """`crftk train --scheduler` on a scheduler and WORKERS workers of their own: the row's cluster figures."""
+    model = os.path.join(work, f"dist-x{k}.crftk")
+    log = os.path.join(work, f"dist-x{k}.log")
+    with DaskProcesses(work, WORKERS) as dask:
+        wall, usage = crftk_usage(["train", "-t", TEMPLATE, "-m", model, "--scheduler", dask.address,
+                                   "--threads", 1, "--max-iter", iterations, path], log, "w")
+        worker_peaks, scheduler_peak = dask.peaks()
+    summary = model_summary(model)
+    rec = summary["training"]
+    per_iter = [h["seconds"] for h in rec.get("history", [])]
+    os.remove(model)
+    row = {"worker_peaks": worker_peaks, "scheduler_peak": scheduler_peak, "driver_peak": usage.ru_maxrss * 1024,
+           "wall": wall, "iterations": len(per_iter), "seconds_per_iteration": sum(per_iter) / max(1, len(per_iter)),
+           "seconds_per_evaluation": sum(per_iter) / max(1, rec.get("evaluations") or 1),
+           "before_first_iteration": wall - sum(per_iter), "parameters": summary["parameters"],
+           "evaluations": rec.get("evaluations"), "cluster": rec.get("cluster", {}),
+           "log_tail": open(log).read().splitlines()[-12:]}
+    note("scale", f"x{k}: driver {row['driver_peak'] / 2**20:,.0f} MiB, workers "
+                  f"{[round(p / 2**20) for p in worker_peaks]} MiB, "
+                  f"{row['seconds_per_evaluation']:.2f} s/evaluation, {row['parameters']:,} parameters")
+    return row
+
+
+def train_memory(train_file, work, sizes, iterations, label, runs, heaps):
+    """Peak memory of distributed training (driver, workers) and of one-machine training per size;
+    ``runs``: of cluster, stream, memory."""
     rows = []
     stream = has_stream()
     for k in sizes:
@@ -284,35 +309,17 @@ def train_memory(train_file, work, sizes, iterations, label, one_machine, heaps)
             continue
         row = {"label": label, "heaps": heaps, "copies": k, "sentences": n_sent, "tokens": n_tok, "word_types": n_types,
                "bytes": os.path.getsize(path), "available_before": free}
-        model = os.path.join(work, f"dist-x{k}.crftk")
-        log = os.path.join(work, f"dist-x{k}.log")
-        with DaskProcesses(work, WORKERS) as dask:
-            wall, usage = crftk_usage(["train", "-t", TEMPLATE, "-m", model, "--scheduler", dask.address,
-                                       "--threads", 1, "--max-iter", iterations, path], log, "w")
-            row["worker_peaks"], row["scheduler_peak"] = dask.peaks()
-        summary = model_summary(model)
-        rec = summary["training"]
-        history = rec.get("history", [])
-        per_iter = [h["seconds"] for h in history]
-        row.update({"driver_peak": usage.ru_maxrss * 1024, "wall": wall, "iterations": len(per_iter),
-                    "seconds_per_iteration": sum(per_iter) / max(1, len(per_iter)),
-                    "seconds_per_evaluation": sum(per_iter) / max(1, rec.get("evaluations") or 1),
-                    "before_first_iteration": wall - sum(per_iter), "parameters": summary["parameters"],
-                    "evaluations": rec.get("evaluations"), "cluster": rec.get("cluster", {}),
-                    "log_tail": open(log).read().splitlines()[-12:]})
-        os.remove(model)
-        note("scale", f"x{k}: driver {row['driver_peak'] / 2**20:,.0f} MiB, workers "
-                      f"{[round(p / 2**20) for p in row['worker_peaks']]} MiB, "
-                      f"{row['seconds_per_iteration']:.2f} s/iteration, {row['parameters']} parameters")
-        for how in one_machine:
-            if how == "stream" and not stream:
+        if "cluster" in runs:
+            row.update(cluster_run(path, k, work, iterations))
+        for how in ("stream", "memory"):
+            if how not in runs or how == "stream" and not stream:
                 continue
             model = os.path.join(work, f"{how}-x{k}.crftk")
             args = ["train", "-t", TEMPLATE, "-m", model, "--algorithm", "perceptron", "--max-iter", 1,
                     "--threads", 1, path] + (["--stream"] if how == "stream" else [])
             wall, usage = crftk_usage(args, os.path.join(work, f"{how}-x{k}.log"), "w")
             row[f"{how}_peak"], row[f"{how}_wall"] = usage.ru_maxrss * 1024, wall
-            row[f"{how}_parameters"] = model_summary(model)["parameters"]
+            row[f"{how}_parameters"] = row.setdefault("parameters", model_summary(model)["parameters"])
             os.remove(model)
             note("scale", f"x{k}: perceptron, {how}: {row[f'{how}_peak'] / 2**20:,.0f} MiB, {wall:.1f} s")
         rows.append(row)
@@ -420,11 +427,14 @@ def train_memory_table(rows):
         cluster = r.get("cluster") or {}
         sent = cluster.get("bytes_per_evaluation")
         one = [mib(r[key]) if r.get(key) else "-" for key in ("stream_peak", "memory_peak")]
-        lines.append(
-            f"| {r['label']} | {r['heaps']:g} | {r['copies']} | {r['tokens']:,} | {r['word_types']:,} | {r['parameters']:,} | "
-            f"{mib(r['driver_peak'])} | {', '.join(mib(p) for p in r['worker_peaks'])} | "
-            f"{r['seconds_per_evaluation']:.2f} | {r['before_first_iteration']:.1f} | "
-            f"{'-' if sent is None else f'{sent / 2**20:.1f}'} | {one[0]} | {one[1]} |")
+        if "driver_peak" in r:
+            dist = (f"{mib(r['driver_peak'])} | {', '.join(mib(p) for p in r['worker_peaks'])} | "
+                    f"{r['seconds_per_evaluation']:.2f} | {r['before_first_iteration']:.1f} | "
+                    f"{'-' if sent is None else f'{sent / 2**20:.1f}'}")
+        else:
+            dist = "- | - | - | - | -"
+        lines.append(f"| {r['label']} | {r['heaps']:g} | {r['copies']} | {r['tokens']:,} | {r['word_types']:,} | "
+                     f"{r['parameters']:,} | {dist} | {one[0]} | {one[1]} |")
     lines += [""]
     for label, heaps in dict.fromkeys((r["label"], r["heaps"]) for r in rows):
         mine = [r for r in rows if r["label"] == label and r["heaps"] == heaps]
@@ -511,8 +521,9 @@ def main():
     ap.add_argument("--memory-iterations", type=int, default=3, help="train-memory: L-BFGS iterations")
     ap.add_argument("--heaps", type=float, default=CORPUS_HEAPS,
                     help="train-memory: the corpus's word types grow as tokens ** HEAPS (0: plain copies)")
-    ap.add_argument("--one-machine", default="stream,memory",
-                    help="train-memory: perceptron runs on one machine: stream, memory (in memory), or none")
+    ap.add_argument("--runs", default="cluster,stream,memory",
+                    help="train-memory: of cluster (train --scheduler), stream and memory (perceptron on one "
+                    "machine, --stream and in memory); a row's other figures are kept from PREFIX.json")
     ap.add_argument("--label", help="train-memory: the rows' label (default: this checkout's commit); rows of "
                     "other labels, corpora or sizes in PREFIX.json are kept")
     args = ap.parse_args()
@@ -540,13 +551,15 @@ def main():
     if "train-memory" in sections:
         label = args.label or code_label()
         load = os.getloadavg()[0]
-        one_machine = [x for x in args.one_machine.split(",") if x in ("stream", "memory")]
+        runs = [x for x in args.runs.split(",") if x in ("cluster", "stream", "memory")]
         rows = train_memory(train_file, args.work, [int(k) for k in args.sizes.split(",")],
-                            args.memory_iterations, label, one_machine, args.heaps)
+                            args.memory_iterations, label, runs, args.heaps)
         for r in rows:
             r.update(date=time.strftime("%Y-%m-%d"), load=[load, os.getloadavg()[0]])
-        new = {(r["label"], r["heaps"], r["copies"]): r for r in rows}
         old = results.get("train_memory", [])
+        before = {(r["label"], r["heaps"], r["copies"]): r for r in old}
+        rows = [{**before.get((r["label"], r["heaps"], r["copies"]), {}), **r} for r in rows]
+        new = {(r["label"], r["heaps"], r["copies"]) for r in rows}
         results["train_memory"] = sorted([r for r in old if (r["label"], r["heaps"], r["copies"]) not in new] + rows,
                                          key=lambda r: ([x["label"] for x in old + rows].index(r["label"]),
                                                         -r["heaps"], r["copies"]))
