@@ -345,8 +345,10 @@ def flat_checks(rows):
             lines.append(f"{what}: not measured at two sizes from {FLAT_FROM}x up")
             continue
         ok, lo, hi, ks = f
+        params = {r["copies"]: r["parameters"] for r in rows}
         lines.append(f"{what} from {ks[0]}x to {ks[-1]}x: {lo / 2**20:,.0f} to {hi / 2**20:,.0f} MiB "
-                     f"({hi / lo - 1:+.0%}): {'FLAT' if ok else 'NOT flat'} within {FLAT:.0%}")
+                     f"({hi / lo - 1:+.0%}; parameters x{params[ks[-1]] / params[ks[0]]:.2f}): "
+                     f"{'FLAT' if ok else 'NOT flat'} within {FLAT:.0%}")
     return lines
 
 
