@@ -234,6 +234,7 @@ _induce_options = _param_options(params.INDUCE)
               help="Start from this model's weights and feature space (MAP weights for --objective "
                    "mce, or a checkpoint to resume from); --template may be omitted, and if given must be "
                    "the model's own.")
+@_option(params.INIT_SPACE)
 @_option(params.CHECKPOINT_EVERY, metavar="N")
 @click.option(params.VECTORS.option, "vectors", multiple=True, metavar="NAME=FILE", help=params.VECTORS.help)
 @_option(params.VECTORS_LOOKUP)
@@ -255,8 +256,8 @@ _induce_options = _param_options(params.INDUCE)
                    "evaluations before it.")
 @_option(params.DATA_FORMAT)
 @_train_command_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, vectors,
-          vectors_lookup, cross_predict, cross_output, first_stage, first_stage_folds, first_stage_labels,
+def train(train_files, template, model_path, dev_file, trace_file, init_model, init_space, checkpoint_every,
+          vectors, vectors_lookup, cross_predict, cross_output, first_stage, first_stage_folds, first_stage_labels,
           first_stage_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start, format,
           **options):
     """Train a CRF on CoNLL files (gold label in --label-col, default last column).
@@ -273,7 +274,7 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
     run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
-        init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
+        init_model=init_model, init_space=init_space, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
         vectors=vectors, vectors_lookup=vectors_lookup, scheduler=scheduler, workers=workers, warm_start=warm_start,
         encoding=encoding, data_format=format, first_stage=first_stage, first_stage_folds=first_stage_folds,

@@ -327,8 +327,11 @@ class FactorialTrainer:
     def init_template(init):
         return init.space.template
 
-    def prepare(self, sentences, template, opt, *, init, log, source, n_threads):
+    def prepare(self, sentences, template, opt, *, init, log, source, n_threads, init_space="keep"):
         t0 = time.perf_counter()
+        if init is not None and init_space == "grow":
+            log("--init-space grow: a factorial CRF trains in its --init model's space (as --init-space keep): "
+                "its chains and pair factors do not grow")
         origins = Origins()
         sentences = list(origins.record(sentences))
         status(log, f"reading and encoding the training data{' from ' + str(source) if source else ''} ...")

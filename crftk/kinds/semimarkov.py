@@ -103,11 +103,14 @@ class SemiMarkovTrainer(chain.ChainTrainer):
         init.require_kind(NAME, "--init with --model-type semimarkov",
                           hint="continue it without --model-type semimarkov, or train from a template")
 
-    def prepare(self, sentences, template, opt, *, init, log, source, n_threads):
+    def prepare(self, sentences, template, opt, *, init, log, source, n_threads, init_space="keep"):
         """Convert the label column to the IOBES tags of its segments, fit (or, with --init, reuse)
         the token and segment spaces and encode the data."""
         from crftk.features.segments import SegmentSpace
         t0 = time.perf_counter()
+        if init is not None and init_space == "grow":
+            log("--init-space grow: a semi-Markov CRF trains in its --init model's spaces (as --init-space "
+                "keep): its segment space does not grow")
         if isinstance(sentences, AttributeSequences):
             raise CrftkError("a semi-Markov CRF's features come from a template over columns (its S lines read "
                              "the columns of whole segments): train it on CoNLL rows with a template, not on "

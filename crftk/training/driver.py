@@ -313,14 +313,15 @@ def check_dev(dev, space, dev_source):
                          dev_source, dev[0].line or None)
 
 
-def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
+def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
         tolerance=None, max_sweeps=None, warm_start=False, stop=None, **options):
     """Train a model on in-memory or streamed sentences; returns the Model (not saved).
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
     Template, or None with ``init`` (a Model to start from: its feature spaces
-    and weights). ``dev``: a list of Sentence scored every iteration. ``trace``:
+    and weights); ``init_space``: "grow" adds the data's attributes, features and labels to
+    its space, "keep" trains its space alone (crftk.kinds.incremental). ``dev``: a list of Sentence scored every iteration. ``trace``:
     an open text file for the per-evaluation trace. ``source``/``dev_source``
     name the data in error messages. With ``keep_on_interrupt``, a
     KeyboardInterrupt after the first iteration ends training with the weights
@@ -339,12 +340,14 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     opt = check_options(options, log)
     trainer.check(opt)
     check_cluster(scheduler, workers, opt)
+    init_space = params.INIT_SPACE.check(init_space)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
         trainer.check_init(init)
         template = trainer.init_template(init)
-    job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads)
+    job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads,
+                          init_space=init_space)
     scorer = None
     if dev:
         check_dev(dev, job.structure.space, dev_source)
