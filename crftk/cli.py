@@ -273,8 +273,8 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, i
     options["label_col"] = cols[0] if len(cols) == 1 else list(cols)
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
-    run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
-        init_model=init_model, init_space=init_space, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
+    run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file, init_model=init_model,
+        init_space=init_space, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
         vectors=vectors, vectors_lookup=vectors_lookup, scheduler=scheduler, workers=workers, warm_start=warm_start,
         encoding=encoding, data_format=format, first_stage=first_stage, first_stage_folds=first_stage_folds,
