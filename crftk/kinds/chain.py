@@ -565,11 +565,12 @@ class ChainTrainer:
         and log what was read."""
         t0 = time.perf_counter()
         if isinstance(sentences, AttributeSequences):
+            job = self._prepare_attributes(sentences, opt, init=init, log=log, source=source, t0=t0,
+                                           n_threads=n_threads)
             if init is not None and init_space == "grow":
                 log("--init-space grow: feature dicts and CRFsuite data train in the --init model's space "
                     "(as --init-space keep): their attribute space does not grow")
-            return self._prepare_attributes(sentences, opt, init=init, log=log, source=source, t0=t0,
-                                            n_threads=n_threads)
+            return job
         if init is None:
             template.refuse_segments()
             if template.pairs or template.pair_plain:
@@ -604,8 +605,8 @@ class ChainTrainer:
                                  "file): continue it with that kind of data", source)
             sents = list(stream)
             if init_space == "grow" and sents:
-                growth = self._grow(init, sents, opt, order2, marker, log, source)
-            if growth is not None:
+                growth = self._grow(init, sents, opt, order2, marker, source)
+            if growth is not None and growth.space is not None:
                 space = growth.space
             corpus = space.encode(sents)
             if corpus.labels is None:
@@ -636,6 +637,8 @@ class ChainTrainer:
             transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
         if corpus.allowed is not None:
             check_partial(opt, corpus, origins)
+        if growth is not None:          # after every refusal: a failure prints its one line alone
+            log(growth.line)
         log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
         if corpus.allowed is not None:
             log(partial_line(corpus, order2))
@@ -654,20 +657,17 @@ class ChainTrainer:
         return job
 
     @staticmethod
-    def _grow(init, sents, opt, order2, marker, log, source):
-        """The Growth of the --init model's space by the training sentences, or None (the space is
-        kept: the data adds nothing, or cannot grow it, which the log then says)."""
+    def _grow(init, sents, opt, order2, marker, source):
+        """The Growth of the --init model's space by the training sentences; one without a space
+        when the data cannot grow it (its line says why), None when the data adds nothing."""
         why = incremental.why_kept(init.space.template, opt, order2)
         if why is None and incremental.has_partial_labels(sents, init.space.label_col, marker):
             why = "partial labels are resolved against the --init model's labels"
         if why is not None:
-            log(f"--init-space grow: {why}: the --init model's space is kept (as --init-space keep)")
-            return None
+            return incremental.Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept "
+                                                  "(as --init-space keep)")
         init.space.encode(sents[:1])     # a wrong column count is refused as --init-space keep does
-        growth = incremental.grow(init, sents, opt["min_freq"], source)
-        if growth is not None:
-            log(growth.line)
-        return growth
+        return incremental.grow(init, sents, opt["min_freq"], source)
 
     @staticmethod
     def _prepare_attributes(data, opt, *, init, log, source, t0, n_threads):

@@ -17,7 +17,8 @@ NAMED_LABELS = 10
 
 @dataclass
 class Growth:
-    """The grown space, the --init weights placed in it, and the line saying what was added."""
+    """The grown space, the --init weights placed in it, and the line saying what was added (no
+    space or weights: the line says why the space is kept)."""
 
     space: object
     weights: np.ndarray

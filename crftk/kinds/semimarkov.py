@@ -108,9 +108,6 @@ class SemiMarkovTrainer(chain.ChainTrainer):
         the token and segment spaces and encode the data."""
         from crftk.features.segments import SegmentSpace
         t0 = time.perf_counter()
-        if init is not None and init_space == "grow":
-            log("--init-space grow: a semi-Markov CRF trains in its --init model's spaces (as --init-space "
-                "keep): its segment space does not grow")
         if isinstance(sentences, AttributeSequences):
             raise CrftkError("a semi-Markov CRF's features come from a template over columns (its S lines read "
                              "the columns of whole segments): train it on CoNLL rows with a template, not on "
@@ -151,6 +148,9 @@ class SemiMarkovTrainer(chain.ChainTrainer):
         del sents
         space, segments = structure.space, structure.segments
         lengths = ", ".join(f"{y} {n}" for y, n in zip(segments.labels, structure.seg_max.tolist()) if y != OUTSIDE)
+        if init is not None and init_space == "grow":
+            log("--init-space grow: a semi-Markov CRF trains in its --init model's spaces (as --init-space "
+                "keep): its segment space does not grow")
         log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
             f"{plural(space.n_labels, 'position tag')}, {plural(space.n_features, 'state feature')}, "
             f"{plural(segments.n_attrs, 'segment attribute')} x {plural(len(segments.labels), 'segment label')}; "

@@ -14,6 +14,7 @@ from crftk.features.attributes import flatten
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
 from crftk.kinds.chain import ChainTrainer
+from crftk.kinds.incremental import why_kept
 from crftk.model import Model
 from crftk.training import check_options, fit
 
@@ -136,27 +137,21 @@ def test_a_grown_model_tags_the_new_label_and_keeps_the_old_ones():
     assert predicted[0] == "B-Z" and predicted[1] == "B-X"
 
 
-@pytest.mark.parametrize("case, why", [
-    ("partial", "partial labels are resolved against the --init model's labels"),
-    ("order2", "--order 2 trains label pairs"),
-])
-def test_what_cannot_grow_keeps_the_space_in_one_line(case, why):
+def test_partial_labels_keep_the_space_in_one_line_and_a_refusal_prints_its_own_alone():
     model = base_model()
     data = [list(map(list, s.rows)) for s in first_half()]
-    options = {}
-    if case == "partial":
-        data[0][0][2] = "?"
-    else:
-        options["order"] = 2
+    data[0][0][2] = "?"
     lines = []
-    try:
-        out = fit(sentences(data), None, init=model, log=lines.append, **OPTIONS, **options)
-    except CrftkError:           # order 2 on a first-order model's labels: refused as with keep
-        out = None
+    out = fit(sentences(data), None, init=model, log=lines.append, **OPTIONS)
     said = [line for line in lines if line.startswith("--init-space grow:")]
-    assert len(said) == 1 and why in said[0] and said[0].endswith("(as --init-space keep)")
-    if out is not None:
-        assert out.space is model.space
+    assert said == ["--init-space grow: partial labels are resolved against the --init model's labels: the --init "
+                    "model's space is kept (as --init-space keep)"]
+    assert out.space is model.space
+    lines = []        # order 2 reads the first-order model's labels as pairs: refused, with no line before
+    with pytest.raises(CrftkError):
+        fit(first_half(), None, init=model, log=lines.append, order=2, **OPTIONS)
+    assert not any(line.startswith("--init-space") for line in lines)
+    assert "--order 2" in why_kept(model.space.template, check_options({}), True)
 
 
 def test_feature_dicts_factorial_and_semimarkov_keep_their_space_in_one_line():
