@@ -489,6 +489,14 @@ STREAM = Param("stream", False, Flag(),
 STREAM_BATCH_TOKENS = Param("stream_batch_tokens", 100_000, Integer(1, MAX_COUNT),
                             "--stream: tokens per batch (memory grows with it; a batch holding the whole "
                             "corpus trains exactly as without --stream).")
+INIT_SPACE = Param("init_space", "grow", str,
+                   "With --init: grow adds the training data's attributes (those seen at least --min-freq "
+                   "times in it; the model's own are all kept), state features and labels to the model's "
+                   "feature space, every new weight starting at 0, and logs what it added; keep trains the "
+                   "model's space alone (the data's unknown attributes are ignored, an unknown label is an "
+                   "error). Partial labels, --order 2, templates with lexicons, feature dicts or CRFsuite "
+                   "data, factorial and semi-Markov CRFs keep the space (the log says why).",
+                   ("grow", "keep"))
 MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")
