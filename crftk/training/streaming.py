@@ -12,6 +12,8 @@ one batch to the next. With one batch holding the whole corpus this is the in-me
 weight for weight.
 """
 
+import os
+import stat
 import time
 
 import numpy as np
@@ -46,6 +48,8 @@ def check(opt, sentences, template, *, init, label_cols):
     if not isinstance(sentences, CorpusStream):
         raise UsageError("--stream reads its training data from files (crftk train FILE..., "
                          "crftk.CRF.fit_files): in-memory sentences are trained without it")
+    for path in sentences.paths:
+        check_rereadable(path)
     if opt["algorithm"] not in ALGORITHMS:
         raise UsageError(f"--stream trains with --algorithm {', '.join(ALGORITHMS)}: --algorithm "
                          f"{opt['algorithm']} needs the whole corpus in every iteration")
@@ -69,6 +73,23 @@ def check(opt, sentences, template, *, init, label_cols):
     if not Extractor(template, {}).can_fit_batches():
         raise CrftkError("--stream reads its batches as bytes in compiled code, which lexicon macros do not "
                          "read; train without --stream", template.path)
+
+
+def check_rereadable(path):
+    """Refuse a training input that a second pass would not read again: every epoch reopens the
+    files, and standard input, a pipe or a file object would give an empty epoch (a model of zero
+    weights) instead of the corpus."""
+    name = os.fsdecode(os.fspath(path)) if isinstance(path, (str, bytes, os.PathLike)) else None
+    if name is not None and name != "-":
+        try:
+            regular = stat.S_ISREG(os.stat(name).st_mode)
+        except OSError:
+            return                  # the reader says why it cannot open it, in its own words
+        if regular:
+            return
+    what = {None: "a file object", "-": "standard input"}.get(name, "a pipe or device")
+    raise UsageError(f"--stream reads the training files again every epoch: {what} cannot be read twice; write "
+                     "the data to a file, or train without --stream", name if name not in (None, "-") else None)
 
 
 class _OneBatch:

@@ -2,6 +2,7 @@
 space, one batch holding the whole corpus trains exactly as in memory for every online learner,
 several batches train as well, and what it cannot train is refused in one line."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from corpora import REPO, random_corpus
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
 from crftk.features.union import same_space
@@ -180,3 +181,25 @@ def test_crf_fit_files_streams_and_gives_the_in_memory_weights(data):
 
 def _xy(sents):
     return [[r[:-1] for r in s.rows] for s in sents], [[r[-1] for r in s.rows] for s in sents]
+
+
+def test_inputs_that_cannot_be_read_twice_are_refused(data, tmp_path):
+    """Every epoch reopens the files: standard input or a pipe would give an empty second pass
+    (a model of zero weights saved as if trained)."""
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    model = tmp_path / "m.crf"
+    run = subprocess.run([sys.executable, "-m", "crftk.cli", "train", "-", "-t", str(tmpl), "--stream",
+                          "--algorithm", "perceptron", "-m", str(model)], input=Path(data[0]).read_text(),
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and not model.exists()
+    assert "standard input cannot be read twice" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="a pipe or device cannot be read twice") as e:
+        train([data[0], fifo], stream=True, algorithm="sgd")
+    assert e.value.path == str(fifo)
+    import crftk
+    with open(data[0], "rb") as fh, pytest.raises(UsageError, match="a file object cannot be read twice"):
+        crftk.CRF(template=TEMPLATE, algorithm="sgd", stream=True).fit_files([fh])
+
