@@ -195,8 +195,15 @@ class StreamedCorpus(Batches):
 
     def batches(self):
         stream = CorpusStream(self.paths, self.kw)
+        n_sentences = n_tokens = 0
         for batch in stream.batches(**_batch_kw(self.batch_tokens)):
+            n_sentences, n_tokens = n_sentences + batch.n_sentences, n_tokens + batch.n_tokens
             yield self.encoded(batch)
+        if (n_sentences, n_tokens) != (self.n_sentences, self.n_tokens):
+            # a shorter or longer epoch would train on other data than the dictionary's, silently
+            raise CrftkError(f"the training files now hold {plural(n_sentences, 'sentence')} and "
+                             f"{plural(n_tokens, 'token')}, not the {self.n_sentences:,} and {self.n_tokens:,} "
+                             f"of the dictionary pass: did they change during training?", self.paths[-1])
 
     def first(self):
         batches = self.batches()

@@ -18,7 +18,7 @@ from crftk.features.union import same_space
 from crftk.io.conll import iter_corpus, read_corpus
 from crftk.training import fit
 from crftk.training.driver import check_options
-from crftk.training.streaming import dictionary
+from crftk.training.streaming import dictionary, prepare
 
 TEMPLATE = "U00:%x[-1,0]\nU01:%x[0,0]\nU02:%x[1,0]\nU03:%x[0,1]/%x[0,0]\nU04:%x[0,0]/%x[1,0]\nB\nB01:%x[0,1]\n"
 CONLL2000 = Path("/work/shared/data/conll2000")
@@ -203,3 +203,15 @@ def test_inputs_that_cannot_be_read_twice_are_refused(data, tmp_path):
     with open(data[0], "rb") as fh, pytest.raises(UsageError, match="a file object cannot be read twice"):
         crftk.CRF(template=TEMPLATE, algorithm="sgd", stream=True).fit_files([fh])
 
+
+def test_an_epoch_that_reads_other_data_than_the_dictionary_pass_is_an_error(tmp_path):
+    path = write(tmp_path / "a.txt", random_corpus(40, seed=4, vocab=20))
+    opt = check_options({"algorithm": "perceptron"}, quiet)
+    job = prepare(iter_corpus([path]), parse_template(TEMPLATE), opt, log=quiet, n_threads=1, batch_tokens=50)
+    assert sum(model.n_sentences for model, _ in job.corpus.batches()) == 40
+    sents = read_corpus(path)
+    write(path, sents[:30])                 # the file shrank since the dictionary pass
+    with pytest.raises(CrftkError, match=r"now hold 30 sentences .* not the 40 .* did they change") as e:
+        for _ in job.corpus.batches():
+            pass
+    assert e.value.path == str(path)
