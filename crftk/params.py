@@ -484,8 +484,9 @@ STREAM = Param("stream", False, Flag(),
                "perceptron, pa or arow): a first pass builds the feature dictionary a batch at a time, "
                "then each epoch reads the files again, encoding and training on one batch at a time "
                "(shuffled within the batch), so memory is the dictionary and one batch. CoNLL files "
-               "with a template whose macros read single sentences; no --init, partial labels, "
-               "--constraints, --train-scheme or --transitions seen.")
+               "with a template whose macros read single sentences; --init (a checkpoint resumed, or a "
+               "model continued) as without --stream; no partial labels, --constraints, --train-scheme or "
+               "--transitions seen.")
 STREAM_BATCH_TOKENS = Param("stream_batch_tokens", 100_000, Integer(1, MAX_COUNT),
                             "--stream: tokens per batch (memory grows with it; a batch holding the whole "
                             "corpus trains exactly as without --stream).")

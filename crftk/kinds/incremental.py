@@ -52,6 +52,13 @@ def grow(init, sentences, min_freq, source=None):
     old = init.space
     new, _ = FeatureSpace.fit(sentences, old.template, label_col=old.label_col, min_freq=1,
                               feature_set=old.feature_set, path=source)
+    return grow_by(init, new, min_freq)
+
+
+def grow_by(init, new, min_freq):
+    """:func:`grow` by the space ``new`` already fitted to the data with the model's template,
+    label column and feature set, unpruned (min_freq 1: its counts are pruned here)."""
+    old = init.space
     space, maps = union_spaces([old, new], min_freq=min_freq, keep=(0,))
     sizes = [(s.n_labels, s.n_attrs, s.n_edge_attrs, s.n_features) for s in (old, space)]
     if sizes[0] == sizes[1]:        # the old ids are kept in order: the same space

@@ -352,8 +352,6 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
     stream_batch_tokens = params.STREAM_BATCH_TOKENS.check(stream_batch_tokens)
     streaming.check_cluster(stream, scheduler, workers)
     check_cluster(scheduler, workers, opt)
-    if stream:
-        streaming.check(opt, sentences, template, init=init, label_cols=trainer.label_cols)
     init_space = params.INIT_SPACE.check(init_space)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
@@ -361,8 +359,10 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
         trainer.check_init(init)
         template = trainer.init_template(init)
     if stream:
+        streaming.check(opt, sentences, template, init=init, label_cols=trainer.label_cols)
+    if stream:
         job = streaming.prepare(sentences, template, opt, log=log, n_threads=n_threads,
-                                batch_tokens=stream_batch_tokens)
+                                batch_tokens=stream_batch_tokens, init=init, init_space=init_space)
     else:
         job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads,
                               init_space=init_space)

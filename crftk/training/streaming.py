@@ -19,11 +19,13 @@ import time
 import numpy as np
 
 from crftk import _encode
-from crftk.errors import CrftkError, UsageError
+from crftk.errors import CrftkError, UsageError, shown
+from crftk.features.attributes import AttributeSpace
 from crftk.features.extract import Extractor
 from crftk.features.space import EncodedCorpus, FeatureSpace
-from crftk.io.conll import CorpusStream
+from crftk.io.conll import CorpusStream, _split_columns
 from crftk.io.crfsuite import AttributeSequences
+from crftk.kinds import incremental
 from crftk.kinds.chain import ChainJob, _read_line, check_template
 from crftk.optimize.online import Batches
 from crftk.progress import plural, status
@@ -53,8 +55,12 @@ def check(opt, sentences, template, *, init, label_cols):
     if opt["algorithm"] not in ALGORITHMS:
         raise UsageError(f"--stream trains with --algorithm {', '.join(ALGORITHMS)}: --algorithm "
                          f"{opt['algorithm']} needs the whole corpus in every iteration")
-    if init is not None:
-        raise UsageError("--stream trains from a template: drop --init (continue a model in memory)")
+    if init is not None and isinstance(init.space, AttributeSpace):
+        raise UsageError("--stream reads CoNLL files with a template: an --init model of feature dicts or "
+                         "CRFsuite data continues in memory")
+    if init is not None and init.info.get("train_scheme", "none") != "none":
+        raise UsageError(f"--stream trains on the labels as they are: an --init model trained with --train-scheme "
+                         f"{init.info['train_scheme']} continues in memory")
     if label_cols:
         raise UsageError("--stream trains one chain: a factorial CRF (several --label-col) trains in memory")
     refused = [(f"--model-type {opt['model_type']}", opt["model_type"] != "crf"),
@@ -154,23 +160,57 @@ def dictionary(stream, template, opt, batch_tokens, log):
     return space, n_sentences, n_tokens, n_batches
 
 
-def prepare(stream, template, opt, *, log, n_threads, batch_tokens):
+def prepare(stream, template, opt, *, log, n_threads, batch_tokens, init=None, init_space="grow"):
     """The chain trainer's job (crftk.kinds.chain.ChainJob) of a CorpusStream trained by --stream:
-    the dictionary pass's space, and a StreamedCorpus as its corpus."""
+    the dictionary pass's space, and a StreamedCorpus as its corpus. With an ``init`` model (a
+    checkpoint resumed, or a model continued on new files), its space grown by the dictionary
+    pass's (``init_space`` "grow", crftk.kinds.incremental) or kept, the job's ``init_weights``
+    its weights placed in the grown space."""
     t0 = time.perf_counter()
-    check_template(template, log)
+    read = opt
+    if init is None:
+        check_template(template, log)
+    else:                   # the data is read as the model reads it, pruned when merged into it
+        read = {**opt, "label_col": init.space.label_col, "feature_set": init.space.feature_set, "min_freq": 1}
     source = stream.paths[0] if len(stream.paths) == 1 else f"{len(stream.paths)} files"
     status(log, f"dictionary pass over {source}, {plural(batch_tokens, 'token')} a batch ...")
-    space, n_sentences, n_tokens, n_batches = dictionary(stream, template, opt, batch_tokens, log)
+    space, n_sentences, n_tokens, n_batches = dictionary(stream, template, read, batch_tokens, log)
+    growth, data_labels = None, space.labels
+    if init is not None:
+        if space.n_columns != init.space.n_columns:
+            raise CrftkError(f"the --init model reads rows of {init.space.n_columns} columns, and the training "
+                             f"data has {space.n_columns}", stream.paths[0])
+        growth = _continued(init, space, opt, init_space)
+        space = init.space if growth is None or growth.space is None else growth.space
     structure = Chain(space)
     corpus = StreamedCorpus(stream.paths, stream.kw, structure, batch_tokens, n_threads, n_sentences, n_tokens,
-                            n_batches)
+                            n_batches, init_labels=init is not None and space is init.space)
+    if corpus.init_labels and set(data_labels) - set(space.labels):
+        for _ in corpus.batches():      # a pass that stops at the first label the model lacks, with its line
+            pass
     transitions = "no transitions" if not template.label_bigram else "label bigram"
     if space.n_edge_attrs:
         transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+    if growth is not None:
+        log(growth.line)
     log(_read_line(corpus, space, f", {transitions}", t0, n_threads)
         + f"; streamed in {plural(n_batches, 'batch', 'batches')} of up to {plural(batch_tokens, 'token')}")
-    return ChainJob(structure, corpus, None, template, False)
+    job = ChainJob(structure, corpus, None, template, False)
+    if growth is not None:
+        job.init_weights = growth.weights
+    return job
+
+
+def _continued(init, data, opt, init_space):
+    """The Growth of the --init model's space by the dictionary pass's ``data`` (None: it adds
+    nothing, or --init-space keep; one without a space: the space is kept, its line says why)."""
+    if init_space == "keep":
+        return None
+    why = incremental.why_kept(init.space.template, opt, False)
+    if why is None:
+        return incremental.grow_by(init, data, opt["min_freq"])
+    return incremental.Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept "
+                                          "(as --init-space keep)")
 
 
 class StreamedCorpus(Batches):
@@ -179,8 +219,10 @@ class StreamedCorpus(Batches):
 
     allowed = None          # no partial labels (refused by the dictionary pass)
 
-    def __init__(self, paths, kw, structure, batch_tokens, n_threads, n_sentences, n_tokens, n_batches=None):
+    def __init__(self, paths, kw, structure, batch_tokens, n_threads, n_sentences, n_tokens, n_batches=None, *,
+                 init_labels=False):
         self.paths, self.kw = list(paths), dict(kw)
+        self.init_labels = init_labels      # the labels are an --init model's: a label it lacks is the data's
         self.structure, self.space = structure, structure.space
         self.batch_tokens, self.n_threads = batch_tokens, n_threads
         self.n_sentences, self.n_tokens, self.n_batches = n_sentences, n_tokens, n_batches
@@ -218,8 +260,12 @@ class StreamedCorpus(Batches):
         col = self.space.label_col
         y = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, [col], [self._label_ids])[:, 0]
         unknown = np.flatnonzero(y < 0)
-        if unknown.size:      # the files changed since the dictionary pass
+        if unknown.size:
             t = int(unknown[0])
+            if self.init_labels:
+                row = _split_columns(batch.block[batch.tok_start[t]:batch.tok_end[t]].decode("utf-8"))
+                raise CrftkError(f"label {shown(row[col])} is not one of the --init model's "
+                                 f"{plural(self.space.n_labels, 'label')}", batch.source, _token_line(batch, t))
             raise CrftkError("a label the dictionary pass did not see: did the training files change during "
                              "training?", batch.source, _token_line(batch, t))
         labels = y.astype(np.int32)
