@@ -129,10 +129,11 @@ def report(rows, n_first, n_second, n_dropped, a):
         lines += ["", f"grow - all at once: {gap['all']:+.2f} F1; grow - second half only: {gap['second']:+.2f}; "
                   f"grow - keep: {gap['keep']:+.2f}.", ""]
     lines += ["With c2 > 0 the L-BFGS objective is strictly convex: run to convergence, a continued model "
-              "reaches the optimum of the second half's objective whatever its starting weights, so it is "
-              "the second half's own model (the first half's attributes that the second lacks decay to 0 "
-              "under L2; what remains between the two is the stopping rule's, --epsilon); the start only "
-              "changes how many iterations it takes. What the first half contributes then is the vocabulary "
+              "reaches the optimum of the second half's objective over its space whatever its starting "
+              "weights (the first half's attributes that the second lacks decay to 0 under L2); it differs "
+              "from the second half's own model by the state features the first half adds on shared "
+              "attributes and by the stopping rule (--epsilon); the start only changes how many "
+              "iterations it takes. What the first half contributes then is the vocabulary "
               "of the space (keep) and nothing of its weights; an online "
               "method (the perceptron) or a capped --max-iter keeps part of them.", ""]
     return "\n".join(lines)
