@@ -665,13 +665,14 @@ class ChainTrainer:
     def _grow(init, sents, opt, order2, marker, source):
         """The Growth of the --init model's space by the training sentences; one without a space
         when the data cannot grow it (its line says why), None when the data adds nothing."""
+        if init.space.encode(sents[:1]).labels is None:    # refused before its rows are read, as keep does
+            raise CrftkError("the training data has no gold label column", source)
         why = incremental.why_kept(init.space.template, opt, order2)
         if why is None and incremental.has_partial_labels(sents, init.space.label_col, marker):
             why = "partial labels are resolved against the --init model's labels"
         if why is not None:
             return incremental.Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept "
                                                   "(as --init-space keep)")
-        init.space.encode(sents[:1])     # a wrong column count is refused as --init-space keep does
         return incremental.grow(init, sents, opt["min_freq"], source)
 
     @staticmethod

@@ -194,3 +194,14 @@ def test_cli_grows_by_default_and_refuses_a_bad_init_space(tmp_path):
                           "--init-space", "keep", second))
     assert "B-Z" in line and "not one of the --init model's" in line and str(second) in line
     assert not (tmp_path / "c.model").exists()
+
+
+@pytest.mark.parametrize("marker", ["?", ""])
+def test_grow_refuses_data_without_the_label_column_as_keep_does(marker):
+    """Rows one column short: the label column is missing (grow read it for partial labels first,
+    an IndexError)."""
+    model = base_model()
+    short = sentences([[row[:2] for row in s.rows] for s in new_data()])
+    for init_space in ("grow", "keep"):
+        with pytest.raises(CrftkError, match="the training data has no gold label column"):
+            fit(short, None, init=model, init_space=init_space, unknown_label=marker, log=quiet, **OPTIONS)
