@@ -11,7 +11,7 @@ CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo partial-pass bench bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs ner-best ner-ablation \
-	partial-data partial-labels semimarkov
+	partial-data partial-labels semimarkov incremental
 
 all: test
 
@@ -44,6 +44,7 @@ help:
 	@echo "make methods     Sha & Pereira's training methods on CoNLL-2000 (NP and all chunks), figures"
 	@echo "make convergence-figures  redraw docs/*.png from the traces of make methods"
 	@echo "make mcef        MCE-F from MAP against MAP on dev.txt and eng.testa"
+	@echo "make incremental train.txt's first half, then --init on the second (grow, keep), against all at once (CONLL2000=...)"
 	@echo "make induction   feature induction against all pairwise conjunctions (NER, chunking)"
 	@echo "make bag-ner     feature bagging on CoNLL-2003 NER: bags, baselines, the four combinations (eng.testa)"
 	@echo "make bag-np      feature bagging on CoNLL-2000 NP chunking (dev.txt); make bag: both, results table"
@@ -302,6 +303,10 @@ convergence-figures:
 	done
 
 # MCE-F (Suzuki et al.) from MAP models: CoNLL-2000 dev.txt and CoNLL-2003 eng.testa.
+incremental: install
+	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
+	$(PYTHON) benchmarks/incremental.py --data $(CONLL2000) --out $(OUT)/incremental --max-iter 500 --epochs 10 --threads 2
+
 mcef: install
 	$(PYTHON) benchmarks/mcef.py --task chunk --data $(CONLL2000) --out $(OUT)/mcef
 	$(PYTHON) benchmarks/mcef.py --task ner --data $(CONLL2003) --out $(OUT)/mcef

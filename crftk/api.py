@@ -38,7 +38,7 @@ from crftk.model import Model
 from crftk.progress import Reporter
 from crftk.features.attributes import AttributeSpace, attribute_template, flatten
 from crftk.features.templates import parse_template, read_template
-from crftk.params import (BAG, CHECKPOINT_EVERY, FACTORIAL, FIRST_STAGE_FOLDS, SCHEDULER, STREAM,
+from crftk.params import (BAG, CHECKPOINT_EVERY, FACTORIAL, FIRST_STAGE_FOLDS, INIT_SPACE, SCHEDULER, STREAM,
                           STREAM_BATCH_TOKENS, TRAIN, VECTORS, VECTORS_LOOKUP, WORKERS, Param, python_names)
 from crftk.features.vectors import attach_vectors
 from crftk.params import python_spelling
@@ -65,6 +65,9 @@ API_PARAMS = (
     Param("init", None, object,
           "A model to start from (a path to a model file, or a Model such as another fitted CRF's "
           "model_): its feature space and weights; no template then (crftk train --init)."),
+    replace(INIT_SPACE, help="With init: grow adds the training data's attributes (those seen at least min_freq "
+            "times; the model's own are all kept), state features and labels to the model's space, the new "
+            "weights starting at 0; keep trains the model's space alone (crftk train --init-space)."),
     Param("trace", None, object,
           "A path (written when training ends) or an open text file: one line per objective "
           "evaluation (crftk train --trace)."),
@@ -380,8 +383,8 @@ class CRF(_Estimator):
         check_apart([("trace", trace_path)], self._input_files())
         trace = self.trace
         with _trace_file(trace) as out:
-            model = _fit(train, template, dev=dev or None, init=init, log=log, trace=out,
-                         keep_on_interrupt=True, checkpoint=checkpoint, scheduler=self.scheduler,
+            model = _fit(train, template, dev=dev or None, init=init, init_space=self.init_space, log=log,
+                         trace=out, keep_on_interrupt=True, checkpoint=checkpoint, scheduler=self.scheduler,
                          workers=self.workers, stream=self.stream, stream_batch_tokens=self.stream_batch_tokens,
                          **sources, **options)
         self._set_model(model)

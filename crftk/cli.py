@@ -234,6 +234,7 @@ _induce_options = _param_options(params.INDUCE)
               help="Start from this model's weights and feature space (MAP weights for --objective "
                    "mce, or a checkpoint to resume from); --template may be omitted, and if given must be "
                    "the model's own.")
+@_option(params.INIT_SPACE)
 @_option(params.CHECKPOINT_EVERY, metavar="N")
 @click.option(params.STREAM.option, params.STREAM.name, is_flag=True, help=params.STREAM.help)
 @_option(params.STREAM_BATCH_TOKENS, metavar="N")
@@ -257,7 +258,7 @@ _induce_options = _param_options(params.INDUCE)
                    "evaluations before it.")
 @_option(params.DATA_FORMAT)
 @_train_command_options
-def train(train_files, template, model_path, dev_file, trace_file, init_model, checkpoint_every, stream,
+def train(train_files, template, model_path, dev_file, trace_file, init_model, init_space, checkpoint_every, stream,
           stream_batch_tokens, vectors, vectors_lookup, cross_predict, cross_output, first_stage, first_stage_folds,
           first_stage_labels, first_stage_output, quiet, max_sentence_tokens, encoding, scheduler, workers, warm_start,
           format, **options):
@@ -274,8 +275,8 @@ def train(train_files, template, model_path, dev_file, trace_file, init_model, c
     options["label_col"] = cols[0] if len(cols) == 1 else list(cols)
     from crftk.progress import Reporter
     from crftk.commands.train import train as run
-    run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file,
-        init_model=init_model, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
+    run(list(train_files), template, model_path, dev_file=dev_file, trace_file=trace_file, init_model=init_model,
+        init_space=init_space, log=Reporter(quiet=quiet), max_sentence_tokens=max_sentence_tokens,
         checkpoint_every=checkpoint_every, cross_predict=cross_predict, cross_output=cross_output,
         vectors=vectors, vectors_lookup=vectors_lookup, scheduler=scheduler, workers=workers, warm_start=warm_start,
         encoding=encoding, data_format=format, first_stage=first_stage, first_stage_folds=first_stage_folds,

@@ -484,11 +484,20 @@ STREAM = Param("stream", False, Flag(),
                "perceptron, pa or arow): a first pass builds the feature dictionary a batch at a time, "
                "then each epoch reads the files again, encoding and training on one batch at a time "
                "(shuffled within the batch), so memory is the dictionary and one batch. CoNLL files "
-               "with a template whose macros read single sentences; no --init, partial labels, "
-               "--constraints, --train-scheme or --transitions seen.")
+               "with a template whose macros read single sentences; --init (a checkpoint resumed, or a "
+               "model continued) as without --stream; no partial labels, --constraints, --train-scheme or "
+               "--transitions seen.")
 STREAM_BATCH_TOKENS = Param("stream_batch_tokens", 100_000, Integer(1, MAX_COUNT),
                             "--stream: tokens per batch (memory grows with it; a batch holding the whole "
                             "corpus trains exactly as without --stream).")
+INIT_SPACE = Param("init_space", "grow", str,
+                   "With --init: grow adds the training data's attributes (those seen at least --min-freq "
+                   "times in it; the model's own are all kept), state features and labels to the model's "
+                   "feature space, every new weight starting at 0, and logs what it added; keep trains the "
+                   "model's space alone (the data's unknown attributes are ignored, an unknown label is an "
+                   "error). Partial labels, --order 2, templates with lexicons, feature dicts or CRFsuite "
+                   "data, factorial and semi-Markov CRFs keep the space (the log says why).",
+                   ("grow", "keep"))
 MAX_SENTENCE_TOKENS = Param("max_sentence_tokens", MAX_SENTENCE, Integer(1, MAX_COUNT),
                             "Longest sentence accepted: a longer one is an error (a file whose blank "
                             "lines between sentences are missing would need gigabytes).")

@@ -171,8 +171,10 @@ def test_fit_from_init_model(tmp_path, fitted, data):
     np.testing.assert_array_equal(again.model_.weights, more.model_.weights)
     with pytest.raises(CrftkError, match="leave template=None"):
         CRF(TEMPLATE, init=fitted.model_).fit(X, y)
-    with pytest.raises(CrftkError, match="not one of"):
-        CRF(init=fitted.model_, max_iter=2).fit([[["x", "NN"]]], [["B-NEW"]])
+    with pytest.raises(CrftkError, match="not one of"):     # the old space alone: an unknown label
+        CRF(init=fitted.model_, init_space="keep", max_iter=2).fit([[["x", "NN"]]], [["B-NEW"]])
+    grown = CRF(init=fitted.model_, max_iter=2).fit([[["x", "NN"]]], [["B-NEW"]])     # grow (the default)
+    assert grown.model_.labels == sorted(fitted.model_.labels + ["B-NEW"])
 
 
 def test_bad_data_and_options_are_crftk_errors():

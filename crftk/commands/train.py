@@ -29,7 +29,7 @@ CHECKPOINT_SUFFIX = ".checkpoint"
 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
-          trace_file=None, init_model=None, max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
+          trace_file=None, init_model=None, init_space="grow", max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
           cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
           max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, vectors=None, vectors_lookup="exact",
           data_format="conll", first_stage=None, first_stage_folds=None, first_stage_labels=None,
@@ -38,7 +38,9 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
 
     trace_file: a path (written atomically when training ends) or an open text file
     receiving one line per objective evaluation (see Trace). init_model: a model file whose
-    feature space and weights training starts from (then there is no template to read).
+    feature space and weights training starts from (then there is no template to read);
+    ``init_space`` "grow" adds the training data's attributes, features and labels to that space,
+    "keep" trains it alone.
     Every output path is checked before any work starts. A sentence longer than
     ``max_sentence_tokens`` is an error (a file whose blank lines are missing).
     ``checkpoint_every``: N > 0 saves the current weights to ``model_path +
@@ -72,6 +74,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     streaming.check_cluster(stream, scheduler, workers)
     check_cluster(scheduler, workers, opt)
     checkpoint_every = params.CHECKPOINT_EVERY.check(checkpoint_every)
+    init_space = params.INIT_SPACE.check(init_space)
     cross_predict = params.CROSS_PREDICT.check(cross_predict)
     if stream and cross_predict:
         raise UsageError("--cross-predict trains its folds in memory: drop --stream")
@@ -176,7 +179,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                 data = read_crfsuite(train_files[0], encoding=encoding, max_sequence_tokens=max_sentence_tokens)
             else:
                 data = iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
-            model = fit(data, template, dev=dev or None, init=init, log=log, trace=trace, source=train_files[0],
+            model = fit(data, template, dev=dev or None, init=init, init_space=init_space, log=log, trace=trace, source=train_files[0],
                         dev_source=dev_file, keep_on_interrupt=model_path is not None, checkpoint=checkpoint,
                         scheduler=scheduler, workers=workers, stream=stream, stream_batch_tokens=stream_batch_tokens,
                         **trainer.fit_options(opt))

@@ -248,12 +248,11 @@ def map_chain_weights(old_space, weights, new_space, smap):
     new_trans[np.ix_(lab[has], lab[has])] = old_trans[np.ix_(has, has)]
     out[new.start][lab[has]] = weights[old.start][has]
     out[new.end][lab[has]] = weights[old.end][has]
-    if old_space.n_edge_attrs:
-        edges = smap.edge_attrs
-        kept = np.flatnonzero(edges >= 0)
-        blocks = new.edge_blocks(out)
-        for e in kept.tolist():
-            blocks[edges[e]][np.ix_(lab[has], lab[has])] = old.edge_blocks(weights)[e][np.ix_(has, has)]
+    if old_space.n_edge_attrs:          # every kept edge attribute's block at once
+        kept = np.flatnonzero(smap.edge_attrs >= 0)
+        rows = np.flatnonzero(has)
+        new.edge_blocks(out)[np.ix_(smap.edge_attrs[kept], lab[has], lab[has])] = \
+            old.edge_blocks(weights)[np.ix_(kept, rows, rows)]
     return out
 
 

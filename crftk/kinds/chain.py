@@ -19,6 +19,7 @@ from crftk.io.schemes import Detector, Recoder, check_chunk_tags, convert
 from crftk.io.stream import format_batch, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
+from crftk.kinds import incremental
 from crftk.kinds.factorial import refuse_factorial_options
 from crftk.kinds.partial import KnownGold, check_annotation, check_partial, init_allowed, partial_line
 from crftk.io.partial import AnnotationError, cell_set, check_marker
@@ -512,6 +513,7 @@ class ChainJob:
         self.conversion = conversion   # a SchemeConversion of the labels (--train-scheme), or None
         self.marker = marker           # the unknown marker of partial labels (crftk.io.partial), or None
         self.inference = None          # bound by the driver (or on a cluster's workers)
+        self.init_weights = None       # an --init model's weights placed in its grown space, or None
 
 
 def _read_line(corpus, space, more, t0, n_threads):
@@ -570,13 +572,18 @@ class ChainTrainer:
     def init_template(init):
         return init.space.template
 
-    def prepare(self, sentences, template, opt, *, init, log, source, n_threads):
-        """Check the template, encode the training data (with an --init model's feature space, or
-        a new one fit to it) and log what was read."""
+    def prepare(self, sentences, template, opt, *, init, log, source, n_threads, init_space="keep"):
+        """Check the template, encode the training data (with an --init model's feature space, grown
+        by the data's with ``init_space`` "grow" (crftk.kinds.incremental), or a new one fit to it)
+        and log what was read."""
         t0 = time.perf_counter()
         if isinstance(sentences, AttributeSequences):
-            return self._prepare_attributes(sentences, opt, init=init, log=log, source=source, t0=t0,
-                                            n_threads=n_threads)
+            job = self._prepare_attributes(sentences, opt, init=init, log=log, source=source, t0=t0,
+                                           n_threads=n_threads)
+            if init is not None and init_space == "grow":
+                log("--init-space grow: feature dicts and CRFsuite data train in the --init model's space "
+                    "(as --init-space keep): their attribute space does not grow")
+            return job
         if init is None:
             check_template(template, log)
         if opt["model_type"] == "memm" and template.bigrams:
@@ -586,7 +593,7 @@ class ChainTrainer:
         marker = opt["unknown_label"] or None
         origins = Origins()
         stream = origins.record(sentences)
-        conversion = None
+        conversion = growth = None
         if init is not None and init.info.get("train_scheme", "none") != opt["train_scheme"]:
             raise CrftkError(f"the --init model was trained with --train-scheme {init.info.get('train_scheme', 'none')}: "
                              f"continue it with the same --train-scheme", init.source)
@@ -602,6 +609,10 @@ class ChainTrainer:
                 raise CrftkError("the --init model was trained on attribute data (feature dicts or a CRFsuite "
                                  "file): continue it with that kind of data", source)
             sents = list(stream)
+            if init_space == "grow" and sents:
+                growth = self._grow(init, sents, opt, order2, marker, source)
+            if growth is not None and growth.space is not None:
+                space = growth.space
             corpus = space.encode(sents)
             if corpus.labels is None:
                 raise CrftkError("the training data has no gold label column", source)
@@ -631,6 +642,8 @@ class ChainTrainer:
             transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
         if corpus.allowed is not None:
             check_partial(opt, corpus, origins)
+        if growth is not None:          # after every refusal: a failure prints its one line alone
+            log(growth.line)
         log(_read_line(corpus, space, f", {transitions}", t0, n_threads))
         if corpus.allowed is not None:
             log(partial_line(corpus, order2))
@@ -643,7 +656,24 @@ class ChainTrainer:
         if conversion is not None:
             log(f"labels: {conversion.detector.scheme} in {source or 'the training data'}, trained as "
                 f"{conversion.scheme} ({plural(len(structure.output_labels), 'label')})")
-        return ChainJob(structure, corpus, origins, template, order2, conversion, marker)
+        job = ChainJob(structure, corpus, origins, template, order2, conversion, marker)
+        if growth is not None:
+            job.init_weights = growth.weights
+        return job
+
+    @staticmethod
+    def _grow(init, sents, opt, order2, marker, source):
+        """The Growth of the --init model's space by the training sentences; one without a space
+        when the data cannot grow it (its line says why), None when the data adds nothing."""
+        if init.space.encode(sents[:1]).labels is None:    # refused before its rows are read, as keep does
+            raise CrftkError("the training data has no gold label column", source)
+        why = incremental.why_kept(init.space.template, opt, order2)
+        if why is None and incremental.has_partial_labels(sents, init.space.label_col, marker):
+            why = "partial labels are resolved against the --init model's labels"
+        if why is not None:
+            return incremental.Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept "
+                                                  "(as --init-space keep)")
+        return incremental.grow(init, sents, opt["min_freq"], source)
 
     @staticmethod
     def _prepare_attributes(data, opt, *, init, log, source, t0, n_threads):
@@ -714,7 +744,7 @@ class ChainTrainer:
             # CRFsuite without all_possible_transitions: a transition never seen stays at 0
             frozen |= unseen_transitions(structure, corpus)
         if init is not None:
-            start = structure.params(init.weights)
+            start = structure.params(init.weights if job.init_weights is None else job.init_weights)
             w0 = np.where(w0 != 0, w0, start)    # the pinned (non-zero) weights stay pinned
         return frozen, w0
 

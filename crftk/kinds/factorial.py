@@ -327,7 +327,7 @@ class FactorialTrainer:
     def init_template(init):
         return init.space.template
 
-    def prepare(self, sentences, template, opt, *, init, log, source, n_threads):
+    def prepare(self, sentences, template, opt, *, init, log, source, n_threads, init_space="keep"):
         t0 = time.perf_counter()
         origins = Origins()
         sentences = list(origins.record(sentences))
@@ -357,6 +357,9 @@ class FactorialTrainer:
                          f"{plural(s.n_features, 'state feature')}" for c, s in enumerate(chains))
         pdesc = "; ".join(f"pair {c + 1}-{c + 2}: {plural(p.n_attrs - 1, 'observation attribute')}, "
                           f"{plural(p.n_features, 'pair feature')}" for c, p in enumerate(pairs))
+        if init is not None and init_space == "grow":
+            log("--init-space grow: a factorial CRF trains in its --init model's space (as --init-space keep): "
+                "its chains and pair factors do not grow")
         log(f"factorial CRF: read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
             f"{desc}; {pdesc}; {plural(structure.n_params, 'parameter')}; inference {self.fopt['inference']}"
             f"{' with warm starts' if self.warm_start else ''} ({time.perf_counter() - t0:.2f}s, "

@@ -103,7 +103,7 @@ class SemiMarkovTrainer(chain.ChainTrainer):
         init.require_kind(NAME, "--init with --model-type semimarkov",
                           hint="continue it without --model-type semimarkov, or train from a template")
 
-    def prepare(self, sentences, template, opt, *, init, log, source, n_threads):
+    def prepare(self, sentences, template, opt, *, init, log, source, n_threads, init_space="keep"):
         """Convert the label column to the IOBES tags of its segments, fit (or, with --init, reuse)
         the token and segment spaces and encode the data."""
         from crftk.features.segments import SegmentSpace
@@ -148,6 +148,9 @@ class SemiMarkovTrainer(chain.ChainTrainer):
         del sents
         space, segments = structure.space, structure.segments
         lengths = ", ".join(f"{y} {n}" for y, n in zip(segments.labels, structure.seg_max.tolist()) if y != OUTSIDE)
+        if init is not None and init_space == "grow":
+            log("--init-space grow: a semi-Markov CRF trains in its --init model's spaces (as --init-space "
+                "keep): its segment space does not grow")
         log(f"read {plural(corpus.n_sentences, 'sentence')}, {plural(corpus.n_tokens, 'token')}; "
             f"{plural(space.n_labels, 'position tag')}, {plural(space.n_features, 'state feature')}, "
             f"{plural(segments.n_attrs, 'segment attribute')} x {plural(len(segments.labels), 'segment label')}; "

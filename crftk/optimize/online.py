@@ -61,6 +61,7 @@ def _orders(rng, data):
     """(model, labels, order) of each batch of an epoch, each batch in a new random order."""
     for model, labels in data.batches():
         yield model, labels, rng.permutation(model.n_sentences).astype(np.int32)
+        del model, labels       # a streamed batch is not held while the next one is read
 
 
 def _rules(max_iter, epsilon, period):
@@ -112,6 +113,7 @@ def averaged_perceptron(model, labels, w0, *, max_iter=50, epsilon=0.0, period=1
         for part, y, order in batches:
             s, t, state["c"] = part.perceptron_epoch(w, u, y, order, state["c"])
             n_sent, n_tok = n_sent + s, n_tok + t
+            del part, y, order  # (the next batch is read in the loop's next step)
         if frozen is not None:
             w[frozen] = w0[frozen]
             u[frozen] = 0.0
@@ -168,6 +170,7 @@ def sgd(model, labels, w0, *, c2, max_iter=50, epsilon=1e-6, period=10, frozen=N
         for part, y, order in _orders(rng, data):
             a, t, part_loss = part.sgd_epoch(v, a, y, order, lam, t0_rate, t, trans)
             loss += part_loss
+            del part, y, order  # (the next batch is read in the loop's next step)
         w = a * v
         if frozen is not None:
             w[frozen] = w0[frozen]
@@ -193,6 +196,7 @@ def _summed(step, batches):
     for part, y, order in batches:
         s, t, part_loss = step(part, y, order)
         n_sent, n_tok, loss = n_sent + s, n_tok + int(t), loss + part_loss
+        del part, y, order      # (the next batch is read in the loop's next step)
     return n_sent, n_tok, loss
 
 

@@ -319,7 +319,7 @@ def check_dev(dev, space, dev_source):
                          dev_source, dev[0].line or None)
 
 
-def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None, source=None,
+def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
         tolerance=None, max_sweeps=None, warm_start=False, stop=None, stream=False,
         stream_batch_tokens=params.STREAM_BATCH_TOKENS.default, **options):
@@ -327,7 +327,8 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
 
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
     Template, or None with ``init`` (a Model to start from: its feature spaces
-    and weights). ``dev``: a list of Sentence scored every iteration. ``trace``:
+    and weights); ``init_space``: "grow" adds the data's attributes, features and labels to
+    its space, "keep" trains its space alone (crftk.kinds.incremental). ``dev``: a list of Sentence scored every iteration. ``trace``:
     an open text file for the per-evaluation trace. ``source``/``dev_source``
     name the data in error messages. With ``keep_on_interrupt``, a
     KeyboardInterrupt after the first iteration ends training with the weights
@@ -351,18 +352,20 @@ def fit(sentences, template, *, dev=None, init=None, log=_stderr_log, trace=None
     stream_batch_tokens = params.STREAM_BATCH_TOKENS.check(stream_batch_tokens)
     streaming.check_cluster(stream, scheduler, workers)
     check_cluster(scheduler, workers, opt)
-    if stream:
-        streaming.check(opt, sentences, template, init=init, label_cols=trainer.label_cols)
+    init_space = params.INIT_SPACE.check(init_space)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
     if init is not None:
         trainer.check_init(init)
         template = trainer.init_template(init)
     if stream:
+        streaming.check(opt, sentences, template, init=init, label_cols=trainer.label_cols)
+    if stream:
         job = streaming.prepare(sentences, template, opt, log=log, n_threads=n_threads,
-                                batch_tokens=stream_batch_tokens)
+                                batch_tokens=stream_batch_tokens, init=init, init_space=init_space)
     else:
-        job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads)
+        job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads,
+                              init_space=init_space)
     scorer = None
     if dev:
         check_dev(dev, job.structure.space, dev_source)

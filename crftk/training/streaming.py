@@ -12,16 +12,20 @@ one batch to the next. With one batch holding the whole corpus this is the in-me
 weight for weight.
 """
 
+import os
+import stat
 import time
 
 import numpy as np
 
 from crftk import _encode
-from crftk.errors import CrftkError, UsageError
+from crftk.errors import CrftkError, UsageError, shown
+from crftk.features.attributes import AttributeSpace
 from crftk.features.extract import Extractor
 from crftk.features.space import EncodedCorpus, FeatureSpace
-from crftk.io.conll import CorpusStream
+from crftk.io.conll import CorpusStream, _split_columns
 from crftk.io.crfsuite import AttributeSequences
+from crftk.kinds import incremental
 from crftk.kinds.chain import ChainJob, _read_line, check_template
 from crftk.optimize.online import Batches
 from crftk.progress import plural, status
@@ -46,11 +50,17 @@ def check(opt, sentences, template, *, init, label_cols):
     if not isinstance(sentences, CorpusStream):
         raise UsageError("--stream reads its training data from files (crftk train FILE..., "
                          "crftk.CRF.fit_files): in-memory sentences are trained without it")
+    for path in sentences.paths:
+        check_rereadable(path)
     if opt["algorithm"] not in ALGORITHMS:
         raise UsageError(f"--stream trains with --algorithm {', '.join(ALGORITHMS)}: --algorithm "
                          f"{opt['algorithm']} needs the whole corpus in every iteration")
-    if init is not None:
-        raise UsageError("--stream trains from a template: drop --init (continue a model in memory)")
+    if init is not None and isinstance(init.space, AttributeSpace):
+        raise UsageError("--stream reads CoNLL files with a template: an --init model of feature dicts or "
+                         "CRFsuite data continues in memory")
+    if init is not None and init.info.get("train_scheme", "none") != "none":
+        raise UsageError(f"--stream trains on the labels as they are: an --init model trained with --train-scheme "
+                         f"{init.info['train_scheme']} continues in memory")
     if label_cols:
         raise UsageError("--stream trains one chain: a factorial CRF (several --label-col) trains in memory")
     refused = [(f"--model-type {opt['model_type']}", opt["model_type"] != "crf"),
@@ -69,6 +79,23 @@ def check(opt, sentences, template, *, init, label_cols):
     if not Extractor(template, {}).can_fit_batches():
         raise CrftkError("--stream reads its batches as bytes in compiled code, which lexicon macros do not "
                          "read; train without --stream", template.path)
+
+
+def check_rereadable(path):
+    """Refuse a training input that a second pass would not read again: every epoch reopens the
+    files, and standard input, a pipe or a file object would give an empty epoch (a model of zero
+    weights) instead of the corpus."""
+    name = os.fsdecode(os.fspath(path)) if isinstance(path, (str, bytes, os.PathLike)) else None
+    if name is not None and name != "-":
+        try:
+            regular = stat.S_ISREG(os.stat(name).st_mode)
+        except OSError:
+            return                  # the reader says why it cannot open it, in its own words
+        if regular:
+            return
+    what = {None: "a file object", "-": "standard input"}.get(name, "a pipe or device")
+    raise UsageError(f"--stream reads the training files again every epoch: {what} cannot be read twice; write "
+                     "the data to a file, or train without --stream", name if name not in (None, "-") else None)
 
 
 class _OneBatch:
@@ -133,23 +160,57 @@ def dictionary(stream, template, opt, batch_tokens, log):
     return space, n_sentences, n_tokens, n_batches
 
 
-def prepare(stream, template, opt, *, log, n_threads, batch_tokens):
+def prepare(stream, template, opt, *, log, n_threads, batch_tokens, init=None, init_space="grow"):
     """The chain trainer's job (crftk.kinds.chain.ChainJob) of a CorpusStream trained by --stream:
-    the dictionary pass's space, and a StreamedCorpus as its corpus."""
+    the dictionary pass's space, and a StreamedCorpus as its corpus. With an ``init`` model (a
+    checkpoint resumed, or a model continued on new files), its space grown by the dictionary
+    pass's (``init_space`` "grow", crftk.kinds.incremental) or kept, the job's ``init_weights``
+    its weights placed in the grown space."""
     t0 = time.perf_counter()
-    check_template(template, log)
+    read = opt
+    if init is None:
+        check_template(template, log)
+    else:                   # the data is read as the model reads it, pruned when merged into it
+        read = {**opt, "label_col": init.space.label_col, "feature_set": init.space.feature_set, "min_freq": 1}
     source = stream.paths[0] if len(stream.paths) == 1 else f"{len(stream.paths)} files"
     status(log, f"dictionary pass over {source}, {plural(batch_tokens, 'token')} a batch ...")
-    space, n_sentences, n_tokens, n_batches = dictionary(stream, template, opt, batch_tokens, log)
+    space, n_sentences, n_tokens, n_batches = dictionary(stream, template, read, batch_tokens, log)
+    growth, data_labels = None, space.labels
+    if init is not None:
+        if space.n_columns != init.space.n_columns:
+            raise CrftkError(f"the --init model reads rows of {init.space.n_columns} columns, and the training "
+                             f"data has {space.n_columns}", stream.paths[0])
+        growth = _continued(init, space, opt, init_space)
+        space = init.space if growth is None or growth.space is None else growth.space
     structure = Chain(space)
     corpus = StreamedCorpus(stream.paths, stream.kw, structure, batch_tokens, n_threads, n_sentences, n_tokens,
-                            n_batches)
+                            n_batches, init_labels=init is not None and space is init.space)
+    if corpus.init_labels and set(data_labels) - set(space.labels):
+        for _ in corpus.batches():      # a pass that stops at the first label the model lacks, with its line
+            pass
     transitions = "no transitions" if not template.label_bigram else "label bigram"
     if space.n_edge_attrs:
         transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+    if growth is not None:
+        log(growth.line)
     log(_read_line(corpus, space, f", {transitions}", t0, n_threads)
         + f"; streamed in {plural(n_batches, 'batch', 'batches')} of up to {plural(batch_tokens, 'token')}")
-    return ChainJob(structure, corpus, None, template, False)
+    job = ChainJob(structure, corpus, None, template, False)
+    if growth is not None:
+        job.init_weights = growth.weights
+    return job
+
+
+def _continued(init, data, opt, init_space):
+    """The Growth of the --init model's space by the dictionary pass's ``data`` (None: it adds
+    nothing, or --init-space keep; one without a space: the space is kept, its line says why)."""
+    if init_space == "keep":
+        return None
+    why = incremental.why_kept(init.space.template, opt, False)
+    if why is None:
+        return incremental.grow_by(init, data, opt["min_freq"])
+    return incremental.Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept "
+                                          "(as --init-space keep)")
 
 
 class StreamedCorpus(Batches):
@@ -158,8 +219,10 @@ class StreamedCorpus(Batches):
 
     allowed = None          # no partial labels (refused by the dictionary pass)
 
-    def __init__(self, paths, kw, structure, batch_tokens, n_threads, n_sentences, n_tokens, n_batches=None):
+    def __init__(self, paths, kw, structure, batch_tokens, n_threads, n_sentences, n_tokens, n_batches=None, *,
+                 init_labels=False):
         self.paths, self.kw = list(paths), dict(kw)
+        self.init_labels = init_labels      # the labels are an --init model's: a label it lacks is the data's
         self.structure, self.space = structure, structure.space
         self.batch_tokens, self.n_threads = batch_tokens, n_threads
         self.n_sentences, self.n_tokens, self.n_batches = n_sentences, n_tokens, n_batches
@@ -174,8 +237,15 @@ class StreamedCorpus(Batches):
 
     def batches(self):
         stream = CorpusStream(self.paths, self.kw)
+        n_sentences = n_tokens = 0
         for batch in stream.batches(**_batch_kw(self.batch_tokens)):
+            n_sentences, n_tokens = n_sentences + batch.n_sentences, n_tokens + batch.n_tokens
             yield self.encoded(batch)
+        if (n_sentences, n_tokens) != (self.n_sentences, self.n_tokens):
+            # a shorter or longer epoch would train on other data than the dictionary's, silently
+            raise CrftkError(f"the training files now hold {plural(n_sentences, 'sentence')} and "
+                             f"{plural(n_tokens, 'token')}, not the {self.n_sentences:,} and {self.n_tokens:,} "
+                             f"of the dictionary pass: did they change during training?", self.paths[-1])
 
     def first(self):
         batches = self.batches()
@@ -190,8 +260,12 @@ class StreamedCorpus(Batches):
         col = self.space.label_col
         y = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, [col], [self._label_ids])[:, 0]
         unknown = np.flatnonzero(y < 0)
-        if unknown.size:      # the files changed since the dictionary pass
+        if unknown.size:
             t = int(unknown[0])
+            if self.init_labels:
+                row = _split_columns(batch.block[batch.tok_start[t]:batch.tok_end[t]].decode("utf-8"))
+                raise CrftkError(f"label {shown(row[col])} is not one of the --init model's "
+                                 f"{plural(self.space.n_labels, 'label')}", batch.source, _token_line(batch, t))
             raise CrftkError("a label the dictionary pass did not see: did the training files change during "
                              "training?", batch.source, _token_line(batch, t))
         labels = y.astype(np.int32)

@@ -1061,7 +1061,7 @@ def test_label_errors_name_file_and_line_and_cut_long_values(tiny, tmp_path):
     assert_error(run("train", "-q", "-t", tiny.template, "-m", tmp_path / "o.model", "--order", 2, pipes),
                  "pipes.txt:1: label 'B|NP' cannot be used with --order 2")
     other = write(tmp_path / "other.txt", conll_text(TINY) + "q NN B-NEW\n")
-    assert_error(run("train", "-q", "--init", tiny.model, "-m", tmp_path / "i.model", other),
+    assert_error(run("train", "-q", "--init", tiny.model, "--init-space", "keep", "-m", tmp_path / "i.model", other),
                  f"other.txt:{len(conll_text(TINY).splitlines()) + 1}: label 'B-NEW' is not one of")
     assert listing(tmp_path) == ["bad.tagged", "huge.txt", "other.txt", "pipes.txt"]
 

@@ -2,6 +2,7 @@
 space, one batch holding the whole corpus trains exactly as in memory for every online learner,
 several batches train as well, and what it cannot train is refused in one line."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,14 +11,15 @@ import numpy as np
 import pytest
 
 from corpora import REPO, random_corpus
-from crftk.errors import CrftkError
+from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace
 from crftk.features.templates import parse_template
 from crftk.features.union import same_space
 from crftk.io.conll import iter_corpus, read_corpus
+from crftk.model import Model
 from crftk.training import fit
 from crftk.training.driver import check_options
-from crftk.training.streaming import dictionary
+from crftk.training.streaming import dictionary, prepare
 
 TEMPLATE = "U00:%x[-1,0]\nU01:%x[0,0]\nU02:%x[1,0]\nU03:%x[0,1]/%x[0,0]\nU04:%x[0,0]/%x[1,0]\nB\nB01:%x[0,1]\n"
 CONLL2000 = Path("/work/shared/data/conll2000")
@@ -154,9 +156,6 @@ def test_refusals_of_data_and_templates(data, tmp_path):
             fit(iter_corpus([a]), parse_template(text), log=quiet, algorithm="sgd", stream=True)
     with pytest.raises(CrftkError, match="in-memory sentences are trained without it"):
         fit(read_corpus(a), parse_template(TEMPLATE), log=quiet, algorithm="sgd", stream=True)
-    init = train([a], stream=False, algorithm="sgd", max_iter=1)
-    with pytest.raises(CrftkError, match="drop --init"):
-        fit(iter_corpus([a]), None, init=init, log=quiet, algorithm="sgd", stream=True)
     crfsuite = tmp_path / "data.crfsuite"
     crfsuite.write_text("A\tw=1\nB\tw=2\n\n")
     run, model = _cli(tmp_path, str(crfsuite), "--format", "crfsuite", "--algorithm", "sgd", "--stream")
@@ -180,3 +179,81 @@ def test_crf_fit_files_streams_and_gives_the_in_memory_weights(data):
 
 def _xy(sents):
     return [[r[:-1] for r in s.rows] for s in sents], [[r[-1] for r in s.rows] for s in sents]
+
+
+def test_inputs_that_cannot_be_read_twice_are_refused(data, tmp_path):
+    """Every epoch reopens the files: standard input or a pipe would give an empty second pass
+    (a model of zero weights saved as if trained)."""
+    tmpl = tmp_path / "t.tmpl"
+    tmpl.write_text(TEMPLATE)
+    model = tmp_path / "m.crf"
+    run = subprocess.run([sys.executable, "-m", "crftk.cli", "train", "-", "-t", str(tmpl), "--stream",
+                          "--algorithm", "perceptron", "-m", str(model)], input=Path(data[0]).read_text(),
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and not model.exists()
+    assert "standard input cannot be read twice" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="a pipe or device cannot be read twice") as e:
+        train([data[0], fifo], stream=True, algorithm="sgd")
+    assert e.value.path == str(fifo)
+    import crftk
+    with open(data[0], "rb") as fh, pytest.raises(UsageError, match="a file object cannot be read twice"):
+        crftk.CRF(template=TEMPLATE, algorithm="sgd", stream=True).fit_files([fh])
+
+
+def test_an_epoch_that_reads_other_data_than_the_dictionary_pass_is_an_error(tmp_path):
+    path = write(tmp_path / "a.txt", random_corpus(40, seed=4, vocab=20))
+    opt = check_options({"algorithm": "perceptron"}, quiet)
+    job = prepare(iter_corpus([path]), parse_template(TEMPLATE), opt, log=quiet, n_threads=1, batch_tokens=50)
+    assert sum(model.n_sentences for model, _ in job.corpus.batches()) == 40
+    sents = read_corpus(path)
+    write(path, sents[:30])                 # the file shrank since the dictionary pass
+    with pytest.raises(CrftkError, match=r"now hold 30 sentences .* not the 40 .* did they change") as e:
+        for _ in job.corpus.batches():
+            pass
+    assert e.value.path == str(path)
+
+
+@pytest.mark.parametrize("init_space", ["grow", "keep"])
+def test_init_continues_a_model_on_streamed_files_as_in_memory(data, tmp_path, init_space):
+    """--init with --stream: a streamed run's checkpoint resumed, or a model continued on new
+    files; one batch gives the weights of --init in memory, grown (or kept) alike."""
+    a, b = data
+    checkpoint = tmp_path / "m.checkpoint"
+    train([a], stream=True, batch_tokens=100, checkpoint=(str(checkpoint), 2), algorithm="perceptron")
+    init = Model.load(checkpoint)
+    kw = dict(init=init, init_space=init_space, algorithm="perceptron", max_iter=3, epsilon=0.0, threads=1)
+    resumed = []
+    fit(iter_corpus([a]), None, log=resumed.append, stream=True, stream_batch_tokens=100, **kw)
+    assert not any(line.startswith("--init-space") for line in resumed)      # its own data adds nothing
+    lines = {True: [], False: []}
+    models = {stream: fit(iter_corpus([b]), None, log=lines[stream].append, stream=stream,
+                          stream_batch_tokens=10**6, **kw) for stream in (True, False)}
+    assert same_space(models[True].space, models[False].space) == (True, "")
+    np.testing.assert_array_equal(models[True].weights, models[False].weights)
+    grown = [line for line in lines[True] if line.startswith("--init-space grow: the training data adds")]
+    assert grown == [line for line in lines[False] if line.startswith("--init-space grow: the training data adds")]
+    assert len(grown) == (init_space == "grow")
+    assert (models[True].space is init.space) == (init_space == "keep")
+
+
+def test_init_keep_refuses_a_label_of_the_streamed_files_at_its_line(data, tmp_path):
+    init = train([data[0]], stream=False, algorithm="perceptron", max_iter=1)
+    sents = read_corpus(data[1])
+    rows = [list(map(list, s.rows)) for s in sents]
+    rows[3][1][-1] = "B-NEW"
+    path = tmp_path / "new.txt"
+    path.write_text("".join("".join(" ".join(r) + "\n" for r in s) + "\n" for s in rows))
+    with pytest.raises(CrftkError, match=r"label 'B-NEW' is not one of the --init model's \d+ labels") as e:
+        fit(iter_corpus([path]), None, init=init, init_space="keep", log=quiet, algorithm="perceptron",
+            stream=True, stream_batch_tokens=50)
+    assert (e.value.path, e.value.line) == (str(path), sents[3].line + 1)
+    crfsuite = dicts_model()
+    with pytest.raises(CrftkError, match="an --init model of feature dicts"):
+        fit(iter_corpus([data[0]]), None, init=crfsuite, log=quiet, algorithm="sgd", stream=True)
+
+
+def dicts_model():
+    import crftk
+    return crftk.CRF(max_iter=1, threads=1).fit([[{"w": "a"}]], [["N"]]).model_
