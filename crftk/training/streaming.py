@@ -12,6 +12,8 @@ one batch to the next. With one batch holding the whole corpus this is the in-me
 weight for weight.
 """
 
+import os
+import stat
 import time
 
 import numpy as np
@@ -46,6 +48,7 @@ def check(opt, sentences, template, *, init, label_cols):
     if not isinstance(sentences, CorpusStream):
         raise UsageError("--stream reads its training data from files (crftk train FILE..., "
                          "crftk.CRF.fit_files): in-memory sentences are trained without it")
+    check_rereadable(sentences.paths)
     if opt["algorithm"] not in ALGORITHMS:
         raise UsageError(f"--stream trains with --algorithm {', '.join(ALGORITHMS)}: --algorithm "
                          f"{opt['algorithm']} needs the whole corpus in every iteration")
@@ -69,6 +72,28 @@ def check(opt, sentences, template, *, init, label_cols):
     if not Extractor(template, {}).can_fit_batches():
         raise CrftkError("--stream reads its batches as bytes in compiled code, which lexicon macros do not "
                          "read; train without --stream", template.path)
+
+
+def check_rereadable(paths):
+    """Refuse a training input that can be read once (standard input, a pipe, FIFO or device, a
+    file object): the dictionary pass would drain it, and the epochs would then read nothing."""
+    for path in paths:
+        if isinstance(path, (str, bytes, os.PathLike)):
+            name = os.fsdecode(os.fspath(path))
+            if name == "-":
+                what = "standard input"
+            else:
+                try:
+                    if stat.S_ISREG(os.stat(name).st_mode):
+                        continue
+                except OSError:
+                    continue        # reading it says why, in the words of every other command
+                what = "not a regular file: a pipe, FIFO or device"
+        else:
+            name = getattr(path, "name", None)
+            name, what = (name if isinstance(name, str) else "<stream>"), "a file object"
+        raise CrftkError(f"--stream reads the training files again in every epoch, and this input can be read "
+                         f"once ({what}): write it to a file first, or train without --stream", name)
 
 
 class _OneBatch:
@@ -174,8 +199,17 @@ class StreamedCorpus(Batches):
 
     def batches(self):
         stream = CorpusStream(self.paths, self.kw)
+        n_sentences = n_tokens = 0
         for batch in stream.batches(**_batch_kw(self.batch_tokens)):
+            n_sentences += batch.n_sentences
+            n_tokens += batch.n_tokens
             yield self.encoded(batch)
+        if (n_sentences, n_tokens) != (self.n_sentences, self.n_tokens):
+            # a file cut or rewritten since the dictionary pass: the epoch did not train on the corpus
+            raise CrftkError(f"this epoch read {plural(n_sentences, 'sentence')} and {plural(n_tokens, 'token')}, "
+                             f"the dictionary pass {self.n_sentences:,} and {self.n_tokens:,}: did "
+                             "the training files change during training?",
+                             self.paths[0] if len(self.paths) == 1 else None)
 
     def first(self):
         batches = self.batches()
