@@ -117,7 +117,7 @@ BLOCK_BYTES_PER_TOKEN = 64
 def _batch_kw(batch_tokens):
     # a sentence has a token at least: batch_tokens also bounds the sentences of a batch
     block = min(max(BLOCK_BYTES_PER_TOKEN * batch_tokens, 1 << 16), 1 << 26)
-    return {"batch_tokens": batch_tokens, "max_sentences": batch_tokens, "block_size": block}
+    return {"batch_tokens": batch_tokens, "max_sentences": batch_tokens, "block_size": block, "read_ahead": True}
 
 
 def _token_line(batch, t):

@@ -82,3 +82,32 @@ def test_a_training_file_cut_during_training_is_an_error_not_a_model_of_half_the
         fit(iter_corpus([path]), parse_template(TEMPLATE), log=cut_after_the_read_line, algorithm="perceptron",
             max_iter=2, stream=True, stream_batch_tokens=100)
     assert e.value.path == str(path)
+
+
+@pytest.mark.parametrize("ending", ["\n", ""], ids=["no-blank-line", "no-newline"])
+def test_a_file_without_a_final_blank_line_is_one_batch_and_trains_the_in_memory_weights(corpus, tmp_path, ending):
+    """Its last sentence used to make a batch of its own (the last block was parsed before the
+    end of the file was known), so it was never shuffled with the others."""
+    path = tmp_path / "open-ended.txt"
+    path.write_text((corpus / "train.txt").read_text().rstrip("\n") + ending)
+    options = dict(log=quiet, algorithm="perceptron", max_iter=3, threads=1)
+    memory = fit(iter_corpus([path]), parse_template(TEMPLATE), **options)
+    streamed = fit(iter_corpus([path]), parse_template(TEMPLATE), stream=True, **options)
+    assert streamed.info["stream"]["batches"] == 1 and streamed.info["sentences"] == 200
+    np.testing.assert_array_equal(streamed.weights, memory.weights)
+
+
+@pytest.mark.parametrize("block_size", [1, 7, 64, 1 << 16])
+def test_reading_ahead_gives_the_sentences_of_reading_without(corpus, tmp_path, block_size):
+    from crftk.io.conll import read_batches, read_sentences
+    path = tmp_path / "open-ended.txt"
+    path.write_text((corpus / "train.txt").read_text().rstrip("\n"))
+    want = [[row for row in s.rows] for s in read_sentences(path)]
+    for ahead in (False, True):
+        got = []
+        for batch in read_batches(path, batch_tokens=50, max_sentences=50, block_size=block_size, read_ahead=ahead):
+            block = bytes(batch.block)
+            for k in range(batch.n_sentences):
+                toks = range(batch.sent_ptr[k], batch.sent_ptr[k + 1])
+                got.append([block[batch.tok_start[t]:batch.tok_end[t]].decode().split() for t in toks])
+        assert got == want
