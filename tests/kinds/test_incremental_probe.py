@@ -69,3 +69,21 @@ def test_a_truncated_model_is_one_line(files):
     (files / "cut.model").write_bytes(data[:len(data) // 2])
     out = run(files, "--init", "cut.model", "-m", "o.model", *FAST, "new.txt")
     assert "cut.model: truncated" in error_line(out) and not (files / "o.model").exists()
+
+
+@pytest.mark.parametrize("space", ["grow", "keep"])
+@pytest.mark.parametrize("columns, message", [
+    (4, "new.txt:1: the --init model expects 2 or 3 columns, found 4"),
+    (1, "new.txt:1: the --init model expects 2 or 3 columns, found 1"),
+    (2, "new.txt:1: the training data has no gold label column (the --init model's is column 2 of 3"),
+])
+def test_new_data_of_another_width_is_one_line_at_its_first_line(files, tmp_path, space, columns, message):
+    """grow read the label column of data without it (IndexError, a traceback), and a wrong width
+    was said without the file or line."""
+    assert run(files, "-t", "t.tmpl", "-m", "whole.model", *FAST, "old.txt").returncode == 0
+    rows = [row.split() for row in (files / "new.txt").read_text().splitlines()]
+    wide = {4: lambda r: r[:2] + ["X"] + r[2:], 1: lambda r: r[:1], 2: lambda r: r[:2]}[columns]
+    (tmp_path / "new.txt").write_text("".join(" ".join(wide(r)) + "\n" if r else "\n" for r in rows))
+    out = run(tmp_path, "--init", files / "whole.model", "--init-space", space, "-m", "o.model", *FAST, "new.txt")
+    assert error_line(out).startswith(f"crftk: error: {message}"), out.stderr
+    assert not (tmp_path / "o.model").exists()
