@@ -22,6 +22,7 @@ from crftk import _encode
 from crftk.errors import CrftkError, UsageError
 from crftk.features.extract import Extractor
 from crftk.features.space import EncodedCorpus, FeatureSpace
+from crftk.features.templates import DOCUMENT_MACROS
 from crftk.io.conll import CorpusStream
 from crftk.io.crfsuite import AttributeSequences
 from crftk.kinds.chain import ChainJob, _read_line, check_template
@@ -65,13 +66,16 @@ def check(opt, sentences, template, *, init, label_cols):
     if given:
         raise UsageError(f"--stream trains a first-order CRF on the labels as they are, without checking the "
                          f"whole corpus's gold labels first: drop {', '.join(given)}")
-    if template.anchored or template.aggregates:
+    whole_documents = [line.lineno for line in template.lines
+                       if any(m.anchored or m.kind in DOCUMENT_MACROS for m in line.macros)]
+    if whole_documents:
         raise CrftkError("--stream encodes a batch of sentences at a time: first-mention (%^) and document "
                          "(%doc, %corpus, %ctx) macros need whole documents; train without --stream",
-                         template.path)
+                         template.path, whole_documents[0])
     if not Extractor(template, {}).can_fit_batches():
         raise CrftkError("--stream reads its batches as bytes in compiled code, which lexicon macros do not "
-                         "read; train without --stream", template.path)
+                         "read; train without --stream", template.path,
+                         min(template.lexicon_lines.values(), default=None))
 
 
 def check_rereadable(paths):

@@ -6,12 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
-from corpora import CLI_ENV, REPO, cli, error_line, random_corpus, write_conll
+from corpora import CLI_ENV, cli, error_line, random_corpus, write_conll
 from crftk.errors import CrftkError
 from crftk.features.templates import parse_template
 from crftk.io.conll import iter_corpus
@@ -111,3 +110,106 @@ def test_reading_ahead_gives_the_sentences_of_reading_without(corpus, tmp_path, 
                 toks = range(batch.sent_ptr[k], batch.sent_ptr[k + 1])
                 got.append([block[batch.tok_start[t]:batch.tok_end[t]].decode().split() for t in toks])
         assert got == want
+
+
+@pytest.mark.parametrize("text, line", [
+    ("# first mentions\nU0:%x[0,0]\nU1:%^X[-1,0]\nB\n", 3),
+    ("U0:%x[0,0]\n\nU1:%doc[0,0,token]\nB\n", 3),
+    ("U0:%x[0,0]\n@lexicon L lex.txt\nU1:%lex[0,L]\nB\n", 2),
+])
+def test_a_template_stream_cannot_take_is_refused_at_its_line(corpus, tmp_path, text, line):
+    (tmp_path / "lex.txt").write_text("w1\nw2\n")
+    (tmp_path / "bad.tmpl").write_text(text)
+    out = cli("train", "-t", "bad.tmpl", "-m", "o.model", *STREAM, corpus / "train.txt", cwd=tmp_path)
+    assert error_line(out).startswith(f"crftk: error: bad.tmpl:{line}: --stream ")
+    assert not (tmp_path / "o.model").exists()
+
+
+BAD_FILES = {
+    "truncated": (lambda t: t[:len(t) // 2].rstrip("\n") + " w", "expected 3 columns, found 4"),
+    "columns change": (lambda t: t.replace("\n\n", "\nw1 A B C\n\n", 3), "expected 3 columns, found 4"),
+    "empty": (lambda t: "", "no training sentences"),
+    "blank lines only": (lambda t: "\n\n\n", "no training sentences"),
+    "latin-1 without --encoding": (lambda t: t.replace("w1 ", "w\u00e91 "), "not valid UTF-8"),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_FILES))
+def test_a_bad_training_file_is_one_line_with_no_model(corpus, tmp_path, what):
+    edit, message = BAD_FILES[what]
+    path = tmp_path / "bad.txt"
+    path.write_bytes(edit((corpus / "train.txt").read_text()).encode("latin-1"))
+    out = cli("train", "-t", corpus / "t.tmpl", "-m", "o.model", *STREAM, path, cwd=tmp_path)
+    assert "bad.txt" in error_line(out) and message in out.stderr
+    assert not (tmp_path / "o.model").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-m", "train.txt"], "the model would overwrite the training file"),
+    (["-m", "."], "cannot write the model: is a directory"),
+    (["-m", "o.model", "--label-col", "5"], "label column 5 does not exist in data of 3 columns"),
+    (["-m", "o.model", "--dev", "narrow.txt"], "narrow.txt:1: the development set has 2 columns, the training data 3"),
+    (["-m", "o.model", "--stream-batch-tokens", "0"], "'--stream-batch-tokens': '0' is not an integer from 1"),
+])
+def test_bad_outputs_and_options_are_one_line(corpus, args, message):
+    (corpus / "narrow.txt").write_text("w1 O\n\n")
+    before = (corpus / "train.txt").read_bytes()
+    out = train_cli(corpus, *args, *STREAM, "train.txt")
+    assert message in error_line(out, 2 if "batch" in message else 1)
+    assert not (corpus / "o.model").exists() and (corpus / "train.txt").read_bytes() == before
+
+
+def test_an_input_directory_is_one_line(corpus):
+    out = train_cli(corpus, "-m", "o.model", *STREAM, corpus)
+    assert "cannot open for reading (Is a directory)" in error_line(out)
+
+
+def test_latin1_with_encoding_and_crlf_train_the_in_memory_weights(corpus, tmp_path):
+    text = (corpus / "train.txt").read_text().replace("w1 ", "w\u00e91 ").replace("\n", "\r\n")
+    (tmp_path / "odd.txt").write_bytes(text.encode("latin-1"))
+    weights = []
+    for stream in ([], ["--stream"]):
+        out = cli("train", "-t", corpus / "t.tmpl", "-m", f"m{len(stream)}", "--algorithm", "arow", "--max-iter", "2",
+                  "--encoding", "latin-1", "-q", *stream, "odd.txt", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        model = Model.load(tmp_path / f"m{len(stream)}")
+        assert "w\u00e91" in "".join(model.space.attribute_strings())
+        weights.append(model.weights)
+    np.testing.assert_array_equal(*weights)
+
+
+class _Interrupting:
+    """A log whose status line of the dictionary pass raises KeyboardInterrupt (as Ctrl-C there)."""
+
+    def __call__(self, msg):
+        pass
+
+    def status(self, msg):
+        if msg.startswith("dictionary pass: 3 batches"):
+            raise KeyboardInterrupt
+
+
+def test_an_interrupt_in_the_dictionary_pass_gives_no_model(corpus):
+    with pytest.raises(KeyboardInterrupt):
+        fit(iter_corpus([corpus / "train.txt"]), parse_template(TEMPLATE), log=_Interrupting(), algorithm="sgd",
+            stream=True, stream_batch_tokens=50, keep_on_interrupt=True)
+
+
+def test_sigterm_in_an_epoch_leaves_the_interrupt_save_whole(corpus, tmp_path):
+    """SIGTERM after the first epoch: the model of the epochs done, whole (it loads, and says it
+    was interrupted), and no other file beside it."""
+    big = tmp_path / "big.txt"
+    big.write_text((corpus / "train.txt").read_text() * 60)
+    proc = subprocess.Popen([sys.executable, "-m", "crftk.cli", "train", "-t", corpus / "t.tmpl", "-m", "o.model",
+                             "--algorithm", "sgd", "--max-iter", "1000", "--epsilon", "0", "--stream",
+                             "--stream-batch-tokens", "200", big], cwd=tmp_path, env=CLI_ENV,
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if line.startswith("epoch    1"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130 and "Traceback" not in rest, rest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "o.model"]
+    model = Model.load(tmp_path / "o.model")
+    assert model.info["interrupted"] is True and model.info["iterations"] >= 1
