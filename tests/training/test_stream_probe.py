@@ -213,3 +213,17 @@ def test_sigterm_in_an_epoch_leaves_the_interrupt_save_whole(corpus, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "o.model"]
     model = Model.load(tmp_path / "o.model")
     assert model.info["interrupted"] is True and model.info["iterations"] >= 1
+
+
+def test_several_files_are_several_batches_whatever_the_batch_size(corpus, tmp_path):
+    """As README says: a batch ends with its file, so two files never train as one batch (the
+    in-memory weights need one file); the dictionary is still the whole corpus's."""
+    text = (corpus / "train.txt").read_text().split("\n\n")
+    (tmp_path / "a.txt").write_text("\n\n".join(text[:100]) + "\n\n")
+    (tmp_path / "b.txt").write_text("\n\n".join(text[100:]))
+    files = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    options = dict(log=quiet, algorithm="perceptron", max_iter=2, threads=1)
+    memory = fit(iter_corpus(files), parse_template(TEMPLATE), **options)
+    streamed = fit(iter_corpus(files), parse_template(TEMPLATE), stream=True, stream_batch_tokens=10**9, **options)
+    assert streamed.info["stream"]["batches"] == 2 and streamed.info["sentences"] == memory.info["sentences"]
+    assert streamed.space.attribute_strings() == memory.space.attribute_strings()
