@@ -488,8 +488,9 @@ STREAM = Param("stream", False, Flag(),
                "model continued) as without --stream; no partial labels, --constraints, --train-scheme or "
                "--transitions seen.")
 STREAM_BATCH_TOKENS = Param("stream_batch_tokens", 100_000, Integer(1, MAX_COUNT),
-                            "--stream: tokens per batch (memory grows with it; a batch holding the whole "
-                            "corpus trains exactly as without --stream).")
+                            "--stream: tokens per batch (memory grows with it; a batch also ends with its "
+                            "file and at least every 64 MiB read; one batch holding the whole corpus trains "
+                            "exactly as without --stream).")
 INIT_SPACE = Param("init_space", "grow", str,
                    "With --init: grow adds the training data's attributes (those seen at least --min-freq "
                    "times in it; the model's own are all kept), state features and labels to the model's "

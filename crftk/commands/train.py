@@ -165,7 +165,7 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
     if first_stage is not None or two_stage_init is not None:
         return _train_two_stage(train_files, template, model_path, first_stage, two_stage_init, first_stage_folds,
                                 first_stage_labels, first_stage_output, dev, dev_file, log, max_sentence_tokens,
-                                encoding, trainer.fit_options(opt))
+                                encoding, {**trainer.fit_options(opt), "init_space": init_space})
     cross_text = None
     if cross_predict:
         cross_text = cross_predictions(train_files, template, cross_predict, dev=dev or None, log=log,

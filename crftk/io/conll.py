@@ -718,14 +718,17 @@ def _byte_blocks(lines, size, name):
 
 def read_batches(path, *, n_columns=None, min_columns=1, first_doc=0, layout=None,
                  max_sentence_tokens=MAX_SENTENCE_TOKENS, batch_tokens=50_000, max_sentences=5_000,
-                 block_size=BLOCK_SIZE, encoding=DEFAULT_ENCODING) -> Iterator[RawBatch]:
+                 block_size=BLOCK_SIZE, encoding=DEFAULT_ENCODING, read_ahead=False) -> Iterator[RawBatch]:
     """The sentences of a CoNLL file in batches of :class:`RawBatch`, read in compiled code.
 
     The same rules, pass-through lines and errors as ``read_sentences(path,
     passthrough=True, ...)`` (the same arguments), whose stream :func:`chunked` would
     group; a batch closes at a sentence end once it holds ``batch_tokens`` tokens or
     ``max_sentences`` sentences (a longer sentence makes a batch of its own). A file in
-    another ``encoding`` is transcoded: a batch's ``block`` is always UTF-8.
+    another ``encoding`` is transcoded: a batch's ``block`` is always UTF-8. ``read_ahead``
+    reads a block beyond the one parsed, so that the last block is parsed knowing it ends the
+    file: a final sentence without a blank line after it then joins the batch before it instead
+    of making one of its own (batches are where --stream shuffles; tagging needs no read-ahead).
     """
     from crftk import _textio
     allowed = _allowed_counts(n_columns, min_columns)
@@ -738,13 +741,16 @@ def read_batches(path, *, n_columns=None, min_columns=1, first_doc=0, layout=Non
     lines, name, close = _open_input(path, codec(encoding))
     reader = _textio.Reader(allowed, min_columns, first_doc, limit, _max_line_bytes)
     return _iter_batches(reader, _byte_blocks(lines, block_size, name), name, close, allowed, min_columns,
-                         layout, batch_tokens, max_sentences, limit)
+                         layout, batch_tokens, max_sentences, limit, read_ahead)
 
 
 def _iter_batches(reader, blocks, name, close, allowed, min_columns, layout, batch_tokens, max_sentences,
-                  limit):
+                  limit, read_ahead):
     try:
-        data, eof = b"", False
+        data, ahead, eof = b"", b"", False
+        if read_ahead:
+            ahead = next(blocks, None)
+            eof = ahead is None
         while True:
             used, arrays = reader.parse(data, eof, batch_tokens, max_sentences)
             if arrays is None:
@@ -759,7 +765,10 @@ def _iter_batches(reader, blocks, name, close, allowed, min_columns, layout, bat
             if eof:
                 return
             block = next(blocks, None)
-            if block is None:
+            if read_ahead:
+                data, ahead = data + ahead, block
+                eof = ahead is None
+            elif block is None:
                 eof = True
             else:
                 data += block

@@ -13,7 +13,7 @@ from crftk import params
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.attributes import AttributeSpace
 from crftk.features.space import FeatureSpace
-from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
+from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, describe_widths, input_batches
 from crftk.io.crfsuite import AttributeSequences, read_crfsuite
 from crftk.io.schemes import Detector, Recoder, check_chunk_tags, convert
 from crftk.io.stream import format_batch, tag_stream
@@ -609,6 +609,7 @@ class ChainTrainer:
                 raise CrftkError("the --init model was trained on attribute data (feature dicts or a CRFsuite "
                                  "file): continue it with that kind of data", source)
             sents = list(stream)
+            self._check_init_columns(space, sents, origins)
             if init_space == "grow" and sents:
                 growth = self._grow(init, sents, opt, order2, marker, source)
             if growth is not None and growth.space is not None:
@@ -660,6 +661,20 @@ class ChainTrainer:
         if growth is not None:
             job.init_weights = growth.weights
         return job
+
+    @staticmethod
+    def _check_init_columns(space, sents, origins):
+        """Refuse, at the first sentence's line, training data whose columns the --init model does
+        not read or that lack its gold label column (before growing reads that column)."""
+        if not sents:
+            return
+        n, widths = len(sents[0].rows[0]), space.input_widths()
+        if n not in widths:
+            raise CrftkError(f"the --init model expects {describe_widths(widths)}, found {n}: {widths.needs}",
+                             *origins.locate(0))
+        if not space.input_columns(n):
+            raise CrftkError(f"the training data has no gold label column (the --init model's is column "
+                             f"{space.label_col} of {space.n_columns}; this data has {n})", *origins.locate(0))
 
     @staticmethod
     def _grow(init, sents, opt, order2, marker, source):

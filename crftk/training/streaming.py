@@ -23,6 +23,7 @@ from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.attributes import AttributeSpace
 from crftk.features.extract import Extractor
 from crftk.features.space import EncodedCorpus, FeatureSpace
+from crftk.features.templates import DOCUMENT_MACROS
 from crftk.io.conll import CorpusStream, _split_columns
 from crftk.io.crfsuite import AttributeSequences
 from crftk.kinds import incremental
@@ -50,8 +51,7 @@ def check(opt, sentences, template, *, init, label_cols):
     if not isinstance(sentences, CorpusStream):
         raise UsageError("--stream reads its training data from files (crftk train FILE..., "
                          "crftk.CRF.fit_files): in-memory sentences are trained without it")
-    for path in sentences.paths:
-        check_rereadable(path)
+    check_rereadable(sentences.paths)
     if opt["algorithm"] not in ALGORITHMS:
         raise UsageError(f"--stream trains with --algorithm {', '.join(ALGORITHMS)}: --algorithm "
                          f"{opt['algorithm']} needs the whole corpus in every iteration")
@@ -72,30 +72,38 @@ def check(opt, sentences, template, *, init, label_cols):
     if given:
         raise UsageError(f"--stream trains a first-order CRF on the labels as they are, without checking the "
                          f"whole corpus's gold labels first: drop {', '.join(given)}")
-    if template.anchored or template.aggregates:
+    whole_documents = [line.lineno for line in template.lines
+                       if any(m.anchored or m.kind in DOCUMENT_MACROS for m in line.macros)]
+    if whole_documents:
         raise CrftkError("--stream encodes a batch of sentences at a time: first-mention (%^) and document "
                          "(%doc, %corpus, %ctx) macros need whole documents; train without --stream",
-                         template.path)
+                         template.path, whole_documents[0])
     if not Extractor(template, {}).can_fit_batches():
         raise CrftkError("--stream reads its batches as bytes in compiled code, which lexicon macros do not "
-                         "read; train without --stream", template.path)
+                         "read; train without --stream", template.path,
+                         min(template.lexicon_lines.values(), default=None))
 
 
-def check_rereadable(path):
-    """Refuse a training input that a second pass would not read again: every epoch reopens the
-    files, and standard input, a pipe or a file object would give an empty epoch (a model of zero
-    weights) instead of the corpus."""
-    name = os.fsdecode(os.fspath(path)) if isinstance(path, (str, bytes, os.PathLike)) else None
-    if name is not None and name != "-":
-        try:
-            regular = stat.S_ISREG(os.stat(name).st_mode)
-        except OSError:
-            return                  # the reader says why it cannot open it, in its own words
-        if regular:
-            return
-    what = {None: "a file object", "-": "standard input"}.get(name, "a pipe or device")
-    raise UsageError(f"--stream reads the training files again every epoch: {what} cannot be read twice; write "
-                     "the data to a file, or train without --stream", name if name not in (None, "-") else None)
+def check_rereadable(paths):
+    """Refuse a training input that can be read once (standard input, a pipe, FIFO or device, a
+    file object): the dictionary pass would drain it, and the epochs would then read nothing."""
+    for path in paths:
+        if isinstance(path, (str, bytes, os.PathLike)):
+            name = os.fsdecode(os.fspath(path))
+            if name == "-":
+                what = "standard input"
+            else:
+                try:
+                    if stat.S_ISREG(os.stat(name).st_mode):
+                        continue
+                except OSError:
+                    continue        # reading it says why, in the words of every other command
+                what = "not a regular file: a pipe, FIFO or device"
+        else:
+            name = getattr(path, "name", None)
+            name, what = (name if isinstance(name, str) else "<stream>"), "a file object"
+        raise CrftkError(f"--stream reads the training files again in every epoch, and this input can be read "
+                         f"once ({what}): write it to a file first, or train without --stream", name)
 
 
 class _OneBatch:
@@ -119,7 +127,7 @@ BLOCK_BYTES_PER_TOKEN = 64
 def _batch_kw(batch_tokens):
     # a sentence has a token at least: batch_tokens also bounds the sentences of a batch
     block = min(max(BLOCK_BYTES_PER_TOKEN * batch_tokens, 1 << 16), 1 << 26)
-    return {"batch_tokens": batch_tokens, "max_sentences": batch_tokens, "block_size": block}
+    return {"batch_tokens": batch_tokens, "max_sentences": batch_tokens, "block_size": block, "read_ahead": True}
 
 
 def _token_line(batch, t):
