@@ -11,6 +11,9 @@ from crftk.features.templates import padding_value
 
 #: the repository's root (templates/, data/)
 REPO = Path(__file__).resolve().parents[1]
+# the shared corpora sit beside the repository (../shared/data), or where CONLL2000/CONLL2003 say
+CONLL2000 = Path(os.environ.get("CONLL2000", REPO.parent / "shared" / "data" / "conll2000"))
+CONLL2003 = Path(os.environ.get("CONLL2003", REPO.parent / "shared" / "data" / "conll2003"))
 
 
 def sentences(rows_list):

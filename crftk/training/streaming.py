@@ -247,13 +247,15 @@ class StreamedCorpus(Batches):
         stream = CorpusStream(self.paths, self.kw)
         n_sentences = n_tokens = 0
         for batch in stream.batches(**_batch_kw(self.batch_tokens)):
-            n_sentences, n_tokens = n_sentences + batch.n_sentences, n_tokens + batch.n_tokens
+            n_sentences += batch.n_sentences
+            n_tokens += batch.n_tokens
             yield self.encoded(batch)
         if (n_sentences, n_tokens) != (self.n_sentences, self.n_tokens):
-            # a shorter or longer epoch would train on other data than the dictionary's, silently
-            raise CrftkError(f"the training files now hold {plural(n_sentences, 'sentence')} and "
-                             f"{plural(n_tokens, 'token')}, not the {self.n_sentences:,} and {self.n_tokens:,} "
-                             f"of the dictionary pass: did they change during training?", self.paths[-1])
+            # a file cut or rewritten since the dictionary pass: the epoch did not train on the corpus
+            raise CrftkError(f"this epoch read {plural(n_sentences, 'sentence')} and {plural(n_tokens, 'token')}, "
+                             f"the dictionary pass {self.n_sentences:,} and {self.n_tokens:,}: did "
+                             "the training files change during training?",
+                             self.paths[0] if len(self.paths) == 1 else None)
 
     def first(self):
         batches = self.batches()

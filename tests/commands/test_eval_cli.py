@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from crftk.cli import main
-from corpora import REPO
+from corpora import CONLL2003, REPO
 
 DEMO_TRAIN = REPO / "data" / "demo.train"
 DEMO_TEST = REPO / "data" / "demo.test"
-CONLL2003_TESTA = Path("/work/shared/data/conll2003/eng.testa")
+CONLL2003_TESTA = CONLL2003 / "eng.testa"
 
 # Every template reads the POS column (1) at offset 0 only, so that a pipeline of a POS tagger
 # and this chunker decodes exactly (--decode joint).

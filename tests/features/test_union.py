@@ -13,7 +13,7 @@ from crftk.features.union import map_chain_weights, same_space, union_spaces
 from crftk.features.vectors import VectorTable
 from crftk.io.conll import iter_corpus, read_corpus
 
-from corpora import REPO
+from corpora import CONLL2000, REPO
 
 TEMPLATE = """# a comment stays in the template text
 U00:%x[-2,0]
@@ -153,10 +153,9 @@ def test_map_chain_weights_keeps_every_old_parameter(tmp_path):
     assert all(v == 0 for k, v in after.items() if k not in before)
 
 
-@pytest.mark.skipif(not (REPO.parent / "shared" / "data" / "conll2000" / "train.txt").exists(),
-                    reason="CoNLL-2000 not found in ../shared/data/conll2000")
+@pytest.mark.skipif(not (CONLL2000 / "train.txt").exists(), reason=f"CoNLL-2000 not found in {CONLL2000}")
 def test_union_on_conll2000_pieces(tmp_path):
-    text = (REPO.parent / "shared" / "data" / "conll2000" / "train.txt").read_text(encoding="utf-8")
+    text = (CONLL2000 / "train.txt").read_text(encoding="utf-8")
     blocks = text.split("\n\n")[:3000]
     paths = _pieces(tmp_path, ["\n\n".join(blocks[i:i + 1000]) + "\n\n" for i in range(0, 3000, 1000)])
     template = parse_template((REPO / "templates" / "chunking-crfpp.tmpl").read_text(), "chunking-crfpp.tmpl")
