@@ -13,9 +13,8 @@ import numpy as np
 
 from crftk.errors import CrftkError, shown
 from crftk.ensemble.combine import check_weights
-from crftk.features.extract import Extractor, Vocab
-from crftk.features.space import CompiledLine, FeatureSpace, pack_rows
-from crftk.features.templates import padding_value, parse_template
+from crftk.features.templates import parse_template
+from crftk.features.union import union_spaces
 from crftk.model import Model
 
 
@@ -33,21 +32,9 @@ def union_template_text(templates):
     return "\n".join(out) + "\n"
 
 
-def _repack(rows, steps, radices):
-    """Final keys of value-id rows over a line's union steps (as encoding packs them: space.pack_rows)."""
-    if rows.shape[1] == 0:
-        return np.zeros(rows.shape[0], dtype=np.int64)
-    key = rows[:, 0]
-    for i in range(1, rows.shape[1]):
-        key = key * radices[i] + rows[:, i]
-        if i < rows.shape[1] - 1:
-            key = np.searchsorted(steps[i - 1], key)
-    return key
-
-
 def merge_spaces(spaces):
-    """(union FeatureSpace, [per member: (state attribute map, edge attribute map)])."""
-    first = spaces[0]
+    """(union FeatureSpace, [per member: (state attribute map, edge attribute map)]); the union's
+    state features are left to the caller."""
     template = parse_template(union_template_text([s.template for s in spaces]), "<bag union>")
     lexicons = {}
     for s in spaces:
@@ -63,65 +50,10 @@ def merge_spaces(spaces):
                                       or not np.array_equal(held.table, table.table)):
                 raise CrftkError(f"two bags read vectors {shown(name)} from different tables: the seq-poe "
                                  "model cannot hold both")
-    pads = [padding_value(d) for k in range(1, template.max_offset + 1) for d in (-k, k)]
-    extractor = Extractor(template, lexicons, {})
-    vocabs = {}
-    for key in extractor.keys:
-        v = Vocab(pads)
-        for s in spaces:
-            if key in s.vocabs:
-                v.add_ids(s.vocabs[key].strings)
-        vocabs[key] = v
-    extractor = Extractor(template, lexicons, vocabs)
-    radix = {key: len(v) for key, v in vocabs.items()}
-    # a real-valued line (%num, %vec) has no vocabulary: its keys number its attributes
-    radix.update({m.source: 1 if m.kind == "num" else template.vectors[m.args[0]].dim
-                  for m in template.macros if m.real})
-
-    def member_rows(s, cl):
-        """A member line's value-id rows, over the union vocabularies (a real-valued line's: its keys)."""
-        if cl.line.real is not None:
-            return np.asarray(cl.keys, dtype=np.int64)[:, None]
-        rows = s.value_ids(cl, cl.keys)
-        for j, m in enumerate(cl.line.macros):
-            to_union = vocabs[m.source].ids(s.vocabs[m.source].strings)
-            rows[:, j] = to_union[rows[:, j]]
-        return rows
-
-    def union_lines(kind):
-        lines, maps = [], [[] for _ in spaces]
-        for tl in (template.unigrams if kind == "u" else template.bigrams):
-            owned = []
-            for i, s in enumerate(spaces):
-                for cl in (s.unigram_lines if kind == "u" else s.bigram_lines):
-                    if cl.line.text == tl.text:
-                        owned.append((i, cl, member_rows(s, cl)))
-            rows = np.concatenate([r for _, _, r in owned])
-            rows = np.unique(rows, axis=0) if rows.shape[1] else rows[:1]
-            radices = [radix[m.source] for m in tl.macros]
-            steps, key = pack_rows(rows, radices) if rows.shape[1] else ([], np.zeros(rows.shape[0], np.int64))
-            ucl = CompiledLine(tl, steps, np.unique(key))
-            lines.append(ucl)
-            for i, cl, r in owned:
-                maps[i].append((cl, ucl, np.searchsorted(ucl.keys, _repack(r, steps, radices))))
-        return lines, maps
-
-    unigram, umaps = union_lines("u")
-    bigram, bmaps = union_lines("b")
-    feature_set = first.feature_set if all(s.feature_set == first.feature_set for s in spaces) else "supported"
-    # the space numbers its lines' attributes (their offsets), which the maps read
-    union = FeatureSpace(template, first.n_columns, first.label_col, first.labels, extractor, unigram, bigram,
-                         np.zeros(1, np.int32), np.zeros(0, np.int32), feature_set)
-
-    def attr_map(s, maps, n):
-        out = np.full(n, -1, dtype=np.int64)
-        for cl, ucl, rank in maps:
-            out[cl.offset:cl.offset + cl.size] = ucl.offset + rank
-        return out
-
-    amaps = [(attr_map(s, umaps[i], s.n_attrs), attr_map(s, bmaps[i], s.n_edge_attrs))
-             for i, s in enumerate(spaces)]
-    return union, amaps
+    feature_set = spaces[0].feature_set if all(s.feature_set == spaces[0].feature_set for s in spaces) else "supported"
+    union, maps = union_spaces(spaces, template=template, lexicons=lexicons, labels=spaces[0].labels,
+                               feature_set=feature_set, features=False)
+    return union, [(m.attrs, m.edge_attrs) for m in maps]
 
 
 def seq_poe_model(bag, weights):

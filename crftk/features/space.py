@@ -65,6 +65,8 @@ class CompiledLine:
     keys: np.ndarray
     offset: int = 0
     table: object = None      # single-macro lines: rank of every value id (-1: not kept)
+    counts: object = None     # int64 occurrences of each kept key in the data fitted (None: loaded
+                              # from a file); crftk.features.union sums them
 
     @property
     def size(self):
@@ -535,6 +537,7 @@ class FeatureSpace(ChainSpace):
         rank = rank_of[inverse]
         del inverse
         cl.keys = self._prune(cl, kept)
+        cl.counts = counts[keep].astype(np.int64)
         return cl, (own, rank)
 
     # real-valued lines (%num, %vec) -------------------------------------------
@@ -577,7 +580,8 @@ class FeatureSpace(ChainSpace):
         tok, key, val = self._real_occurrences(tl, values, pos)
         counts = np.bincount(key, minlength=self._real_width(tl.real))
         keep = counts >= min_freq
-        cl = CompiledLine(line=tl, steps=[], keys=np.flatnonzero(keep).astype(np.int64))
+        cl = CompiledLine(line=tl, steps=[], keys=np.flatnonzero(keep).astype(np.int64),
+                          counts=counts[keep].astype(np.int64))
         rank = np.where(keep, np.cumsum(keep) - 1, -1)[key]
         kept = rank >= 0
         return cl, (tok[kept], rank[kept].astype(np.int32), val[kept])
