@@ -18,6 +18,7 @@ scheduler computes again from its piece elsewhere.
 import io
 import math
 import os
+import pickle
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,6 +157,9 @@ def root_space(fitted):
 def encode_piece(piece, reading, space):
     """On a worker: a piece encoded with the final space (its shard), its gold constraints checked."""
     lines, parts = [], []
+    # encoding caches compiled tables on the space, which Dask could then no longer send to
+    # another worker: this task encodes with a copy of its own
+    space = pickle.loads(pickle.dumps(space, protocol=pickle.HIGHEST_PROTOCOL))
     raw = space.raw_readable()
     for batch in _batches(piece, reading):
         if raw:
@@ -241,12 +245,17 @@ def encode_on_cluster(cluster, stream, template, opt, *, log=None, source=None):
     kw = {k: stream.kw[k] for k in _READ_OPTIONS if k in stream.kw}
     reading = _Reading(template, label_col, opt["feature_set"], opt["unknown_label"] or None, columns, kw,
                        max_line_bytes(), opt["constraints"])
-    pieces = cut_files(paths, cluster.n_slots)
+    slots = cluster.slots()
+    pieces = cut_files(paths, len(slots))
+
+    def on_slot(i):         # piece i is fitted and encoded on one worker (unless it is lost)
+        return dict(workers=[slots[i % len(slots)]], allow_other_workers=True, pure=False)
+
     if log is not None:
         log(f"data-parallel: the workers read, fit and encode {plural(len(pieces), 'piece')} of the training "
             f"data ({plural(len(cluster.worker_addresses()), 'Dask worker')})")
     with cluster.guard("no model was saved"):
-        level = [client.submit(fit_piece, p, reading, pure=False) for p in pieces]
+        level = [client.submit(fit_piece, p, reading, **on_slot(i)) for i, p in enumerate(pieces)]
         while True:
             groups = [level[i:i + UNION_FANIN] for i in range(0, len(level), UNION_FANIN)]
             last = len(groups) == 1
@@ -259,9 +268,11 @@ def encode_on_cluster(cluster, stream, template, opt, *, log=None, source=None):
             return None
         if space is None:
             raise CrftkError("no training sentences", source)
+        if log is not None:
+            log(f"data-parallel: {plural(space.n_attrs, 'attribute')} merged on the workers; encoding there ...")
         shared = client.submit(root_space, fitted, pure=False)
         replicate(client, shared)           # the dictionary to every worker once, down a tree
-        shards = [client.submit(encode_piece, p, reading, shared, pure=False) for p in pieces]
+        shards = [client.submit(encode_piece, p, reading, shared, **on_slot(i)) for i, p in enumerate(pieces)]
         facts = client.gather([client.submit(shard_facts, s, space.n_labels, pure=False) for s in shards])
         where = client.who_has(shards)
     kept = [(sorted(where[s.key])[0] if where.get(s.key) else None, s) for s, f in zip(shards, facts) if f[0]]

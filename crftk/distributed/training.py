@@ -103,7 +103,10 @@ def _on_worker(run, index, shard, space_bytes, opt, threads):
     if objective is None:
         for old in [k for k in _SHARDS if k[0] != run]:
             del _SHARDS[old]
-        model = space_bytes if isinstance(space_bytes, Model) else Model.from_bytes(space_bytes, name="<feature space>")
+        if isinstance(space_bytes, bytes):
+            model = Model.from_bytes(space_bytes, name="<feature space>")
+        else:       # a space the worker holds (crftk.distributed.encoding): the model made here
+            model = Model(space_bytes, np.zeros(space_bytes.n_params), opt["model_info"])
         structure = model.structure
         inference = structure.bind(shard, worker_threads(threads), **opt.get("bind", {}))
         objective = _SHARDS[key] = _shard_objective(opt, inference)
@@ -128,11 +131,6 @@ def shard_evaluate(run, index, shard, space_bytes, opt, threads, params, what):
         return np.array([loss]), grad.copy()
     value, grad = objective(params)
     return np.array([value]), grad
-
-
-def blank_model(space, info):
-    """On a worker: the model (zero weights) a structure is rebuilt from, of a space already there."""
-    return Model(space, np.zeros(space.n_params), info)
 
 
 def add_parts(a, b, what):
@@ -174,9 +172,7 @@ class ShardedObjective:
         self._counts = None
         self.log = log
         client = cluster.client
-        slots = []
-        for address, worker in sorted(client.scheduler_info(n_workers=-1)["workers"].items()):
-            slots += [address] * max(1, int(worker.get("nthreads", 1)))
+        slots = cluster.slots()
         kept = getattr(corpus, "shards", None)        # a KeptShards (crftk.distributed.encoding)
         if self.kind == "mce-f":        # the check each shard's MCE-F leaves to the whole corpus
             act, _ = chunk_table(structure.space.labels)
@@ -196,7 +192,8 @@ class ShardedObjective:
         self.workers_used = set()
         with cluster.guard("no model was saved"):
             if self._kept:      # the workers hold the space already: no second copy from here
-                self._space = client.submit(blank_model, corpus.space, self._model_info, pure=False)
+                self._space = corpus.space
+                self._opt["model_info"] = self._model_info
                 self._shards = list(kept)
             else:
                 self._space = client.scatter(self._space_bytes, broadcast=True, hash=False)
