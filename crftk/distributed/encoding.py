@@ -187,8 +187,7 @@ def encode_piece(piece, reading, space):
 
 def shard_facts(corpus, n_labels):
     """On a worker: (sentences, tokens, seen transitions) of a shard."""
-    from crftk.kinds.chain import seen_transitions
-    return corpus.n_sentences, corpus.n_tokens, seen_transitions(n_labels, corpus)
+    return corpus.n_sentences, corpus.n_tokens, corpus.transitions_seen(n_labels)
 
 
 def concatenate(parts):

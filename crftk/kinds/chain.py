@@ -487,26 +487,12 @@ class DevScorer:
                 f"{best['score']:.2f} at iteration {best['iteration']})")
 
 
-def seen_transitions(n_labels, corpus):
-    """bool [labels * labels]: the transitions (previous label * labels + label) that two adjacent
-    tokens of the corpus's gold labels show."""
-    L = n_labels
-    y = np.asarray(corpus.labels, dtype=np.int64)
-    follows = np.ones(y.size, dtype=bool)
-    follows[corpus.sent_ptr[:-1]] = False            # a sentence's first token follows nothing
-    seen = np.zeros(L * L, dtype=bool)
-    t = np.flatnonzero(follows)
-    t = t[(y[t - 1] >= 0) & (y[t] >= 0)]            # partial tokens (-1) show no transition
-    seen[y[t - 1] * L + y[t]] = True
-    return seen
-
-
 def unseen_transitions(structure, corpus):
     """Mask of the transition parameters (previous label -> label) that no two adjacent tokens of
     the corpus's gold labels show (a corpus kept on a cluster's workers brings them: ``seen``)."""
     seen = getattr(corpus, "seen", None)
     if seen is None:
-        seen = seen_transitions(structure.space.n_labels, corpus)
+        seen = corpus.transitions_seen(structure.space.n_labels)
     mask = np.zeros(structure.n_params, dtype=bool)
     mask[structure.layout.trans] = ~seen
     return mask
