@@ -122,6 +122,13 @@ class Cluster:
     def worker_addresses(self):
         return sorted(self.client.scheduler_info(n_workers=-1)["workers"])
 
+    def slots(self):
+        """A worker's address per task that can run at once (one per worker thread), sorted."""
+        slots = []
+        for address, worker in sorted(self.client.scheduler_info(n_workers=-1)["workers"].items()):
+            slots += [address] * max(1, int(worker.get("nthreads", 1)))
+        return slots
+
     @property
     def n_slots(self):
         """Tasks that can run at once (worker threads in all)."""

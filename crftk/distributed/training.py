@@ -103,7 +103,11 @@ def _on_worker(run, index, shard, space_bytes, opt, threads):
     if objective is None:
         for old in [k for k in _SHARDS if k[0] != run]:
             del _SHARDS[old]
-        structure = Model.from_bytes(space_bytes, name="<feature space>").structure
+        if isinstance(space_bytes, bytes):
+            model = Model.from_bytes(space_bytes, name="<feature space>")
+        else:       # a space the worker holds (crftk.distributed.encoding): the model made here
+            model = Model(space_bytes, np.zeros(space_bytes.n_params), opt["model_info"])
+        structure = model.structure
         inference = structure.bind(shard, worker_threads(threads), **opt.get("bind", {}))
         objective = _SHARDS[key] = _shard_objective(opt, inference)
     return objective
@@ -168,27 +172,35 @@ class ShardedObjective:
         self._counts = None
         self.log = log
         client = cluster.client
-        slots = []
-        for address, worker in sorted(client.scheduler_info(n_workers=-1)["workers"].items()):
-            slots += [address] * max(1, int(worker.get("nthreads", 1)))
+        slots = cluster.slots()
+        kept = getattr(corpus, "shards", None)        # a KeptShards (crftk.distributed.encoding)
         if self.kind == "mce-f":        # the check each shard's MCE-F leaves to the whole corpus
             act, _ = chunk_table(structure.space.labels)
             if labeling_chunks(act, corpus.sent_ptr, structure.gold(corpus))[0].size == 0:
                 raise CrftkError("MCE-F needs chunks (target segments) in the gold labels; found none")
         self._corpus = corpus
-        self._bounds = shard_bounds(corpus, len(slots))
+        self._kept = kept is not None
+        self._bounds = list(kept) if self._kept else shard_bounds(corpus, len(slots))
         if model is None:           # the structure as the workers rebuild it
             model = Model(structure.space, np.zeros(structure.space.n_params), chain_record(structure.name),
                           structure=structure.name)
-        self._space_bytes = model.to_bytes()
+        self._model_info = model.info
+        self._space_bytes = None if self._kept else model.to_bytes()
         self._opt = {k: opt[k] for k in ("objective", "mce_alpha", "mce_beta", "mce_smoothing", "mce_gamma")}
         self._opt["bind"] = dict(bind or {})
         self._threads = cluster.task_threads()
         self.workers_used = set()
         with cluster.guard("no model was saved"):
-            self._space = client.scatter(self._space_bytes, broadcast=True, hash=False)
-            self._shards = [(slots[i], self._send(i, slots[i])) for i in range(len(self._bounds))]
-        self.bytes_per_evaluation = 0
+            if self._kept:      # the workers hold the space already: no second copy from here
+                self._space = corpus.space
+                self._opt["model_info"] = self._model_info
+                self._shards = list(kept)
+            else:
+                self._space = client.scatter(self._space_bytes, broadcast=True, hash=False)
+                self._shards = [(slots[i], self._send(i, slots[i])) for i in range(len(self._bounds))]
+            self.workers_used |= set(a for a, _ in self._shards)
+        self.bytes_per_evaluation = self.broadcast_bytes = self.reduce_bytes = 0
+        self._logged_bytes = False
         self.resent = 0
         if log is not None:
             log(f"data-parallel: {plural(len(self._shards), 'shard')} on {plural(len(set(slots)), 'Dask worker')} "
@@ -201,6 +213,11 @@ class ShardedObjective:
 
     def _resend(self):
         """Send again the shards (and the feature space) that died with a worker; False if none did."""
+        if self._kept:      # task results: the scheduler computes lost ones again from their pieces
+            if self.log is not None:
+                self.log("data-parallel: a Dask worker was lost; its shards are read and encoded again")
+            self.resent += 1
+            return True
         lost = [i for i, (_, future) in enumerate(self._shards) if future.status != "finished"]
         if not lost and self._space.status == "finished":
             return False
@@ -241,11 +258,16 @@ class ShardedObjective:
         if self.cluster.lost():         # before the calls below wait for it to come back
             raise ConnectionError("lost the scheduler")
         client = self.cluster.client
-        # to one worker: the others fetch it from there (a broadcast to a worker that has just
-        # died would wait for it)
+        # to one worker, then down a tree to the others (Dask's replicate: each holder sends to two
+        # more, ceil(log2 M) rounds; a scatter with broadcast sends M copies from here, and the
+        # shards' tasks fetching from one holder would make it send M - 1)
         shared = client.scatter(params, hash=False)
+        holders = set(a for a, _ in self._shards)
+        if len(holders) > 1:
+            replicate(client, shared)
         parts = [client.submit(shard_evaluate, self.run, i, shard, self._space, self._opt, self._threads,
-                               shared, what, workers=[address], allow_other_workers=True, pure=False)
+                               shared, what, workers=[address] if address else None, allow_other_workers=True,
+                               pure=False)
                  for i, (address, shard) in enumerate(self._shards)]
         while len(parts) > 1:           # pairwise sums on the workers
             pairs = [client.submit(add_parts, a, b, what, pure=False) for a, b in zip(parts[::2], parts[1::2])]
@@ -254,8 +276,14 @@ class ShardedObjective:
         # sent (at most): the parameters to every worker, then the parts of every shard once
         # (to the worker summing them, or to the driver at the root)
         vectors = sum(np.size(x) for x in result)
-        self.bytes_per_evaluation = (len(set(a for a, _ in self._shards)) * params.nbytes
-                                     + len(self._shards) * vectors * 8)
+        self.broadcast_bytes = len(holders) * params.nbytes
+        self.reduce_bytes = len(self._shards) * vectors * 8
+        self.bytes_per_evaluation = self.broadcast_bytes + self.reduce_bytes
+        if self.log is not None and not self._logged_bytes:
+            self._logged_bytes = True
+            self.log(f"data-parallel: each evaluation sends {_megabytes(self.broadcast_bytes)} of parameters "
+                     f"down a tree to {plural(len(holders), 'worker')} and {_megabytes(self.reduce_bytes)} of "
+                     f"partial sums up the reduction")
         return result
 
     def _evaluate(self, params, need_curvature=False):
@@ -284,7 +312,9 @@ class ShardedObjective:
     def summary(self):
         """What a model's training record says of the cluster: shards, workers, bytes sent."""
         return {"shards": len(self._bounds), "workers": len(self.workers_used),
-                "bytes_per_evaluation": self.bytes_per_evaluation, "shards_resent": self.resent}
+                "bytes_per_evaluation": self.bytes_per_evaluation, "broadcast_bytes_per_evaluation":
+                self.broadcast_bytes, "reduce_bytes_per_evaluation": self.reduce_bytes,
+                "shards_resent": self.resent, "encoded_on_workers": self._kept}
 
     # -- what pcg and GIS ask (the likelihood only) --------------------------------------
     def _likelihood_only(self, what):
@@ -326,6 +356,19 @@ class ShardedObjective:
             pass
 
 
+def _megabytes(n):
+    return f"{n / 1e6:.2f} MB"
+
+
+def replicate(client, future):
+    """Copy a future's data to every worker by Dask's tree copy. A worker lost meanwhile is the
+    scheduler's business: the tasks that need the data then fetch it from a holder."""
+    try:
+        client.replicate([future])
+    except Exception:
+        pass
+
+
 def _forget(run):
     for key in [k for k in _SHARDS if k[0] == run]:
         del _SHARDS[key]
@@ -345,15 +388,19 @@ class DataParallel:
         self._entered = False
         self._objectives = []
 
+    def started(self):
+        """The entered Cluster (started here when no objective asked for it yet)."""
+        if not self._entered:
+            self._cluster.__enter__()
+            self._entered = True
+        return self._cluster
+
     def objective(self, opt, structure, corpus, frozen, log=None, *, model=None, bind=None):
         """The sharded objective of ``structure`` on ``corpus``; ``model``: a Model the workers rebuild
         the structure from (default: one part of the structure's feature space), ``bind``: the
         options of its ``bind``."""
         check_algorithm(opt["algorithm"])
-        if not self._entered:
-            self._cluster.__enter__()
-            self._entered = True
-        objective = ShardedObjective(self._cluster, opt, structure, corpus, frozen, log, model, bind)
+        objective = ShardedObjective(self.started(), opt, structure, corpus, frozen, log, model, bind)
         self._objectives.append(objective)
         return objective
 

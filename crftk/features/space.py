@@ -111,6 +111,19 @@ class EncodedCorpus:
         starts = self.sent_ptr[sentences].astype(np.int64)
         return _slots(starts, self.sent_ptr[sentences + 1] - starts)
 
+    def transitions_seen(self, n_labels):
+        """bool [labels * labels]: the transitions (previous label * labels + label) that two
+        adjacent tokens' gold labels show (partial tokens, -1, show none)."""
+        L = n_labels
+        y = np.asarray(self.labels, dtype=np.int64)
+        follows = np.ones(y.size, dtype=bool)
+        follows[self.sent_ptr[:-1]] = False            # a sentence's first token follows nothing
+        seen = np.zeros(L * L, dtype=bool)
+        t = np.flatnonzero(follows)
+        t = t[(y[t - 1] >= 0) & (y[t] >= 0)]
+        seen[y[t - 1] * L + y[t]] = True
+        return seen
+
     def subset(self, sentences):
         """The given sentences (ids in increasing order) as a corpus of their own."""
         sentences = np.asarray(sentences, dtype=np.int64)

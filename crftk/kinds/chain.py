@@ -490,15 +490,10 @@ class DevScorer:
 
 def unseen_transitions(structure, corpus):
     """Mask of the transition parameters (previous label -> label) that no two adjacent tokens of
-    the corpus's gold labels show."""
-    L = structure.space.n_labels
-    y = np.asarray(corpus.labels, dtype=np.int64)
-    follows = np.ones(y.size, dtype=bool)
-    follows[corpus.sent_ptr[:-1]] = False            # a sentence's first token follows nothing
-    seen = np.zeros(L * L, dtype=bool)
-    t = np.flatnonzero(follows)
-    t = t[(y[t - 1] >= 0) & (y[t] >= 0)]            # partial tokens (-1) show no transition
-    seen[y[t - 1] * L + y[t]] = True
+    the corpus's gold labels show (a corpus kept on a cluster's workers brings them: ``seen``)."""
+    seen = getattr(corpus, "seen", None)
+    if seen is None:
+        seen = corpus.transitions_seen(structure.space.n_labels)
     mask = np.zeros(structure.n_params, dtype=bool)
     mask[structure.layout.trans] = ~seen
     return mask
@@ -572,6 +567,48 @@ class ChainTrainer:
     def init_template(init):
         return init.space.template
 
+    @staticmethod
+    def _check_template(template, opt, init, log):
+        if init is None:
+            check_template(template, log)
+        if opt["model_type"] == "memm" and template.bigrams:
+            raise CrftkError("MEMMs do not support transition templates with macros (B lines with %x); use a "
+                             "plain B line", template.path, template.bigrams[0].lineno)
+
+    @staticmethod
+    def _transitions(template, space):
+        """What the read line says of the transitions."""
+        transitions = "no transitions" if not template.label_bigram else "label bigram"
+        if space.n_edge_attrs:
+            transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+        return transitions
+
+    def prepare_on_cluster(self, cluster, sentences, template, opt, *, log, source, n_threads):
+        """:meth:`prepare` with the training files read, fitted and encoded by the workers of
+        ``cluster`` (a DataParallel; crftk.distributed.encoding), the shards left there; None,
+        after a log line saying why, where that cannot be (the driver then encodes)."""
+        from crftk.distributed.encoding import encode_on_cluster, refusal
+        t0 = time.perf_counter()
+        if type(self).prepare is not ChainTrainer.prepare:
+            why = "this kind of model is encoded on the driver"
+        elif isinstance(sentences, AttributeSequences):
+            why = "attribute data (feature dicts, a CRFsuite file) is encoded on the driver"
+        else:
+            why = refusal(sentences, template, opt)
+        done = None
+        if why is None:
+            self._check_template(template, opt, None, log)
+            done = encode_on_cluster(cluster.started(), sentences, template, opt, log=log, source=source)
+            if done is None:
+                why = "the training data has partial labels"
+        if done is None:
+            log(f"data-parallel: the training data is read and encoded here ({why})")
+            return None
+        space, corpus = done
+        structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
+        log(_read_line(corpus, space, f", {self._transitions(template, space)}", t0, n_threads))
+        return ChainJob(structure, corpus, None, template, False)
+
     def prepare(self, sentences, template, opt, *, init, log, source, n_threads, init_space="keep"):
         """Check the template, encode the training data (with an --init model's feature space, grown
         by the data's with ``init_space`` "grow" (crftk.kinds.incremental), or a new one fit to it)
@@ -584,11 +621,7 @@ class ChainTrainer:
                 log("--init-space grow: feature dicts and CRFsuite data train in the --init model's space "
                     "(as --init-space keep): their attribute space does not grow")
             return job
-        if init is None:
-            check_template(template, log)
-        if opt["model_type"] == "memm" and template.bigrams:
-            raise CrftkError("MEMMs do not support transition templates with macros (B lines with %x); use a "
-                             "plain B line", template.path, template.bigrams[0].lineno)
+        self._check_template(template, opt, init, log)
         order2 = opt["order"] == 2
         marker = opt["unknown_label"] or None
         origins = Origins()
@@ -638,9 +671,7 @@ class ChainTrainer:
             except AnnotationError as e:
                 raise CrftkError(e.message, *origins.locate(*e.where)) from None
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
-        transitions = "no transitions" if not template.label_bigram else "label bigram"
-        if space.n_edge_attrs:
-            transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+        transitions = self._transitions(template, space)
         if corpus.allowed is not None:
             check_partial(opt, corpus, origins)
         if growth is not None:          # after every refusal: a failure prints its one line alone
@@ -746,7 +777,7 @@ class ChainTrainer:
         w0 = np.zeros(structure.n_params)
         if getattr(corpus, "allowed", None) is not None:
             check_annotation(job, opt)
-        elif opt["constraints"] != "none":
+        elif opt["constraints"] != "none" and corpus.labels is not None:   # (else checked on the workers)
             # a second-order model's labels are tag pairs: the constraints are on their current tags
             tags, y = current_tags(space.labels, corpus.labels) if job.order2 else (space.labels, corpus.labels)
             check_gold(tags, y, corpus.sent_ptr, opt["constraints"], job.origins.locate)

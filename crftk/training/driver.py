@@ -319,6 +319,23 @@ def check_dev(dev, space, dev_source):
                          dev_source, dev[0].line or None)
 
 
+def _prepare(trainer, cluster, sentences, template, opt, init, init_space, log, source, n_threads):
+    """The trainer's job: on a cluster, read and encoded by its workers where the kind and the data
+    allow it (``prepare_on_cluster``), else here, the reason logged."""
+    if cluster is not None:
+        on_cluster = getattr(trainer, "prepare_on_cluster", None)
+        why = ("--init starts from a model's feature space" if init is not None else
+               "this kind of model is encoded on the driver" if on_cluster is None else None)
+        if why is None:
+            job = on_cluster(cluster, sentences, template, opt, log=log, source=source, n_threads=n_threads)
+            if job is not None:
+                return job
+        else:
+            log(f"data-parallel: the training data is read and encoded here ({why})")
+    return trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads,
+                           init_space=init_space)
+
+
 def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_stderr_log, trace=None, source=None,
         dev_source=None, keep_on_interrupt=False, checkpoint=None, scheduler=None, workers=0, inference=None,
         tolerance=None, max_sweeps=None, warm_start=False, stop=None, stream=False,
@@ -360,44 +377,46 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
         template = trainer.init_template(init)
     if stream:
         streaming.check(opt, sentences, template, init=init, label_cols=trainer.label_cols)
-    if stream:
-        job = streaming.prepare(sentences, template, opt, log=log, n_threads=n_threads,
-                                batch_tokens=stream_batch_tokens, init=init, init_space=init_space)
-    else:
-        job = trainer.prepare(sentences, template, opt, init=init, log=log, source=source, n_threads=n_threads,
-                              init_space=init_space)
-    scorer = None
-    if dev:
-        check_dev(dev, job.structure.space, dev_source)
-        try:
-            scorer = trainer.dev_scorer(job, dev, n_threads)
-        except CrftkError as e:
-            if e.path is not None or dev_source is None:
-                raise
-            raise CrftkError(e.message, dev_source) from None
-        log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
-        for line in scorer.warnings():
-            log(line)
-    frozen, w0 = trainer.start(job, template, opt, init)
-    cluster = bound = None
+    cluster = None
     if scheduler is not None or workers:
         from crftk.distributed.training import DataParallel
         cluster = DataParallel(scheduler, workers, threads=opt["threads"])
-        try:
+    try:
+        if stream:
+            job = streaming.prepare(sentences, template, opt, log=log, n_threads=n_threads,
+                                    batch_tokens=stream_batch_tokens, init=init, init_space=init_space)
+        else:
+            job = _prepare(trainer, cluster, sentences, template, opt, init, init_space, log, source, n_threads)
+        scorer = None
+        if dev:
+            check_dev(dev, job.structure.space, dev_source)
+            try:
+                scorer = trainer.dev_scorer(job, dev, n_threads)
+            except CrftkError as e:
+                if e.path is not None or dev_source is None:
+                    raise
+                raise CrftkError(e.message, dev_source) from None
+            log(f"development set: {plural(len(dev), 'sentence')}" + (f" from {dev_source}" if dev_source else ""))
+            for line in scorer.warnings():
+                log(line)
+        frozen, w0 = trainer.start(job, template, opt, init)
+        bound = None
+        if cluster is not None:
             blank = trainer.model(job, job.structure.weights(np.zeros(job.structure.n_params)),
                                   trainer.record_head(opt))      # the structure, as the workers rebuild it
             objective = cluster.objective(opt, job.structure, job.corpus, frozen, log, model=blank,
                                           bind=trainer.bind_options)
-        except BaseException:
+        elif stream:
+            objective = job.corpus          # the online learner's Batches, read from the files each epoch
+        else:
+            bound = job.inference
+            if bound is None:
+                bound = job.structure.bind(job.corpus, n_threads, **trainer.bind_options)
+            objective = objective_for(opt, bound, frozen)
+    except BaseException:
+        if cluster is not None:
             cluster.close()
-            raise
-    elif stream:
-        objective = job.corpus          # the online learner's Batches, read from the files each epoch
-    else:
-        bound = job.inference
-        if bound is None:
-            bound = job.structure.bind(job.corpus, n_threads, **trainer.bind_options)
-        objective = objective_for(opt, bound, frozen)
+        raise
     trainer.ready(job, log)
     saving = None
     if checkpoint is not None:
