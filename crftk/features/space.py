@@ -223,6 +223,14 @@ class FeatureSpace(ChainSpace):
         self._number(unigram_lines)
         self._number(bigram_lines)
 
+    def __getstate__(self):
+        # the compiled tables of encode_raw are rebuilt on demand: they do not pickle (Dask sends
+        # spaces between workers)
+        state = dict(self.__dict__)
+        for cache in ("_column_tables", "_raw_encoder"):
+            state.pop(cache, None)
+        return state
+
     @staticmethod
     def _number(lines):
         offset = 0

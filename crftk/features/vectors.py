@@ -58,6 +58,11 @@ class VectorTable:
             self._lowered(out, np.flatnonzero(out < 0), [strings[i] for i in np.flatnonzero(out < 0).tolist()])
         return out
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_ids"] = None        # the compiled lookup is rebuilt on demand: it does not pickle
+        return state
+
     def column_ids(self):
         """The compiled lookup of the words' bytes (crftk._encode.ColumnIds), built once: call it
         before threads share the table."""

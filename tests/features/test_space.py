@@ -279,3 +279,22 @@ def test_a_space_of_every_string_test_pickles_and_encodes_the_same():
                        ("ngram", (1, 2))]:
         test_fn = pickle.loads(pickle.dumps(string_test(kind, args)))
         assert test_fn("Abc12") == string_test(kind, args)("Abc12")
+
+
+def test_a_space_that_encoded_bytes_pickles_and_encodes_alike(tmp_path):
+    """Dask sends spaces between workers: the compiled tables encode_raw caches must not stop it."""
+    import pickle
+
+    from corpora import write_conll
+    from crftk.io.conll import iter_corpus, read_batches
+    path = tmp_path / "c.txt"
+    write_conll(path, random_corpus(30, seed=5))
+    template = parse_template("U00:%x[0,0]\nU01:%x[-1,0]/%x[0,0]\nB\n", "<t>")
+    space, _ = FeatureSpace.fit(iter_corpus([str(path)]), template)
+    batch = next(iter(read_batches(str(path))))
+    assert space.raw_readable()
+    first = space.encode_raw(batch)
+    copy = pickle.loads(pickle.dumps(space))
+    again = copy.encode_raw(batch)
+    for name in ("sent_ptr", "attr_ptr", "attrs", "eattr_ptr", "eattrs"):
+        assert np.array_equal(getattr(first, name), getattr(again, name)), name
