@@ -146,3 +146,13 @@ def test_a_worker_killed_as_the_encoding_starts_costs_time_not_the_run(files, cl
     assert relative(remote.weights, local.weights) < 1e-9
     client.wait_for_workers(2, timeout=60)
     assert killed[0] not in client.run(os.getpid).values()
+
+
+def test_fit_files_from_python_encodes_on_the_workers(files):
+    """crftk.CRF(..., scheduler=).fit_files: the Python front of the same path."""
+    import crftk
+    local = crftk.CRF(str(TEMPLATE), max_iter=5, threads=1).fit_files(files)
+    with in_process_cluster(2) as lc:
+        remote = crftk.CRF(str(TEMPLATE), max_iter=5, threads=1, scheduler=lc.scheduler_address).fit_files(files)
+    assert remote.model_.info["cluster"]["encoded_on_workers"]
+    assert relative(remote.model_.weights, local.model_.weights) < 1e-9
