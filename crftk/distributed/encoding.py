@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crftk import _textio
 from crftk.distributed import pieces as _pieces
 from crftk.distributed.training import replicate
 from crftk.errors import CrftkError
@@ -164,9 +163,7 @@ def encode_piece(piece, reading, space):
     for batch in _batches(piece, reading):
         if raw:
             part = space.encode_raw(batch)
-            tokens = np.arange(batch.n_tokens, dtype=np.int64)
-            gold = _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, space.label_col, tokens)
-            part.labels = np.array([space.label_index[s] for s in gold], dtype=np.int32)
+            part.labels = space.raw_gold(batch)     # every label is the space's: it was fitted on them
         else:
             sentences = list(read_sentences(io.BytesIO(bytes(batch.block)), n_columns=reading.n_columns,
                                             **reading.kw))

@@ -227,7 +227,7 @@ class FeatureSpace(ChainSpace):
         # the compiled tables of encode_raw are rebuilt on demand: they do not pickle (Dask sends
         # spaces between workers)
         state = dict(self.__dict__)
-        for cache in ("_column_tables", "_raw_encoder"):
+        for cache in ("_column_tables", "_raw_encoder", "_label_table"):
             state.pop(cache, None)
         return state
 
@@ -780,6 +780,15 @@ class FeatureSpace(ChainSpace):
                                             [spec(cl) for cl in self.unigram_lines if cl.line.real is None],
                                             [spec(cl) for cl in self.bigram_lines])
         return self._raw_encoder
+
+    def raw_gold(self, batch):
+        """The gold label id of each token of a RawBatch (int32; -1: a label this space lacks), read
+        from its label column in compiled code."""
+        table = getattr(self, "_label_table", None)
+        if table is None:
+            table = self._label_table = _encode.ColumnIds(self.labels)
+        ids = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, [self.label_col], [table])
+        return ids[:, 0].astype(np.int32)
 
     def encode_raw(self, batch):
         """Encode a :class:`crftk.io.conll.RawBatch` in compiled code, as :meth:`encode` encodes

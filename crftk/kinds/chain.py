@@ -533,6 +533,14 @@ def check_template(template, log):
                else "start and end weights only"))
 
 
+def transitions_text(template, space):
+    """What the read line says of a chain's transitions."""
+    transitions = "no transitions" if not template.label_bigram else "label bigram"
+    if space.n_edge_attrs:
+        transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+    return transitions
+
+
 class ChainTrainer:
     """The training of one chain of labels (crftk train with one --label-col)."""
 
@@ -575,14 +583,6 @@ class ChainTrainer:
             raise CrftkError("MEMMs do not support transition templates with macros (B lines with %x); use a "
                              "plain B line", template.path, template.bigrams[0].lineno)
 
-    @staticmethod
-    def _transitions(template, space):
-        """What the read line says of the transitions."""
-        transitions = "no transitions" if not template.label_bigram else "label bigram"
-        if space.n_edge_attrs:
-            transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
-        return transitions
-
     def prepare_on_cluster(self, cluster, sentences, template, opt, *, log, source, n_threads):
         """:meth:`prepare` with the training files read, fitted and encoded by the workers of
         ``cluster`` (a DataParallel; crftk.distributed.encoding), the shards left there; None,
@@ -606,7 +606,7 @@ class ChainTrainer:
             return None
         space, corpus = done
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
-        log(_read_line(corpus, space, f", {self._transitions(template, space)}", t0, n_threads))
+        log(_read_line(corpus, space, f", {transitions_text(template, space)}", t0, n_threads))
         return ChainJob(structure, corpus, None, template, False)
 
     def prepare(self, sentences, template, opt, *, init, log, source, n_threads, init_space="keep"):
@@ -671,7 +671,7 @@ class ChainTrainer:
             except AnnotationError as e:
                 raise CrftkError(e.message, *origins.locate(*e.where)) from None
         structure = make_structure(structure_name(opt["order"], opt["model_type"]), space)
-        transitions = self._transitions(template, space)
+        transitions = transitions_text(template, space)
         if corpus.allowed is not None:
             check_partial(opt, corpus, origins)
         if growth is not None:          # after every refusal: a failure prints its one line alone

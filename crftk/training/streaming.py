@@ -18,7 +18,6 @@ import time
 
 import numpy as np
 
-from crftk import _encode
 from crftk.errors import CrftkError, UsageError, shown
 from crftk.features.attributes import AttributeSpace
 from crftk.features.extract import Extractor
@@ -27,7 +26,7 @@ from crftk.features.templates import DOCUMENT_MACROS
 from crftk.io.conll import CorpusStream, _split_columns
 from crftk.io.crfsuite import AttributeSequences
 from crftk.kinds import incremental
-from crftk.kinds.chain import ChainJob, _read_line, check_template
+from crftk.kinds.chain import ChainJob, _read_line, check_template, transitions_text
 from crftk.optimize.online import Batches
 from crftk.progress import plural, status
 from crftk.structures.chain import Chain
@@ -196,9 +195,7 @@ def prepare(stream, template, opt, *, log, n_threads, batch_tokens, init=None, i
     if corpus.init_labels and set(data_labels) - set(space.labels):
         for _ in corpus.batches():      # a pass that stops at the first label the model lacks, with its line
             pass
-    transitions = "no transitions" if not template.label_bigram else "label bigram"
-    if space.n_edge_attrs:
-        transitions += f" + {plural(space.n_edge_attrs, 'observation-conditioned transition attribute')}"
+    transitions = transitions_text(template, space)
     if growth is not None:
         log(growth.line)
     log(_read_line(corpus, space, f", {transitions}", t0, n_threads)
@@ -237,7 +234,6 @@ class StreamedCorpus(Batches):
         if not self.space.raw_readable():
             raise CrftkError("--stream encodes its batches in compiled code, which this template's columns "
                              "do not allow (more than 64 columns?); train without --stream", self.space.template.path)
-        self._label_ids = _encode.ColumnIds(self.space.labels)
 
     def record(self):
         """What the training record says of the streaming."""
@@ -268,8 +264,8 @@ class StreamedCorpus(Batches):
         """(inference, gold label ids) of a RawBatch."""
         corpus = self.space.encode_raw(batch)
         col = self.space.label_col
-        y = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, [col], [self._label_ids])[:, 0]
-        unknown = np.flatnonzero(y < 0)
+        labels = self.space.raw_gold(batch)
+        unknown = np.flatnonzero(labels < 0)
         if unknown.size:
             t = int(unknown[0])
             if self.init_labels:
@@ -278,7 +274,6 @@ class StreamedCorpus(Batches):
                                  f"{plural(self.space.n_labels, 'label')}", batch.source, _token_line(batch, t))
             raise CrftkError("a label the dictionary pass did not see: did the training files change during "
                              "training?", batch.source, _token_line(batch, t))
-        labels = y.astype(np.int32)
         corpus = EncodedCorpus(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
                                labels, corpus.values)
         return self.structure.bind(corpus, self.n_threads), labels
