@@ -49,6 +49,7 @@ help:
 	@echo "make bag-ner     feature bagging on CoNLL-2003 NER: bags, baselines, the four combinations (eng.testa)"
 	@echo "make bag-np      feature bagging on CoNLL-2000 NP chunking (dev.txt); make bag: both, results table"
 	@echo "make scale       Dask scale-out: tagging, data-parallel training, driver/worker/--stream memory on train.txt x SCALE_SIZES (CONLL2000=...)"
+	@echo "make scale-crfsuite  python-crfsuite's peak memory on the same corpora, beside crftk's"
 	@echo "make fuzz-model  bit flips in a model file: each rejected with one line or harmless (FUZZ_CASES=...)"
 	@echo "make compose-conll2000  POS -> chunk pipeline: cascade vs joint vs normalized decoding on dev.txt, speed"
 	@echo "make forced-decoding  dev.txt F1 with 10% / 30% of the gold labels forced (tag --force-col)"
@@ -346,6 +347,14 @@ scale: install
 	$(PYTHON) benchmarks/scale.py --data $(CONLL2000) --work $(OUT)/scale --iterations $(SCALE_ITER) \
 		--sections $(SCALE_SECTIONS) --sizes $(SCALE_SIZES) --heaps $(SCALE_HEAPS) \
 		--memory-iterations $(SCALE_MEM_ITER) --runs $(SCALE_RUNS) --out benchmarks/results/scale
+
+# python-crfsuite's peak memory for one perceptron epoch on the same train.txt x SCALE_SIZES, beside
+# crftk's rows of benchmarks/results/scale.json (needs python-crfsuite: pip install python-crfsuite);
+# results in benchmarks/results/scale-crfsuite.md
+.PHONY: scale-crfsuite
+scale-crfsuite: install
+	$(PYTHON) benchmarks/crfsuite_memory.py --data $(CONLL2000) --work $(OUT)/scale --sizes $(SCALE_SIZES) \
+		--heaps $(SCALE_HEAPS) --out benchmarks/results/scale-crfsuite
 
 # Every single-bit flip of a small model's header, FUZZ_CASES random 1-16 bit flips and a sample
 # through the CLI; runs this checkout's code in place (the Cython kernels built in place).
