@@ -18,7 +18,7 @@ scheduler computes again from its piece elsewhere.
 import io
 import math
 import os
-import pickle
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +33,9 @@ from crftk.progress import plural
 
 #: Spaces merged by one union task: the tree has ceil(log4 pieces) levels.
 UNION_FANIN = 4
+
+#: Held while a task builds the compiled tables of the space its worker holds.
+_PREPARING = threading.Lock()
 
 #: The reader options a stream may carry to the workers (the CLI's and iter_corpus's defaults).
 _READ_OPTIONS = ("max_sentence_tokens", "encoding")
@@ -156,10 +159,8 @@ def root_space(fitted):
 def encode_piece(piece, reading, space):
     """On a worker: a piece encoded with the final space (its shard), its gold constraints checked."""
     lines, parts = [], []
-    # encoding caches compiled tables on the space, which Dask could then no longer send to
-    # another worker: this task encodes with a copy of its own
-    space = pickle.loads(pickle.dumps(space, protocol=pickle.HIGHEST_PROTOCOL))
-    raw = space.raw_readable()
+    with _PREPARING:        # the tasks of a worker share its space: its compiled tables are built once,
+        raw = space.raw_readable()      # before they encode with them (as tagging's threads do)
     for batch in _batches(piece, reading):
         if raw:
             part = space.encode_raw(batch)
