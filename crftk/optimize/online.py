@@ -108,12 +108,12 @@ def averaged_perceptron(model, labels, w0, *, max_iter=50, epsilon=0.0, period=1
     u = np.zeros_like(w)
     state = {"c": 1.0}
 
+    def step(part, y, order):
+        n_sent, n_tok, state["c"] = part.perceptron_epoch(w, u, y, order, state["c"])
+        return n_sent, n_tok, 0.0
+
     def epoch_pass(batches):
-        n_sent = n_tok = 0
-        for part, y, order in batches:
-            s, t, state["c"] = part.perceptron_epoch(w, u, y, order, state["c"])
-            n_sent, n_tok = n_sent + s, n_tok + t
-            del part, y, order  # (the next batch is read in the loop's next step)
+        n_sent, n_tok, _ = _summed(step, batches)
         if frozen is not None:
             w[frozen] = w0[frozen]
             u[frozen] = 0.0
@@ -165,12 +165,14 @@ def sgd(model, labels, w0, *, c2, max_iter=50, epsilon=1e-6, period=10, frozen=N
     w = w0
     epoch = 0
     outcome = (False, f"reached the iteration limit ({max_iter}) before converging")
+
+    def step(part, y, order):
+        nonlocal a, t
+        a, t, loss = part.sgd_epoch(v, a, y, order, lam, t0_rate, t, trans)
+        return 0, 0, loss
+
     for epoch in range(1, max_iter + 1):
-        loss = 0.0
-        for part, y, order in _orders(rng, data):
-            a, t, part_loss = part.sgd_epoch(v, a, y, order, lam, t0_rate, t, trans)
-            loss += part_loss
-            del part, y, order  # (the next batch is read in the loop's next step)
+        loss = _summed(step, _orders(rng, data))[2]
         w = a * v
         if frozen is not None:
             w[frozen] = w0[frozen]
