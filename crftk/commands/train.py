@@ -29,11 +29,12 @@ CHECKPOINT_SUFFIX = ".checkpoint"
 
 
 def train(train_files, template_path, model_path=None, *, dev_file=None, log=_stderr_log,
-          trace_file=None, init_model=None, init_space="grow", max_sentence_tokens=MAX_SENTENCE_TOKENS, checkpoint_every=0,
-          cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None, tolerance=None,
-          max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, vectors=None, vectors_lookup="exact",
-          data_format="conll", first_stage=None, first_stage_folds=None, first_stage_labels=None,
-          first_stage_output=None, stream=False, stream_batch_tokens=params.STREAM_BATCH_TOKENS.default, **options):
+          trace_file=None, init_model=None, init_space="grow", max_sentence_tokens=MAX_SENTENCE_TOKENS,
+          checkpoint_every=0, cross_predict=0, cross_output=None, scheduler=None, workers=0, inference=None,
+          tolerance=None, max_sweeps=None, warm_start=False, encoding=DEFAULT_ENCODING, vectors=None,
+          vectors_lookup="exact", data_format="conll", first_stage=None, first_stage_folds=None,
+          first_stage_labels=None, first_stage_output=None, stream=False,
+          stream_batch_tokens=params.STREAM_BATCH_TOKENS.default, **options):
     """Train a CRF on CoNLL files; saves it to model_path (if given) and returns the Model.
 
     trace_file: a path (written atomically when training ends) or an open text file
@@ -179,10 +180,10 @@ def train(train_files, template_path, model_path=None, *, dev_file=None, log=_st
                 data = read_crfsuite(train_files[0], encoding=encoding, max_sequence_tokens=max_sentence_tokens)
             else:
                 data = iter_corpus(train_files, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
-            model = fit(data, template, dev=dev or None, init=init, init_space=init_space, log=log, trace=trace, source=train_files[0],
-                        dev_source=dev_file, keep_on_interrupt=model_path is not None, checkpoint=checkpoint,
-                        scheduler=scheduler, workers=workers, stream=stream, stream_batch_tokens=stream_batch_tokens,
-                        **trainer.fit_options(opt))
+            model = fit(data, template, dev=dev or None, init=init, init_space=init_space, log=log, trace=trace,
+                        source=train_files[0], dev_source=dev_file, keep_on_interrupt=model_path is not None,
+                        checkpoint=checkpoint, scheduler=scheduler, workers=workers, stream=stream,
+                        stream_batch_tokens=stream_batch_tokens, **trainer.fit_options(opt))
         except KeyboardInterrupt:
             if cross_text is not None:        # every fold finished: their predictions stand
                 _write_cross_output(cross_text, cross_output, cross_predict, log, encoding)

@@ -132,8 +132,7 @@ class Cluster:
     @property
     def n_slots(self):
         """Tasks that can run at once (worker threads in all)."""
-        info = self.client.scheduler_info(n_workers=-1)["workers"]
-        return max(1, sum(int(w.get("nthreads", 1)) for w in info.values()))
+        return max(1, len(self.slots()))
 
     def task_threads(self):
         """Kernel threads each task asks for (0: resolved on the worker by :func:`worker_threads`)."""

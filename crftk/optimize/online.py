@@ -244,8 +244,8 @@ def arow(model, labels, w0, *, variance=1.0, gamma=1.0, max_iter=50, epsilon=0.0
     mean weights (not averaged, as CRFsuite).
 
     ``model`` runs the epochs: ``n_sentences`` and ``arow_epoch`` (crftk._lattice.Lattices);
-    or it is a :class:`Batches` and ``labels`` None. Each epoch's objective is the sum of its losses; the callback's ``mislabeled`` its
-    mislabeled tokens. ``frozen`` parameters keep their starting values.
+    or it is a :class:`Batches` and ``labels`` None. Each epoch's objective is the sum of its
+    losses; the callback's ``mislabeled`` its mislabeled tokens. ``frozen`` parameters keep their starting values.
     """
     data = _batches_of(model, labels)
     mean = np.array(w0, dtype=np.float64)

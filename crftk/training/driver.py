@@ -345,7 +345,8 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
     ``sentences``: an iterable of Sentence (read once); ``template``: a parsed
     Template, or None with ``init`` (a Model to start from: its feature spaces
     and weights); ``init_space``: "grow" adds the data's attributes, features and labels to
-    its space, "keep" trains its space alone (crftk.kinds.incremental). ``dev``: a list of Sentence scored every iteration. ``trace``:
+    its space, "keep" trains its space alone (crftk.kinds.incremental). ``dev``: a list of
+    Sentence scored every iteration. ``trace``:
     an open text file for the per-evaluation trace. ``source``/``dev_source``
     name the data in error messages. With ``keep_on_interrupt``, a
     KeyboardInterrupt after the first iteration ends training with the weights
