@@ -717,8 +717,7 @@ class ChainTrainer:
         if why is None and incremental.has_partial_labels(sents, init.space.label_col, marker):
             why = "partial labels are resolved against the --init model's labels"
         if why is not None:
-            return incremental.Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept "
-                                                  "(as --init-space keep)")
+            return incremental.kept(why)
         return incremental.grow(init, sents, opt["min_freq"], source)
 
     @staticmethod

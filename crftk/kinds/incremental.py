@@ -25,6 +25,11 @@ class Growth:
     line: str
 
 
+def kept(why):
+    """The Growth of a space that cannot grow: its line says ``why``."""
+    return Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept (as --init-space keep)")
+
+
 def why_kept(template, opt, order2):
     """Why --init-space grow cannot grow a chain's space for these options (None: it can)."""
     if order2:

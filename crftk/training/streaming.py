@@ -214,8 +214,7 @@ def _continued(init, data, opt, init_space):
     why = incremental.why_kept(init.space.template, opt, False)
     if why is None:
         return incremental.grow_by(init, data, opt["min_freq"])
-    return incremental.Growth(None, None, f"--init-space grow: {why}: the --init model's space is kept "
-                                          "(as --init-space keep)")
+    return incremental.kept(why)
 
 
 class StreamedCorpus(Batches):
