@@ -20,6 +20,28 @@ def cluster():
         yield c
 
 
+@pytest.fixture
+def worker_killer(cluster):
+    """``worker_killer(trigger, pick)`` -> (log, lines, killed): a training log that records every
+    line and, at the first line ``trigger`` accepts, SIGKILLs the shared cluster's worker whose pid
+    ``pick`` (min or max) chooses; ``killed`` then holds that pid."""
+    import signal
+    client = cluster.client
+    client.wait_for_workers(2, timeout=60)
+    pids = client.run(os.getpid)
+
+    def make(trigger, pick):
+        lines, killed = [], []
+
+        def log(message):
+            lines.append(message)
+            if trigger(message) and not killed:
+                killed.append(pick(pids.values()))
+                os.kill(killed[0], signal.SIGKILL)
+        return log, lines, killed
+    return make
+
+
 # A scheduler and its worker in one process of their own (threads), so that killing it loses both.
 _SERVE = """
 import sys, time

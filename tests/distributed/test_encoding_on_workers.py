@@ -2,7 +2,6 @@
 model that local training on the same files gives."""
 
 import os
-import signal
 
 import numpy as np
 import pytest
@@ -128,17 +127,9 @@ def test_partial_labels_found_by_the_workers_are_encoded_here(files, cluster, tm
     assert relative(remote.weights, local.weights) < 1e-9
 
 
-def test_a_worker_killed_as_the_encoding_starts_costs_time_not_the_run(files, cluster):
+def test_a_worker_killed_as_the_encoding_starts_costs_time_not_the_run(files, cluster, worker_killer):
     client = cluster.client
-    client.wait_for_workers(2, timeout=60)
-    pids = client.run(os.getpid)
-    killed = []
-
-    def log(message):
-        if "merged on the workers; encoding there" in message and not killed:
-            killed.append(max(pids.values()))
-            os.kill(killed[0], signal.SIGKILL)
-
+    log, _, killed = worker_killer(lambda message: "merged on the workers; encoding there" in message, max)
     template = read_template(TEMPLATE)
     local = fit(iter_corpus(files), template, log=quiet, max_iter=20, threads=1)
     remote = fit(iter_corpus(files), template, log=log, max_iter=20, threads=1, scheduler=client.scheduler.address)

@@ -111,18 +111,9 @@ def test_lost_scheduler_is_one_error_and_no_model(external, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_a_killed_worker_costs_a_resend_not_the_run(cluster, data):
-    import signal
+def test_a_killed_worker_costs_a_resend_not_the_run(cluster, data, worker_killer):
     client = cluster.client
-    client.wait_for_workers(2, timeout=60)
-    pids = client.run(os.getpid)
-    lines = []
-
-    def log(message):
-        lines.append(message)
-        if message.startswith("iter    2"):
-            os.kill(min(pids.values()), signal.SIGKILL)
-
+    log, lines, _ = worker_killer(lambda message: message.startswith("iter    2"), min)
     template = read_template(TEMPLATE)
     local = fit(data, template, log=quiet, max_iter=ITERATIONS, threads=1)
     remote = fit(data, template, log=log, max_iter=ITERATIONS, threads=1, scheduler=client.scheduler.address)
