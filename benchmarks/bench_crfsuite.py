@@ -53,6 +53,8 @@ BLAS1_ENV = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "BLIS_NUM_THRE
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = os.environ.get("CONLL2000", str(REPO.parent / "shared" / "data" / "conll2000"))
 DEFAULT_TEMPLATE = str(REPO / "templates" / "chunking-crfpp.tmpl")
+DEFAULT_NER_DATA = os.environ.get("CONLL2003", str(REPO.parent / "shared" / "data" / "conll2003"))
+NER_TEMPLATE = str(REPO / "templates" / "conll2003-ner.tmpl")
 
 
 # ----------------------------------------------------------------- helpers
@@ -293,8 +295,11 @@ def worker_tag_crfsuite(job):
     gold = [y for _, y in sents]
     n_tok = sum(len(y) for y in gold)
     template = read_template(job["template"])
-    raw = [crfpp_strings(s.rows, template) for s in read_corpus(job["dev_conll"])]
-    assert len(raw) == len(xseqs)
+    try:
+        raw = [crfpp_strings(s.rows, template) for s in read_corpus(job["dev_conll"])]
+        assert len(raw) == len(xseqs)
+    except Exception:          # a template beyond CRF++'s macros: no raw-string measurement
+        raw = None
     items = [pycrfsuite.ItemSequence(x) for x in xseqs]
     tagger = pycrfsuite.Tagger()
     tagger.open(job["model_path"])
@@ -306,9 +311,11 @@ def worker_tag_crfsuite(job):
 
     pred = run(xseqs)
     res["f1"] = evaluate(gold, pred).overall.f1
-    res["f1_raw_strings"] = evaluate(gold, run(raw)).overall.f1
+    res["f1_raw_strings"] = evaluate(gold, run(raw)).overall.f1 if raw is not None else None
     res["token_accuracy"] = evaluate(gold, pred).token_accuracy
     for key, seqs in (("attr_lists", xseqs), ("item_sequences", items), ("raw_strings", raw)):
+        if seqs is None:
+            continue
         la0 = loadavg()
         times = _time_reps(lambda: run(seqs), job["tag_repeats"])
         res[key] = {"seconds": times, "tokens_per_s": n_tok / statistics.median(times),
@@ -380,15 +387,16 @@ def run_worker(kind, job_path, result_path):
 
 # ----------------------------------------------------------------- parent
 
-def spawn(kind, job, workdir, tag, extra_env=None):
-    """Run a worker in a fresh interpreter; returns its result plus the parent's view of it."""
+def spawn(kind, job, workdir, tag, extra_env=None, repo=REPO):
+    """Run a worker in a fresh interpreter importing crftk from repo (this checkout or --baseline's);
+    returns its result plus the parent's view of it."""
     job_path = os.path.join(workdir, f"job-{tag}.json")
     result_path = os.path.join(workdir, f"result-{tag}.json")
     with open(job_path, "w") as fh:
         json.dump(job, fh)
     env = dict(os.environ)
     env.update(extra_env or {})
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(repo) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     la0 = loadavg()
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", kind,
@@ -420,15 +428,13 @@ def write_subset(src, dst, max_sentences):
             out.write("".join(" ".join(r) + "\n" for r in s.rows) + "\n")
 
 
-def prepare(args, workdir):
-    """Build the crftk feature space in the parent; write CRFsuite attribute files."""
+def prepare(args, workdir, train_conll, dev_conll, template_path):
+    """Build the crftk feature space in the parent; write CRFsuite attribute files (into workdir)."""
     import numpy as np
     from crftk.io.conll import read_corpus
     from crftk.features.space import FeatureSpace
     from crftk.features.templates import read_template
 
-    train_conll = os.path.join(args.data, "train.txt")
-    dev_conll = os.path.join(args.data, "dev.txt")
     if args.max_sentences:
         sub = os.path.join(workdir, "train.subset.txt")
         write_subset(train_conll, sub, args.max_sentences)
@@ -439,11 +445,11 @@ def prepare(args, workdir):
         dev_conll = sub
 
     t0 = time.perf_counter()
-    template = read_template(args.template)
+    template = read_template(template_path)
     sents = read_corpus(train_conll)
     space, corpus = FeatureSpace.fit(sents, template, min_freq=1, feature_set="supported")
     strings = space.attribute_strings()
-    info = {"train_conll": train_conll, "dev_conll": dev_conll, "template": args.template,
+    info = {"train_conll": train_conll, "dev_conll": dev_conll, "template": template_path,
             "train_sentences": len(sents), "train_tokens": corpus.n_tokens,
             "labels": space.n_labels, "attributes": space.n_attrs,
             "state_features": space.n_features, "crftk_params": space.n_params,
@@ -482,7 +488,10 @@ def prepare(args, workdir):
     dev_corpus = space.encode(dev_sents)
     dev_attrs = os.path.join(workdir, "dev.crfsuite.tsv")
     write(dev_attrs, dev_corpus, dev_sents)
-    n_raw = sum(len(t) for s in dev_sents for t in crfpp_strings(s.rows, template))
+    try:
+        n_raw = sum(len(t) for s in dev_sents for t in crfpp_strings(s.rows, template))
+    except Exception:          # a template beyond CRF++'s macros (the NER template's first mentions)
+        n_raw = None
     info["dev_sentences"], info["dev_tokens"] = len(dev_sents), dev_corpus.n_tokens
     info["dev_attributes_kept"] = int(dev_corpus.attrs.size)
     info["dev_attributes_raw"] = n_raw
@@ -586,8 +595,8 @@ def summarize(results):
     crftk = [s for s in systems if s != "crfsuite"]
     tag = results["tagging"]
     f1 = {"crfsuite": tag["crfsuite"]["f1"]}
-    for s in crftk:
-        f1[s] = tag["crftk"]["f1"].get(s)
+    for s in crftk:    # crftk tag + crftk eval of each checkout (older results: the tag worker's F1)
+        f1[s] = (results.get("f1") or {}).get(s, {}).get("f1") or (tag.get("crftk") or {}).get("f1", {}).get(s)
 
     lines = []
     head = "| training (median of %d) | crfsuite | " % results["config"]["repeats"]
@@ -614,26 +623,157 @@ def summarize(results):
     row("RSS MB after imports", "rss_after_import", ".0f", False)
     row("1-min load average at start", "load1_start", ".2f", False)
     cells = [fmt(f1["crfsuite"], ".2f")] + [fmt(f1[s], ".2f") for s in crftk]
-    lines.append("| dev chunk F1 | " + " | ".join(cells) + " |" + " |" * len(crftk))
+    rs = [fmt(f1[s] - f1["crfsuite"] if f1[s] is not None and f1["crfsuite"] is not None else None, "+.2f")
+          for s in crftk]
+    lines.append(f"| {results.get('dev_name', 'dev')} chunk F1 (after: minus crfsuite's) | " + " | ".join(cells + rs)
+                 + " |")
 
     lines.append("")
-    lines.append("| tagging dev.txt (median of %d) | tokens/s | crfsuite / this (< 1: this is faster) |"
-                 % results["config"]["tag_repeats"])
+    lines.append("| tagging %s (median of %d) | tokens/s | crfsuite / this (< 1: this is faster) |"
+                 % (results.get("dev_name", "dev.txt"), results["config"]["tag_repeats"]))
     lines.append("|---|---|---|")
     cs = tag["crfsuite"]
     base_tps = cs["attr_lists"]["tokens_per_s"]
     lines.append(f"| crfsuite Tagger.tag, attribute lists (unseen dropped) | {base_tps:,.0f} | 1.00 |")
     for key, label in (("item_sequences", "crfsuite Tagger.tag, pre-built ItemSequence"),
                        ("raw_strings", "crfsuite Tagger.tag, raw CRF++ strings (unseen kept)")):
+        if key not in cs:
+            continue
         tps = cs[key]["tokens_per_s"]
         lines.append(f"| {label} | {tps:,.0f} | {base_tps / tps:.2f} |")
-    ck = tag["crftk"]
-    for nt in results["config"]["threads"]:
+    ck = tag.get("crftk") or {}
+    for nt in results["config"]["threads"] if ck else ():
         for key, label in ((f"viterbi_t{nt}", f"crftk Viterbi on pre-encoded dev, {nt} thread(s)"),
                            (f"end_to_end_t{nt}", f"crftk Tagger.tag from sentences (encode + Viterbi), "
                                                  f"{nt} thread(s)")):
             tps = ck[key]["tokens_per_s"]
             lines.append(f"| {label} | {tps:,.0f} | {base_tps / tps:.2f} |")
+    return "\n".join(lines)
+
+
+CORPORA = {  # name: (data option, training file, development file, template, dev name)
+    "conll2000": ("data", "train.txt", "dev.txt", DEFAULT_TEMPLATE, "dev.txt"),
+    "conll2003": ("ner_data", "eng.train", "eng.testa", NER_TEMPLATE, "eng.testa"),
+}
+
+
+def cli_f1(repo, model, dev, workdir, tag):
+    """F1 and token accuracy of a model on dev through `crftk tag` and `crftk eval` of the checkout repo
+    (the CLI rather than internal APIs, which a newer checkout may change)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(repo) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    tagged = os.path.join(workdir, f"{tag}.tagged")
+    cli = [sys.executable, "-m", "crftk.cli"]
+    subprocess.run(cli + ["tag", "-m", model, "-p", "2", "-o", tagged, dev], env=env, cwd=str(repo), check=True)
+    out = subprocess.run(cli + ["eval", "--json", tagged], env=env, cwd=str(repo), check=True,
+                         capture_output=True, text=True).stdout
+    d = json.loads(out)
+    return {"f1": d["overall"]["f1"], "token_accuracy": d["token_accuracy"]}
+
+
+def bench_corpus(args, name, workdir, threads):
+    """Train every system on one corpus (interleaved repeats); tag its development file; F1."""
+    opt, train_file, dev_file, template, dev_name = CORPORA[name]
+    data = getattr(args, opt)
+    workdir = os.path.join(workdir, name)
+    os.makedirs(workdir)
+    note(f"{name}: preparing (load {loadavg()})")
+    info, space, corpus, train_attrs, dev_attrs = prepare(args, workdir, os.path.join(data, train_file),
+                                                          os.path.join(data, dev_file), template)
+    results = {"config": dict(args.config, template=template, data=data), "data": info, "dev_name": dev_name,
+               "loadavg_start": loadavg()}
+    repo_of = {"crftk": REPO, "crftk-base": args.baseline}
+    systems = ["crfsuite"] + [f"crftk-t{nt}" for nt in threads]
+    if args.baseline:
+        systems += [f"crftk-base-t{nt}" for nt in threads]
+    if args.blas1:
+        systems += [f"crftk-t{nt}-blas1" for nt in threads]
+    results["systems"] = systems
+    results["training"] = {s: [] for s in systems}
+    models = {}
+    common = {"iterations": args.iterations, "c2": args.c2, "template": template,
+              "crfsuite_epsilon": args.epsilon, "crfsuite_delta": args.epsilon, "crftk_epsilon": args.epsilon}
+    for rep in range(args.repeats):
+        for s in systems:
+            model_path = os.path.join(workdir, f"{s}-{rep}.model")
+            note(f"{name} repeat {rep + 1}/{args.repeats}: training {s} (load {loadavg()})")
+            if s == "crfsuite":
+                res = spawn("train-crfsuite", dict(common, train_attrs=train_attrs, model_path=model_path),
+                            workdir, f"{s}-{rep}")
+            else:
+                job = dict(common, train_conll=info["train_conll"], model_path=model_path,
+                           threads=int(s.split("-t")[1].split("-")[0]))
+                env = BLAS1_ENV if s.endswith("-blas1") else None
+                res = spawn("train-crftk", job, workdir, f"{s}-{rep}", env,
+                            repo_of["crftk-base" if s.startswith("crftk-base") else "crftk"])
+            res["repeat"] = rep
+            results["training"][s].append(res)
+            models.setdefault(s, model_path)
+            note(f"  {s}: {res['iterations']} iterations, {res['evaluations']} evaluations, "
+                 f"{res['optimizer_seconds'] / res['iterations']:.3f} s/iter, objective "
+                 f"{res['objective']:.4f}, peak RSS {(res.get('rss_end') or {}).get('hwm_mb') or 0:.0f} MB")
+
+    try:
+        note("objective cross-check: crftk's objective at CRFsuite's final weights")
+        check = crftk_objective_at_crfsuite_weights(space, corpus, models["crfsuite"], args.c2, max(threads))
+        check["crfsuite_final_loss"] = results["training"]["crfsuite"][0]["objective"]
+        check["crfsuite_n_features"] = results["training"]["crfsuite"][0].get("n_features_crfsuite")
+        check["crftk_state_plus_transition_features"] = info["state_features"] + info["transition_params"]
+        results["objective_check"] = check
+    except Exception as e:      # internal APIs this checkout may have changed: the check is optional
+        results["objective_check"] = {"error": repr(e)}
+    note(f"{name}: F1 of each crftk model on {dev_name} (crftk tag + crftk eval of its checkout)")
+    results["f1"] = {s: cli_f1(repo_of["crftk-base" if s.startswith("crftk-base") else "crftk"], models[s],
+                               info["dev_conll"], workdir, s) for s in systems if s != "crfsuite"}
+    results["tagging"] = {}
+    results["tagging"]["crfsuite"] = spawn(
+        "tag-crfsuite", {"dev_attrs": dev_attrs, "dev_conll": info["dev_conll"], "template": template,
+                         "model_path": models["crfsuite"], "tag_repeats": args.tag_repeats}, workdir, "tag-crfsuite")
+    if args.tag_speed:
+        try:
+            results["tagging"]["crftk"] = spawn(
+                "tag-crftk", {"dev_conll": info["dev_conll"], "models": {f"crftk-t{threads[0]}": models[
+                    f"crftk-t{threads[0]}"]}, "threads": threads, "tag_repeats": args.tag_repeats}, workdir, "tag-crftk")
+        except SystemExit as e:    # in-process tag timing uses internal APIs: optional
+            note(f"crftk tag timing skipped: {e}")
+    results["loadavg_end"] = loadavg()
+    results["table_markdown"] = summarize(results)
+    return results
+
+
+def report(all_results):
+    """Markdown of a run over the corpora: per corpus the training table, then the before/after summary."""
+    cfg = all_results["config"]
+    lines = [f"# crftk against python-crfsuite ({cfg['started']})", "",
+             f"`{cfg['command']}`; {cfg['iterations']} L-BFGS iterations"
+             + (" (to convergence: epsilon 1e-5, --converge)" if cfg.get("converge") else "")
+             + f", c2={cfg['c2']}, medians of {cfg['repeats']} runs, interleaved; {cfg['cpus']} CPUs; python-crfsuite "
+             f"{cfg['pycrfsuite']}; commit {cfg.get('crftk_commit', '')[:10]}"
+             + (f"; before: {cfg['baseline']} ({cfg.get('baseline_commit', '')[:10]})" if cfg.get("baseline") else "")
+             + ". Load: the 1-minute average at each run's start is in the tables.", ""]
+    summary = ["| corpus | threads | s/iter crfsuite | s/iter before | s/iter after | after / crfsuite (goal <= 0.30) "
+               "| peak MB crfsuite | peak MB before | peak MB after (goal <= 100, CoNLL-2000) | F1 crfsuite "
+               "| F1 before | F1 after | after - before, points (issue: within 0.02) |",
+               "|" + "---|" * 13]
+    for name, res in all_results["corpora"].items():
+        lines += [f"## {name}: {res['data']['train_sentences']:,} sentences, {res['data']['train_tokens']:,} tokens, "
+                  f"{res['data']['crftk_params']:,} parameters ({os.path.basename(res['config']['template'])}); "
+                  f"F1 on {res['dev_name']}", "", res["table_markdown"], ""]
+        med, f1 = res["medians"], res.get("f1", {})
+        crf = med["crfsuite"]
+        for nt in cfg["threads"]:
+            a, b = med.get(f"crftk-t{nt}"), med.get(f"crftk-base-t{nt}")
+            fa, fb = (f1.get(f"crftk-t{nt}") or {}).get("f1"), (f1.get(f"crftk-base-t{nt}") or {}).get("f1")
+            fc = res["tagging"]["crfsuite"]["f1"]
+            summary.append(" | ".join([
+                f"| {name}", str(nt), fmt(crf["s_per_iter"], ".3f"), fmt(b and b["s_per_iter"], ".3f"),
+                fmt(a["s_per_iter"], ".3f"), fmt(ratio(a["s_per_iter"], crf["s_per_iter"]), ".2f"),
+                fmt(crf["peak_rss"], ".0f"), fmt(b and b["peak_rss"], ".0f"), fmt(a["peak_rss"], ".0f"),
+                fmt(fc, ".2f"), fmt(fb, ".2f"), fmt(fa, ".2f"),
+                fmt(fa - fb if fa is not None and fb is not None else None, "+.2f")]) + " |")
+    lines += ["## Summary", ""] + summary + [""]
+    if all_results.get("floor"):
+        lines += ["## Memory-traffic floor (benchmarks/floor.py)", "", all_results["floor"], ""]
     return "\n".join(lines)
 
 
@@ -643,7 +783,11 @@ def main(argv=None):
     p.add_argument("--data", default=DEFAULT_DATA,
                    help="CoNLL-2000 directory with train.txt and dev.txt (env CONLL2000; "
                         "default ../shared/data/conll2000 from the repo root)")
-    p.add_argument("--template", default=DEFAULT_TEMPLATE)
+    p.add_argument("--ner-data", default=DEFAULT_NER_DATA,
+                   help="CoNLL-2003 directory with eng.train and eng.testa (env CONLL2003)")
+    p.add_argument("--corpora", default="conll2000", type=lambda x: [c for c in x.split(",") if c],
+                   help="comma-separated: conll2000 (CRF++ template, dev.txt), conll2003 (NER template, eng.testa)")
+    p.add_argument("--template", default=DEFAULT_TEMPLATE, help="CoNLL-2000's template")
     p.add_argument("--iterations", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--tag-repeats", type=int, default=5)
@@ -651,7 +795,15 @@ def main(argv=None):
     p.add_argument("--c2", type=float, default=1.0)
     p.add_argument("--max-sentences", type=int, default=0, help="train on the first N sentences only")
     p.add_argument("--max-dev-sentences", type=int, default=0)
+    p.add_argument("--baseline", metavar="DIR", help="another crftk checkout (built in place) trained "
+                   "interleaved with this one: the 'before' columns (s/iter, peak RSS, F1)")
+    p.add_argument("--converge", action="store_true",
+                   help="train to convergence (epsilon 1e-5 for both, at most --iterations, default then 1000; "
+                        "one repeat, 2 threads): the F1 within 0.02 check")
+    p.add_argument("--no-tag-speed", dest="tag_speed", action="store_false",
+                   help="skip crftk's in-process tagging timings")
     p.add_argument("--out", default=None, help="JSON file for all raw numbers")
+    p.add_argument("--md", default=None, help="markdown file for the tables")
     p.add_argument("--quick", action="store_true",
                    help="smoke test: 1,000 training sentences, 300 dev, 10 iterations, 1 repeat")
     p.add_argument("--no-blas1", dest="blas1", action="store_false",
@@ -672,107 +824,71 @@ def main(argv=None):
     if args.summarize:
         with open(args.summarize) as fh:
             results = json.load(fh)
-        results["table_markdown"] = summarize(results)
+        if "corpora" in results:
+            for res in results["corpora"].values():
+                res["table_markdown"] = summarize(res)
+            text = report(results)
+        else:
+            text = results["table_markdown"] = summarize(results)
         with open(args.summarize, "w") as fh:
             json.dump(results, fh, indent=1)
-        print(results["table_markdown"])
+        print(text)
         return 0
 
     if args.quick:
         args.iterations, args.repeats, args.tag_repeats = 10, 1, 2
         args.max_sentences = args.max_sentences or 1000
         args.max_dev_sentences = args.max_dev_sentences or 300
+    args.epsilon = 0.0
+    if args.converge:
+        args.epsilon, args.repeats, args.blas1, args.tag_speed = 1e-5, 1, False, False
+        if "--iterations" not in " ".join(argv if argv is not None else sys.argv):
+            args.iterations = 1000
+        args.threads = "2"
     threads = [int(x) for x in args.threads.split(",") if x]
-    args.data = os.path.abspath(args.data)
-    for f in ("train.txt", "dev.txt"):
-        if not os.path.isfile(os.path.join(args.data, f)):
-            p.error(f"{os.path.join(args.data, f)} not found (use --data or CONLL2000)")
+    bad = [c for c in args.corpora if c not in CORPORA]
+    if bad:
+        p.error(f"unknown corpora {bad}: choose from {', '.join(CORPORA)}")
+    for c in args.corpora:
+        opt, train_file, dev_file = CORPORA[c][:3]
+        setattr(args, opt, os.path.abspath(getattr(args, opt)))
+        for f in (train_file, dev_file):
+            if not os.path.isfile(os.path.join(getattr(args, opt), f)):
+                p.error(f"{os.path.join(getattr(args, opt), f)} not found (--data/CONLL2000, --ner-data/CONLL2003)")
+    if args.baseline and not os.path.isdir(os.path.join(args.baseline, "crftk")):
+        p.error(f"--baseline {args.baseline}: no crftk checkout there")
+    CORPORA["conll2000"] = CORPORA["conll2000"][:3] + (args.template,) + CORPORA["conll2000"][4:]
 
-    import pycrfsuite
+    import pycrfsuite  # noqa: F401 (fail early when the reference is missing)
     sys.path.insert(0, str(REPO))
     workdir = tempfile.mkdtemp(prefix="crftk-bench-")
     note(f"work directory {workdir}; load average {loadavg()}")
-    results = {
-        "config": {"data": args.data, "template": args.template, "iterations": args.iterations,
-                   "repeats": args.repeats, "tag_repeats": args.tag_repeats, "threads": threads,
-                   "c1": 0.0, "c2": args.c2, "quick": args.quick,
+    args.config = {"iterations": args.iterations, "repeats": args.repeats, "tag_repeats": args.tag_repeats,
+                   "threads": threads, "c1": 0.0, "c2": args.c2, "quick": args.quick, "converge": args.converge,
                    "max_sentences": args.max_sentences, "max_dev_sentences": args.max_dev_sentences,
-                   "crfsuite_epsilon": 0.0, "crfsuite_delta": 0.0, "crftk_epsilon": 0.0,
+                   "crfsuite_epsilon": args.epsilon, "crfsuite_delta": args.epsilon, "crftk_epsilon": args.epsilon,
                    "python": sys.version.split()[0], "pycrfsuite": _dist_version("python-crfsuite"),
                    "cpus": os.cpu_count(), "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-                   "started": time.strftime("%Y-%m-%d %H:%M:%S")},
-        "loadavg_start": loadavg(),
-    }
+                   "baseline": args.baseline, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for key, repo in (("crftk_commit", REPO), ("baseline_commit", args.baseline)):
+        if repo:
+            git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(repo), capture_output=True, text=True)
+            args.config[key] = git.stdout.strip() or None
+    all_results = {"config": args.config, "loadavg_start": loadavg(), "corpora": {}}
     try:
-        git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=str(REPO), capture_output=True, text=True)
-        results["config"]["crftk_commit"] = git.stdout.strip() or None
-        dirty = subprocess.run(["git", "status", "--porcelain", "crftk", "csrc"], cwd=str(REPO),
-                               capture_output=True, text=True)
-        results["config"]["crftk_tree_dirty"] = bool(dirty.stdout.strip())
-    except OSError:
-        pass
-
-    try:
-        info, space, corpus, train_attrs, dev_attrs = prepare(args, workdir)
-        results["data"] = info
-        systems = ["crfsuite"] + [f"crftk-t{nt}" for nt in threads]
-        if args.blas1:
-            systems += [f"crftk-t{nt}-blas1" for nt in threads]
-        results["systems"] = systems
-        results["training"] = {s: [] for s in systems}
-        models = {}
-        common = {"iterations": args.iterations, "c2": args.c2, "template": args.template,
-                  "crfsuite_epsilon": 0.0, "crfsuite_delta": 0.0, "crftk_epsilon": 0.0}
-        for rep in range(args.repeats):
-            for s in systems:
-                model_path = os.path.join(workdir, f"{s}-{rep}.model")
-                note(f"repeat {rep + 1}/{args.repeats}: training {s} (load {loadavg()})")
-                if s == "crfsuite":
-                    job = dict(common, train_attrs=train_attrs, model_path=model_path)
-                    res = spawn("train-crfsuite", job, workdir, f"{s}-{rep}")
-                else:
-                    job = dict(common, train_conll=info["train_conll"], model_path=model_path,
-                               threads=int(s.split("-t")[1].split("-")[0]))
-                    env = BLAS1_ENV if s.endswith("-blas1") else None
-                    res = spawn("train-crftk", job, workdir, f"{s}-{rep}", env)
-                res["repeat"] = rep
-                results["training"][s].append(res)
-                models.setdefault(s, model_path)
-                note(f"  {s}: {res['iterations']} iterations, {res['evaluations']} evaluations, "
-                     f"{res['optimizer_seconds'] / res['iterations']:.3f} s/iter, objective "
-                     f"{res['objective']:.4f}, peak RSS {res['child_maxrss_mb']:.0f} MB")
-
-        note("objective cross-check: crftk's objective at CRFsuite's final weights")
-        check = crftk_objective_at_crfsuite_weights(space, corpus, models["crfsuite"], args.c2,
-                                                    max(threads))
-        check["crfsuite_final_loss"] = results["training"]["crfsuite"][0]["objective"]
-        check["crfsuite_n_features"] = results["training"]["crfsuite"][0].get("n_features_crfsuite")
-        check["crftk_state_plus_transition_features"] = info["state_features"] + info["transition_params"]
-        results["objective_check"] = check
-        note(f"  crftk objective at CRFsuite weights {check['crftk_objective_at_crfsuite_weights']:.4f} "
-             f"vs CRFsuite loss {check['crfsuite_final_loss']:.4f}; CRFsuite features "
-             f"{check['crfsuite_n_features']} vs crftk state+transition "
-             f"{check['crftk_state_plus_transition_features']}")
-
-        note("tagging dev: crfsuite")
-        results["tagging"] = {}
-        results["tagging"]["crfsuite"] = spawn(
-            "tag-crfsuite", {"dev_attrs": dev_attrs, "dev_conll": info["dev_conll"],
-                             "template": args.template, "model_path": models["crfsuite"],
-                             "tag_repeats": args.tag_repeats}, workdir, "tag-crfsuite")
-        note("tagging dev: crftk")
-        crftk_models = {s: models[s] for s in systems if s != "crfsuite"}
-        results["tagging"]["crftk"] = spawn(
-            "tag-crftk", {"dev_conll": info["dev_conll"], "models": crftk_models,
-                          "threads": threads, "tag_repeats": args.tag_repeats}, workdir, "tag-crftk")
-        results["loadavg_end"] = loadavg()
-        table = summarize(results)
-        results["table_markdown"] = table
+        for name in args.corpora:
+            all_results["corpora"][name] = bench_corpus(args, name, workdir, threads)
+            print(all_results["corpora"][name]["table_markdown"], flush=True)
+        all_results["loadavg_end"] = loadavg()
+        text = report(all_results)
         if args.out:
             with open(args.out, "w") as fh:
-                json.dump(results, fh, indent=1)
+                json.dump(all_results, fh, indent=1)
             note(f"wrote {args.out}")
-        print(table)
+        if args.md:
+            with open(args.md, "w") as fh:
+                fh.write(text + "\n")
+        print(text)
         note(f"load average at the end {loadavg()}")
     finally:
         if args.keep_tmp:
