@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo partial-pass bench bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-compat conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo partial-pass bench bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-converge bench-compat conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs ner-best ner-ablation \
 	partial-data partial-labels semimarkov incremental
 
@@ -26,12 +26,15 @@ help:
 	@echo "make speed-change  crftk's own speed against BASE (default: merge-base with main), interleaved (CONLL2000=...)"
 	@echo "make kernel-pairs BASE_DIR=DIR  the kernels' speed against an old built checkout, in interleaved pairs"
 	@echo "make partial-pass  one training evaluation with partial labels against fully labeled (DATA=...)"
-	@echo "make bench       crftk vs python-crfsuite side by side on CoNLL-2000 (CONLL2000=...)"
+	@echo "make bench       training s/iter, peak RSS, F1: crftk (and BASELINE=DIR, before) vs python-crfsuite at 1 and 2"
+	@echo "                 threads on CoNLL-2000 (dev.txt) and CoNLL-2003 (eng.testa); BENCH_ITER iterations; floor.py if present"
+	@echo "make bench-converge  the same trained to convergence (2 threads, once): F1 before/after and vs python-crfsuite"
 	@echo "make conll2000   CoNLL-2000 chunking: train (cut-off 1 and 3), score dev.txt"
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
 	@echo "make conll2003   CoNLL-2003 NER: train on eng.train, score eng.testa (CONLL2003=...)"
 	@echo "make bench-pipeline  whole-process tag/train speed and memory beside python-crfsuite (CONLL2000=...)"
-	@echo "make bench-structures  tag speed of factorial models, bags and pipelines (CONLL2000=...)"
+	@echo "make bench-structures  whole-process tag speed of every kind and decoding mode at 1 and 2 threads, outputs"
+	@echo "                 compared, against the issue's goals; BASELINE=DIR: a built checkout as 'before' (CONLL2000=...)"
 	@echo "make bench-compat  sklearn-crfsuite vs crftk.sklearn_crfsuite on the tutorial's NER script (CONLL2003=...)"
 	@echo "make bench-crfsuite-files  crftk train --format crfsuite vs python-crfsuite on CRFsuite's chunking attributes"
 	@echo "make ner-vectors  %vec lines with word vectors from eng.train's text vs the NER template (eng.testa)"
@@ -136,10 +139,27 @@ partial-pass:
 	$(PYTHON) setup.py -q build_ext --inplace -j 2
 	$(PYTHON) benchmarks/partial_pass.py --data $(DATA) --threads 2
 
+# crftk against python-crfsuite (issue 38's evidence): seconds per L-BFGS iteration and peak RSS at 1 and
+# 2 threads, CoNLL-2000 (CRF++ template) and CoNLL-2003 (NER template), medians of BENCH_REPEATS runs, the
+# BASELINE checkout (a built one, optional) trained interleaved as "before"; dev.txt / eng.testa F1 of each
+# model after BENCH_ITER iterations (bench-converge: to convergence, for the F1-within-0.02 check). Then
+# the memory-traffic floor (make bench-floor) when benchmarks/floor.py exists and BENCH_FLOOR=1.
+BASELINE ?= $(STRUCTURES_BASELINE)
+BENCH_ITER ?= 30
+BENCH_REPEATS ?= 3
+BENCH_FLOOR ?= 1
+BENCH_ARGS = --data $(CONLL2000) --ner-data $(CONLL2003) --corpora conll2000,conll2003 --no-blas1 \
+	$(if $(BASELINE),--baseline $(BASELINE))
 bench: install
 	$(PYTHON) -m pip install -q python-crfsuite
-	$(PYTHON) benchmarks/bench_crfsuite.py --data $(CONLL2000) --iterations 100 --repeats 3 \
-		--no-blas1 --out $(OUT)/bench-crfsuite.json
+	$(PYTHON) benchmarks/bench_crfsuite.py $(BENCH_ARGS) --iterations $(BENCH_ITER) --repeats $(BENCH_REPEATS) \
+		--out $(OUT)/bench-crfsuite.json --md benchmarks/results/bench.md
+	$(if $(and $(wildcard benchmarks/floor.py),$(filter 1,$(BENCH_FLOOR))),$(MAKE) bench-floor)
+
+bench-converge: install
+	$(PYTHON) -m pip install -q python-crfsuite
+	$(PYTHON) benchmarks/bench_crfsuite.py $(BENCH_ARGS) --converge --out $(OUT)/bench-converge.json \
+		--md benchmarks/results/bench-converge.md
 
 bench-quick: install
 	$(PYTHON) -m pip install -q python-crfsuite
@@ -181,12 +201,18 @@ bench-pipeline: install
 	$(PYTHON) benchmarks/pipeline.py --data $(CONLL2000) --ner-data $(CONLL2003) --ner \
 		--out benchmarks/results/pipeline
 
-# Tagging speed of factorial models, bags and pipelines (issue 19, goal 4), whole process on
-# dev.txt x 20; STRUCTURES_BASELINE=DIR: another checkout, built in place, as "before".
+# Tagging speed of every model kind and decoding mode (issues 19, 38), whole process on dev.txt x 20 at 1
+# and 2 threads, each case's goal met or not; BASELINE=DIR: another checkout, built in place, as "before"
+# (interleaved, outputs compared byte for byte). Models: $(OUT)/structures, filled from STRUCTURES_MODELS (a
+# directory of trained ones, optional) and make fcrf-table1's, the rest trained once (STRUCTURES_ITER
+# iterations). STRUCTURES_CASES='name;name' runs some cases only (python benchmarks/structures.py -h: the names).
+STRUCTURES_ITER ?= 50
+STRUCTURES_REPEATS ?= 3
 bench-structures: install
 	$(PYTHON) benchmarks/structures.py --data $(CONLL2000) --out $(OUT)/structures --fcrf-model $(OUT)/fcrf/8936/fcrf.model \
-		--pipeline $(OUT)/fcrf/8936/cascade.pipeline \
-		$(if $(STRUCTURES_BASELINE),--baseline $(STRUCTURES_BASELINE)) --results benchmarks/results/structures
+		--pipeline $(OUT)/fcrf/8936/cascade.pipeline --iterations $(STRUCTURES_ITER) --repeats $(STRUCTURES_REPEATS) \
+		$(if $(STRUCTURES_MODELS),--models-from $(STRUCTURES_MODELS)) $(if $(STRUCTURES_CASES),--cases '$(STRUCTURES_CASES)') \
+		$(if $(BASELINE),--baseline $(BASELINE)) --results benchmarks/results/structures
 
 # sklearn-crfsuite's tutorial script with the real sklearn_crfsuite.CRF and with crftk.sklearn_crfsuite.CRF
 # (1 and 2 threads) on CoNLL-2003: fit time and F1 on eng.testa, medians of COMPAT_RUNS runs (a few minutes each).
