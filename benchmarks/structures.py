@@ -26,7 +26,8 @@ checkout when one is given, so that both checkouts read it, and kept in ``--out`
 Each command runs ``--repeats`` times, interleaved with the same command on the ``--baseline``
 checkout (built in place) when one is given: medians, peak RSS (GNU time), CPU seconds, the
 1-minute load. A case whose one-copy probe projects a run longer than ``--max-run-seconds``
-in a checkout is timed there on fewer copies (the table gives the tokens). "Outputs identical":
+in a checkout is timed on fewer copies in both (the table gives the tokens; the probe includes the
+process's start, so it overestimates). "Outputs identical":
 every output of a case, of both checkouts and thread counts, is byte-identical (an output of k
 copies to the first k/K of one of K copies). A case a checkout cannot run (an option it lacks)
 is reported as such. Each case has a goal (issue 38: 100k tokens/s at 2 threads, factorial trp
@@ -224,6 +225,9 @@ def run(args):
                 fit = int(args.max_run_seconds // s) if s * args.copies > args.max_run_seconds else args.copies
                 info["copies"][which] = max(1, min(args.copies, fit))
                 note(f"probe {name}|{which}: {s:.2f} s for {n_dev:,} tokens -> {info['copies'][which]} copies")
+            if info["copies"]:     # both checkouts on the same input: comparable figures
+                fewest = min(info["copies"].values())
+                info["copies"] = dict.fromkeys(info["copies"], fewest)
         for rep in range(args.repeats):
             for name, model, extra, _ in cases:
                 info = res["cases"][name]
