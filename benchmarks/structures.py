@@ -167,19 +167,16 @@ class Outputs:
     """Checks every output of one case against its first one-copy output (a probe's)."""
 
     def __init__(self, work, idx):
-        self.ref, self.identical = work / f"ref-{idx}.txt", True
+        self.ref, self.identical, self.seen = work / f"ref-{idx}.txt", True, False
 
     def check(self, path, copies):
         if not self.ref.exists():
             if copies != 1:
                 raise ValueError("the first output of a case must be of one copy")
             os.replace(path, self.ref)
+            self.seen = True
         else:
             self.identical = self.identical and repeats(path, self.ref, copies)
-
-    @property
-    def seen(self):
-        return self.ref.exists()
 
 
 def run(args):
@@ -332,6 +329,8 @@ def table(res):
     if loads:
         lines += ["", f"1-minute load during the runs: {min(loads):.2f} to {max(loads):.2f} "
                   f"(2-core machine shared with other jobs: compare within this table only).", ""]
+    if cfg.get("note"):
+        lines += [cfg["note"] + ".", ""]
     return "\n".join(lines)
 
 
