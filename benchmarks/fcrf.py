@@ -16,6 +16,9 @@ OUT/data; the corpora themselves are only read.
   eng.testa.
 - ``speed``: seconds per training iteration and to convergence on the full CoNLL-2000 training
   set for each inference method.
+- ``evaluation``: seconds (wall and CPU, medians) of one training evaluation (objective and
+  gradient) of a factorial model at its own weights, on the sentences of a file, in process; with
+  ``--kernel`` given several times, those builds of crftk._factorial interleaved, before and after.
 
     python benchmarks/fcrf.py table1 --data ../shared/data/conll2000 --out out/fcrf --sizes 8936
     python benchmarks/fcrf.py report --out out/fcrf --results benchmarks/results/fcrf
@@ -349,6 +352,41 @@ def report(args):
     print(text)
 
 
+def evaluation(args):
+    """Time Grids.loglik at a model's weights (what one L-BFGS evaluation costs, without the
+    optimizer), each --kernel build of crftk._factorial in turn, --reps rounds."""
+    import importlib.util
+    import numpy as np
+    sys.path.insert(0, str(REPO))
+    import crftk.structures.factorial as sf
+    from crftk.io.conll import read_sentences
+    from crftk.model import Model
+    model = Model.load(args.model)
+    st = model.structure
+    corpus = st.encode(list(read_sentences(args.data))[:args.sentences or None])
+    w = np.concatenate([p.weights for p in model.parts]).astype(np.float64)
+    builds = []
+    for path in args.kernel or [None]:
+        if path is not None:
+            spec = importlib.util.spec_from_file_location("crftk._factorial", path)
+            sf._factorial = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(sf._factorial)
+        builds.append((path or "this checkout", st.bind(corpus, args.threads, inference=args.inference,
+                                                       tolerance=1e-3, max_sweeps=args.max_sweeps)))
+    wall, cpu, result = ([[] for _ in builds] for _ in range(3))
+    for _ in range(args.reps):
+        for i, (_, inf) in enumerate(builds):
+            t, c = time.perf_counter(), time.process_time()
+            f, g = inf.loglik(w, corpus.labels)
+            wall[i].append(time.perf_counter() - t)
+            cpu[i].append(time.process_time() - c)
+            result[i] = (repr(f), repr(float(np.abs(g).sum())), inf.last_stats)
+    for (name, _), wl, cp, r in zip(builds, wall, cpu, result):
+        print(json.dumps({"kernel": name, "wall_median": float(np.median(wl)), "cpu_median": float(np.median(cp)),
+                          "wall_min": min(wl), "objective": r[0], "gradient_abs_sum": r[1],
+                          "converged": r[2][0], "mean_sweeps": r[2][1], "threads": args.threads, "load": load()}))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -368,11 +406,21 @@ def main():
                            choices=["exact", "trp", "bp", "trp-warm"])
         if name == "ner":
             p.add_argument("--inference", default="trp")
+    p = sub.add_parser("evaluation")
+    p.add_argument("--model", required=True, help="a factorial model (its weights and feature spaces)")
+    p.add_argument("--data", required=True, help="sentences with the model's label columns")
+    p.add_argument("--sentences", type=int, default=0, help="the first N sentences only (0: all)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--inference", default="trp", choices=["exact", "trp", "bp"])
+    p.add_argument("--max-sweeps", type=int, default=100)
+    p.add_argument("--kernel", action="append", help="a built crftk/_factorial*.so to time (repeatable)")
     p = sub.add_parser("report")
     p.add_argument("--out", default="out/fcrf")
     p.add_argument("--results", default="benchmarks/results/fcrf")
     args = ap.parse_args()
-    {"table1": table1, "table3": table3, "speed": speed, "ner": ner, "report": report}[args.cmd](args)
+    {"table1": table1, "table3": table3, "speed": speed, "ner": ner, "evaluation": evaluation,
+     "report": report}[args.cmd](args)
 
 
 if __name__ == "__main__":

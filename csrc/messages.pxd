@@ -514,13 +514,19 @@ cdef inline void count_spine(GridWork* w, int c, int T) noexcept nogil:
 # normalized (no log per label); the logs are taken once, after the sweeps, for the beliefs
 # (grid_log_messages). Max-product stays in log space (grid_send, grid_spine with maxp).
 
-cdef inline void normalize_prob(double* p, int n) noexcept nogil:
-    """p /= sum p for p >= 0; uniform when p is all zero (the evidence contradicts itself) or
-    its sum is not finite."""
+cdef inline double prob_sum(const double* p, int n) noexcept nogil:
+    """sum p, added from the first entry to the last (normalize_prob's order)."""
     cdef int i
     cdef double z = 0.0
     for i in range(n):
         z += p[i]
+    return z
+
+
+cdef inline void normalize_summed(double* p, int n, double z) noexcept nogil:
+    """p /= z, z = prob_sum(p, n) (one a caller already has); uniform when z is 0 (the evidence
+    contradicts itself) or not finite."""
+    cdef int i
     if not (z > 0.0) or z == INFINITY:
         for i in range(n):
             p[i] = 1.0 / n
@@ -530,17 +536,64 @@ cdef inline void normalize_prob(double* p, int n) noexcept nogil:
             p[i] *= z
 
 
+cdef inline void normalize_prob(double* p, int n) noexcept nogil:
+    """p /= sum p for p >= 0; uniform when p is all zero or its sum is not finite."""
+    normalize_summed(p, n, prob_sum(p, n))
+
+
+cdef inline double largest(const double* x, int n, double m) noexcept nogil:
+    """max(m, x[0], ..., x[n-1]), NaN entries skipped, in four running maxima: one dependent chain
+    of n compares took most of a message's time (the value is the same whatever the order, but
+    for the sign of a zero maximum, which callers of non-negative x do not see)."""
+    cdef int i = 0
+    cdef double m1 = m, m2 = m, m3 = m
+    while i + 4 <= n:
+        m = x[i] if x[i] > m else m
+        m1 = x[i + 1] if x[i + 1] > m1 else m1
+        m2 = x[i + 2] if x[i + 2] > m2 else m2
+        m3 = x[i + 3] if x[i + 3] > m3 else m3
+        i += 4
+    while i < n:
+        m = x[i] if x[i] > m else m
+        i += 1
+    m = m1 if m1 > m else m
+    m = m2 if m2 > m else m
+    return m3 if m3 > m else m
+
+
+cdef inline double replace_prob(double* prob, const double* p, int n) noexcept nogil:
+    """prob = p; returns the largest |p - prob| (four running maxima, as largest)."""
+    cdef int i = 0
+    cdef double c0 = 0.0, c1 = 0.0, c2 = 0.0, c3 = 0.0, d0, d1, d2, d3
+    while i + 4 <= n:
+        d0 = fabs(p[i] - prob[i])
+        d1 = fabs(p[i + 1] - prob[i + 1])
+        d2 = fabs(p[i + 2] - prob[i + 2])
+        d3 = fabs(p[i + 3] - prob[i + 3])
+        c0 = d0 if d0 > c0 else c0
+        c1 = d1 if d1 > c1 else c1
+        c2 = d2 if d2 > c2 else c2
+        c3 = d3 if d3 > c3 else c3
+        prob[i] = p[i]
+        prob[i + 1] = p[i + 1]
+        prob[i + 2] = p[i + 2]
+        prob[i + 3] = p[i + 3]
+        i += 4
+    while i < n:
+        d0 = fabs(p[i] - prob[i])
+        c0 = d0 if d0 > c0 else c0
+        prob[i] = p[i]
+        i += 1
+    c0 = c1 if c1 > c0 else c0
+    c0 = c2 if c2 > c0 else c0
+    return c3 if c3 > c0 else c0
+
+
 cdef inline double set_prob_message(double* prob, double* p, int n) noexcept nogil:
     """prob = p / sum p for p >= 0 (normalize_prob; p is scaled in place). Returns the largest
     change of prob."""
-    cdef int i
-    cdef double d, change = 0.0
     normalize_prob(p, n)
-    for i in range(n):
-        d = fabs(p[i] - prob[i])
-        change = d if d > change else change
-        prob[i] = p[i]
-    return change
+    return replace_prob(prob, p, n)
 
 
 cdef inline bint grid_prob_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
@@ -560,8 +613,7 @@ cdef inline bint grid_prob_cavity(const Grid* g, GridWork* w, int c, int t, int 
             p = grid_prob(w, k, c, t)
             for i in range(n):
                 out[i] *= p[i]
-    for i in range(n):
-        m = out[i] if out[i] > m else m
+    m = largest(out, n, 0.0)
     if m > 1e-280:
         inv = 1.0 / m
         for i in range(n):
@@ -608,14 +660,14 @@ cdef inline double send_prob(const Grid* g, GridWork* w, int c, int t, int skip,
             for b in range(nb):
                 acc += row[b] * wgt[b]
             out[a] = acc
-    acc = 0.0
-    for a in range(nv):
-        acc += out[a]
+    acc = prob_sum(out, nv)
     if not (acc > 0.0):
         # the exponentiated terms underflow: the sums in log space
         grid_cavity(g, w, c, t, skip, cav, True)
         return send_message(cav, logM, na, nb, col_sender, False, grid_msg(w, to_slot, to_c, to_t), prob, tmp)
-    return set_prob_message(prob, out, nv)
+    # set_prob_message with the sum just taken (the same additions in the same order)
+    normalize_summed(out, nv, acc)
+    return replace_prob(prob, out, nv)
 
 
 cdef inline double grid_send_sum(const Grid* g, GridWork* w, Py_ssize_t e, int way) noexcept nogil:
