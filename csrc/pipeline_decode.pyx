@@ -17,6 +17,7 @@ import numpy as np
 
 from crftk._lattice import check_chain_arrays
 from chain cimport (ChainBuffers, run_chains, chain_viterbi, chain_sum_product, chain_max_scores, exp_shifted)
+from product cimport Shape, shape_init, product_viterbi, product_forward_backward
 from potentials cimport Features, state_scores, gather_attribute, log_transitions, exp_transitions
 from libc.math cimport INFINITY
 from libc.string cimport memset, memcpy
@@ -30,7 +31,8 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
     (plus its transition) bounds the K-th best from below, and a list whose head is below that
     bound has no entry among the K best. The kept lists are merged in label order with the same
     choice (highest, then lowest label), so ties break as in chain_nbest. keep: [L] scratch."""
-    cdef int t, i, j, r, bi, n, m, top_i, q
+    cdef int t, i, j, r, bi, n, m, top_i, q, n_prev
+    cdef int* prev_ids = keep + L
     cdef double best, v, top, bound
     cdef Py_ssize_t base, pbase, prev
     cdef const double* Tt
@@ -43,27 +45,32 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
         Tt = Tr[t]
         psc = sc + (<Py_ssize_t> t - 1) * L * K
         pcnt = cnt + (t - 1) * L
+        n_prev = 0
+        for i in range(L):
+            if pcnt[i] > 0:
+                prev_ids[n_prev] = i
+                n_prev += 1
         for j in range(L):
             if cnt[t * L + j] == 0:
                 continue
             base = (<Py_ssize_t> t * L + j) * K
             top_i = -1
             top = -INFINITY
-            for i in range(L):
-                if pcnt[i] > 0:
-                    v = psc[<Py_ssize_t> i * K]
-                    v += Tt[i * L + j]
-                    heads[i] = v
-                    if top_i < 0 or v > top:
-                        top, top_i = v, i
+            for q in range(n_prev):
+                i = prev_ids[q]
+                v = psc[<Py_ssize_t> i * K]
+                v += Tt[i * L + j]
+                heads[q] = v
+                if top_i < 0 or v > top:
+                    top, top_i = v, i
             bound = -INFINITY
             if top_i >= 0 and pcnt[top_i] >= K:
                 bound = psc[<Py_ssize_t> top_i * K + K - 1]
                 bound += Tt[top_i * L + j]
             m = 0
-            for i in range(L):
-                if pcnt[i] > 0 and not (heads[i] < bound):
-                    keep[m] = i
+            for q in range(n_prev):
+                if not (heads[q] < bound):
+                    keep[m] = prev_ids[q]
                     ptr[m] = 0
                     m += 1
             n = 0
@@ -379,3 +386,85 @@ def prefix_scores(const double[::1] w, const int[::1] feat_ptr, const int[::1] f
                 if r >= 0:
                     gather_attribute(&d, &w[0], <int> (line_offset[l] + r), &out[t, 0])
     return out_np
+
+
+cdef struct TableJob:
+    # a stage read through its state table for every fed label (crftk.structures.joint.FedLink)
+    Shape shape                  # one chain of L labels
+    const long* sent_ptr
+    const double* table          # [N, V, L]
+    int V
+    const int* fed               # [N] the fed label of each token
+    const int* active            # [S]
+    const double* trans          # [rows, L*L] log transitions (rows 1: every position)
+    const double* etrans         # [rows, L*L] exp(trans - shift), NULL: no log Z
+    const double* shifts         # [rows]
+    Py_ssize_t trans_rows
+    int* paths                   # [N]
+    double* score                # [S]
+    double* logz                 # [S]
+
+
+cdef void table_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    """crftk._product's viterbi and forward_backward (log Z) of one chain on the rows of the
+    table that the sentence's fed labels pick."""
+    cdef const TableJob* p = <const TableJob*> job
+    cdef Py_ssize_t t0 = p.sent_ptr[s], row
+    cdef int T = <int> (p.sent_ptr[s + 1] - t0), L = p.shape.S, t
+    cdef Py_ssize_t LL = <Py_ssize_t> L * L
+    if not p.active[s]:
+        return
+    for t in range(T):
+        memcpy(b.s + t * L, p.table + ((t0 + t) * p.V + p.fed[t0 + t]) * L, L * sizeof(double))
+    for t in range(1, T):
+        row = 0 if p.trans_rows == 1 else t0 + t
+        b.E[t] = p.trans + row * LL
+    product_viterbi(&p.shape, T, b.s, b.E, b.alpha, b.tmp, b.bp, p.paths + t0, p.score + s)
+    if p.etrans != NULL:
+        for t in range(1, T):
+            row = 0 if p.trans_rows == 1 else t0 + t
+            b.E[t] = p.etrans + row * LL
+            b.shift[t] = p.shifts[row]
+        p.logz[s] = product_forward_backward(&p.shape, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale,
+                                             b.tmp)
+
+
+def table_options(sent_ptr, const double[:, :, ::1] table, const int[::1] fed, const int[::1] active,
+                  const double[:, ::1] trans, const double[:, ::1] etrans=None, const double[::1] shifts=None,
+                  int n_threads=1):
+    """Each active sentence's best labeling and score, and with ``etrans`` its log Z, when each token
+    takes the row of ``table`` [N, V, L] its fed label picks: crftk._product's viterbi and
+    forward_backward on those rows (trans [1 or N, L*L]; etrans, shifts: its exponentiated rows as
+    forward_backward makes them). Returns (labels [N], scores [S], log Z [S])."""
+    cdef const long[::1] sp = np.ascontiguousarray(sent_ptr, dtype=np.int64)
+    cdef Py_ssize_t N = table.shape[0], S = sp.shape[0] - 1
+    cdef int L = <int> table.shape[2]
+    lengths = np.diff(np.asarray(sp))
+    if S < 0 or sp[0] != 0 or sp[S] != N or (lengths < 1).any():
+        raise ValueError("sent_ptr must rise from 0 to N in steps of at least 1")
+    if fed.shape[0] != N or active.shape[0] != S:
+        raise ValueError("one fed label per token, one active flag per sentence")
+    if N and (np.asarray(fed).min() < 0 or np.asarray(fed).max() >= table.shape[1]):
+        raise ValueError("a fed label is out of range")
+    if trans.shape[1] != L * L or trans.shape[0] not in (1, N):
+        raise ValueError("trans must be [1 or N, L*L]")
+    if etrans is not None and (etrans.shape[0] != trans.shape[0] or etrans.shape[1] != L * L
+                               or shifts is None or shifts.shape[0] != trans.shape[0]):
+        raise ValueError("etrans and shifts must match trans")
+    labels_np = np.zeros(N, dtype=np.int32)
+    score_np = np.zeros(S)
+    logz_np = np.zeros(S)
+    cdef int[::1] labels = labels_np
+    cdef double[::1] score = score_np, lz = logz_np
+    cdef TableJob p
+    memset(&p, 0, sizeof(TableJob))
+    if S == 0:
+        return labels_np, score_np, logz_np
+    shape_init(&p.shape, 1, &L)
+    p.sent_ptr, p.table, p.V, p.fed, p.active = &sp[0], &table[0, 0, 0], <int> table.shape[1], &fed[0], &active[0]
+    p.trans, p.trans_rows = &trans[0, 0], trans.shape[0]
+    if etrans is not None:
+        p.etrans, p.shifts = &etrans[0, 0], &shifts[0]
+    p.paths, p.score, p.logz = &labels[0], &score[0], &lz[0]
+    run_chains(S, max(1, n_threads), 4, int(lengths.max()), L, 1, False, 0, table_task, &p)
+    return labels_np, score_np, logz_np

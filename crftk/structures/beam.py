@@ -102,10 +102,15 @@ def _table_scorer(link, model, batch, n_states):
     values = model.space.raw_values(batch)
     sent_ptr = batch.sent_ptr.astype(np.int64)
     runs = []
+    L = model.space.n_labels
     for a, b in joint.sentence_groups(sent_ptr, n_states):
         table, corpus = link.tables_of(values.sentences(a, b))
-        runs.append((a, b, table, joint.transitions(model, corpus)))
-    sizes = np.array([model.space.n_labels], dtype=np.int32)
+        trans = joint.transitions(model, corpus)
+        rows = np.ascontiguousarray(trans.reshape(-1, L * L))
+        top = rows.max(axis=1)          # the exponentiated rows as _product.forward_backward makes them
+        runs.append((a, b, np.ascontiguousarray(table), trans, rows, np.ascontiguousarray(np.exp(rows - top[:, None])),
+                     np.ascontiguousarray(top)))
+    sizes = np.array([L], dtype=np.int32)
     S, N = sent_ptr.size - 1, int(sent_ptr[-1])
 
     def score(fed, active, k, logz):
@@ -113,15 +118,17 @@ def _table_scorer(link, model, batch, n_states):
         scores = np.full((S, k), -np.inf)
         counts = np.zeros(S, dtype=np.int32)
         lz = np.zeros(S)
-        for a, b, table, trans in runs:
+        for a, b, table, trans, rows, exp_rows, top in runs:
             lo, hi = int(sent_ptr[a]), int(sent_ptr[b])
             sp = sent_ptr[a:b + 1] - lo
-            state = table[np.arange(hi - lo), fed[lo:hi]]
             if k == 1:
-                paths[0, lo:hi], scores[a:b, 0] = _product.viterbi(sizes, sp, state, [trans], 1)
+                e = (exp_rows, top) if logz else (None, None)
+                paths[0, lo:hi], scores[a:b, 0], lz[a:b] = _pipeline.table_options(
+                    sp, table, fed[lo:hi], active[a:b], rows, *e)
                 counts[a:b] = 1
-            else:
-                paths[:, lo:hi], scores[a:b], counts[a:b] = _product.nbest(sizes, sp, state, [trans], k, 1)
+                continue
+            state = table[np.arange(hi - lo), fed[lo:hi]]
+            paths[:, lo:hi], scores[a:b], counts[a:b] = _product.nbest(sizes, sp, state, [trans], k, 1)
             if logz:
                 lz[a:b], _, _ = _product.forward_backward(sizes, sp, state, [trans], 1, edges=False)
         return paths, scores, counts, lz
