@@ -16,7 +16,8 @@
 import numpy as np
 
 from crftk._lattice import check_chain_arrays
-from chain cimport (ChainBuffers, run_chains, chain_viterbi, chain_sum_product, chain_max_scores, exp_shifted)
+from chain cimport (ChainBuffers, run_chains, chain_viterbi, chain_sum_product, chain_max_scores, exp_shifted,
+                   _best_head)
 from product cimport Shape, shape_init, product_viterbi, product_forward_backward
 from potentials cimport Features, state_scores, gather_attribute, log_transitions, exp_transitions
 from libc.math cimport INFINITY
@@ -34,7 +35,7 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
     cdef int t, i, j, r, bi, n, m, top_i, q, n_prev
     cdef int* prev_ids = keep + L
     cdef double best, v, top, bound
-    cdef Py_ssize_t base, pbase, prev
+    cdef Py_ssize_t base, pbase
     cdef const double* Tt
     cdef const double* psc
     cdef const int* pcnt
@@ -93,33 +94,24 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
                 ptr[bi] += 1
                 n += 1
             cnt[t * L + j] = n
-    # merge the final lists and trace back (as chain_nbest)
-    prev = (<Py_ssize_t> T - 1) * L * K
-    for i in range(L):
-        ptr[i] = 0
+    # merge the final lists (chain_nbest's choice of head) and follow each labeling back
+    memset(ptr, 0, L * sizeof(int))
     n = 0
-    while n < K:
-        bi = -1
-        best = -INFINITY
-        for i in range(L):
-            if ptr[i] < cnt[(T - 1) * L + i]:
-                v = sc[prev + <Py_ssize_t> i * K + ptr[i]]
-                if bi < 0 or v > best:
-                    best = v
-                    bi = i
-        if bi < 0:
-            break
+    bi = _best_head(sc + (<Py_ssize_t> T - 1) * L * K, cnt + (T - 1) * L, ptr, L, K, NULL, 0, &best)
+    while n < K and bi >= 0:
         out_score[n] = best
-        j = bi
-        r = ptr[bi]
+        j, r = bi, ptr[bi]
         ptr[bi] += 1
-        for t in range(T - 1, -1, -1):
+        t = T - 1
+        while True:
             out[n * out_stride + t] = j
-            if t > 0:
-                pbase = (<Py_ssize_t> t * L + j) * K + r
-                j = py[pbase]
-                r = pk[pbase]
+            if t == 0:
+                break
+            pbase = (<Py_ssize_t> t * L + j) * K + r
+            j, r = py[pbase], pk[pbase]
+            t -= 1
         n += 1
+        bi = _best_head(sc + (<Py_ssize_t> T - 1) * L * K, cnt + (T - 1) * L, ptr, L, K, NULL, 0, &best)
     return n
 
 
@@ -180,9 +172,9 @@ cdef inline void prune_states(int T, int L, int K, const double* s, const double
 
 
 cdef struct Job:
-    const Features* d
-    const long* sent_ptr
-    const double* w
+    const Features* d            # the stage's feature map and layout (and edge attributes)
+    const long* sent_ptr         # [S + 1]
+    const double* w              # its weights
     # fed_options: the shared part of each token's state potentials [N, L], and per later line
     # its attribute offset and the rank of its attribute at each token [lines, N] (-1: none)
     const double* prefix
@@ -248,6 +240,11 @@ cdef void fed_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept n
     decode_tables(p, s, t0, T, b)
 
 
+cdef inline const int* head(const int[::1] a):
+    """The first entry of an array as potentials.pxd reads it (NULL when empty)."""
+    return &a[0] if a.shape[0] else NULL
+
+
 cdef class Stage:
     """A chain stage's weights and feature map, and the edge attributes of a batch."""
 
@@ -277,21 +274,17 @@ cdef class Stage:
         self.max_len = int(lengths.max()) if lengths.size else 0
         self.n_labels = n_labels
         memset(&self.d, 0, sizeof(Features))
-        self.d.attr_ptr = &attr_ptr[0]
-        self.d.attrs = &attrs[0] if attrs.shape[0] else NULL
-        self.d.eattr_ptr = &eattr_ptr[0]
-        self.d.eattrs = &eattrs[0] if eattrs.shape[0] else NULL
-        self.d.feat_ptr = &feat_ptr[0]
-        self.d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
+        cdef Features* d = &self.d
+        d.attr_ptr, d.attrs, d.eattr_ptr, d.eattrs = head(attr_ptr), head(attrs), head(eattr_ptr), head(eattrs)
+        d.feat_ptr, d.feat_label, d.L = head(feat_ptr), head(feat_label), n_labels
+        d.has_edges = 1 if eattrs.shape[0] > 0 else 0
+        d.off_trans, d.off_start, d.off_end, d.off_edge = offs[0], offs[1], offs[2], offs[3]
         if values is not None:
             self.values = np.ascontiguousarray(values, dtype=np.float64)
             if self.values.shape[0] != attrs.shape[0]:
                 raise ValueError("values must have one entry per attribute occurrence")
             if self.values.shape[0]:
                 self.d.values = &self.values[0]
-        self.d.L = n_labels
-        self.d.has_edges = 1 if eattrs.shape[0] > 0 else 0
-        self.d.off_trans, self.d.off_start, self.d.off_end, self.d.off_edge = offs[:4]
 
     cdef object _run(self, Job* p, int K, bint logz, int n_threads, bint fed):
         cdef int S = <int> self.n_sentences
