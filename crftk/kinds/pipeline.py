@@ -37,7 +37,7 @@ from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump  # noqa: F401 (this kind's dump: each stage's weights)
 from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
 from crftk.progress import plural
-from crftk.structures import joint
+from crftk.structures import beam, joint
 from crftk.structures.chain import chain_lattices
 from crftk.structures.composed import Composed
 
@@ -311,10 +311,43 @@ class Pipeline:
             return False
         return all(type(s.space) is FeatureSpace and s.space.raw_readable() for s in self.stages)
 
-    def decode_raw(self, batch, mode):
+    def raw_beam_decodable(self, mode):
+        """Whether :meth:`decode_raw` can decode with ``mode`` by the compiled beam over the stages
+        (normalized, or joint when not exact): every stage raw readable, and each stage fed through
+        a link that is not exact reads no real values, no multi-valued macro and no fed column in
+        its transition lines. Builds what the beam's threads share, so call it before they run."""
+        if mode not in ("joint", "normalized") or self.joint_mode() is None:
+            return False
+        if mode == "joint" and self.joint_mode() == "exact":
+            return False
+        if not all(type(s.space) is FeatureSpace and s.space.raw_readable() for s in self.stages):
+            return False
+        return all(self._beam_link(i) is not None for i in range(1, len(self.stages)))
+
+    def _beam_link(self, i):
+        """What the compiled beam reads stage i through (built once): a joint.FedLink when the link
+        is exact, a beam.FedLines when not; None when it cannot."""
+        cache = self.__dict__.setdefault("_beam_links", {})
+        if i not in cache:
+            stage, prev = self.stages[i], self.stages[i - 1]
+            if self.links()[i - 1] is None:
+                cache[i] = joint.FedLink(stage.model, stage.feed, prev.labels)
+            else:
+                cache[i] = beam.FedLines.of(stage.model, stage.feed, prev.labels)
+        return cache[i]
+
+    def decode_raw(self, batch, mode, nbest_upstream=20):
         """Label ids [stages, tokens] of a RawBatch (one thread), as :meth:`decode` decodes its
-        sentences; needs :meth:`raw_decodable`."""
+        sentences; needs :meth:`raw_decodable` or :meth:`raw_beam_decodable`."""
         C = len(self.stages)
+        if mode == "normalized" or mode == "joint" and self.joint_mode() != "exact":
+            K = _nbest_check(nbest_upstream)
+            if batch.n_tokens:
+                max_len = int(batch.sentence_lengths().max())
+                for stage in self.stages[:-1]:
+                    _nbest_memory(max_len, len(stage.labels), K, self.n_threads)
+            links = [None] + [self._beam_link(i) for i in range(1, C)]
+            return beam.decode(self.stages, links, batch, K, mode == "normalized")
         out = np.zeros((C, batch.n_tokens), dtype=np.int32)
         if mode == "cascade":
             fed = None
@@ -681,11 +714,11 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
     scored = 0
-    if not marginals and not nbest and pipeline.raw_decodable(decode):
+    if not marginals and not nbest and (pipeline.raw_decodable(decode) or pipeline.raw_beam_decodable(decode)):
         labels = [s.labels for s in pipeline.stages]
 
         def tag_batch(batch, sep):
-            pred = pipeline.decode_raw(batch, decode)
+            pred = pipeline.decode_raw(batch, decode, nbest_upstream)
             counted = None
             if batch.n_columns == pipeline.n_columns:
                 counted = pipeline.raw_gold_correct(batch, pred), batch.n_tokens

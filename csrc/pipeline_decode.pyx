@@ -1,0 +1,463 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The kernels of a pipeline's K-best and normalized decoding (crftk._pipeline).
+
+- :func:`nbest`: the K best labelings of a chain CRF over an encoded corpus, the same lists
+  (labels, scores, order) as crftk._lattice's n-best, with the lists that cannot reach a
+  position's K best left out of its merge (see ``pruned_nbest``);
+- :func:`fed_options`: a downstream stage given one upstream hypothesis per sentence: its
+  state potentials are the sum, in the corpus's order, of each token's attributes, of which
+  those before the first line that reads the fed column are the same for every hypothesis
+  (``prefix``, summed once per batch) and the rest (``rows``: the rank of each later line's
+  attribute, -1 for none) differ; then its Viterbi labeling or K best, and its log Z. The sums
+  and passes are those of crftk._lattice's kernels, in the same order, so the scores are the
+  same bits as the stage's own Viterbi, n-best and marginals on the hypothesis's encoding.
+"""
+
+import numpy as np
+
+from crftk._lattice import check_chain_arrays
+from chain cimport (ChainBuffers, run_chains, chain_viterbi, chain_sum_product, chain_max_scores, exp_shifted,
+                   _best_head)
+from product cimport Shape, shape_init, product_viterbi, product_forward_backward
+from potentials cimport Features, state_scores, gather_attribute, log_transitions, exp_transitions
+from libc.math cimport INFINITY
+from libc.string cimport memset, memcpy
+
+
+cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double** Tr,
+                             double* sc, int* py, int* pk, int* cnt, int* ptr, int* keep,
+                             double* heads, int* out, Py_ssize_t out_stride, double* out_score) noexcept nogil:
+    """chain.pxd's chain_nbest (the same lists in the same order), merging at each (t, j) only the
+    lists that can reach its K best: when the list of the best head holds K entries, its K-th
+    (plus its transition) bounds the K-th best from below, and a list whose head is below that
+    bound has no entry among the K best. The kept lists are merged in label order with the same
+    choice (highest, then lowest label), so ties break as in chain_nbest. keep: [L] scratch."""
+    cdef int t, i, j, r, bi, n, m, top_i, q, n_prev
+    cdef int* prev_ids = keep + L
+    cdef double best, v, top, bound
+    cdef Py_ssize_t base, pbase
+    cdef const double* Tt
+    cdef const double* psc
+    cdef const int* pcnt
+    for j in range(L):
+        sc[j * K] = s[j]
+        cnt[j] = 1 if cnt[j] else 0
+    for t in range(1, T):
+        Tt = Tr[t]
+        psc = sc + (<Py_ssize_t> t - 1) * L * K
+        pcnt = cnt + (t - 1) * L
+        n_prev = 0
+        for i in range(L):
+            if pcnt[i] > 0:
+                prev_ids[n_prev] = i
+                n_prev += 1
+        for j in range(L):
+            if cnt[t * L + j] == 0:
+                continue
+            base = (<Py_ssize_t> t * L + j) * K
+            top_i = -1
+            top = -INFINITY
+            for q in range(n_prev):
+                i = prev_ids[q]
+                v = psc[<Py_ssize_t> i * K]
+                v += Tt[i * L + j]
+                heads[q] = v
+                if top_i < 0 or v > top:
+                    top, top_i = v, i
+            bound = -INFINITY
+            if top_i >= 0 and pcnt[top_i] >= K:
+                bound = psc[<Py_ssize_t> top_i * K + K - 1]
+                bound += Tt[top_i * L + j]
+            m = 0
+            for q in range(n_prev):
+                if not (heads[q] < bound):
+                    keep[m] = prev_ids[q]
+                    ptr[m] = 0
+                    m += 1
+            n = 0
+            while n < K:
+                bi = -1
+                best = -INFINITY
+                for q in range(m):
+                    i = keep[q]
+                    if ptr[q] < pcnt[i]:
+                        v = psc[<Py_ssize_t> i * K + ptr[q]]
+                        v += Tt[i * L + j]
+                        if bi < 0 or v > best:
+                            best = v
+                            bi = q
+                if bi < 0:
+                    break
+                sc[base + n] = best + s[t * L + j]
+                py[base + n] = keep[bi]
+                pk[base + n] = ptr[bi]
+                ptr[bi] += 1
+                n += 1
+            cnt[t * L + j] = n
+    # merge the final lists (chain_nbest's choice of head) and follow each labeling back
+    memset(ptr, 0, L * sizeof(int))
+    n = 0
+    bi = _best_head(sc + (<Py_ssize_t> T - 1) * L * K, cnt + (T - 1) * L, ptr, L, K, NULL, 0, &best)
+    while n < K and bi >= 0:
+        out_score[n] = best
+        j, r = bi, ptr[bi]
+        ptr[bi] += 1
+        t = T - 1
+        while True:
+            out[n * out_stride + t] = j
+            if t == 0:
+                break
+            pbase = (<Py_ssize_t> t * L + j) * K + r
+            j, r = py[pbase], pk[pbase]
+            t -= 1
+        n += 1
+        bi = _best_head(sc + (<Py_ssize_t> T - 1) * L * K, cnt + (T - 1) * L, ptr, L, K, NULL, 0, &best)
+    return n
+
+
+cdef inline double kth_largest(double* x, int n, int k) noexcept nogil:
+    """The k-th largest of x[0:n] (1 <= k <= n), reordering x (quickselect)."""
+    cdef int lo = 0, hi = n - 1, i, j, want = k - 1
+    cdef double pivot, tmp
+    while lo < hi:
+        pivot = x[(lo + hi) >> 1]
+        i, j = lo, hi
+        while i <= j:
+            while x[i] > pivot:
+                i += 1
+            while x[j] < pivot:
+                j -= 1
+            if i <= j:
+                tmp = x[i]
+                x[i] = x[j]
+                x[j] = tmp
+                i += 1
+                j -= 1
+        if want <= j:
+            hi = j
+        elif want >= i:
+            lo = i
+        else:
+            break
+    return x[want]
+
+
+cdef inline void prune_states(int T, int L, int K, const double* s, const double** Tr, double* fwd,
+                              double* bwd, double* scratch, int* cnt) noexcept nogil:
+    """cnt[t*L+j] = 0 (no list) where no labeling through label j at t can be among the K best, else
+    -1: the best labeling through (t, j) (max-product messages) scores below a lower bound of the
+    K-th best, the K-th best over j of those at some t (K distinct labelings). A margin far above
+    the rounding of the two ways of summing a score keeps every state that could tie; the lists
+    of the kept states are then the lists of chain_nbest without the labelings through removed
+    states, none of which is among the K best, in the same order."""
+    cdef int t, j
+    cdef double bound = -INFINITY, b, v
+    cdef Py_ssize_t TL = <Py_ssize_t> T * L
+    if K > L:
+        for j in range(TL):
+            cnt[j] = -1
+        return
+    chain_max_scores(T, L, s, Tr, fwd, bwd)
+    for j in range(TL):
+        fwd[j] += bwd[j]
+    for t in range(T):
+        memcpy(scratch, fwd + t * L, L * sizeof(double))
+        b = kth_largest(scratch, L, K)
+        if b > bound:
+            bound = b
+    bound -= 1e-6 * (1.0 + (bound if bound > 0 else -bound))
+    for j in range(TL):
+        v = fwd[j]
+        cnt[j] = 0 if v < bound else -1
+
+
+cdef struct Job:
+    const Features* d            # the stage's feature map and layout (and edge attributes)
+    const long* sent_ptr         # [S + 1]
+    const double* w              # its weights
+    # fed_options: the shared part of each token's state potentials [N, L], and per later line
+    # its attribute offset and the rank of its attribute at each token [lines, N] (-1: none)
+    const double* prefix
+    const long* line_offset
+    const int* rows
+    int n_lines
+    const int* active            # [S] 1: decode the sentence (it has this hypothesis)
+    const double* E_shared       # exp(transitions - shift), NULL: no log Z
+    double shift
+    int K                        # 1: Viterbi; more: the K best
+    Py_ssize_t N
+    int* paths                   # [K, N]
+    double* score                # [S, K]
+    int* counts                  # [S]
+    double* logz                 # [S]
+
+
+cdef inline void decode_tables(const Job* p, Py_ssize_t s, Py_ssize_t t0, int T, ChainBuffers* b) noexcept nogil:
+    """From b.s (the sentence's state potentials): its Viterbi labeling or K best, and log Z."""
+    cdef int L = p.d.L
+    log_transitions(p.d, p.w, t0, T, b.ebuf, b.E)
+    if p.K == 1:
+        chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, p.paths + t0, p.score + s)
+        p.counts[s] = 1
+    else:
+        prune_states(T, L, p.K, b.s, b.E, b.alpha, b.beta, b.q, b.cnt)
+        p.counts[s] = pruned_nbest(T, L, p.K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr, b.bp, b.tmp,
+                                   p.paths + t0, p.N, p.score + s * p.K)
+    if p.E_shared != NULL:
+        exp_transitions(p.d, p.w, 1.0, t0, T, p.E_shared, p.shift, b.mat, b.ebuf, b.E, b.shift)
+        p.logz[s] = chain_sum_product(T, L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, NULL,
+                                      p.E_shared, NULL, NULL)
+
+
+cdef void corpus_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Job* p = <const Job*> job
+    cdef Py_ssize_t t0 = p.sent_ptr[s]
+    cdef int T = <int> (p.sent_ptr[s + 1] - t0)
+    state_scores(p.d, p.w, t0, T, b.s)
+    decode_tables(p, s, t0, T, b)
+
+
+cdef void fed_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Job* p = <const Job*> job
+    cdef Py_ssize_t t0 = p.sent_ptr[s], tok
+    cdef int T = <int> (p.sent_ptr[s + 1] - t0), L = p.d.L, t, l, r, y
+    cdef double* row
+    if not p.active[s]:
+        return
+    # state_scores' sums: the attributes in order (the prefix holds the first ones), then the
+    # start and end weights
+    for t in range(T):
+        tok = t0 + t
+        row = b.s + t * L
+        memcpy(row, p.prefix + tok * L, L * sizeof(double))
+        for l in range(p.n_lines):
+            r = p.rows[<Py_ssize_t> l * p.N + tok]
+            if r >= 0:
+                gather_attribute(p.d, p.w, <int> (p.line_offset[l] + r), row)
+    for y in range(L):
+        b.s[y] += p.w[p.d.off_start + y]
+        b.s[(T - 1) * L + y] += p.w[p.d.off_end + y]
+    decode_tables(p, s, t0, T, b)
+
+
+cdef inline const int* head(const int[::1] a):
+    """The first entry of an array as potentials.pxd reads it (NULL when empty)."""
+    return &a[0] if a.shape[0] else NULL
+
+
+cdef class Stage:
+    """A chain stage's weights and feature map, and the edge attributes of a batch."""
+
+    cdef Features d
+    cdef readonly int n_labels
+    cdef const double[::1] w
+    cdef const int[::1] feat_ptr, feat_label, attr_ptr, attrs, eattr_ptr, eattrs
+    cdef const long[::1] sent_ptr
+    cdef const double[::1] values
+    cdef Py_ssize_t n_tokens, n_sentences
+    cdef int max_len
+
+    def __init__(self, const double[::1] w, const int[::1] feat_ptr, const int[::1] feat_label, int n_labels,
+                 int n_edge_attrs, offsets, sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
+                 const int[::1] eattr_ptr, const int[::1] eattrs, values=None):
+        sp32 = np.ascontiguousarray(sent_ptr, dtype=np.int32)
+        lengths, offs = check_chain_arrays(sp32, attr_ptr, attrs, eattr_ptr, eattrs, feat_ptr, feat_label,
+                                           n_labels, n_edge_attrs, offsets)
+        if w.shape[0] != offs[4]:
+            raise ValueError(f"weight vector has {w.shape[0]} entries, expected {offs[4]}")
+        self.w = w
+        self.feat_ptr, self.feat_label = feat_ptr, feat_label
+        self.attr_ptr, self.attrs, self.eattr_ptr, self.eattrs = attr_ptr, attrs, eattr_ptr, eattrs
+        self.sent_ptr = np.ascontiguousarray(sent_ptr, dtype=np.int64)
+        self.n_sentences = self.sent_ptr.shape[0] - 1
+        self.n_tokens = attr_ptr.shape[0] - 1
+        self.max_len = int(lengths.max()) if lengths.size else 0
+        self.n_labels = n_labels
+        memset(&self.d, 0, sizeof(Features))
+        cdef Features* d = &self.d
+        d.attr_ptr, d.attrs, d.eattr_ptr, d.eattrs = head(attr_ptr), head(attrs), head(eattr_ptr), head(eattrs)
+        d.feat_ptr, d.feat_label, d.L = head(feat_ptr), head(feat_label), n_labels
+        d.has_edges = 1 if eattrs.shape[0] > 0 else 0
+        d.off_trans, d.off_start, d.off_end, d.off_edge = offs[0], offs[1], offs[2], offs[3]
+        if values is not None:
+            self.values = np.ascontiguousarray(values, dtype=np.float64)
+            if self.values.shape[0] != attrs.shape[0]:
+                raise ValueError("values must have one entry per attribute occurrence")
+            if self.values.shape[0]:
+                self.d.values = &self.values[0]
+
+    cdef object _run(self, Job* p, int K, bint logz, int n_threads, bint fed):
+        cdef int S = <int> self.n_sentences
+        paths_np = np.full((K, self.n_tokens), -1, dtype=np.int32)
+        score_np = np.full((S, K), -np.inf)
+        counts_np = np.zeros(S, dtype=np.int32)
+        logz_np = np.zeros(S)
+        E_np = np.empty(self.n_labels * self.n_labels)
+        cdef int[:, ::1] paths = paths_np
+        cdef double[:, ::1] score = score_np
+        cdef int[::1] counts = counts_np
+        cdef double[::1] lz = logz_np, E = E_np
+        if K < 1:
+            raise ValueError("k must be at least 1")
+        if S == 0:
+            return paths_np, score_np, counts_np, logz_np
+        p.d = &self.d
+        p.sent_ptr = &self.sent_ptr[0]
+        p.w = &self.w[0]
+        p.K, p.N = K, self.n_tokens
+        p.paths, p.score, p.counts, p.logz = &paths[0, 0], &score[0, 0], &counts[0], &lz[0]
+        if logz:
+            p.E_shared = &E[0]
+            p.shift = exp_shifted(p.w + self.d.off_trans, &E[0], self.n_labels * self.n_labels)
+        run_chains(S, max(1, n_threads), 4, self.max_len, self.n_labels, 1, self.d.has_edges or logz,
+                   K if K > 1 else 0, fed_task if fed else corpus_task, p)
+        return paths_np, score_np, counts_np, logz_np
+
+    def nbest(self, int k, int n_threads=1):
+        """The k best labelings of every sentence from its own attributes: (paths [k, N], scores
+        [S, k], counts [S]), as crftk._lattice.Lattices.nbest gives them."""
+        cdef Job p
+        memset(&p, 0, sizeof(Job))
+        paths, score, counts, _ = self._run(&p, k, False, n_threads, False)
+        return paths, score, counts
+
+    def fed_options(self, const double[:, ::1] prefix, const long[::1] line_offset, const int[:, ::1] rows,
+                    const int[::1] active, int k, bint logz, int n_threads=1):
+        """Each active sentence's Viterbi labeling (k = 1) or k best, and with ``logz`` its log Z,
+        from state potentials ``prefix`` [N, L] plus, line by line, the attribute of rank
+        ``rows[l, t]`` of the line at ``line_offset[l]``: (paths [k, N], scores [S, k], counts
+        [S], log Z [S]); inactive sentences are left out (count 0)."""
+        cdef Py_ssize_t N = self.n_tokens
+        if prefix.shape[0] != N or prefix.shape[1] != self.n_labels:
+            raise ValueError("prefix must be [tokens, labels]")
+        if rows.shape[0] != line_offset.shape[0] or (rows.shape[0] and rows.shape[1] != N):
+            raise ValueError("rows must be [lines, tokens]")
+        if active.shape[0] != self.n_sentences:
+            raise ValueError("active must have one entry per sentence")
+        n_attrs = self.feat_ptr.shape[0] - 1
+        for l in range(rows.shape[0]):
+            r = np.asarray(rows[l])
+            if r.size and (r.max() + line_offset[l] >= n_attrs or (r >= 0).any() and line_offset[l] < 0):
+                raise ValueError("an attribute rank is out of range")
+        cdef Job p
+        memset(&p, 0, sizeof(Job))
+        cdef int dummy = -1
+        p.prefix = &prefix[0, 0] if N else NULL
+        p.line_offset = &line_offset[0] if line_offset.shape[0] else NULL
+        p.rows = &rows[0, 0] if rows.shape[0] and N else &dummy
+        p.n_lines = <int> rows.shape[0]
+        p.active = &active[0] if active.shape[0] else NULL
+        return self._run(&p, k, logz, n_threads, True)
+
+
+def prefix_scores(const double[::1] w, const int[::1] feat_ptr, const int[::1] feat_label, int n_labels,
+                  const long[::1] line_offset, const int[:, ::1] rows, Py_ssize_t n_tokens):
+    """[N, L]: per token, the summed weights of the attributes of the given lines (rank rows[l, t]
+    of the line at line_offset[l], -1: none), in line order: the start of state_scores' sums."""
+    cdef Py_ssize_t N = n_tokens, t
+    if rows.shape[0] != line_offset.shape[0] or (rows.shape[0] and rows.shape[1] != N):
+        raise ValueError("rows must be [lines, tokens]")
+    cdef int l, r, L = n_labels
+    cdef Features d
+    memset(&d, 0, sizeof(Features))
+    d.feat_ptr = &feat_ptr[0]
+    d.feat_label = &feat_label[0] if feat_label.shape[0] else NULL
+    d.L = L
+    n_attrs = feat_ptr.shape[0] - 1
+    for l in range(rows.shape[0]):
+        a = np.asarray(rows[l])
+        if a.size and a.max() + line_offset[l] >= n_attrs:
+            raise ValueError("an attribute rank is out of range")
+    if feat_label.shape[0] and (np.asarray(feat_label).max() >= L or np.asarray(feat_label).min() < 0):
+        raise ValueError("feature label out of range")
+    out_np = np.zeros((N, L))
+    cdef double[:, ::1] out = out_np
+    with nogil:
+        for t in range(N):
+            for l in range(rows.shape[0]):
+                r = rows[l, t]
+                if r >= 0:
+                    gather_attribute(&d, &w[0], <int> (line_offset[l] + r), &out[t, 0])
+    return out_np
+
+
+cdef struct TableJob:
+    # a stage read through its state table for every fed label (crftk.structures.joint.FedLink)
+    Shape shape                  # one chain of L labels
+    const long* sent_ptr
+    const double* table          # [N, V, L]
+    int V
+    const int* fed               # [N] the fed label of each token
+    const int* active            # [S]
+    const double* trans          # [rows, L*L] log transitions (rows 1: every position)
+    const double* etrans         # [rows, L*L] exp(trans - shift), NULL: no log Z
+    const double* shifts         # [rows]
+    Py_ssize_t trans_rows
+    int* paths                   # [N]
+    double* score                # [S]
+    double* logz                 # [S]
+
+
+cdef void table_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    """crftk._product's viterbi and forward_backward (log Z) of one chain on the rows of the
+    table that the sentence's fed labels pick."""
+    cdef const TableJob* p = <const TableJob*> job
+    cdef Py_ssize_t t0 = p.sent_ptr[s], row
+    cdef int T = <int> (p.sent_ptr[s + 1] - t0), L = p.shape.S, t
+    cdef Py_ssize_t LL = <Py_ssize_t> L * L
+    if not p.active[s]:
+        return
+    for t in range(T):
+        memcpy(b.s + t * L, p.table + ((t0 + t) * p.V + p.fed[t0 + t]) * L, L * sizeof(double))
+    for t in range(1, T):
+        row = 0 if p.trans_rows == 1 else t0 + t
+        b.E[t] = p.trans + row * LL
+    product_viterbi(&p.shape, T, b.s, b.E, b.alpha, b.tmp, b.bp, p.paths + t0, p.score + s)
+    if p.etrans != NULL:
+        for t in range(1, T):
+            row = 0 if p.trans_rows == 1 else t0 + t
+            b.E[t] = p.etrans + row * LL
+            b.shift[t] = p.shifts[row]
+        p.logz[s] = product_forward_backward(&p.shape, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale,
+                                             b.tmp)
+
+
+def table_options(sent_ptr, const double[:, :, ::1] table, const int[::1] fed, const int[::1] active,
+                  const double[:, ::1] trans, const double[:, ::1] etrans=None, const double[::1] shifts=None,
+                  int n_threads=1):
+    """Each active sentence's best labeling and score, and with ``etrans`` its log Z, when each token
+    takes the row of ``table`` [N, V, L] its fed label picks: crftk._product's viterbi and
+    forward_backward on those rows (trans [1 or N, L*L]; etrans, shifts: its exponentiated rows as
+    forward_backward makes them). Returns (labels [N], scores [S], log Z [S])."""
+    cdef const long[::1] sp = np.ascontiguousarray(sent_ptr, dtype=np.int64)
+    cdef Py_ssize_t N = table.shape[0], S = sp.shape[0] - 1
+    cdef int L = <int> table.shape[2]
+    lengths = np.diff(np.asarray(sp))
+    if S < 0 or sp[0] != 0 or sp[S] != N or (lengths < 1).any():
+        raise ValueError("sent_ptr must rise from 0 to N in steps of at least 1")
+    if fed.shape[0] != N or active.shape[0] != S:
+        raise ValueError("one fed label per token, one active flag per sentence")
+    if N and (np.asarray(fed).min() < 0 or np.asarray(fed).max() >= table.shape[1]):
+        raise ValueError("a fed label is out of range")
+    if trans.shape[1] != L * L or trans.shape[0] not in (1, N):
+        raise ValueError("trans must be [1 or N, L*L]")
+    if etrans is not None and (etrans.shape[0] != trans.shape[0] or etrans.shape[1] != L * L
+                               or shifts is None or shifts.shape[0] != trans.shape[0]):
+        raise ValueError("etrans and shifts must match trans")
+    labels_np = np.zeros(N, dtype=np.int32)
+    score_np = np.zeros(S)
+    logz_np = np.zeros(S)
+    cdef int[::1] labels = labels_np
+    cdef double[::1] score = score_np, lz = logz_np
+    cdef TableJob p
+    memset(&p, 0, sizeof(TableJob))
+    if S == 0:
+        return labels_np, score_np, logz_np
+    shape_init(&p.shape, 1, &L)
+    p.sent_ptr, p.table, p.V, p.fed, p.active = &sp[0], &table[0, 0, 0], <int> table.shape[1], &fed[0], &active[0]
+    p.trans, p.trans_rows = &trans[0, 0], trans.shape[0]
+    if etrans is not None:
+        p.etrans, p.shifts = &etrans[0, 0], &shifts[0]
+    p.paths, p.score, p.logz = &labels[0], &score[0], &lz[0]
+    run_chains(S, max(1, n_threads), 4, int(lengths.max()), L, 1, False, 0, table_task, &p)
+    return labels_np, score_np, logz_np
