@@ -87,6 +87,18 @@ def test_scored_output_is_the_python_paths(models, kind, case, tmp_path, monkeyp
             assert ("# nbest " if "nbest" in opts else "# prob ") in want
 
 
+@pytest.mark.parametrize("combine,decode", [("seq-mixture", "max-marginal"), ("trans-poe", "chosen"),
+                                            ("trans-mixture", "viterbi")])
+def test_every_combination_of_a_bag_writes_the_python_paths(models, combine, decode, tmp_path, monkeypatch):
+    path = tmp_path / "in.txt"
+    path.write_bytes(CASES["gold, spaces"] + CASES["one-token sentences"])
+    for opts in ({"marginals": 2}, {"nbest": 3, "marginals": 1}):
+        kw = {"combine": combine, "decode": decode, **opts}
+        want, _ = _run(models["bag"], path, False, monkeypatch, **kw)
+        got, written = _run(models["bag"], path, True, monkeypatch, threads=2, batch_tokens=5, **kw)
+        assert got == want and written > 1
+
+
 def test_the_sequence_and_label_probabilities_are_the_models(models, tmp_path, monkeypatch):
     path = tmp_path / "in.txt"
     path.write_bytes(CASES["gold, spaces"])
