@@ -16,6 +16,8 @@ import numpy as np
 from libc.stdint cimport int64_t, int32_t, uint64_t, uint8_t
 from libc.stdlib cimport malloc, free, realloc
 from libc.string cimport memcpy, memcmp, memchr
+from libc.math cimport exp, fabs, isnan, signbit
+from libc.stdio cimport snprintf
 
 from fields cimport WS, split_fields
 
@@ -343,6 +345,34 @@ def field_strings(const uint8_t[::1] block, const int64_t[::1] tok_start, const 
 
 # ------------------------------------------------------------------ writing
 
+cdef inline Py_ssize_t copy_columns(uint8_t* o, const uint8_t* p, Py_ssize_t i, Py_ssize_t e,
+                                    uint8_t sepc) noexcept nogil:
+    """Writes the fields of the line p[i:e] to o, each followed by sepc; returns the bytes written
+    (at most e - i + 1)."""
+    cdef Py_ssize_t pos = 0
+    cdef bint inside = False
+    for i in range(i, e):
+        if not WS[p[i]]:
+            o[pos] = p[i]
+            pos += 1
+            inside = True
+        elif inside:                # the end of a field
+            o[pos] = sepc
+            pos += 1
+            inside = False
+    if inside:
+        o[pos] = sepc
+        pos += 1
+    return pos
+
+
+cdef inline Py_ssize_t copy_line(uint8_t* o, const uint8_t* p, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    """Writes p[a:b] and a line end to o; returns the bytes written."""
+    memcpy(o, p + a, b - a)
+    o[b - a] = 10
+    return b - a + 1
+
+
 def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
                 const int32_t[::1] sent_ptr, const int64_t[::1] items, const int64_t[::1] pt_start,
                 const int64_t[::1] pt_end, const int32_t[:, ::1] pred, list labels, bytes sep):
@@ -353,10 +383,7 @@ def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const in
     if C != len(labels) or C < 1 or pred.shape[1] != N:
         raise ValueError(f"format_rows: pred of shape ({C}, {pred.shape[1]}) for {len(labels)} label "
                          f"lists and {N} tokens")
-    encoded = [lab.encode("utf-8") for col in labels for lab in col]
-    lab_blob = b"".join(encoded)
-    lab_off_np = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in encoded], out=lab_off_np[1:])
+    lab_blob, lab_off_np = _strings_blob([lab for col in labels for lab in col])
     base_np = np.zeros(C, dtype=np.int64)           # the first label of column c among all
     np.cumsum([len(col) for col in labels[:-1]], out=base_np[1:])
     cdef int64_t[::1] lab_off = lab_off_np
@@ -379,34 +406,16 @@ def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const in
     cdef char* ob = out
     cdef uint8_t* o = <uint8_t*> ob
     cdef const uint8_t* p = &block[0] if block.shape[0] else NULL
-    cdef Py_ssize_t i, e, a, b
     cdef int64_t y
     with nogil:
         for it in range(I):
             k = items[it]
             if k < 0:
                 k = -1 - k
-                a, b = pt_start[k], pt_end[k]
-                memcpy(o + pos, p + a, b - a)
-                pos += b - a
-                o[pos] = 10
-                pos += 1
+                pos += copy_line(o + pos, p, pt_start[k], pt_end[k])
                 continue
             for t in range(sent_ptr[k], sent_ptr[k + 1]):
-                i, e = tok_start[t], tok_end[t]
-                while True:            # the columns, each followed by sep
-                    while i < e and WS[p[i]]:
-                        i += 1
-                    if i >= e:
-                        break
-                    j = i
-                    while j < e and not WS[p[j]]:
-                        j += 1
-                    memcpy(o + pos, p + i, j - i)
-                    pos += j - i
-                    o[pos] = sepc
-                    pos += 1
-                    i = j
+                pos += copy_columns(o + pos, p, tok_start[t], tok_end[t], sepc)
                 for c in range(C):
                     y = base[c] + pred[c, t]
                     memcpy(o + pos, lb + lab_off[y], lab_off[y + 1] - lab_off[y])
@@ -417,3 +426,198 @@ def format_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const in
             pos += 1
     del out[pos:]
     return out
+
+
+# -- rows with probabilities (crftk tag -v, -n) -----------------------------------------------
+
+cdef enum:
+    FIXED_MAX = 330       # "%.6f" of any double (DBL_MAX has 309 digits), its sign and a NUL
+
+
+cdef struct Buffer:
+    uint8_t* data
+    Py_ssize_t n, cap
+
+
+cdef inline int reserve(Buffer* b, Py_ssize_t more) noexcept nogil:
+    """Room for ``more`` bytes after b.n; 0, or -1 when memory is short."""
+    cdef Py_ssize_t cap
+    cdef uint8_t* d
+    if b.n + more <= b.cap:
+        return 0
+    cap = max(2 * b.cap, b.n + more)
+    d = <uint8_t*> realloc(b.data, cap)
+    if d == NULL:
+        return -1
+    b.data, b.cap = d, cap
+    return 0
+
+
+cdef inline Py_ssize_t put_fixed6(uint8_t* o, double x) noexcept nogil:
+    """Writes x as Python's format(x, ".6f") does (correctly rounded, half to even; "nan" without a
+    sign); returns the bytes written (< FIXED_MAX). A probability away from a tie of its 7th
+    decimal is round(x * 1e6), exact there (x * 1e6 < 2e6 is off by < 1e-9); the rest is printf's."""
+    cdef double r, f
+    cdef int64_t n, fp
+    cdef int k
+    if isnan(x):
+        memcpy(o, b"nan", 3)
+        return 3
+    if not signbit(x) and x < 2.0:
+        r = x * 1e6
+        n = <int64_t> r
+        f = r - <double> n
+        if fabs(f - 0.5) > 1e-6:
+            if f > 0.5:
+                n += 1
+            fp = n % 1000000
+            o[0] = 48 + <uint8_t> (n // 1000000)
+            o[1] = 46
+            for k in range(7, 1, -1):
+                o[k] = 48 + <uint8_t> (fp % 10)
+                fp = fp // 10
+            return 8
+    return snprintf(<char*> o, FIXED_MAX, "%.6f", x)
+
+
+cdef inline void put_bytes(Buffer* b, const uint8_t* src, Py_ssize_t n) noexcept nogil:
+    memcpy(b.data + b.n, src, n)
+    b.n += n
+
+
+def _strings_blob(list strings):
+    """(UTF-8 bytes of the strings one after another, int64 offsets [len + 1])."""
+    encoded = [x.encode("utf-8") for x in strings]
+    off = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in encoded], out=off[1:])
+    return b"".join(encoded), off
+
+
+def format_scored_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, const int64_t[::1] tok_end,
+                       const int32_t[::1] sent_ptr, const int64_t[::1] items, const int64_t[::1] pt_start,
+                       const int64_t[::1] pt_end, const int32_t[:, ::1] pred, const int32_t[::1] n_blocks,
+                       const double[:, ::1] logp, const double[:, ::1] marg, const int32_t[:, ::1] col,
+                       bint every, list labels, list names, bytes sep, bint nbest):
+    """The output bytes of a batch with probabilities (crftk tag -v / -n): each sentence as
+    ``n_blocks[s]`` blocks k, each a header line, its tokens' rows and a blank line. A header is
+    ``# nbest k P`` (``nbest``) or ``# prob P``, P = exp(logp[s, k]); a row is the token's columns,
+    each followed by sep, then labels[pred[k, t]], then (``col`` has rows) sep and marg[t, col[k, t]],
+    then (``every``) sep and ``names[j]/marg[t, j]`` for every column j of marg. Numbers as
+    format(x, ".6f"). The pass-through lines in place, as format_rows writes them."""
+    cdef Py_ssize_t N = tok_start.shape[0], I = items.shape[0], S = sent_ptr.shape[0] - 1
+    cdef Py_ssize_t K = pred.shape[0], M = marg.shape[1], L = len(labels)
+    cdef bint with_prob = col.shape[0] > 0
+    if sep is None or len(sep) != 1:
+        raise ValueError("format_scored_rows: sep must be one byte")
+    if pred.shape[1] != N or n_blocks.shape[0] != S or logp.shape[0] != S or logp.shape[1] != K \
+            or tok_end.shape[0] != N or S < 0 or (S > 0 and sent_ptr[S] != N):
+        raise ValueError(f"format_scored_rows: pred ({K}, {pred.shape[1]}), n_blocks {n_blocks.shape[0]}, "
+                         f"logp ({logp.shape[0]}, {logp.shape[1]}) for {S} sentences of {N} tokens")
+    if (with_prob or every) and marg.shape[0] != N:
+        raise ValueError(f"format_scored_rows: marginals of {marg.shape[0]} tokens for {N}")
+    if with_prob and (col.shape[0] != K or col.shape[1] != N):
+        raise ValueError(f"format_scored_rows: columns ({col.shape[0]}, {col.shape[1]}) for pred ({K}, {N})")
+    if every and len(names) != M:
+        raise ValueError(f"format_scored_rows: {len(names)} names for {M} marginal columns")
+    lab_blob, lab_off_np = _strings_blob(labels)
+    name_blob, name_off_np = _strings_blob(names if every else [])
+    cdef int64_t[::1] lab_off = lab_off_np
+    cdef int64_t[::1] name_off = name_off_np
+    cdef const uint8_t* lb = <const uint8_t*> (<char*> lab_blob)
+    cdef const uint8_t* nb = <const uint8_t*> (<char*> name_blob)
+    cdef const uint8_t* p = &block[0] if block.shape[0] else NULL
+    cdef uint8_t sepc = sep[0]
+    cdef Py_ssize_t it, k, s, t, j, a, row_max, widest = 0, names_len = 0
+    cdef int32_t y, c
+    cdef int bad = 0
+    cdef char head[64]
+    cdef Buffer out
+    for j in range(L):
+        widest = max(widest, lab_off[j + 1] - lab_off[j])
+    if every:
+        names_len = name_off[M]
+    # the bytes a row adds to its line: label, probabilities (each checked again if longer)
+    row_max = widest + 2 + (10 if with_prob else 0) + ((names_len + M * 11) if every else 0)
+    with nogil:
+        for s in range(S):              # every index is checked before any is read
+            if n_blocks[s] < 0 or n_blocks[s] > K or sent_ptr[s] < 0 or sent_ptr[s] > sent_ptr[s + 1]:
+                bad = 1
+        for k in range(K):
+            for t in range(N):
+                if pred[k, t] < 0 or pred[k, t] >= L or (with_prob and not 0 <= col[k, t] < M):
+                    bad = 1
+        for it in range(I):
+            k = items[it]
+            if (k >= S) or (k < 0 and -1 - k >= pt_start.shape[0]):
+                bad = 1
+    if bad:
+        raise ValueError("format_scored_rows: an index out of range")
+    out.n = 0
+    out.cap = N * (row_max + 16) + 64 * S + 64
+    for t in range(N):
+        out.cap += tok_end[t] - tok_start[t]
+    out.data = <uint8_t*> malloc(out.cap)
+    if out.data == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            for it in range(I):
+                k = items[it]
+                if k < 0:
+                    k = -1 - k
+                    if reserve(&out, pt_end[k] - pt_start[k] + 1) < 0:
+                        bad = 2
+                        break
+                    out.n += copy_line(out.data + out.n, p, pt_start[k], pt_end[k])
+                    continue
+                s = k
+                for k in range(n_blocks[s]):
+                    if nbest:
+                        a = snprintf(head, 64, "# nbest %d ", <int> k)
+                    else:
+                        a = snprintf(head, 64, "# prob ")
+                    if reserve(&out, a + FIXED_MAX + 1) < 0:
+                        bad = 2
+                        break
+                    put_bytes(&out, <const uint8_t*> head, a)
+                    out.n += put_fixed6(out.data + out.n, exp(logp[s, k]))
+                    out.data[out.n] = 10
+                    out.n += 1
+                    for t in range(sent_ptr[s], sent_ptr[s + 1]):
+                        if reserve(&out, tok_end[t] - tok_start[t] + 1 + row_max + 2 * FIXED_MAX) < 0:
+                            bad = 2
+                            break
+                        out.n += copy_columns(out.data + out.n, p, tok_start[t], tok_end[t], sepc)
+                        y = pred[k, t]
+                        put_bytes(&out, lb + lab_off[y], lab_off[y + 1] - lab_off[y])
+                        if with_prob:
+                            out.data[out.n] = sepc
+                            out.n += 1
+                            out.n += put_fixed6(out.data + out.n, marg[t, col[k, t]])
+                        if every:
+                            for c in range(M):
+                                if reserve(&out, name_off[c + 1] - name_off[c] + 2 + FIXED_MAX) < 0:
+                                    bad = 2
+                                    break
+                                out.data[out.n] = sepc
+                                out.n += 1
+                                put_bytes(&out, nb + name_off[c], name_off[c + 1] - name_off[c])
+                                out.data[out.n] = 47
+                                out.n += 1
+                                out.n += put_fixed6(out.data + out.n, marg[t, c])
+                            if bad:
+                                break
+                        out.data[out.n] = 10
+                        out.n += 1
+                    if bad or reserve(&out, 1) < 0:
+                        bad = 2
+                        break
+                    out.data[out.n] = 10
+                    out.n += 1
+                if bad:
+                    break
+        if bad:
+            raise MemoryError()
+        return (<char*> out.data)[:out.n]
+    finally:
+        free(out.data)

@@ -20,6 +20,24 @@ def format_batch(batch, pred, labels, sep):
                                [list(x) for x in labels], sep.encode())
 
 
+def format_scored(batch, pred, blocks, logp, marg, col, labels, names, sep, header):
+    """The output bytes of a RawBatch with probabilities (crftk tag -v, -n): sentence s as
+    ``blocks[s]`` blocks k, each a ``# prob P`` or ``# nbest k P`` line (``header`` "prob" or
+    "nbest"; P = exp(logp[s, k])), its rows and a blank line; a row is the token's columns, then
+    ``labels[pred[k, t]]``, then (``col`` given) ``marg[t, col[k, t]]``, then (``names`` given)
+    ``names[j]/marg[t, j]`` for every j; numbers as format(x, ".6f")."""
+    N = batch.n_tokens
+    pred = np.ascontiguousarray(pred, dtype=np.int32).reshape(-1, N)
+    K = pred.shape[0]
+    col = np.zeros((0, N), dtype=np.int32) if col is None else np.ascontiguousarray(col, dtype=np.int32)
+    return _textio.format_scored_rows(
+        batch.block, batch.tok_start, batch.tok_end, batch.sent_ptr, batch.items, batch.pt_start, batch.pt_end,
+        pred, np.ascontiguousarray(blocks, dtype=np.int32),
+        np.ascontiguousarray(logp, dtype=np.float64).reshape(batch.n_sentences, K),
+        np.ascontiguousarray(marg, dtype=np.float64).reshape(N, -1), col.reshape(-1, N), names is not None,
+        list(labels), list(names or ()), sep.encode(), header == "nbest")
+
+
 def gold_ids(batch, columns, labels):
     """(ids [len(columns), tokens], the string of every id per column) of a RawBatch's gold labels
     in ``columns``, numbered as ``labels[c]`` (a label not there gets an id past them)."""

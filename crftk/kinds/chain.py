@@ -16,7 +16,7 @@ from crftk.features.space import FeatureSpace
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, describe_widths, input_batches
 from crftk.io.crfsuite import AttributeSequences, read_crfsuite
 from crftk.io.schemes import Detector, Recoder, check_chunk_tags, convert
-from crftk.io.stream import format_batch, tag_stream
+from crftk.io.stream import format_batch, format_scored, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
 from crftk.kinds import incremental
@@ -332,9 +332,9 @@ def tag_with(tagger, inputs, out, *, marginals=0, nbest=0, batch_tokens=50_000, 
              max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
     """crftk.commands.tag.tag_files with a Tagger (or a bag's); (sentences, tokens)."""
     allowed = input_widths(tagger)
-    if not marginals and not nbest and tagger.force is None and _compiled_path(tagger):
+    if tagger.force is None and _compiled_path(tagger) and (not (marginals or nbest) or _scores_compiled(tagger)):
         return _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens,
-                             encoding)
+                             encoding, marginals, nbest)
     counts = [0, 0]
     # every model the tagger runs (a bag's members, both stages of a two-stage model) decides
     templates = [s.template for s in tagger.spaces()]
@@ -381,8 +381,9 @@ def tag_attributes(tagger, inputs, out, *, reference=False, batch_tokens=50_000,
 
 
 # The compiled path: reading and writing in crftk._textio, encoding in crftk._encode, batches decoded by a pool
-# of threads while the next ones are read and the finished ones written. Labels only (no -v,
-# -n); the output is byte for byte that of write_batch.
+# of threads while the next ones are read and the finished ones written; with -v and -n too
+# (the kernels' marginals and n-best lists, rows written by _textio.format_scored_rows). The
+# output is byte for byte that of write_batch.
 
 def _compiled_path(tagger):
     """Whether tag_with can take the compiled path with this tagger (one CRF or a bag)."""
@@ -392,17 +393,56 @@ def _compiled_path(tagger):
     return all(type(s) is FeatureSpace and s.raw_readable() for s in tagger.spaces())
 
 
-def _tag_batch(tagger, batch, sep):
+def _scores_compiled(tagger):
+    """Whether -v and -n take the compiled path with this tagger: an MEMM's inference refuses
+    marginals, in the words of the Python path, which tags it."""
+    return tagger.model.model_type != "memm"
+
+
+def _tag_batch(tagger, batch, sep, marginals=0, nbest=0):
     """(output bytes, None) of a RawBatch (runs in a worker thread: the kernels release the GIL)."""
     inf = tagger.raw_inference(batch)
+    if (marginals or nbest) and batch.n_sentences:        # (a batch of pass-through lines alone writes them)
+        return _scored_batch(tagger, inf, batch, sep, marginals, nbest), None
     pred, _ = inf.best(tagger.weights)
     if tagger.recoder is not None:
         return format_batch(batch, tagger.recoder(pred, inf.corpus.sent_ptr), [tagger.recoder.names], sep), None
     return format_batch(batch, pred, [tagger.labels.tolist()], sep), None
 
 
-def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens, encoding):
-    return tag_stream(lambda batch, sep: _tag_batch(tagger, batch, sep), inputs, out, allowed, tagger.n_threads,
+def _scored_batch(tagger, inf, batch, sep, marginals, nbest):
+    """The output bytes of a RawBatch with -v (``marginals`` 1 or 2) or -n (``nbest`` > 0), as
+    Tagger._blocks writes them: the same kernels and arithmetic, the rows written in compiled code."""
+    w = tagger.weights
+    S, N = batch.n_sentences, batch.n_tokens
+    if nbest:
+        paths, scores, blocks = tagger.nbest(inf, nbest)
+        marg, logz = inf.marginals(w)
+        logp = np.asarray(scores, dtype=np.float64).reshape(S, nbest) - np.asarray(logz, dtype=np.float64)[:, None]
+    else:
+        pred, vscore = inf.best(w)
+        marg, logz = inf.marginals(w)
+        paths = np.asarray(pred)[None, :]
+        logp = (np.asarray(vscore, dtype=np.float64) - np.asarray(logz, dtype=np.float64))[:, None]
+        blocks = np.ones(S, dtype=np.int32)
+    # the rows past a sentence's count of labelings (-1) are never written: any label id does there
+    paths = np.maximum(np.asarray(paths, dtype=np.int64).reshape(-1, N), 0)
+    with_prob = bool(marginals) or not nbest
+    col = tagger.output_index[paths] if with_prob else None
+    if tagger.recoder is None:
+        ids, labels = paths, tagger.labels.tolist()
+    else:
+        ids = np.stack([tagger.recoder(row, inf.corpus.sent_ptr) for row in paths])
+        labels = tagger.recoder.names
+    names = tagger.output_names if marginals > 1 and not nbest else None
+    return format_scored(batch, ids, blocks, logp, np.asarray(marg).reshape(N, -1), col, labels, names, sep,
+                         "nbest" if nbest else "prob")
+
+
+def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens, encoding,
+                  marginals=0, nbest=0):
+    return tag_stream(lambda batch, sep: _tag_batch(tagger, batch, sep, marginals, nbest), inputs, out, allowed,
+                      tagger.n_threads,
                       batch_tokens=batch_tokens, progress=progress, log=log,
                       max_sentence_tokens=max_sentence_tokens, encoding=encoding)[:2]
 
