@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64,
+from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64, map_large_blocks,
                                    bool_mask, check_options, not_descent, start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
 
@@ -157,6 +157,7 @@ def lbfgs(
     max_iter, period, max_linesearch = check_options(
         max_iter, epsilon, period, gtol, max_linesearch
     )
+    map_large_blocks()
     shape, x = start_point(x0)
 
     mask = None
