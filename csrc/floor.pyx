@@ -39,7 +39,7 @@ def gather_scatter(const int[::1] sent_ptr, const int[::1] attr_ptr, const id_t[
     (which the caller zeroes); returns the sum of the scores (so that no work is dead)."""
     cdef Py_ssize_t S = sent_ptr.shape[0] - 1
     cdef Py_ssize_t s
-    cdef int L = n_labels, t, T, tid
+    cdef int L = n_labels, t, T, tid, phase
     cdef Py_ssize_t k, k_end, f, f0, t0
     cdef double total = 0.0, part
     cdef double* row
@@ -56,26 +56,26 @@ def gather_scatter(const int[::1] sent_ptr, const int[::1] attr_ptr, const id_t[
             T = <int> (sent_ptr[s + 1] - t0)
             memset(buf, 0, T * L * sizeof(double))
             k_end = attr_ptr[t0 + T]
-            for t in range(T):
-                row = buf + t * L
-                for k in range(attr_ptr[t0 + t], attr_ptr[t0 + t + 1]):
-                    if k + AHEAD < k_end:
-                        f0 = feat_ptr[attrs[k + AHEAD]]
-                        prefetch_read(&feat_label[f0])
-                        prefetch_read(&w[f0])
-                    for f in range(feat_ptr[attrs[k]], feat_ptr[attrs[k] + 1]):
-                        row[feat_label[f]] += w[f]
+            for phase in range(2):           # 0: the gather of the scores, 1: their scatter
+                for t in range(T):
+                    row = buf + t * L
+                    for k in range(attr_ptr[t0 + t], attr_ptr[t0 + t + 1]):
+                        if k + AHEAD < k_end:
+                            f0 = feat_ptr[attrs[k + AHEAD]]
+                            prefetch_read(&feat_label[f0])
+                            if phase == 0:
+                                prefetch_read(&w[f0])
+                            else:
+                                prefetch_write(&g[f0])
+                        if phase == 0:
+                            for f in range(feat_ptr[attrs[k]], feat_ptr[attrs[k] + 1]):
+                                row[feat_label[f]] += w[f]
+                        else:
+                            for f in range(feat_ptr[attrs[k]], feat_ptr[attrs[k] + 1]):
+                                g[f] += <real_t> row[feat_label[f]]
             part = 0.0
             for t in range(T):
-                row = buf + t * L
-                for k in range(attr_ptr[t0 + t], attr_ptr[t0 + t + 1]):
-                    if k + AHEAD < k_end:
-                        f0 = feat_ptr[attrs[k + AHEAD]]
-                        prefetch_read(&feat_label[f0])
-                        prefetch_write(&g[f0])
-                    for f in range(feat_ptr[attrs[k]], feat_ptr[attrs[k] + 1]):
-                        g[f] += <real_t> row[feat_label[f]]
-                part = part + row[0]
+                part = part + buf[t * L]
             total += part
         free(buf)
     return total
