@@ -115,35 +115,41 @@ def measure(args):
     threads = [int(t) for t in args.threads.split(",")]
     res = {"tokens": corpus.n_tokens, "attributes": A, "labels": L, "params": P,
            "attribute_occurrences": int(attrs.size), "feature_occurrences": n_feat_occ,
-           "repeats": args.repeats, "threads": threads, "rows": []}
+           "repeats": args.repeats, "threads": threads, "rows": [], "load": []}
     big = np.ones(1 << 25)
     res["stream_copy_gb_s"] = 2 * big.nbytes / median_seconds(big.copy, args.repeats) / 1e9
     del big
     today_bytes = layout_bytes(corpus.n_tokens, attrs.size, n_feat_occ, np.float64, np.int32, np.int32)
-    real = {}
-    lat.loglik(w64, labels, 1)
-    for n in threads:
-        res.setdefault("load", []).append(loadavg())
-        real[n] = median_seconds(lambda: lat.loglik(w64, labels, n), args.repeats)
-    res["crftk_loglik_seconds"] = real
+    # every kernel of a repeat runs before the next repeat starts: on a shared machine each
+    # median then sees the same spread of load
+    runs = []
     for name, rdt, idt, ldt, order_kind in LAYOUTS:
         if idt == np.uint16 and A >= 1 << 16:
             res["rows"].append({"layout": name, "skipped": f"{A} attributes do not fit in uint16"})
             continue
         a2, fp2, fl2, perm = renumbered(attrs, feat_ptr, feat_label, A, order_kind)
         w = (w64[:feat_ptr[-1]] if perm is None else w64[perm]).astype(rdt)
-        a2, fp2, fl2 = a2.astype(idt), fp2.astype(idt), fl2.astype(ldt)
+        arrays = (sent_ptr, attr_ptr, a2.astype(idt), fp2.astype(idt), fl2.astype(ldt), w)
         row = {"layout": name, "bytes": layout_bytes(corpus.n_tokens, attrs.size, n_feat_occ, rdt, idt, ldt),
-               "seconds": {}}
-        for n in threads:
-            grad = np.zeros((n, w.size), dtype=rdt)
-
-            def run():
-                grad.fill(0)
-                gather_scatter(sent_ptr, attr_ptr, a2, fp2, fl2, w, grad, L, max_len, n)
-            run()
-            row["seconds"][n] = median_seconds(run, args.repeats)
+               "times": {n: [] for n in threads}}
         res["rows"].append(row)
+        runs.append((row, arrays))
+    real_times = {n: [] for n in threads}
+    lat.loglik(w64, labels, 1)
+    for _ in range(args.repeats):
+        res["load"].append(loadavg())
+        for n in threads:
+            real_times[n].append(median_seconds(lambda: lat.loglik(w64, labels, n), 1))
+            for row, arrays in runs:
+                grad = np.zeros((n, arrays[-1].size), dtype=arrays[-1].dtype)
+
+                def run():
+                    grad.fill(0)
+                    gather_scatter(*arrays, grad, L, max_len, n)
+                row["times"][n].append(median_seconds(run, 1))
+    res["crftk_loglik_seconds"] = {n: statistics.median(v) for n, v in real_times.items()}
+    for row, _ in runs:
+        row["seconds"] = {n: statistics.median(v) for n, v in row.pop("times").items()}
     res["today_bytes"] = today_bytes
     return res
 
