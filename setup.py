@@ -59,6 +59,7 @@ extensions = [
     kernel("crftk._semimarkov", "csrc/semimarkov.pyx", VECMATH),
     kernel("crftk._factorial", "csrc/factorial.pyx", VECMATH),
     kernel("crftk._encode", "csrc/encode.pyx"),
+    kernel("crftk._floor", "csrc/floor.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),
     Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
 ]

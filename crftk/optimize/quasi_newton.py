@@ -16,7 +16,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy,
+from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64, map_large_blocks,
                                    bool_mask, check_options, not_descent, start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
 
@@ -25,10 +25,15 @@ _CURVATURE_SKIP = 1e-10
 
 
 class _History:
-    """The last ``m`` correction pairs and the two-loop recursion."""
+    """The last ``m`` correction pairs and the two-loop recursion.
 
-    def __init__(self, m):
+    ``dtype`` float32 stores the pairs in half the memory; their products with the float64
+    direction are then summed in float64 (numpy upcasts), and s'y, y'y are those of the
+    stored pairs, so that the recursion's H stays positive definite."""
+
+    def __init__(self, m, dtype=np.float64):
         self.m = m
+        self.dtype = np.dtype(dtype)
         self.s = deque()
         self.y = deque()
         self.rho = deque()
@@ -45,9 +50,17 @@ class _History:
 
     def push(self, s, y):
         """Add a pair unless its curvature s'y is too small; return whether added."""
-        sy = float(s @ y)
-        yy = float(y @ y)
-        if not (sy > _CURVATURE_SKIP * math.sqrt(float(s @ s) * yy)):
+        if self.dtype != s.dtype:
+            s, y = s.astype(self.dtype), y.astype(self.dtype)
+            # the stored pairs' own products, summed in float64
+            sy, yy, ss = dot64(s, y), dot64(y, y), dot64(s, s)
+            return self._keep(s, y, sy, yy, ss)
+        return self._keep(s, y, float(s @ y), float(y @ y), None)
+
+    def _keep(self, s, y, sy, yy, ss):
+        if ss is None:
+            ss = float(s @ s)
+        if not (sy > _CURVATURE_SKIP * math.sqrt(ss * yy)):
             return False
         if len(self.s) == self.m:
             self.s.popleft()
@@ -64,12 +77,12 @@ class _History:
         q = np.negative(g)
         alphas = []
         for s, y, rho in zip(reversed(self.s), reversed(self.y), reversed(self.rho)):
-            a = rho * float(s @ q)
+            a = rho * dot64(s, q)
             alphas.append(a)
             axpy(-a, y, q)
         q *= self.gamma
         for s, y, rho, a in zip(self.s, self.y, self.rho, reversed(alphas)):
-            b = rho * float(y @ q)
+            b = rho * dot64(y, q)
             axpy(a - b, s, q)
         return q
 
@@ -87,6 +100,7 @@ def lbfgs(
     gtol: float = 1e-5,
     max_linesearch: int = 20,
     callback: Optional[Callable[[IterationInfo], object]] = None,
+    history_dtype="float64",
 ) -> OptimizeResult:
     """Minimise ``fun(x)[0] + c1 * sum_{i in l1_mask} |x_i|``.
 
@@ -115,6 +129,8 @@ def lbfgs(
     callback : callable, optional
         Called with an :class:`IterationInfo` after every iteration; returning
         True stops the minimiser.
+    history_dtype : "float64" or "float32"
+        The precision the correction pairs are stored in (see ``_History``).
 
     Returns
     -------
@@ -141,6 +157,7 @@ def lbfgs(
     max_iter, period, max_linesearch = check_options(
         max_iter, epsilon, period, gtol, max_linesearch
     )
+    map_large_blocks()
     shape, x = start_point(x0)
 
     mask = None
@@ -162,7 +179,7 @@ def lbfgs(
 
     F = total(x, f)
     pg = steepest(x, g)
-    history = _History(m)
+    history = _History(m, history_dtype)
     rules = StoppingRules(max_iter=max_iter, epsilon=epsilon, period=period, gtol=gtol, f0=F, shape=shape)
     n_iter = 0
 
