@@ -389,8 +389,8 @@ TRAIN = (
                                        "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
     Param("period", 10, Integer(1, MAX_ITER), "Iterations over which --epsilon measures the improvement."),
     Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
-    Param("history_precision", "float64", str, "L-BFGS: the precision its correction pairs are stored in: "
-          "float64, or float32 (half their memory, 2 x --history x parameters x 4 bytes; the recursion's "
+    Param("history_precision", "float32", str, "L-BFGS: the precision its correction pairs are stored in: "
+          "float32 (half the memory of float64, 2 x --history x parameters x 4 bytes; the recursion's "
           "dot products and its direction stay float64).", ("float64", "float32")),
     Param("min_freq", 1, Integer(0, MAX_COUNT),
           "Drop attributes seen fewer than this many times in training (CRF++ -f). Feature dicts and "

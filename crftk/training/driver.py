@@ -197,7 +197,7 @@ def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
         return gis(objective.expected_counts, objective.empirical_counts(), w0, C=objective.max_active(),
                    c2=opt["c2"], objective=lambda x: fun(x)[0], fixed=fixed, **common)
     return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
-                 history_dtype=opt.get("history_precision", "float64"), **common)
+                 history_dtype=opt.get("history_precision", params.find("history_precision").default), **common)
 
 
 class Outcome:
