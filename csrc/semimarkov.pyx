@@ -1125,3 +1125,122 @@ cdef class Segments:
             self.run(&m, scores_task, max(1, n_threads), 16, 0)
         self._check_bad(bad_np)
         return score_np
+
+
+# -- segment attributes of a batch (crftk.features.segments.RawSegments) -----------------------
+
+cdef enum:
+    BY_START = 0      # a value of the span's first token (%first, %before)
+    BY_END = 1        # of its last token (%last, %after)
+    BY_LEN = 2        # of its length (%len)
+    JOINED = 3        # of its tokens' strings joined (%seg, %Seg, %segshape): a trie node's
+
+
+cdef inline long long find(const long long[::1] keys, long long lo, long long hi, long long key) noexcept nogil:
+    """Index of key in keys[lo:hi] (sorted), or -1."""
+    cdef long long mid, end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and keys[lo] == key:
+        return lo
+    return -1
+
+
+cdef inline long long look(long long k, long long key, const long long[::1] lk_ptr, const char[::1] lk_dense,
+                           const long long[::1] lk_keys, const long long[::1] lk_vals) noexcept nogil:
+    """Lookup k of a line's packing: a dense table's entry, or a sorted key's value (lk_vals
+    holds one per lk_keys entry); -1 absent."""
+    cdef long long lo = lk_ptr[k], hi = lk_ptr[k + 1], i
+    if lk_dense[k]:
+        return lk_keys[lo + key] if 0 <= key < hi - lo else -1
+    i = find(lk_keys, lo, hi, key)
+    return lk_vals[i] if i >= 0 else -1
+
+
+def span_attributes(const long long[::1] sent_ptr, int longest, const long long[:, ::1] by_start,
+                    const long long[:, ::1] by_end, const long long[:, ::1] by_len,
+                    const long long[:, ::1] alpha, const long long[::1] roots, const long long[::1] tr_key,
+                    const long long[::1] tr_child, long long n_alpha, const long long[:, ::1] node_vals,
+                    const long long[::1] line_ptr, const long long[::1] line_offset,
+                    const int[::1] mac_kind, const int[::1] mac_src, const int[::1] mac_trie,
+                    const long long[::1] mac_radix, const long long[::1] mac_lookup,
+                    const long long[::1] lk_ptr, const char[::1] lk_dense, const long long[::1] lk_keys,
+                    const long long[::1] lk_vals):
+    """(seg_ptr int64 [N * longest + 1], seg_attrs int32) of every span of a batch, as
+    SegmentSpace.encode gives them for lines of single-valued macros: per span (row
+    ``t * longest + n - 1``) each line's attribute, in line order. A line's macros are
+    ``line_ptr[i] .. line_ptr[i + 1]``: macro j's value is read by ``mac_kind[j]`` from row
+    ``mac_src[j]`` (of by_start [., N], by_end [., N], by_len [., longest + 1] or node_vals
+    [., nodes], the node of joined source ``mac_trie[j]``), packed as key * radix + value and
+    looked up in ``mac_lookup[j]`` (the line's next packing step or its final table; -1: none)."""
+    cdef Py_ssize_t N = sent_ptr[sent_ptr.shape[0] - 1] if sent_ptr.shape[0] else 0
+    cdef Py_ssize_t S = sent_ptr.shape[0] - 1, s, t, e, n, i, j, row, n_lines = line_ptr.shape[0] - 1
+    cdef Py_ssize_t n_src = roots.shape[0], k, pos
+    cdef long long key, v, node, lo, hi
+    cdef int pas
+    ptr_np = np.zeros(N * longest + 1, dtype=np.int64)
+    cdef long long[::1] ptr = ptr_np
+    cdef int[::1] out
+    cdef long long* nodes = <long long*> malloc((n_src + 1) * sizeof(long long))
+    if nodes == NULL:
+        raise MemoryError()
+    out_np = None
+    try:
+        for pas in range(2):
+            if pas == 1:
+                for row in range(N * longest):
+                    ptr[row + 1] += ptr[row]
+                out_np = np.empty(ptr[N * longest], dtype=np.int32)
+                out = out_np
+            with nogil:
+                for s in range(S):
+                    for t in range(sent_ptr[s], sent_ptr[s + 1]):
+                        for k in range(n_src):
+                            nodes[k] = roots[k]
+                        for n in range(1, longest + 1):
+                            e = t + n - 1
+                            if e >= sent_ptr[s + 1]:
+                                break
+                            for k in range(n_src):
+                                if nodes[k] >= 0:
+                                    v = alpha[k, e]
+                                    nodes[k] = -1 if v < 0 else find(tr_key, 0, tr_key.shape[0],
+                                                                     nodes[k] * n_alpha + v)
+                                    if nodes[k] >= 0:
+                                        nodes[k] = tr_child[nodes[k]]
+                            row = t * longest + n - 1
+                            pos = ptr[row]
+                            for i in range(n_lines):
+                                key = 0
+                                for j in range(line_ptr[i], line_ptr[i + 1]):
+                                    if mac_kind[j] == BY_START:
+                                        v = by_start[mac_src[j], t]
+                                    elif mac_kind[j] == BY_END:
+                                        v = by_end[mac_src[j], e]
+                                    elif mac_kind[j] == BY_LEN:
+                                        v = by_len[mac_src[j], n]
+                                    else:
+                                        node = nodes[mac_trie[j]]
+                                        v = node_vals[mac_src[j], node] if node >= 0 else -1
+                                    if v < 0:
+                                        key = -1
+                                        break
+                                    key = key * mac_radix[j] + v
+                                    if mac_lookup[j] >= 0:
+                                        key = look(mac_lookup[j], key, lk_ptr, lk_dense, lk_keys, lk_vals)
+                                        if key < 0:
+                                            break
+                                if key < 0:
+                                    continue
+                                if pas == 0:
+                                    ptr[row + 1] += 1
+                                else:
+                                    out[pos] = <int> (key + line_offset[i])
+                                    pos += 1
+    finally:
+        free(nodes)
+    return ptr_np, out_np
