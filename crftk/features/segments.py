@@ -757,6 +757,8 @@ class RawSegments:
         order = np.argsort(keys)
         self.tr_key, self.tr_child = keys[order], np.array(list(tr.values()), dtype=np.int64)[order]
         self.n_alpha = n_alpha
+        # each node's children: a run of the sorted keys (node * n_alpha + word)
+        self.child_ptr = np.searchsorted(self.tr_key, np.arange(len(node_of) + 1, dtype=np.int64) * n_alpha)
         node_strings = [None] * len(node_of)
         for (k, p), n in node_of.items():
             node_strings[n] = p
@@ -886,7 +888,7 @@ class RawSegments:
             return np.ascontiguousarray(np.array(rows, dtype=np.int64).reshape(len(rows), N))
 
         seg_ptr, seg_attrs = span_attributes(sent_ptr, self.longest, mat(starts), mat(ends), self.by_len, mat(alpha),
-                                             self.roots, self.tr_key, self.tr_child, self.n_alpha, self.node_vals,
+                                             self.roots, self.tr_key, self.tr_child, self.child_ptr, self.n_alpha, self.node_vals,
                                              *self.lines, *self.lookups)
         return SegmentCorpus(seg_ptr, seg_attrs, self.longest)
 
