@@ -1186,12 +1186,10 @@ def span_attributes(const long long[::1] sent_ptr, int longest, const long long[
     cdef long long key, v, node, hit
     ptr_np = np.zeros(N * longest + 1, dtype=np.int64)
     cdef long long[::1] ptr = ptr_np
-    cdef long long* nodes = <long long*> malloc((n_src + 1) * sizeof(long long))
-    cdef int* out = <int*> malloc(cap * sizeof(int))
+    cdef long long[::1] nodes = np.empty(n_src + 1, dtype=np.int64)   # each joined source's trie node
+    cdef int* out = <int*> malloc(cap * sizeof(int))            # grown as rows fill it
     cdef int* grown
-    if nodes == NULL or out == NULL:
-        free(nodes)
-        free(out)
+    if out == NULL:
         raise MemoryError()
     try:
         with nogil:
@@ -1247,6 +1245,5 @@ def span_attributes(const long long[::1] sent_ptr, int longest, const long long[
         if pos:
             memcpy(<void*> cnp.PyArray_DATA(out_np), out, pos * sizeof(int))
     finally:
-        free(nodes)
         free(out)
     return ptr_np, out_np
