@@ -29,8 +29,8 @@ complete set, a whole row is added at once).
 import numpy as np
 cimport numpy as cnp
 from libc.math cimport exp, log, INFINITY
-from libc.stdlib cimport malloc, free
-from libc.string cimport memset
+from libc.stdlib cimport malloc, free, realloc
+from libc.string cimport memset, memcpy
 
 from potentials cimport Features, state_scores, labeling_score, scatter_nodes
 from crftk._lattice import check_chain_arrays, occurrence_values
@@ -1125,3 +1125,125 @@ cdef class Segments:
             self.run(&m, scores_task, max(1, n_threads), 16, 0)
         self._check_bad(bad_np)
         return score_np
+
+
+# -- segment attributes of a batch (crftk.features.segments.RawSegments) -----------------------
+
+cdef enum:
+    BY_START = 0      # a value of the span's first token (%first, %before)
+    BY_END = 1        # of its last token (%last, %after)
+    BY_LEN = 2        # of its length (%len)
+    JOINED = 3        # of its tokens' strings joined (%seg, %Seg, %segshape): a trie node's
+
+
+cdef inline long long find(const long long[::1] keys, long long lo, long long hi, long long key) noexcept nogil:
+    """Index of key in keys[lo:hi] (sorted), or -1."""
+    cdef long long mid, end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and keys[lo] == key:
+        return lo
+    return -1
+
+
+cdef inline long long look(long long k, long long key, const long long[::1] lk_ptr, const char[::1] lk_dense,
+                           const long long[::1] lk_keys, const long long[::1] lk_vals) noexcept nogil:
+    """Lookup k of a line's packing: a dense table's entry, or a sorted key's value (lk_vals
+    holds one per lk_keys entry); -1 absent."""
+    cdef long long lo = lk_ptr[k], hi = lk_ptr[k + 1], i
+    if lk_dense[k]:
+        return lk_keys[lo + key] if 0 <= key < hi - lo else -1
+    i = find(lk_keys, lo, hi, key)
+    return lk_vals[i] if i >= 0 else -1
+
+
+def span_attributes(const long long[::1] sent_ptr, int longest, const long long[:, ::1] by_start,
+                    const long long[:, ::1] by_end, const long long[:, ::1] by_len,
+                    const long long[:, ::1] alpha, const long long[::1] roots, const long long[::1] tr_key,
+                    const long long[::1] tr_child, const long long[::1] child_ptr, long long n_alpha,
+                    const long long[:, ::1] node_vals,
+                    const long long[::1] line_ptr, const long long[::1] line_offset,
+                    const int[::1] mac_kind, const int[::1] mac_src, const int[::1] mac_trie,
+                    const long long[::1] mac_radix, const long long[::1] mac_lookup,
+                    const long long[::1] lk_ptr, const char[::1] lk_dense, const long long[::1] lk_keys,
+                    const long long[::1] lk_vals):
+    """(seg_ptr int64 [N * longest + 1], seg_attrs int32) of every span of a batch, as
+    SegmentSpace.encode gives them for lines of single-valued macros: per span (row
+    ``t * longest + n - 1``) each line's attribute, in line order. A line's macros are
+    ``line_ptr[i] .. line_ptr[i + 1]``: macro j's value is read by ``mac_kind[j]`` from row
+    ``mac_src[j]`` (of by_start [., N], by_end [., N], by_len [., longest + 1] or node_vals
+    [., nodes], the node of joined source ``mac_trie[j]``), packed as key * radix + value and
+    looked up in ``mac_lookup[j]`` (the line's next packing step or its final table; -1: none).
+    A trie node's children are ``tr_key[child_ptr[node]:child_ptr[node + 1]]`` (node * n_alpha
+    + word, sorted), their nodes ``tr_child``. Rows come in increasing order: one pass."""
+    cdef Py_ssize_t N = sent_ptr[sent_ptr.shape[0] - 1] if sent_ptr.shape[0] else 0
+    cdef Py_ssize_t S = sent_ptr.shape[0] - 1, s, t, e, n, i, j, row, n_lines = line_ptr.shape[0] - 1
+    cdef Py_ssize_t n_src = roots.shape[0], k, pos = 0, cap = N * 8 + 64
+    cdef long long key, v, node, hit
+    ptr_np = np.zeros(N * longest + 1, dtype=np.int64)
+    cdef long long[::1] ptr = ptr_np
+    cdef long long[::1] nodes = np.empty(n_src + 1, dtype=np.int64)   # each joined source's trie node
+    cdef int* out = <int*> malloc(cap * sizeof(int))            # grown as rows fill it
+    cdef int* grown
+    if out == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            for s in range(S):
+                for t in range(sent_ptr[s], sent_ptr[s + 1]):
+                    for k in range(n_src):
+                        nodes[k] = roots[k]
+                    for n in range(1, longest + 1):
+                        row = t * longest + n - 1
+                        e = t + n - 1
+                        if e >= sent_ptr[s + 1]:
+                            ptr[row + 1] = pos
+                            continue
+                        for k in range(n_src):
+                            node = nodes[k]
+                            if node >= 0:
+                                v = alpha[k, e]
+                                hit = -1 if v < 0 else find(tr_key, child_ptr[node], child_ptr[node + 1],
+                                                            node * n_alpha + v)
+                                nodes[k] = tr_child[hit] if hit >= 0 else -1
+                        if pos + n_lines > cap:
+                            cap = 2 * cap + n_lines
+                            grown = <int*> realloc(out, cap * sizeof(int))
+                            if grown == NULL:
+                                with gil:
+                                    raise MemoryError()
+                            out = grown
+                        for i in range(n_lines):
+                            key = 0
+                            for j in range(line_ptr[i], line_ptr[i + 1]):
+                                if mac_kind[j] == BY_START:
+                                    v = by_start[mac_src[j], t]
+                                elif mac_kind[j] == BY_END:
+                                    v = by_end[mac_src[j], e]
+                                elif mac_kind[j] == BY_LEN:
+                                    v = by_len[mac_src[j], n]
+                                else:
+                                    node = nodes[mac_trie[j]]
+                                    v = node_vals[mac_src[j], node] if node >= 0 else -1
+                                if v < 0:
+                                    key = -1
+                                    break
+                                key = key * mac_radix[j] + v
+                                if mac_lookup[j] >= 0:
+                                    key = look(mac_lookup[j], key, lk_ptr, lk_dense, lk_keys, lk_vals)
+                                    if key < 0:
+                                        break
+                            if key >= 0:
+                                out[pos] = <int> (key + line_offset[i])
+                                pos += 1
+                        ptr[row + 1] = pos
+        out_np = np.empty(pos, dtype=np.int32)
+        if pos:
+            memcpy(<void*> cnp.PyArray_DATA(out_np), out, pos * sizeof(int))
+    finally:
+        free(out)
+    return ptr_np, out_np

@@ -728,3 +728,173 @@ def _runs(rows):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     first = np.flatnonzero(np.concatenate(([True], rows[1:] != rows[:-1])))
     return first, np.diff(np.append(first, rows.size))
+
+
+class RawSegments:
+    """The SegmentCorpus of a RawBatch (crftk.io.conll) in compiled code
+    (crftk._semimarkov.span_attributes), as SegmentSpace.encode gives it for the batch's
+    sentences: the joined sources walk a trie of the prefixes' words, the token values come from
+    the batch's distinct strings (each looked up once, then remembered). For spaces whose lines
+    hold single-valued macros only (no %inside, no %seglex); safe to share between threads."""
+
+    def __init__(self, space):
+        self.space = space
+        self.longest = space.longest
+        self.columns = sorted({m.col for line in space.lines for m in line.macros if m.col >= 0})
+        words, self.alphabet = {}, {}          # alphabet: word of a joined source -> id
+        self.joined = sorted(space.prefixes)   # joined sources (kind, col)
+        node_of, tr = {}, {}
+        for k, src in enumerate(self.joined):
+            node_of[k, ""] = len(node_of)
+            for p in sorted(space.prefixes[src], key=lambda p: p.count(" ")):
+                head, _, last = p.rpartition(" ") if " " in p else ("", "", p)
+                a = self.alphabet.setdefault(last, len(self.alphabet))
+                node_of[k, p] = len(node_of)
+                tr[node_of[k, head], a] = node_of[k, p]
+        self.roots = np.array([node_of[k, ""] for k in range(len(self.joined))], dtype=np.int64)
+        n_alpha = max(len(self.alphabet), 1)
+        keys = np.array([n * n_alpha + a for n, a in tr], dtype=np.int64)
+        order = np.argsort(keys)
+        self.tr_key, self.tr_child = keys[order], np.array(list(tr.values()), dtype=np.int64)[order]
+        self.n_alpha = n_alpha
+        # each node's children: a run of the sorted keys (node * n_alpha + word)
+        self.child_ptr = np.searchsorted(self.tr_key, np.arange(len(node_of) + 1, dtype=np.int64) * n_alpha)
+        node_strings = [None] * len(node_of)
+        for (k, p), n in node_of.items():
+            node_strings[n] = p
+        # the macros: per line its value sources and packing lookups, lines without attributes left out
+        self.token_uses = []                   # (col, vocab, kind, row) of each by_start / by_end row
+        by_len, node_rows = [], []
+        lk_keys, lk_vals, lk_dense, lk_ptr = [], [], [], [0]
+        kinds, srcs, tries, radices, lookups, line_ptr, offsets = [], [], [], [], [], [0], []
+
+        def lookup(keys, vals, dense):
+            # lk_vals runs beside lk_keys: a dense table's entries are its values (no copy of
+            # them there, only placeholders), a sorted table's are the values of its keys
+            lk_keys.append(keys)
+            lk_vals.append(np.zeros(keys.size, dtype=np.int64) if dense else
+                           np.arange(keys.size, dtype=np.int64) if vals is None else vals)
+            lk_dense.append(dense)
+            lk_ptr.append(lk_ptr[-1] + keys.size)
+            return len(lk_dense) - 1
+
+        for i, (line, code) in enumerate(zip(space.lines, space.codes)):
+            if not space.line_keys[i]:
+                continue
+            n = len(code.macros)
+            for j, m in enumerate(code.macros):
+                vocab = code.vocabs[j]
+                if m.kind in JOINED:
+                    kinds.append(3)
+                    tries.append(self.joined.index((JOINED[m.kind], m.col)))
+                    srcs.append(len(node_rows))
+                    node_rows.append([vocab.get(p, -1) if p is not None else -1 for p in node_strings])
+                elif m.kind == "len":
+                    kinds.append(2)
+                    tries.append(0)
+                    srcs.append(len(by_len))
+                    by_len.append([vocab.get(str(x), -1) for x in range(self.longest + 1)])
+                else:
+                    kinds.append(0 if m.kind in ("first", "before") else 1)
+                    tries.append(0)
+                    srcs.append(sum(1 for u in self.token_uses if (u[2] in ("first", "before")) ==
+                                    (m.kind in ("first", "before"))))
+                    self.token_uses.append((m.col, vocab, m.kind, m.row))
+                radices.append(code.radices[j])
+                if j == 0 and n > 1:
+                    lookups.append(-1)
+                elif j < n - 1:
+                    table = code.tables[j - 1]
+                    lookups.append(lookup(code.steps[j - 1], None, False) if table is None else
+                                   lookup(table, None, True))
+                elif code.final_table is not None:
+                    lookups.append(lookup(code.final_table, None, True))
+                else:
+                    lookups.append(lookup(code.final, np.asarray(code.order, dtype=np.int64), False))
+            line_ptr.append(len(kinds))
+            offsets.append(int(space.offsets[i]))
+        L1 = self.longest + 1
+        self.by_len = np.array(by_len, dtype=np.int64).reshape(len(by_len), L1)
+        self.node_vals = np.array(node_rows, dtype=np.int64).reshape(len(node_rows), len(node_of))
+        self.lines = (np.array(line_ptr, dtype=np.int64), np.array(offsets, dtype=np.int64),
+                      np.array(kinds, dtype=np.int32), np.array(srcs, dtype=np.int32),
+                      np.array(tries, dtype=np.int32), np.array(radices, dtype=np.int64),
+                      np.array(lookups, dtype=np.int64))
+        self.lookups = (np.array(lk_ptr, dtype=np.int64), np.array(lk_dense, dtype=np.int8),
+                        np.concatenate(lk_keys).astype(np.int64) if lk_keys else np.zeros(0, np.int64),
+                        np.concatenate(lk_vals).astype(np.int64) if lk_vals else np.zeros(0, np.int64))
+        self._cache = {c: {} for c in self.columns}    # column -> {string: its ids (tuple)}
+        self._uses = {c: [u for u in self.token_uses if u[0] == c] for c in self.columns}
+        self._sources = {c: [src for src in self.joined if src[1] == c] for c in self.columns}
+
+    def _row(self, col, word):
+        """The ids of a token string of column ``col``: in each token use's vocabulary, then in
+        the alphabet as each joined source derives it (-1: not there)."""
+        ids = [vocab.get(word, -1) for _, vocab, _, _ in self._uses[col]]
+        for kind, _ in self._sources[col]:
+            w = word if kind == "x" else word.lower() if kind == "lower" else collapsed_shape(word)
+            ids.append(self.alphabet.get(w, -1))
+        return tuple(ids)
+
+    def encode(self, batch):
+        """The SegmentCorpus of a RawBatch. (The trie's words are the joined strings split at
+        spaces, which no token holds: the reader splits its lines at whitespace.)"""
+        from crftk import _encode
+        from crftk._semimarkov import span_attributes
+        N = batch.n_tokens
+        sent_ptr = np.ascontiguousarray(batch.sent_ptr, dtype=np.int64)
+        interners = [_encode.Interner([]) for _ in self.columns]
+        ids = _encode.column_ids(batch.block, batch.tok_start, batch.tok_end, self.columns, interners)
+        per_col = {}
+        for i, (c, interner) in enumerate(zip(self.columns, interners)):
+            cache = self._cache[c]
+            rows = []
+            for w in interner.strings():
+                r = cache.get(w)
+                if r is None:
+                    r = cache[w] = self._row(c, w)
+                rows.append(r)
+            width = len(self._uses[c]) + len(self._sources[c])
+            table = np.array(rows, dtype=np.int64).reshape(len(rows), width)
+            per_col[c] = table[ids[:, i]] if N else np.zeros((0, width), dtype=np.int64)
+        lengths = np.diff(sent_ptr)
+        sid = np.repeat(np.arange(lengths.size), lengths)
+        lo, hi = sent_ptr[sid], sent_ptr[sid + 1]
+        starts, ends = [], []
+        used = {c: 0 for c in self.columns}
+        for col, vocab, kind, row in self.token_uses:
+            v = per_col[col][:, used[col]]
+            used[col] += 1
+            if kind in ("before", "after"):
+                pos = np.arange(N) + row
+                out = v[np.clip(pos, lo, np.maximum(hi - 1, lo))] if N else v
+                outside = (pos < lo) | (pos >= hi)
+                if outside.any():
+                    dist = np.where(pos < lo, pos - lo, pos - hi + 1)[outside]
+                    pads = {d: vocab.get(f"_B-{-d}" if d < 0 else f"_B+{d}", -1) for d in np.unique(dist).tolist()}
+                    out = out.copy()
+                    out[outside] = [pads[d] for d in dist.tolist()]
+                v = out
+            (starts if kind in ("first", "before") else ends).append(v)
+        alpha = []
+        for c in self.columns:
+            for k in range(len(self._sources[c])):
+                alpha.append(per_col[c][:, len(self._uses[c]) + k])
+        # alpha in the order of self.joined (sorted (kind, col)); built by column above
+        order = [self.joined.index(src) for c in self.columns for src in self._sources[c]]
+        alpha = [a for _, a in sorted(zip(order, alpha), key=lambda x: x[0])]
+
+        def mat(rows):
+            return np.ascontiguousarray(np.array(rows, dtype=np.int64).reshape(len(rows), N))
+
+        seg_ptr, seg_attrs = span_attributes(sent_ptr, self.longest, mat(starts), mat(ends), self.by_len, mat(alpha),
+                                             self.roots, self.tr_key, self.tr_child, self.child_ptr, self.n_alpha, self.node_vals,
+                                             *self.lines, *self.lookups)
+        return SegmentCorpus(seg_ptr, seg_attrs, self.longest)
+
+
+def raw_segments(space):
+    """A RawSegments of the space when its lines can be encoded from raw batches, else None."""
+    if any(m.kind in ("inside", "seglex") for line in space.lines for m in line.macros):
+        return None
+    return RawSegments(space)

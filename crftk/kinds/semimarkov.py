@@ -10,6 +10,7 @@ import numpy as np
 
 from crftk import params
 from crftk.errors import CrftkError, UsageError, shown
+from crftk.features.segments import raw_segments
 from crftk.features.space import FeatureSpace
 from crftk.io.conll import Origins, model_widths
 from crftk.io.crfsuite import AttributeSequences
@@ -62,6 +63,31 @@ class Tagger(chain.Tagger):
         return {}
 
 
+class CompiledTagger(Tagger):
+    """A Tagger on the compiled path (crftk.io.stream): the token part encoded by its compiled
+    encoder, the segments by crftk.features.segments.RawSegments, for models whose S lines it
+    reads (the others tag through Tagger)."""
+
+    compiled = True
+
+    def __init__(self, model, *, threads=0, force=None, raw=None):
+        super().__init__(model, threads=threads, force=force)
+        self.raw = raw if raw is not None else raw_segments(self.structure.segments)
+
+    def raw_inference(self, batch):
+        """The inference over a RawBatch (one thread); a sentence no segmentation covers is an
+        error at its line, as in inference."""
+        inf = self.structure.bind(SemiMarkovCorpus(self.space.encode_raw(batch), self.raw.encode(batch)), 1)
+        bad = self.structure.unsegmentable(batch.sentence_lengths())
+        if bad.size:
+            k = int(bad[0])
+            raise CrftkError(f"this sentence of {plural(int(batch.sentence_lengths()[k]), 'token')} has no "
+                             f"segmentation under the model: its segments are of "
+                             f"{', '.join(map(str, self.structure.seg_lengths))} tokens only (its training data "
+                             f"had no O token and no one-token chunk)", batch.source, int(batch.sent_line[k]) or None)
+        return inf
+
+
 class Job(chain.Job):
     """crftk tag with a semi-Markov model: the best segmentation (-v its tags' marginals, -n the
     n best segmentations), written in the corpus's scheme."""
@@ -71,7 +97,10 @@ class Job(chain.Job):
     def make_tagger(self):
         o = self.options
         chain.tagger(self.model, combine=o["combine"], decode=o["decode"], weights=o["weights"])  # its refusals
-        return Tagger(self.model, threads=o["threads"])
+        raw = raw_segments(self.model.structure.segments)
+        if raw is None:
+            return Tagger(self.model, threads=o["threads"])
+        return CompiledTagger(self.model, threads=o["threads"], raw=raw)
 
 
 # -- training --------------------------------------------------------------------------------
