@@ -30,6 +30,7 @@ from libc.string cimport memset, memcpy, memcmp
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, chain_max_scores, argmax,
                     exp_shifted_fast)
 from vecmath cimport vec_mat_rect, exp_array, log_array
+from maxplus cimport maxplus
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -719,23 +720,8 @@ cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
 # message of it has yet changed by more than the tolerance: GridWork.max_failed) and only for
 # entries that moved by more than half the tolerance (below 0, exp is 1-Lipschitz: the others
 # changed by less than tol, rounding included). The messages in probability are not kept. The
-# products are max-plus ones, vector over the output label: the same sums as chain.pxd's
-# chain_max_scores and send_message, and max, which is exact, in another order.
-
-cdef inline void maxplus_vec_mat(const double* x, const double* M, int m, int n, double* y) noexcept nogil:
-    """y[j] = max over i < m of x[i] + M[i*n + j], for j < n."""
-    cdef int i, j
-    cdef double xi, v
-    cdef const double* r
-    for j in range(n):
-        y[j] = -INFINITY
-    for i in range(m):
-        xi = x[i]
-        r = M + <Py_ssize_t> i * n
-        for j in range(n):
-            v = xi + r[j]
-            y[j] = v if v > y[j] else y[j]
-
+# products are max-plus ones (maxplus.h), vector over the output label: the same sums as
+# chain.pxd's chain_max_scores and send_message, and max, which is exact, in another order.
 
 cdef inline void maxplus_mat_vec(const double* M, const double* x, int m, int n, double* y) noexcept nogil:
     """y[i] = max over j < n of x[j] + M[i*n + j], for i < m."""
@@ -749,24 +735,6 @@ cdef inline void maxplus_mat_vec(const double* M, const double* x, int m, int n,
             v = x[j] + r[j]
             best = v if v > best else best
         y[i] = best
-
-
-cdef inline void maxplus_backward(const double* MT, const double* s, const double* b, int n,
-                                  double* y) noexcept nogil:
-    """A Viterbi backward step: y[i] = max over j of (M[i*n + j] + s[j]) + b[j], from MT, M
-    transposed (chain_max_scores's sums, in its order)."""
-    cdef int i, j
-    cdef double sj, bj, v
-    cdef const double* r
-    for i in range(n):
-        y[i] = -INFINITY
-    for j in range(n):
-        sj = s[j]
-        bj = b[j]
-        r = MT + <Py_ssize_t> j * n
-        for i in range(n):
-            v = (r[i] + sj) + bj
-            y[i] = v if v > y[i] else y[i]
 
 
 cdef inline double set_max_message(GridWork* w, double* msg, double* v, int n) noexcept nogil:
@@ -811,10 +779,10 @@ cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int w
         n = g.n[c]
         if way == 0:
             grid_cavity(g, w, c, t - 1, SKIP_BWD, cav)
-            maxplus_vec_mat(cav, g.trans[c], n, n, out)
+            maxplus(cav, NULL, g.trans[c], n, n, out)
             return set_max_message(w, grid_msg(w, SLOT_FWD, c, t), out, n)
         grid_cavity(g, w, c, t, SKIP_FWD, cav)
-        maxplus_vec_mat(cav, w.ltransT + w.toff[c], n, n, out)
+        maxplus(cav, NULL, w.ltransT + w.toff[c], n, n, out)
         return set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), out, n)
     k = e - nchain
     c = <int> (k // T)
@@ -824,7 +792,7 @@ cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int w
     logM = g.pair[c] + <Py_ssize_t> t * na * nb
     if way == 0:
         grid_cavity(g, w, c, t, SKIP_BELOW, cav)
-        maxplus_vec_mat(cav, logM, na, nb, out)
+        maxplus(cav, NULL, logM, na, nb, out)
         return set_max_message(w, grid_msg(w, SLOT_ABOVE, c + 1, t), out, nb)
     grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cav)
     maxplus_mat_vec(logM, cav, na, nb, out)
@@ -855,13 +823,13 @@ cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept no
         bwd[(T - 1) * n + i] = 0.0
     for t in range(1, T):
         st = b.s + t * n
-        maxplus_vec_mat(fwd + (t - 1) * n, g.trans[c], n, n, acc)
+        maxplus(fwd + (t - 1) * n, NULL, g.trans[c], n, n, acc)
         for i in range(n):
             fwd[t * n + i] = acc[i] + st[i]
         ch = set_max_message(w, grid_msg(w, SLOT_FWD, c, t), acc, n)
         change = ch if ch > change else change
     for t in range(T - 1, 0, -1):
-        maxplus_backward(w.ltransT + w.toff[c], b.s + t * n, bwd + t * n, n, bwd + (t - 1) * n)
+        maxplus(b.s + t * n, bwd + t * n, w.ltransT + w.toff[c], n, n, bwd + (t - 1) * n)
         memcpy(acc, bwd + (t - 1) * n, n * sizeof(double))
         ch = set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), acc, n)
         change = ch if ch > change else change
