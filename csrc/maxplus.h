@@ -35,8 +35,41 @@ static inline void crftk_maxplus_plain(const double* x1, const double* x2, const
     }
 }
 
+/* The largest of v[0:n], -inf when n is 0 or every value is -inf or NaN: the loop that keeps the
+   first larger value, whose result any order of comparison gives but for the sign of a zero
+   maximum (+0 or -0, which compare and add alike). */
+static inline double crftk_max_of_plain(const double* v, int n)
+{
+    double m = -INFINITY;
+    int i;
+    for (i = 0; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #include <immintrin.h>
+
+__attribute__((target("avx512f"))) static double crftk_max_of_avx512(const double* v, int n)
+{
+    const __m512d ninf = _mm512_set1_pd(-INFINITY);
+    __m512d a = ninf, b = ninf;
+    double out[8], m;
+    int i = 0, k;
+    for (; i + 16 <= n; i += 16) {
+        a = _mm512_max_pd(_mm512_loadu_pd(v + i), a);
+        b = _mm512_max_pd(_mm512_loadu_pd(v + i + 8), b);
+    }
+    for (; i < n; i += 8) {
+        const int lanes = n - i < 8 ? n - i : 8;
+        a = _mm512_max_pd(_mm512_mask_loadu_pd(ninf, (__mmask8) ((1u << lanes) - 1), v + i), a);
+    }
+    _mm512_storeu_pd(out, _mm512_max_pd(b, a));
+    m = out[0];
+    for (k = 1; k < 8; k++)
+        m = out[k] > m ? out[k] : m;
+    return m;
+}
 
 /* K vectors of 8 columns from column j, the last one's lanes past n masked off (loaded as
    -inf, never stored) */
@@ -97,6 +130,11 @@ __attribute__((target("avx512f"))) static void crftk_maxplus_avx512(const double
     }
 }
 
+static inline double crftk_max_of(const double* v, int n)
+{
+    return __builtin_cpu_supports("avx512f") ? crftk_max_of_avx512(v, n) : crftk_max_of_plain(v, n);
+}
+
 static inline void crftk_maxplus(const double* x1, const double* x2, const double* M, int m, int n, double* y)
 {
     if (__builtin_cpu_supports("avx512f"))
@@ -106,6 +144,7 @@ static inline void crftk_maxplus(const double* x1, const double* x2, const doubl
 }
 #else
 #define crftk_maxplus crftk_maxplus_plain
+#define crftk_max_of crftk_max_of_plain
 #endif
 
 #endif /* CRFTK_MAXPLUS_H */

@@ -30,7 +30,7 @@ from libc.string cimport memset, memcpy, memcmp
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, chain_max_scores, argmax,
                     exp_shifted_fast)
 from vecmath cimport vec_mat_rect, exp_array, log_array
-from maxplus cimport maxplus
+from maxplus cimport maxplus, max_of
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -742,9 +742,7 @@ cdef inline double set_max_message(GridWork* w, double* msg, double* v, int n) n
     with maxp. Returns its change when the sweep had not failed and it exceeds w.max_tol (the
     sweep has then failed), else 0."""
     cdef int i
-    cdef double m = -INFINITY, d, a, o, ch = 0.0
-    for i in range(n):
-        m = v[i] if v[i] > m else m
+    cdef double m = max_of(v, n), d, a, o, ch = 0.0
     if m == -INFINITY:
         for i in range(n):
             v[i] = 0.0
@@ -935,15 +933,38 @@ cdef inline void grid_max_state(const Grid* g, GridWork* w, bint save, bint* sam
                 return
 
 
+cdef enum:
+    MAX_RING = 32            # grid_max_run: the sweeps back a repeat of the messages is looked for
+
+
+cdef inline unsigned long long grid_max_hash(const Grid* g, GridWork* w) noexcept nogil:
+    """A hash of the sentence's forward messages (FNV-1a over their bits, four streams): equal
+    messages hash alike, so an equal hash proposes a repeat that grid_max_state then checks."""
+    cdef unsigned long long h[4]
+    cdef const unsigned long long* x
+    cdef Py_ssize_t j, m
+    cdef int c
+    h[0] = h[1] = h[2] = h[3] = 14695981039346656037ULL
+    for c in range(g.C):
+        x = <const unsigned long long*> (w.msg + SLOT_FWD * w.N + w.vbase[c])
+        m = <Py_ssize_t> g.T * g.n[c]
+        # four interleaved streams, which do not wait on each other's multiplies
+        for j in range(m):
+            h[j & 3] = (h[j & 3] ^ x[j]) * 1099511628211ULL
+    return ((h[0] * 31 + h[1]) * 31 + h[2]) * 31 + h[3]
+
+
 cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double tol, int max_sweeps,
                              unsigned long long seed, int* converged) noexcept nogil:
     """grid_bp_run for max-product. A TRP sweep is a function of the messages before it only, so
-    when they repeat bit for bit those of an earlier sweep (the messages are saved after sweeps
-    1, 2, 4, 8, ... and compared after each), the sweeps since, none of which converged, repeat
-    forever: the passing cannot converge, and its messages after max_sweeps sweeps are those
-    the cycle reaches after the remaining ones modulo its length, which are run alone."""
-    cdef int C = g.C, T = g.T, c, k, i, sweeps = 0, saved_at = 0, next_save = 1, extra
-    cdef unsigned long long rng = seed
+    when they repeat bit for bit those of an earlier sweep, the sweeps since, none of which
+    converged, repeat forever: the passing cannot converge, and its messages after max_sweeps
+    sweeps are those the cycle reaches after the remaining ones modulo its length, which are
+    run alone. A repeat is proposed by a hash equal to one of the last MAX_RING sweeps' (p
+    sweeps back), and checked by saving the messages and comparing them p sweeps later."""
+    cdef int C = g.C, T = g.T, c, k, i, sweeps = 0, check_at = 0, period = 0, extra
+    cdef unsigned long long rng = seed, h
+    cdef unsigned long long ring[MAX_RING]
     cdef bint tree = C == 1 or T == 1, same
     cdef bint detect = schedule == GRID_TRP and not tree and w.visits == NULL
     cdef int combs = 1 if tree else C
@@ -971,19 +992,24 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
             break
         if not detect:
             continue
-        if saved_at:
+        if sweeps == check_at:
+            check_at = 0
             grid_max_state(g, w, False, &same)
             if same:
-                extra = (max_sweeps - sweeps) % (sweeps - saved_at)
+                extra = (max_sweeps - sweeps) % period
                 w.max_failed = True
                 for i in range(extra):
                     grid_max_sweep(g, w, schedule, combs, &rng)
                 sweeps = max_sweeps
                 break
-        if sweeps == next_save:
-            grid_max_state(g, w, True, &same)
-            saved_at = sweeps
-            next_save *= 2
+        h = grid_max_hash(g, w)
+        if check_at == 0:
+            for period in range(1, min(sweeps, MAX_RING + 1)):
+                if ring[(sweeps - period) % MAX_RING] == h:
+                    grid_max_state(g, w, True, &same)
+                    check_at = sweeps + period
+                    break
+        ring[sweeps % MAX_RING] = h
     w.max_failed = False
     return sweeps
 
