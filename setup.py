@@ -39,6 +39,8 @@ compile_omp, link_omp = openmp_flags()
 # the C headers a kernel includes (through the .pxd files it cimports): a change of one
 # recompiles the extensions that include it, though their generated C stays the same
 VECMATH = ["csrc/vecmath.h"]
+# ... and the max-plus products of the factorial grids' max-product passes
+MAXPLUS = VECMATH + ["csrc/maxplus.h"]
 
 
 def kernel(name, source, headers=()):
@@ -54,10 +56,10 @@ extensions = [
     kernel("crftk._chain", "csrc/chain_tables.pyx", VECMATH),
     kernel("crftk._product", "csrc/product_tables.pyx", VECMATH),
     kernel("crftk._pipeline", "csrc/pipeline_decode.pyx", VECMATH),
-    kernel("crftk._messages", "csrc/messages.pyx", VECMATH),
+    kernel("crftk._messages", "csrc/messages.pyx", MAXPLUS),
     kernel("crftk._combine", "csrc/combine.pyx", VECMATH),
     kernel("crftk._semimarkov", "csrc/semimarkov.pyx", VECMATH),
-    kernel("crftk._factorial", "csrc/factorial.pyx", VECMATH),
+    kernel("crftk._factorial", "csrc/factorial.pyx", MAXPLUS),
     kernel("crftk._encode", "csrc/encode.pyx"),
     kernel("crftk._floor", "csrc/floor.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),

@@ -25,11 +25,12 @@ workspace for grids of one shape (C, n) up to max_T tokens.
 
 from libc.math cimport exp, log, fabs, INFINITY
 from libc.stdlib cimport malloc, calloc, free
-from libc.string cimport memset
+from libc.string cimport memset, memcpy, memcmp
 
 from chain cimport (ChainBuffers, chain_buffers_init, chain_buffers_release, chain_max_scores, argmax,
                     exp_shifted_fast)
 from vecmath cimport vec_mat_rect, exp_array, log_array
+from maxplus cimport maxplus, max_of
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 
@@ -95,6 +96,14 @@ cdef struct GridWork:
     double* vrows            # max_T * max_n: the other ends', one row per edge
     int* perm                # the edges of a max_T grid (random schedule)
     int* visits              # NULL, or 2 counters per edge: messages sent each way (tests)
+    # max-product (grid_max_run): each chain's log transitions transposed (at toff[c]), and the
+    # measuring of changes: the sweep's tolerance, half of it (a message entry that moved by
+    # less changed by less than tol in probability), and whether a message of the sweep has
+    # already changed by more (nothing more to measure)
+    double* ltransT
+    double max_tol
+    double max_near
+    bint max_failed
 
 
 cdef inline Py_ssize_t grid_joint_labels(int C, const int* n) noexcept nogil:
@@ -137,7 +146,7 @@ cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int wan
     tot += 2 * sq + <Py_ssize_t> mx * mx
     if want & GRID_WANT_BP:
         tot += <Py_ssize_t> 9 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 9 * mx
-        tot += <Py_ssize_t> 2 * max_T * mx
+        tot += <Py_ssize_t> 2 * max_T * mx + sq
     return tot
 
 
@@ -157,6 +166,7 @@ cdef inline void grid_work_release(GridWork* w) noexcept nogil:
     free(w.vrows)
     free(w.perm)
     free(w.visits)
+    free(w.ltransT)
     memset(w, 0, sizeof(GridWork))
 
 
@@ -207,9 +217,10 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
         w.ucols = <double*> malloc(<Py_ssize_t> max_T * w.max_n * sizeof(double))
         w.vrows = <double*> malloc(<Py_ssize_t> max_T * w.max_n * sizeof(double))
         w.perm = <int*> malloc((E + 1) * sizeof(int))
+        w.ltransT = <double*> malloc(sq * sizeof(double))
         failed = failed or w.msg == NULL or w.epair == NULL or w.pshift == NULL or w.scratch == NULL \
             or w.ucols == NULL or w.vrows == NULL \
-            or w.perm == NULL or w.enode == NULL
+            or w.perm == NULL or w.enode == NULL or w.ltransT == NULL
     if failed:
         grid_work_release(w)
         return -1
@@ -755,29 +766,74 @@ cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
             log_array(w.msg + 4 * w.N + o, w.msg + o, g.T * g.n[c])
 
 
-cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, bint maxp) noexcept nogil:
-    """Sends the message across edge e (numbered as in messages.pxd's docstring) one way:
-    way 0 forward in time or down to chain c+1, way 1 back. Returns its largest change."""
+# Max-product runs in log space and takes no exp in its sweeps but to measure a change: a
+# message is normalized to max 0, and its change is set_log_message's, the largest
+# |exp(new) - exp(old)| of an entry, measured only while the sweep can still converge (no
+# message of it has yet changed by more than the tolerance: GridWork.max_failed) and only for
+# entries that moved by more than half the tolerance (below 0, exp is 1-Lipschitz: the others
+# changed by less than tol, rounding included). The messages in probability are not kept. The
+# products are max-plus ones (maxplus.h), vector over the output label: the same sums as
+# chain.pxd's chain_max_scores and send_message, and max, which is exact, in another order.
+
+cdef inline void maxplus_mat_vec(const double* M, const double* x, int m, int n, double* y) noexcept nogil:
+    """y[i] = max over j < n of x[j] + M[i*n + j], for i < m."""
+    cdef int i, j
+    cdef double v, best
+    cdef const double* r
+    for i in range(m):
+        r = M + <Py_ssize_t> i * n
+        best = -INFINITY
+        for j in range(n):
+            v = x[j] + r[j]
+            best = v if v > best else best
+        y[i] = best
+
+
+cdef inline double set_max_message(GridWork* w, double* msg, double* v, int n) noexcept nogil:
+    """msg = v normalized to max 0 (all 0 when v is all -inf; v is changed), as set_log_message
+    with maxp. Returns its change when the sweep had not failed and it exceeds w.max_tol (the
+    sweep has then failed), else 0."""
+    cdef int i
+    cdef double m = max_of(v, n), d, a, o, ch = 0.0
+    if m == -INFINITY:
+        for i in range(n):
+            v[i] = 0.0
+    else:
+        for i in range(n):
+            v[i] -= m
+    if not w.max_failed:
+        for i in range(n):
+            a = v[i]
+            o = msg[i]
+            if a == o or fabs(a - o) <= w.max_near:
+                continue
+            d = fabs(exp(a) - exp(o))
+            if d > w.max_tol:
+                w.max_failed = True
+                ch = d
+                break
+    memcpy(msg, v, n * sizeof(double))
+    return ch
+
+
+cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int way) noexcept nogil:
+    """grid_send for max-product: the message from the sender's cavity maximized over the factor."""
     cdef int T = g.T, C = g.C, c, t, n, na, nb
     cdef Py_ssize_t nchain = <Py_ssize_t> C * (T - 1), k
     cdef double* cav = w.scratch
-    cdef double* tmp = w.scratch + 2 * w.max_n
+    cdef double* out = w.scratch + w.max_n
     cdef const double* logM
-    if w.visits != NULL:
-        w.visits[2 * e + way] += 1
-    if not maxp:
-        return grid_send_sum(g, w, e, way)
     if e < nchain:
         c = <int> (e // (T - 1))
         t = <int> (e % (T - 1)) + 1
         n = g.n[c]
         if way == 0:
             grid_cavity(g, w, c, t - 1, SKIP_BWD, cav)
-            return send_message(cav, g.trans[c], n, n, False, True, grid_msg(w, SLOT_FWD, c, t),
-                                grid_prob(w, SLOT_FWD, c, t), tmp)
+            maxplus(cav, NULL, g.trans[c], n, n, out)
+            return set_max_message(w, grid_msg(w, SLOT_FWD, c, t), out, n)
         grid_cavity(g, w, c, t, SKIP_FWD, cav)
-        return send_message(cav, g.trans[c], n, n, True, True, grid_msg(w, SLOT_BWD, c, t - 1),
-                            grid_prob(w, SLOT_BWD, c, t - 1), tmp)
+        maxplus(cav, NULL, w.ltransT + w.toff[c], n, n, out)
+        return set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), out, n)
     k = e - nchain
     c = <int> (k // T)
     t = <int> (k % T)
@@ -786,55 +842,69 @@ cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, 
     logM = g.pair[c] + <Py_ssize_t> t * na * nb
     if way == 0:
         grid_cavity(g, w, c, t, SKIP_BELOW, cav)
-        return send_message(cav, logM, na, nb, False, True, grid_msg(w, SLOT_ABOVE, c + 1, t),
-                            grid_prob(w, SLOT_ABOVE, c + 1, t), tmp)
+        maxplus(cav, NULL, logM, na, nb, out)
+        return set_max_message(w, grid_msg(w, SLOT_ABOVE, c + 1, t), out, nb)
     grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cav)
-    return send_message(cav, logM, na, nb, True, True, grid_msg(w, SLOT_BELOW, c, t),
-                        grid_prob(w, SLOT_BELOW, c, t), tmp)
+    maxplus_mat_vec(logM, cav, na, nb, out)
+    return set_max_message(w, grid_msg(w, SLOT_BELOW, c, t), out, na)
 
 
-cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noexcept nogil:
-    """Exact two-way pass along chain c, its variables' potentials including the messages from
-    the other chains: sets chain c's forward and backward messages; returns their largest
-    change. Max-product here with the chain kernel's max scores; sum-product: grid_spine_sum."""
+cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept nogil:
+    """grid_spine for max-product: chain_max_scores's passes, whose forward step's max before
+    the token's own scores is the forward message and whose backward scores are the backward
+    messages (up to shifts)."""
     cdef ChainBuffers* b = &w.cb
-    cdef int T = g.T, n = g.n[c], t, i, j
-    cdef double change = 0.0, ch, v, best
+    cdef int T = g.T, n = g.n[c], t, i
+    cdef double change = 0.0, ch
     cdef const double* nd = g.node[c]
     cdef const double* up
     cdef const double* dn
-    cdef const double* Et = g.trans[c]
-    cdef const double* ap
+    cdef const double* st
+    cdef double* fwd = b.alpha
+    cdef double* bwd = b.beta
     cdef double* acc = w.scratch
-    if not maxp:
-        return grid_spine_sum(g, w, c)
     for t in range(T):
         up = grid_msg(w, SLOT_ABOVE, c, t)
         dn = grid_msg(w, SLOT_BELOW, c, t)
         for i in range(n):
             b.s[t * n + i] = nd[t * n + i] + up[i] + dn[i]
+    for i in range(n):
+        fwd[i] = b.s[i]
+        bwd[(T - 1) * n + i] = 0.0
     for t in range(1, T):
-        b.E[t] = Et
-    chain_max_scores(T, n, b.s, b.E, b.alpha, b.beta)
-    for t in range(T):
-        if t < T - 1:
-            # the backward pass leaves beta[t] = the message from t+1, up to a shift
-            for i in range(n):
-                acc[i] = b.beta[t * n + i]
-            ch = set_log_message(grid_msg(w, SLOT_BWD, c, t), grid_prob(w, SLOT_BWD, c, t), acc, n, True)
-            change = ch if ch > change else change
-        if t > 0:
-            ap = b.alpha + (t - 1) * n
-            for j in range(n):
-                best = -INFINITY
-                for i in range(n):
-                    v = ap[i] + Et[i * n + j]
-                    best = v if v > best else best
-                acc[j] = best
-            ch = set_log_message(grid_msg(w, SLOT_FWD, c, t), grid_prob(w, SLOT_FWD, c, t), acc, n, True)
-            change = ch if ch > change else change
+        st = b.s + t * n
+        maxplus(fwd + (t - 1) * n, NULL, g.trans[c], n, n, acc)
+        for i in range(n):
+            fwd[t * n + i] = acc[i] + st[i]
+        ch = set_max_message(w, grid_msg(w, SLOT_FWD, c, t), acc, n)
+        change = ch if ch > change else change
+    for t in range(T - 1, 0, -1):
+        maxplus(b.s + t * n, bwd + t * n, w.ltransT + w.toff[c], n, n, bwd + (t - 1) * n)
+        memcpy(acc, bwd + (t - 1) * n, n * sizeof(double))
+        ch = set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), acc, n)
+        change = ch if ch > change else change
     count_spine(w, c, T)
     return change
+
+
+cdef inline double grid_send(const Grid* g, GridWork* w, Py_ssize_t e, int way, bint maxp) noexcept nogil:
+    """Sends the message across edge e (numbered as in messages.pxd's docstring) one way:
+    way 0 forward in time or down to chain c+1, way 1 back. Returns its largest change
+    (grid_max_send, grid_send_sum)."""
+    if w.visits != NULL:
+        w.visits[2 * e + way] += 1
+    if not maxp:
+        return grid_send_sum(g, w, e, way)
+    return grid_max_send(g, w, e, way)
+
+
+cdef inline double grid_spine(const Grid* g, GridWork* w, int c, bint maxp) noexcept nogil:
+    """Exact two-way pass along chain c, its variables' potentials including the messages from
+    the other chains: sets chain c's forward and backward messages; returns their largest
+    change (grid_max_spine, grid_spine_sum)."""
+    if not maxp:
+        return grid_spine_sum(g, w, c)
+    return grid_max_spine(g, w, c)
 
 
 cdef inline double grid_comb(const Grid* g, GridWork* w, int c, bint maxp) noexcept nogil:
@@ -884,6 +954,116 @@ cdef inline double grid_random_sweep(const Grid* g, GridWork* w, unsigned long l
             ch = grid_send(g, w, w.perm[i], way, maxp)
             change = ch if ch > change else change
     return change
+
+
+cdef inline void grid_max_sweep(const Grid* g, GridWork* w, int schedule, int combs,
+                                unsigned long long* rng) noexcept nogil:
+    """One max-product sweep (grid_bp_run's)."""
+    cdef int c
+    if schedule == GRID_TRP:
+        for c in range(combs):
+            grid_comb(g, w, c, True)
+    else:
+        grid_random_sweep(g, w, rng, True)
+
+
+cdef inline void grid_max_state(const Grid* g, GridWork* w, bint save, bint* same) noexcept nogil:
+    """The sentence's log messages (every slot, the whole state of a max-product sweep) copied
+    to the probability slots, which max-product leaves unused (save), or compared bit for bit
+    with the copy there (same)."""
+    cdef int k, c
+    cdef Py_ssize_t o, m
+    same[0] = True
+    for k in range(4):
+        for c in range(g.C):
+            o = k * w.N + w.vbase[c]
+            m = <Py_ssize_t> g.T * g.n[c] * sizeof(double)
+            if save:
+                memcpy(w.msg + 4 * w.N + o, w.msg + o, m)
+            elif memcmp(w.msg + 4 * w.N + o, w.msg + o, m) != 0:
+                same[0] = False
+                return
+
+
+cdef enum:
+    MAX_RING = 32            # grid_max_run: the sweeps back a repeat of the messages is looked for
+
+
+cdef inline unsigned long long grid_max_hash(const Grid* g, GridWork* w) noexcept nogil:
+    """A hash of the sentence's forward messages (FNV-1a over their bits, four streams): equal
+    messages hash alike, so an equal hash proposes a repeat that grid_max_state then checks."""
+    cdef unsigned long long h[4]
+    cdef const unsigned long long* x
+    cdef Py_ssize_t j, m
+    cdef int c
+    h[0] = h[1] = h[2] = h[3] = 14695981039346656037ULL
+    for c in range(g.C):
+        x = <const unsigned long long*> (w.msg + SLOT_FWD * w.N + w.vbase[c])
+        m = <Py_ssize_t> g.T * g.n[c]
+        # four interleaved streams, which do not wait on each other's multiplies
+        for j in range(m):
+            h[j & 3] = (h[j & 3] ^ x[j]) * 1099511628211ULL
+    return ((h[0] * 31 + h[1]) * 31 + h[2]) * 31 + h[3]
+
+
+cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double tol, int max_sweeps,
+                             unsigned long long seed, int* converged) noexcept nogil:
+    """grid_bp_run for max-product. A TRP sweep is a function of the messages before it only, so
+    when they repeat bit for bit those of an earlier sweep, the sweeps since, none of which
+    converged, repeat forever: the passing cannot converge, and its messages after max_sweeps
+    sweeps are those the cycle reaches after the remaining ones modulo its length, which are
+    run alone. A repeat is proposed by a hash equal to one of the last MAX_RING sweeps' (p
+    sweeps back), and checked by saving the messages and comparing them p sweeps later."""
+    cdef int C = g.C, T = g.T, c, k, i, sweeps = 0, check_at = 0, period = 0, extra
+    cdef unsigned long long rng = seed, h
+    cdef unsigned long long ring[MAX_RING]
+    cdef bint tree = C == 1 or T == 1, same
+    cdef bint detect = schedule == GRID_TRP and not tree and w.visits == NULL
+    cdef int combs = 1 if tree else C
+    cdef const double* tr
+    cdef double* tt
+    for k in range(4):
+        for c in range(C):
+            memset(w.msg + k * w.N + w.vbase[c], 0, <Py_ssize_t> T * g.n[c] * sizeof(double))
+    for c in range(C):
+        tr = g.trans[c]
+        tt = w.ltransT + w.toff[c]
+        for k in range(g.n[c]):
+            for i in range(g.n[c]):
+                tt[i * g.n[c] + k] = tr[k * g.n[c] + i]
+    w.max_tol = tol
+    w.max_near = 0.5 * tol if tol >= 1e-12 else 0.0
+    converged[0] = 0
+    while sweeps < max_sweeps:
+        # grid_bp_run's test, change <= tol from a change of 0 (never when tol < 0 or NaN)
+        w.max_failed = not (tol >= 0.0)
+        grid_max_sweep(g, w, schedule, combs, &rng)
+        sweeps += 1
+        if not w.max_failed or (tree and schedule == GRID_TRP):
+            converged[0] = 1
+            break
+        if not detect:
+            continue
+        if sweeps == check_at:
+            check_at = 0
+            grid_max_state(g, w, False, &same)
+            if same:
+                extra = (max_sweeps - sweeps) % period
+                w.max_failed = True
+                for i in range(extra):
+                    grid_max_sweep(g, w, schedule, combs, &rng)
+                sweeps = max_sweeps
+                break
+        h = grid_max_hash(g, w)
+        if check_at == 0:
+            for period in range(1, min(sweeps, MAX_RING + 1)):
+                if ring[(sweeps - period) % MAX_RING] == h:
+                    grid_max_state(g, w, True, &same)
+                    check_at = sweeps + period
+                    break
+        ring[sweeps % MAX_RING] = h
+    w.max_failed = False
+    return sweeps
 
 
 # Warm starts (sum-product TRP only). A TRP sweep runs comb 0 first: its teeth send every
@@ -955,6 +1135,8 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
     cdef double change, ch
     cdef unsigned long long rng = seed
     cdef bint tree = C == 1 or T == 1
+    if maxp:
+        return grid_max_run(g, w, schedule, tol, max_sweeps, seed, converged)
     # the sentence's messages (t < T) start uniform: 0 in log, 1 in probability
     for i in range(4):
         for c in range(C):
