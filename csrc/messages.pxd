@@ -1144,18 +1144,18 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
             memset(w.msg + k, 0, <Py_ssize_t> T * g.n[c] * sizeof(double))
             for j in range(<Py_ssize_t> T * g.n[c]):
                 w.msg[4 * w.N + k + j] = 1.0
-    if not maxp:
-        grid_exp_trans(g, w)
-        for c in range(C):
-            for t in range(T):
-                exp_shifted_fast(g.node[c] + <Py_ssize_t> t * g.n[c], w.enode + w.vbase[c] + <Py_ssize_t> t * g.n[c],
-                                 g.n[c])
-        for c in range(C - 1):
-            k = <Py_ssize_t> g.n[c] * g.n[c + 1]
-            for t in range(T):
-                w.pshift[c * w.max_T + t] = exp_shifted_fast(g.pair[c] + t * k, w.epair + w.pbase[c] + t * k,
-                                                             <int> k)
-    if maxp or schedule != GRID_TRP:
+    # sum-product from here on
+    grid_exp_trans(g, w)
+    for c in range(C):
+        for t in range(T):
+            exp_shifted_fast(g.node[c] + <Py_ssize_t> t * g.n[c], w.enode + w.vbase[c] + <Py_ssize_t> t * g.n[c],
+                             g.n[c])
+    for c in range(C - 1):
+        k = <Py_ssize_t> g.n[c] * g.n[c + 1]
+        for t in range(T):
+            w.pshift[c * w.max_T + t] = exp_shifted_fast(g.pair[c] + t * k, w.epair + w.pbase[c] + t * k,
+                                                         <int> k)
+    if schedule != GRID_TRP:
         warm = NULL
     restore = restore and warm != NULL and not tree
     if restore:
@@ -1166,19 +1166,18 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
         change = 0.0
         if schedule == GRID_TRP:
             for c in range(combs):
-                ch = grid_comb(g, w, c, maxp)
+                ch = grid_comb(g, w, c, False)
                 if not (restore and sweeps == 0 and c == 0):
                     change = max(change, ch)
         else:
-            change = grid_random_sweep(g, w, &rng, maxp)
+            change = grid_random_sweep(g, w, &rng, False)
         sweeps += 1
         if change <= tol or (tree and schedule == GRID_TRP):
             converged[0] = 1
             break
     if warm != NULL:
         grid_warm_save(g, w, warm)
-    if not maxp:
-        grid_log_messages(g, w)
+    grid_log_messages(g, w)
     return sweeps
 
 
