@@ -296,8 +296,8 @@ class Pipeline:
         state0 = chain_lattices(first.space, corpus).state_matrix(first.model.weights)
         trans = [joint.transitions(first.model, corpus)]
         links = []
-        for prev, stage, v in zip(self.stages, self.stages[1:], values[1:]):
-            table, corp = joint.FedLink(stage.model, stage.feed, prev.labels).tables_of(v)
+        for i, (stage, v) in enumerate(zip(self.stages[1:], values[1:]), 1):
+            table, corp = self._fed_link(i).tables_of(v)
             links.append(table)
             trans.append(joint.transitions(stage.model, corp))
         sizes = np.array([len(s.labels) for s in self.stages], dtype=np.int32)
@@ -309,7 +309,12 @@ class Pipeline:
         every stage's template reads columns and tests of them only (no lexicons, first mentions)."""
         if mode != "cascade" and (mode != "joint" or self.joint_mode() != "exact"):
             return False
-        return all(type(s.space) is FeatureSpace and s.space.raw_readable() for s in self.stages)
+        if not all(type(s.space) is FeatureSpace and s.space.raw_readable() for s in self.stages):
+            return False
+        if mode == "joint":         # the fed-label tables' links, shared by the threads: built now
+            for i in range(1, len(self.stages)):
+                self._fed_link(i)
+        return True
 
     def raw_beam_decodable(self, mode):
         """Whether :meth:`decode_raw` can decode with ``mode`` by the compiled beam over the stages
@@ -331,9 +336,17 @@ class Pipeline:
         if i not in cache:
             stage, prev = self.stages[i], self.stages[i - 1]
             if self.links()[i - 1] is None:
-                cache[i] = joint.FedLink(stage.model, stage.feed, prev.labels)
+                cache[i] = self._fed_link(i)
             else:
                 cache[i] = beam.FedLines.of(stage.model, stage.feed, prev.labels)
+        return cache[i]
+
+    def _fed_link(self, i):
+        """The joint.FedLink of stage i (its state tables for every label of stage i-1), built once."""
+        cache = self.__dict__.setdefault("_fed_links", {})
+        if i not in cache:
+            stage, prev = self.stages[i], self.stages[i - 1]
+            cache[i] = joint.FedLink(stage.model, stage.feed, prev.labels)
         return cache[i]
 
     def decode_raw(self, batch, mode, nbest_upstream=20):
@@ -531,7 +544,7 @@ class Pipeline:
         one chain. Sentences go in runs (joint.sentence_groups) that bound the tables' size."""
         stage, prev = self.stages[i], self.stages[i - 1]
         sizes = np.array([len(stage.labels)], dtype=np.int32)
-        link = joint.FedLink(stage.model, stage.feed, prev.labels)
+        link = self._fed_link(i)
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
         nt = self.n_threads
