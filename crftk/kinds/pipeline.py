@@ -32,7 +32,7 @@ from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace, Positions
 from crftk.io.conll import Sentence, describe_widths, input_batches, model_widths
-from crftk.io.stream import format_batch, gold_ids, tag_stream
+from crftk.io.stream import format_batch, format_scored, gold_ids, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump  # noqa: F401 (this kind's dump: each stage's weights)
 from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
@@ -454,10 +454,7 @@ class Pipeline:
         C = len(self.stages)
         n_states = math.prod(len(s.labels) for s in self.stages)
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
-        need = int(lengths.max()) * C * n_states * k * 16 * self.n_threads
-        if need > params.NBEST_MEMORY:
-            raise CrftkError(f"{k}-best lists of a sentence of {int(lengths.max())} tokens over {n_states:,} joint "
-                             f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
+        _joint_nbest_memory(int(lengths.max()), C, n_states, k, self.n_threads)
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
         names = [np.asarray(s.labels, dtype=object) for s in self.stages]
         out = []
@@ -744,6 +741,23 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
             correct += ok
             scored += n
         return n_sent, n_tok, (correct, scored)
+    if (marginals or nbest) and pipeline.raw_decodable("joint"):
+        def tag_batch(batch, sep):
+            counted = None
+            if marginals and batch.n_columns == pipeline.n_columns:
+                data, pred = _scored_batch(pipeline, batch, sep, nbest)
+                counted = pipeline.raw_gold_correct(batch, pred), batch.n_tokens
+            else:       # -n counts nothing, as the Python path
+                data, _ = _scored_batch(pipeline, batch, sep, nbest)
+            return data, counted
+
+        n_sent, n_tok, found = tag_stream(tag_batch, inputs, out, allowed, pipeline.n_threads,
+                                          batch_tokens=batch_tokens, progress=progress, log=log,
+                                          max_sentence_tokens=max_sentence_tokens, encoding=encoding)
+        for ok, n in found:
+            correct += ok
+            scored += n
+        return n_sent, n_tok, (correct, scored)
     counts = [0, 0]
     by_document = any(s.space.template.anchored for s in pipeline.stages)
     gold_cols = pipeline.gold_cols
@@ -784,6 +798,56 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
                 correct[C] += ok.all(axis=1).sum()
                 scored += len(rows)
     return counts[0], counts[1], (correct, scored)
+
+
+def _scored_batch(pipeline, batch, sep, nbest):
+    """(output bytes, best labels [stages, tokens]) of a RawBatch with -v (``nbest`` 0) or -n, as
+    tag_with_probabilities and tag_nbest give them (the same tables, kernels and arithmetic, one
+    thread: tag_stream's threads run batches), the rows written by compiled code: each row's
+    labels, one per stage (all stages' labels in one list, each stage's ids shifted past the
+    previous stages'), with -v each followed by its joint marginal."""
+    C, S, N = len(pipeline.stages), batch.n_sentences, batch.n_tokens
+    names = [x for s in pipeline.stages for x in s.labels]
+    if S == 0:          # pass-through lines alone
+        return format_batch(batch, np.zeros((1, 0), dtype=np.int32), [names], sep), np.zeros((C, 0), np.int32)
+    sizes = [len(s.labels) for s in pipeline.stages]
+    shift = np.cumsum([0] + sizes[:-1])[:, None]
+    n_states = math.prod(sizes)
+    K = nbest or 1
+    sent_ptr = batch.sent_ptr.astype(np.int64)
+    if nbest:
+        _joint_nbest_memory(int(batch.sentence_lengths().max()), C, n_states, nbest, pipeline.n_threads)
+    pred = np.zeros((K, C, N), dtype=np.int64)
+    logp = np.zeros((S, K))
+    blocks = np.ones(S, dtype=np.int32)
+    marg = np.zeros((N, 0 if nbest else sum(sizes)))
+    values = [s.space.raw_values(batch) for s in pipeline.stages]
+    for a, b in joint.sentence_groups(sent_ptr, n_states):
+        lo, hi = int(sent_ptr[a]), int(sent_ptr[b])
+        tables, sp, state0, links, trans = pipeline._joint_tables_of([v.sentences(a, b) for v in values])
+        state = joint.product_state(state0, links)
+        if nbest:
+            labels, scores, blocks[a:b] = joint.product_nbest(tables, sp, state, trans, nbest, 1)
+            _, logz = joint.product_marginals(tables, sp, state, trans, 1)
+            pred[:, :, lo:hi] = labels
+            logp[a:b] = scores - logz[:, None]
+            continue
+        pred[0, :, lo:hi], score = joint.product_viterbi(tables, sp, state, trans, 1)
+        m, logz = joint.product_marginals(tables, sp, state, trans, 1)
+        logp[a:b, 0] = score - logz
+        for c in range(C):
+            marg[lo:hi, shift[c, 0]:shift[c, 0] + sizes[c]] = m[c]
+    ids = pred + shift
+    data = format_scored(batch, ids, blocks, logp, marg, None if nbest else ids, names, None, sep,
+                         "nbest" if nbest else "prob", per_row=C)
+    return data, pred[0].astype(np.int32)
+
+
+def _joint_nbest_memory(max_len, C, n_states, k, n_threads):
+    need = max_len * C * n_states * k * 16 * n_threads
+    if need > params.NBEST_MEMORY:
+        raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens over {n_states:,} joint "
+                         f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
 
 
 def log_accuracy(log, pipeline, correct, scored):

@@ -184,3 +184,25 @@ def test_the_compiled_fed_table_adds_the_rows_of_the_numpy_path(data, seed):
                   for s, rs in zip(test, rows)]
         state = chain_lattices(space, space.encode(filled)).state_matrix(down.weights)
         np.testing.assert_allclose(got[:, j], state, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("links", [("exact",), ("exact", "exact")])
+@pytest.mark.parametrize("scores", [{"marginals": 1}] + [{"nbest": k} for k in (1, 2, 5)])
+def test_scored_tagging_writes_the_python_paths_bytes(data, tmp_path, monkeypatch, links, scores):
+    _, path = data
+    pipeline = _pipeline(data, links)
+    inputs = [path]
+    if pipeline.optional_gold:          # and the input without the last stage's gold column
+        text = path.read_text()
+        cut = tmp_path / "cut.txt"
+        cut.write_text("".join(
+            "\t".join(line.split("\t")[:-1]) + "\n" if line else "\n" for line in text.split("\n")[:-1]))
+        inputs.append(cut)
+    for source in inputs:
+        with monkeypatch.context() as m:
+            m.setattr(compose.Pipeline, "raw_decodable", lambda self, mode: False)
+            python = _tag(pipeline, source, True, monkeypatch, **scores)
+        assert python[0].count("# nbest 0 " if "nbest" in scores else "# prob ") == 40
+        for threads, batch in ((1, 50_000), (2, 23)):
+            pipeline.n_threads = threads
+            assert _tag(pipeline, source, True, monkeypatch, batch_tokens=batch, **scores) == python
