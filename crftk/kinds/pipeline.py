@@ -724,34 +724,24 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
     scored = 0
+    compiled = None
     if not marginals and not nbest and (pipeline.raw_decodable(decode) or pipeline.raw_beam_decodable(decode)):
         labels = [s.labels for s in pipeline.stages]
 
-        def tag_batch(batch, sep):
+        def compiled(batch, sep):
             pred = pipeline.decode_raw(batch, decode, nbest_upstream)
             counted = None
             if batch.n_columns == pipeline.n_columns:
                 counted = pipeline.raw_gold_correct(batch, pred), batch.n_tokens
             return format_batch(batch, pred, labels, sep), counted
-
-        n_sent, n_tok, found = tag_stream(tag_batch, inputs, out, allowed, pipeline.n_threads,
-                                          batch_tokens=batch_tokens, progress=progress, log=log,
-                                          max_sentence_tokens=max_sentence_tokens, encoding=encoding)
-        for ok, n in found:
-            correct += ok
-            scored += n
-        return n_sent, n_tok, (correct, scored)
-    if (marginals or nbest) and pipeline.raw_decodable("joint"):
-        def tag_batch(batch, sep):
-            counted = None
-            if marginals and batch.n_columns == pipeline.n_columns:
-                data, pred = _scored_batch(pipeline, batch, sep, nbest)
-                counted = pipeline.raw_gold_correct(batch, pred), batch.n_tokens
-            else:       # -n counts nothing, as the Python path
-                data, _ = _scored_batch(pipeline, batch, sep, nbest)
-            return data, counted
-
-        n_sent, n_tok, found = tag_stream(tag_batch, inputs, out, allowed, pipeline.n_threads,
+    elif (marginals or nbest) and pipeline.raw_decodable("joint"):     # exact joint (check_tag_options)
+        def compiled(batch, sep):
+            data, pred = _scored_batch(pipeline, batch, sep, nbest)
+            # -n counts nothing, as the Python path
+            gold = marginals and batch.n_columns == pipeline.n_columns
+            return data, (pipeline.raw_gold_correct(batch, pred), batch.n_tokens) if gold else None
+    if compiled is not None:
+        n_sent, n_tok, found = tag_stream(compiled, inputs, out, allowed, pipeline.n_threads,
                                           batch_tokens=batch_tokens, progress=progress, log=log,
                                           max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         for ok, n in found:
