@@ -728,18 +728,20 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
     if not marginals and not nbest and (pipeline.raw_decodable(decode) or pipeline.raw_beam_decodable(decode)):
         labels = [s.labels for s in pipeline.stages]
 
-        def compiled(batch, sep):
+        def plain(batch, sep):
             pred = pipeline.decode_raw(batch, decode, nbest_upstream)
             counted = None
             if batch.n_columns == pipeline.n_columns:
                 counted = pipeline.raw_gold_correct(batch, pred), batch.n_tokens
             return format_batch(batch, pred, labels, sep), counted
+        compiled = plain
     elif (marginals or nbest) and pipeline.raw_decodable("joint"):     # exact joint (check_tag_options)
-        def compiled(batch, sep):
+        def with_probabilities(batch, sep):
             data, pred = _scored_batch(pipeline, batch, sep, nbest)
             # -n counts nothing, as the Python path
             gold = marginals and batch.n_columns == pipeline.n_columns
             return data, (pipeline.raw_gold_correct(batch, pred), batch.n_tokens) if gold else None
+        compiled = with_probabilities
     if compiled is not None:
         n_sent, n_tok, found = tag_stream(compiled, inputs, out, allowed, pipeline.n_threads,
                                           batch_tokens=batch_tokens, progress=progress, log=log,
