@@ -461,3 +461,61 @@ def table_options(sent_ptr, const double[:, :, ::1] table, const int[::1] fed, c
     p.paths, p.score, p.logz = &labels[0], &score[0], &lz[0]
     run_chains(S, max(1, n_threads), 4, int(lengths.max()), L, 1, False, 0, table_task, &p)
     return labels_np, score_np, logz_np
+
+
+def fed_table(double[:, :, ::1] out, const double[:, ::1] base, const double[:, ::1] constant,
+              const long[:, ::1] ids, const long[::1] uniq, const long[::1] uniq_off, const long[::1] ptr,
+              const long[::1] ptr_off, const long[::1] value_of, const long[::1] row, const double[:, ::1] dense):
+    """A stage's state table for every fed value (joint.FedLink.tables_of), written token by token:
+    out[t, j] = base[t] + constant[j], then for each pair line p in order, the row of the attribute
+    that fires at t when the fed column holds value j. Line p: ids[p, t] the other macro's value id
+    at t (-1: none); uniq[uniq_off[p]:uniq_off[p+1]] its sorted values seen in training, each with
+    entries ptr[ptr_off[p] + a] .. ptr[ptr_off[p] + a + 1] into value_of (the fed value index, -1
+    none) and row (the row of dense). Each cell gets its lines' rows in line order, as the numpy
+    path adds them, so the sums are the same bits."""
+    cdef Py_ssize_t N = out.shape[0], V = out.shape[1], L = out.shape[2], P = ids.shape[0]
+    cdef Py_ssize_t t, j, l, p, e, lo, hi, mid, a, r
+    cdef long x
+    cdef double* o
+    cdef const double* d
+    if base.shape[0] != N or base.shape[1] != L or constant.shape[0] != V or constant.shape[1] != L:
+        raise ValueError("fed_table: out must be [N, V, L], base [N, L], constant [V, L]")
+    if ids.shape[1] != N or uniq_off.shape[0] != P + 1 or ptr_off.shape[0] != P + 1 or dense.shape[1] != L:
+        raise ValueError("fed_table: ids must be [lines, N], offsets one per line and one more")
+    if row.shape[0] != value_of.shape[0] or uniq_off[P] != uniq.shape[0] or ptr_off[P] != ptr.shape[0]:
+        raise ValueError("fed_table: inconsistent line arrays")
+    if row.shape[0] and (np.asarray(row).min() < 0 or np.asarray(row).max() >= dense.shape[0]
+                         or np.asarray(value_of).max() >= V):
+        raise ValueError("fed_table: a row or value index is out of range")
+    if ptr.shape[0] and (np.asarray(ptr).min() < 0 or np.asarray(ptr).max() > row.shape[0]):
+        raise ValueError("fed_table: an entry pointer is out of range")
+    for p in range(P):
+        if ptr_off[p + 1] - ptr_off[p] != uniq_off[p + 1] - uniq_off[p] + 1:
+            raise ValueError("fed_table: each line needs one entry pointer per value and one more")
+    with nogil:
+        for t in range(N):
+            for j in range(V):
+                for l in range(L):
+                    out[t, j, l] = base[t, l] + constant[j, l]
+            for p in range(P):
+                x = ids[p, t]
+                lo, hi = uniq_off[p], uniq_off[p + 1]
+                if x < 0 or lo == hi:
+                    continue
+                while lo < hi:          # the first value >= x
+                    mid = (lo + hi) >> 1
+                    if uniq[mid] < x:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo == uniq_off[p + 1] or uniq[lo] != x:
+                    continue
+                a = ptr_off[p] + lo - uniq_off[p]
+                for e in range(ptr[a], ptr[a + 1]):
+                    j = value_of[e]
+                    if j < 0:
+                        continue
+                    o = &out[t, j, 0]
+                    d = &dense[row[e], 0]
+                    for l in range(L):
+                        o[l] += d[l]

@@ -497,25 +497,30 @@ def format_scored_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, c
                        const int32_t[::1] sent_ptr, const int64_t[::1] items, const int64_t[::1] pt_start,
                        const int64_t[::1] pt_end, const int32_t[:, ::1] pred, const int32_t[::1] n_blocks,
                        const double[:, ::1] logp, const double[:, ::1] marg, const int32_t[:, ::1] col,
-                       bint every, list labels, list names, bytes sep, bint nbest):
+                       bint every, list labels, list names, bytes sep, bint nbest, int per_row=1):
     """The output bytes of a batch with probabilities (crftk tag -v / -n): each sentence as
     ``n_blocks[s]`` blocks k, each a header line, its tokens' rows and a blank line. A header is
     ``# nbest k P`` (``nbest``) or ``# prob P``, P = exp(logp[s, k]); a row is the token's columns,
     each followed by sep, then labels[pred[k, t]], then (``col`` has rows) sep and marg[t, col[k, t]],
     then (``every``) sep and ``names[j]/marg[t, j]`` for every column j of marg. Numbers as
-    format(x, ".6f"). The pass-through lines in place, as format_rows writes them."""
+    format(x, ".6f"). The pass-through lines in place, as format_rows writes them. With ``per_row``
+    R > 1 (a pipeline's stages), block k's row t holds R labels pred[k*R + r, t], separated by sep,
+    each followed by its probability when ``col`` has rows (marg[t, col[k*R + r, t]])."""
     cdef Py_ssize_t N = tok_start.shape[0], I = items.shape[0], S = sent_ptr.shape[0] - 1
-    cdef Py_ssize_t K = pred.shape[0], M = marg.shape[1], L = len(labels)
+    cdef Py_ssize_t R = per_row, K = pred.shape[0] // max(1, per_row), M = marg.shape[1], L = len(labels)
+    cdef Py_ssize_t q
     cdef bint with_prob = col.shape[0] > 0
     if sep is None or len(sep) != 1:
         raise ValueError("format_scored_rows: sep must be one byte")
+    if per_row < 1 or pred.shape[0] % per_row or (per_row > 1 and every):
+        raise ValueError(f"format_scored_rows: {pred.shape[0]} label rows in rows of {per_row} labels")
     if pred.shape[1] != N or n_blocks.shape[0] != S or logp.shape[0] != S or logp.shape[1] != K \
             or tok_end.shape[0] != N or S < 0 or (S > 0 and sent_ptr[S] != N):
         raise ValueError(f"format_scored_rows: pred ({K}, {pred.shape[1]}), n_blocks {n_blocks.shape[0]}, "
                          f"logp ({logp.shape[0]}, {logp.shape[1]}) for {S} sentences of {N} tokens")
     if (with_prob or every) and marg.shape[0] != N:
         raise ValueError(f"format_scored_rows: marginals of {marg.shape[0]} tokens for {N}")
-    if with_prob and (col.shape[0] != K or col.shape[1] != N):
+    if with_prob and (col.shape[0] != K * R or col.shape[1] != N):
         raise ValueError(f"format_scored_rows: columns ({col.shape[0]}, {col.shape[1]}) for pred ({K}, {N})")
     if every and len(names) != M:
         raise ValueError(f"format_scored_rows: {len(names)} names for {M} marginal columns")
@@ -537,12 +542,12 @@ def format_scored_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, c
     if every:
         names_len = name_off[M]
     # the bytes a row adds to its line: label, probabilities (each checked again if longer)
-    row_max = widest + 2 + (10 if with_prob else 0) + ((names_len + M * 11) if every else 0)
+    row_max = R * (widest + 2 + (10 if with_prob else 0)) + ((names_len + M * 11) if every else 0)
     with nogil:
         for s in range(S):              # every index is checked before any is read
             if n_blocks[s] < 0 or n_blocks[s] > K or sent_ptr[s] < 0 or sent_ptr[s] > sent_ptr[s + 1]:
                 bad = 1
-        for k in range(K):
+        for k in range(K * R):
             for t in range(N):
                 if pred[k, t] < 0 or pred[k, t] >= L or (with_prob and not 0 <= col[k, t] < M):
                     bad = 1
@@ -584,16 +589,20 @@ def format_scored_rows(const uint8_t[::1] block, const int64_t[::1] tok_start, c
                     out.data[out.n] = 10
                     out.n += 1
                     for t in range(sent_ptr[s], sent_ptr[s + 1]):
-                        if reserve(&out, tok_end[t] - tok_start[t] + 1 + row_max + 2 * FIXED_MAX) < 0:
+                        if reserve(&out, tok_end[t] - tok_start[t] + 1 + row_max + (R + 1) * FIXED_MAX) < 0:
                             bad = 2
                             break
                         out.n += copy_columns(out.data + out.n, p, tok_start[t], tok_end[t], sepc)
-                        y = pred[k, t]
-                        put_bytes(&out, lb + lab_off[y], lab_off[y + 1] - lab_off[y])
-                        if with_prob:
-                            out.data[out.n] = sepc
-                            out.n += 1
-                            out.n += put_fixed6(out.data + out.n, marg[t, col[k, t]])
+                        for q in range(k * R, k * R + R):
+                            if q > k * R:
+                                out.data[out.n] = sepc
+                                out.n += 1
+                            y = pred[q, t]
+                            put_bytes(&out, lb + lab_off[y], lab_off[y + 1] - lab_off[y])
+                            if with_prob:
+                                out.data[out.n] = sepc
+                                out.n += 1
+                                out.n += put_fixed6(out.data + out.n, marg[t, col[q, t]])
                         if every:
                             for c in range(M):
                                 if reserve(&out, name_off[c + 1] - name_off[c] + 2 + FIXED_MAX) < 0:

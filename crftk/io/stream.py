@@ -20,22 +20,24 @@ def format_batch(batch, pred, labels, sep):
                                [list(x) for x in labels], sep.encode())
 
 
-def format_scored(batch, pred, blocks, logp, marg, col, labels, names, sep, header):
+def format_scored(batch, pred, blocks, logp, marg, col, labels, names, sep, header, per_row=1):
     """The output bytes of a RawBatch with probabilities (crftk tag -v, -n): sentence s as
     ``blocks[s]`` blocks k, each a ``# prob P`` or ``# nbest k P`` line (``header`` "prob" or
     "nbest"; P = exp(logp[s, k])), its rows and a blank line; a row is the token's columns, then
     ``labels[pred[k, t]]``, then (``col`` given) ``marg[t, col[k, t]]``, then (``names`` given)
-    ``names[j]/marg[t, j]`` for every j; numbers as format(x, ".6f")."""
+    ``names[j]/marg[t, j]`` for every j; numbers as format(x, ".6f"). With ``per_row`` R (a
+    pipeline's stages), block k's row holds R labels, rows k*R..k*R+R-1 of pred (and col), each
+    followed by its probability when ``col`` is given."""
     N = batch.n_tokens
     pred = np.ascontiguousarray(pred, dtype=np.int32).reshape(-1, N)
-    K = pred.shape[0]
+    K = pred.shape[0] // per_row
     col = np.zeros((0, N), dtype=np.int32) if col is None else np.ascontiguousarray(col, dtype=np.int32)
     return _textio.format_scored_rows(
         batch.block, batch.tok_start, batch.tok_end, batch.sent_ptr, batch.items, batch.pt_start, batch.pt_end,
         pred, np.ascontiguousarray(blocks, dtype=np.int32),
         np.ascontiguousarray(logp, dtype=np.float64).reshape(batch.n_sentences, K),
         np.ascontiguousarray(marg, dtype=np.float64).reshape(N, -1), col.reshape(-1, N), names is not None,
-        list(labels), list(names or ()), sep.encode(), header == "nbest")
+        list(labels), list(names or ()), sep.encode(), header == "nbest", per_row)
 
 
 def gold_ids(batch, columns, labels):

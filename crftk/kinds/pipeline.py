@@ -32,7 +32,7 @@ from crftk import _product, params
 from crftk.errors import CrftkError, UsageError
 from crftk.features.space import FeatureSpace, Positions
 from crftk.io.conll import Sentence, describe_widths, input_batches, model_widths
-from crftk.io.stream import format_batch, gold_ids, tag_stream
+from crftk.io.stream import format_batch, format_scored, gold_ids, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import dump  # noqa: F401 (this kind's dump: each stage's weights)
 from crftk.model import CHAIN_STRUCTURES, Model, Part, _check_kind, check_chain_model
@@ -296,8 +296,8 @@ class Pipeline:
         state0 = chain_lattices(first.space, corpus).state_matrix(first.model.weights)
         trans = [joint.transitions(first.model, corpus)]
         links = []
-        for prev, stage, v in zip(self.stages, self.stages[1:], values[1:]):
-            table, corp = joint.FedLink(stage.model, stage.feed, prev.labels).tables_of(v)
+        for i, (stage, v) in enumerate(zip(self.stages[1:], values[1:]), 1):
+            table, corp = self._fed_link(i).tables_of(v)
             links.append(table)
             trans.append(joint.transitions(stage.model, corp))
         sizes = np.array([len(s.labels) for s in self.stages], dtype=np.int32)
@@ -309,7 +309,12 @@ class Pipeline:
         every stage's template reads columns and tests of them only (no lexicons, first mentions)."""
         if mode != "cascade" and (mode != "joint" or self.joint_mode() != "exact"):
             return False
-        return all(type(s.space) is FeatureSpace and s.space.raw_readable() for s in self.stages)
+        if not all(type(s.space) is FeatureSpace and s.space.raw_readable() for s in self.stages):
+            return False
+        if mode == "joint":         # the fed-label tables' links, shared by the threads: built now
+            for i in range(1, len(self.stages)):
+                self._fed_link(i)
+        return True
 
     def raw_beam_decodable(self, mode):
         """Whether :meth:`decode_raw` can decode with ``mode`` by the compiled beam over the stages
@@ -331,9 +336,17 @@ class Pipeline:
         if i not in cache:
             stage, prev = self.stages[i], self.stages[i - 1]
             if self.links()[i - 1] is None:
-                cache[i] = joint.FedLink(stage.model, stage.feed, prev.labels)
+                cache[i] = self._fed_link(i)
             else:
                 cache[i] = beam.FedLines.of(stage.model, stage.feed, prev.labels)
+        return cache[i]
+
+    def _fed_link(self, i):
+        """The joint.FedLink of stage i (its state tables for every label of stage i-1), built once."""
+        cache = self.__dict__.setdefault("_fed_links", {})
+        if i not in cache:
+            stage, prev = self.stages[i], self.stages[i - 1]
+            cache[i] = joint.FedLink(stage.model, stage.feed, prev.labels)
         return cache[i]
 
     def decode_raw(self, batch, mode, nbest_upstream=20):
@@ -441,10 +454,7 @@ class Pipeline:
         C = len(self.stages)
         n_states = math.prod(len(s.labels) for s in self.stages)
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
-        need = int(lengths.max()) * C * n_states * k * 16 * self.n_threads
-        if need > params.NBEST_MEMORY:
-            raise CrftkError(f"{k}-best lists of a sentence of {int(lengths.max())} tokens over {n_states:,} joint "
-                             f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
+        _joint_nbest_memory(int(lengths.max()), C, n_states, k, self.n_threads)
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
         names = [np.asarray(s.labels, dtype=object) for s in self.stages]
         out = []
@@ -531,7 +541,7 @@ class Pipeline:
         one chain. Sentences go in runs (joint.sentence_groups) that bound the tables' size."""
         stage, prev = self.stages[i], self.stages[i - 1]
         sizes = np.array([len(stage.labels)], dtype=np.int32)
-        link = joint.FedLink(stage.model, stage.feed, prev.labels)
+        link = self._fed_link(i)
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
         sent_ptr = np.concatenate([[0], np.cumsum(lengths)])
         nt = self.n_threads
@@ -714,17 +724,26 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
     C = len(pipeline.stages)
     correct = np.zeros(C + 1, dtype=np.int64)
     scored = 0
+    compiled = None
     if not marginals and not nbest and (pipeline.raw_decodable(decode) or pipeline.raw_beam_decodable(decode)):
         labels = [s.labels for s in pipeline.stages]
 
-        def tag_batch(batch, sep):
+        def plain(batch, sep):
             pred = pipeline.decode_raw(batch, decode, nbest_upstream)
             counted = None
             if batch.n_columns == pipeline.n_columns:
                 counted = pipeline.raw_gold_correct(batch, pred), batch.n_tokens
             return format_batch(batch, pred, labels, sep), counted
-
-        n_sent, n_tok, found = tag_stream(tag_batch, inputs, out, allowed, pipeline.n_threads,
+        compiled = plain
+    elif (marginals or nbest) and pipeline.raw_decodable("joint"):     # exact joint (check_tag_options)
+        def with_probabilities(batch, sep):
+            data, pred = _scored_batch(pipeline, batch, sep, nbest)
+            # -n counts nothing, as the Python path
+            gold = marginals and batch.n_columns == pipeline.n_columns
+            return data, (pipeline.raw_gold_correct(batch, pred), batch.n_tokens) if gold else None
+        compiled = with_probabilities
+    if compiled is not None:
+        n_sent, n_tok, found = tag_stream(compiled, inputs, out, allowed, pipeline.n_threads,
                                           batch_tokens=batch_tokens, progress=progress, log=log,
                                           max_sentence_tokens=max_sentence_tokens, encoding=encoding)
         for ok, n in found:
@@ -771,6 +790,56 @@ def tag_checked(pipeline, inputs, out, *, decode, nbest_upstream, marginals, nbe
                 correct[C] += ok.all(axis=1).sum()
                 scored += len(rows)
     return counts[0], counts[1], (correct, scored)
+
+
+def _scored_batch(pipeline, batch, sep, nbest):
+    """(output bytes, best labels [stages, tokens]) of a RawBatch with -v (``nbest`` 0) or -n, as
+    tag_with_probabilities and tag_nbest give them (the same tables, kernels and arithmetic, one
+    thread: tag_stream's threads run batches), the rows written by compiled code: each row's
+    labels, one per stage (all stages' labels in one list, each stage's ids shifted past the
+    previous stages'), with -v each followed by its joint marginal."""
+    C, S, N = len(pipeline.stages), batch.n_sentences, batch.n_tokens
+    names = [x for s in pipeline.stages for x in s.labels]
+    if S == 0:          # pass-through lines alone
+        return format_batch(batch, np.zeros((1, 0), dtype=np.int32), [names], sep), np.zeros((C, 0), np.int32)
+    sizes = [len(s.labels) for s in pipeline.stages]
+    shift = np.cumsum([0] + sizes[:-1])[:, None]
+    n_states = math.prod(sizes)
+    K = nbest or 1
+    sent_ptr = batch.sent_ptr.astype(np.int64)
+    if nbest:
+        _joint_nbest_memory(int(batch.sentence_lengths().max()), C, n_states, nbest, pipeline.n_threads)
+    pred = np.zeros((K, C, N), dtype=np.int64)
+    logp = np.zeros((S, K))
+    blocks = np.ones(S, dtype=np.int32)
+    marg = np.zeros((N, 0 if nbest else sum(sizes)))
+    values = [s.space.raw_values(batch) for s in pipeline.stages]
+    for a, b in joint.sentence_groups(sent_ptr, n_states):
+        lo, hi = int(sent_ptr[a]), int(sent_ptr[b])
+        tables, sp, state0, links, trans = pipeline._joint_tables_of([v.sentences(a, b) for v in values])
+        state = joint.product_state(state0, links)
+        if nbest:
+            labels, scores, blocks[a:b] = joint.product_nbest(tables, sp, state, trans, nbest, 1)
+            _, logz = joint.product_marginals(tables, sp, state, trans, 1)
+            pred[:, :, lo:hi] = labels
+            logp[a:b] = scores - logz[:, None]
+            continue
+        pred[0, :, lo:hi], score = joint.product_viterbi(tables, sp, state, trans, 1)
+        m, logz = joint.product_marginals(tables, sp, state, trans, 1)
+        logp[a:b, 0] = score - logz
+        for c in range(C):
+            marg[lo:hi, shift[c, 0]:shift[c, 0] + sizes[c]] = m[c]
+    ids = pred + shift
+    data = format_scored(batch, ids, blocks, logp, marg, None if nbest else ids, names, None, sep,
+                         "nbest" if nbest else "prob", per_row=C)
+    return data, pred[0].astype(np.int32)
+
+
+def _joint_nbest_memory(max_len, C, n_states, k, n_threads):
+    need = max_len * C * n_states * k * 16 * n_threads
+    if need > params.NBEST_MEMORY:
+        raise CrftkError(f"{k}-best lists of a sentence of {max_len} tokens over {n_states:,} joint "
+                         f"labels would take {need / 2**30:.1f} GiB; ask for fewer")
 
 
 def log_accuracy(log, pipeline, correct, scored):

@@ -17,7 +17,7 @@ csrc/product.pxd decodes exactly with the factorized recursion (crftk._product).
 
 import numpy as np
 
-from crftk import _product
+from crftk import _pipeline, _product
 from crftk.features.space import Positions
 from crftk.structures.chain import chain_lattices
 
@@ -92,6 +92,26 @@ class FedLink:
         self.pairs = [None if c else self._pair_index(cl) for cl, c in zip(self.fed_lines, self.constant)]
         vocab = space.vocabs[col]
         self.value_ids = [vocab.index.get(v, -1) for v in self.values]
+        self.packed = self._pack()
+
+    def _pack(self):
+        """The pair lines concatenated for _pipeline.fed_table (uniq, uniq_off, ptr, ptr_off, value_of, row,
+        dense) when every line that reads the fed column with another macro is a pair line; else None
+        (tables_of then adds line by line, in the same order)."""
+        pairs = [p for p, c in zip(self.pairs, self.constant) if not c]
+        if any(p is None for p in pairs):
+            return None
+        i64 = np.int64
+        dense = [d for d, c in zip(self.dense, self.constant) if not c]
+        rows = np.cumsum([0] + [d.shape[0] for d in dense])
+        entries = np.cumsum([0] + [p[2][-1] for p in pairs])
+        uniq = np.concatenate([np.zeros(0, dtype=i64)] + [p[1].astype(i64) for p in pairs])
+        ptr = np.concatenate([np.zeros(0, dtype=i64)] + [p[2] + e for p, e in zip(pairs, entries)])
+        value_of = np.concatenate([np.zeros(0, dtype=i64)] + [p[3].astype(i64) for p in pairs])
+        row = np.concatenate([np.zeros(0, dtype=i64)] + [p[4].astype(i64) + r for p, r in zip(pairs, rows)])
+        off = lambda sizes: np.cumsum([0] + sizes).astype(i64)
+        return ([p[0] for p in pairs], uniq, off([p[1].size for p in pairs]), ptr, off([p[2].size for p in pairs]),
+                value_of, row, np.ascontiguousarray(np.concatenate([np.zeros((0, self.space.n_labels))] + dense)))
 
     def _pair_index(self, cl):
         """For a line of two single-valued macros, one reading the fed column: its attributes grouped
@@ -184,6 +204,20 @@ class FedLink:
         """([tokens, values, labels] tables, the corpus of the lines that do not read the fed column)."""
         return self.tables_of(self.space.extractor.values(sentences))
 
+    def _constant(self, values):
+        """[values, labels]: the weights of the lines that read the fed column alone, a row per value
+        (the same for every batch: built once)."""
+        if getattr(self, "_constant_rows", None) is None:
+            space = self.space
+            constant = np.zeros((len(self.values), space.n_labels))
+            for cl, dense, is_constant in zip(self.fed_lines, self.dense, self.constant):
+                if is_constant:
+                    for j, value in enumerate(self.values):
+                        _, rank = space.attribute_ranks(cl, self._override(values, 1, value), Positions([1]))
+                        constant[j] += dense[rank[0]]
+            self._constant_rows = constant
+        return self._constant_rows
+
     def tables_of(self, values):
         """:meth:`tables` of the sentences' value ids (crftk.features.extract.Values)."""
         space = self.space
@@ -192,12 +226,15 @@ class FedLink:
         pos = Positions(values.lengths, values.anchor)
         corpus = space.encode_values(self._override(values, n, None), pos)
         base = chain_lattices(space, corpus).state_matrix(self.model.weights)
-        constant = np.zeros((V, L))         # lines that read the fed column alone: a row per value
-        for cl, dense in zip(self.fed_lines, self.dense):
-            if self.constant[self.fed_lines.index(cl)]:
-                for j, value in enumerate(self.values):
-                    _, rank = space.attribute_ranks(cl, self._override(values, 1, value), Positions([1]))
-                    constant[j] += dense[rank[0]]
+        constant = self._constant(values)
+        if self.packed is not None and n:
+            macros, *lines = self.packed
+            ids = np.empty((len(macros), n), dtype=np.int64)
+            for p, macro in enumerate(macros):
+                ids[p] = self.space.macro_values(macro, values, pos)
+            out = np.empty((n, V, L))
+            _pipeline.fed_table(out, np.ascontiguousarray(base, dtype=np.float64), constant, ids, *lines)
+            return out, corpus
         out = base[:, None, :] + constant[None, :, :]
         if n == 0:
             return out, corpus

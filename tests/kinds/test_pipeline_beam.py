@@ -154,3 +154,55 @@ def test_the_pruned_nbest_gives_the_lattice_kernels_lists(data, seed):
         want = _brute_force(state[a:b], trans, b - a, L)[:5]
         assert counts[s] == len(want)
         np.testing.assert_allclose(scores[s, :counts[s]], want, rtol=0, atol=1e-9)
+
+
+# pair lines on both sides of the fed macro, the fed column alone, and a word seen with few tags
+TABLE = "U0:%x[0,0]\nUc:%x[0,{c}]\nUp:%x[0,{c}]/%x[-1,0]\nUs:%suf[0,0,1]/%x[0,{c}]\nUq:%x[1,0]/%x[0,{c}]\nB\n"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_compiled_fed_table_adds_the_rows_of_the_numpy_path(data, seed):
+    from crftk.structures import joint
+    sents, path = data
+    up = _model(sents, UP, 1, 1, 3)
+    space, _ = FeatureSpace.fit(sents, parse_template(TABLE.format(c=1)), label_col=2)
+    # unrounded weights: a change in the order of the sums would show in the last bits
+    down = Model(space, np.random.default_rng(seed).normal(size=space.n_params))
+    labels = list(up.output_labels) + ["never-seen"]
+    link = joint.FedLink(down, 1, labels)
+    assert link.packed is not None
+    test = read_corpus(path)
+    values = space.extractor.values([type(s)([r[:4] for r in s.rows], s.doc, s.line, s.source) for s in test])
+    got, _ = link.tables_of(values)
+    link.packed = None                       # the line-by-line numpy path
+    want, _ = link.tables_of(values)
+    assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+    # and each fed label's rows are the stage's state potentials on the rows holding that label
+    rows = [[r[:4] for r in s.rows] for s in test]
+    for j in (0, 3, len(labels) - 1):
+        filled = [type(s)([r[:1] + [labels[j]] + r[2:] for r in rs], s.doc, s.line, s.source)
+                  for s, rs in zip(test, rows)]
+        state = chain_lattices(space, space.encode(filled)).state_matrix(down.weights)
+        np.testing.assert_allclose(got[:, j], state, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("links", [("exact",), ("exact", "exact")])
+@pytest.mark.parametrize("scores", [{"marginals": 1}] + [{"nbest": k} for k in (1, 2, 5)])
+def test_scored_tagging_writes_the_python_paths_bytes(data, tmp_path, monkeypatch, links, scores):
+    _, path = data
+    pipeline = _pipeline(data, links)
+    inputs = [path]
+    if pipeline.optional_gold:          # and the input without the last stage's gold column
+        text = path.read_text()
+        cut = tmp_path / "cut.txt"
+        cut.write_text("".join(
+            "\t".join(line.split("\t")[:-1]) + "\n" if line else "\n" for line in text.split("\n")[:-1]))
+        inputs.append(cut)
+    for source in inputs:
+        with monkeypatch.context() as m:
+            m.setattr(compose.Pipeline, "raw_decodable", lambda self, mode: False)
+            python = _tag(pipeline, source, True, monkeypatch, **scores)
+        assert python[0].count("# nbest 0 " if "nbest" in scores else "# prob ") == 40
+        for threads, batch in ((1, 50_000), (2, 23)):
+            pipeline.n_threads = threads
+            assert _tag(pipeline, source, True, monkeypatch, batch_tokens=batch, **scores) == python
