@@ -195,12 +195,12 @@ conll2003: install
 	$(CRFTK) tag -m $(OUT)/conll2003.model -o $(OUT)/conll2003.testa.tagged $(CONLL2003)/eng.testa
 	$(CRFTK) eval $(OUT)/conll2003.testa.tagged | tee $(OUT)/conll2003.testa.eval
 
-# Whole-pipeline speed (issue 19): crftk tag as a whole process on dev.txt x 20, training read +
-# encode, s/iter and memory, beside python-crfsuite in the same run; results in benchmarks/results.
 # the memory-traffic floor of a chain training pass per layout, beside crftk's evaluation (issue 38)
 bench-floor: install
 	$(PYTHON) benchmarks/floor.py --data $(CONLL2000) --out benchmarks/results/floor
 
+# Whole-pipeline speed (issue 19): crftk tag as a whole process on dev.txt x 20, training read +
+# encode, s/iter and memory, beside python-crfsuite in the same run; results in benchmarks/results.
 bench-pipeline: install
 	$(PYTHON) -m pip install -q python-crfsuite
 	$(PYTHON) benchmarks/pipeline.py --data $(CONLL2000) --ner-data $(CONLL2003) --ner \
