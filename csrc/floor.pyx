@@ -45,16 +45,23 @@ def gather_scatter(const int[::1] sent_ptr, const int[::1] attr_ptr, const id_t[
     cdef double* row
     cdef double* buf
     cdef real_t* g
-    if n_threads > grad.shape[0] or grad.shape[1] != w.shape[0]:
-        raise ValueError("grad must be [n_threads, n_params]")
+    cdef size_t per_thread
+    cdef double* bufs
+    if n_threads < 1 or n_threads > grad.shape[0] or grad.shape[1] != w.shape[0]:
+        raise ValueError("grad must be [n_threads, n_params], n_threads >= 1")
+    _check_corpus(sent_ptr, attr_ptr, attrs, feat_ptr, feat_label, w, n_labels, max_len)
+    per_thread = <size_t> max(1, max_len) * <size_t> L
+    bufs = <double*> malloc(per_thread * <size_t> n_threads * sizeof(double))
+    if bufs == NULL:
+        raise MemoryError()
     with nogil, parallel(num_threads=n_threads):
-        buf = <double*> malloc(max(1, max_len) * L * sizeof(double))
         tid = threadid()
+        buf = bufs + <size_t> tid * per_thread
         g = &grad[tid, 0]
         for s in prange(S, schedule="dynamic", chunksize=8):
             t0 = sent_ptr[s]
             T = <int> (sent_ptr[s + 1] - t0)
-            memset(buf, 0, T * L * sizeof(double))
+            memset(buf, 0, <size_t> T * <size_t> L * sizeof(double))
             k_end = attr_ptr[t0 + T]
             for phase in range(2):           # 0: the gather of the scores, 1: their scatter
                 for t in range(T):
@@ -77,5 +84,24 @@ def gather_scatter(const int[::1] sent_ptr, const int[::1] attr_ptr, const id_t[
             for t in range(T):
                 part = part + buf[t * L]
             total += part
-        free(buf)
+    free(bufs)
     return total
+
+
+def _check_corpus(sent_ptr, attr_ptr, attrs, feat_ptr, feat_label, w, int n_labels, int max_len):
+    """ValueError unless the arrays index each other within bounds (the kernel checks nothing)."""
+    import numpy as np
+    sp, ap, at = np.asarray(sent_ptr), np.asarray(attr_ptr), np.asarray(attrs)
+    fp, fl = np.asarray(feat_ptr), np.asarray(feat_label)
+    if sp.size < 1 or sp[0] != 0 or np.any(np.diff(sp) < 0) or sp[-1] + 1 > ap.size:
+        raise ValueError("sent_ptr must rise from 0 within attr_ptr")
+    if sp.size > 1 and int(np.diff(sp).max()) > max_len:
+        raise ValueError("max_len is shorter than the longest sentence")
+    if np.any(np.diff(ap) < 0) or ap[0] < 0 or ap[-1] > at.size:
+        raise ValueError("attr_ptr must rise within attrs")
+    if at.size and (at.min() < 0 or at.max() + 1 >= fp.size):
+        raise ValueError("attrs must index feat_ptr")
+    if np.any(np.diff(fp) < 0) or fp[0] < 0 or fp[-1] > min(fl.size, np.asarray(w).size):
+        raise ValueError("feat_ptr must rise within feat_label and w")
+    if fl.size and (fl.min() < 0 or fl.max() >= n_labels):
+        raise ValueError("feat_label must be below n_labels")

@@ -52,10 +52,13 @@ class Tagger(chain.Tagger):
         bad = self.structure.unsegmentable(np.diff(inf.corpus.sent_ptr))
         if bad.size:
             s = sentences[int(bad[0])]
-            raise CrftkError(f"this sentence of {plural(len(s.rows), 'token')} has no segmentation under the model: "
-                             f"its segments are of {', '.join(map(str, self.structure.seg_lengths))} tokens only "
-                             f"(its training data had no O token and no one-token chunk)", s.source, s.line or None)
+            raise self._unsegmentable(len(s.rows), s.source, s.line)
         return inf
+
+    def _unsegmentable(self, n_tokens, source, line):
+        return CrftkError(f"this sentence of {plural(n_tokens, 'token')} has no segmentation under the model: "
+                          f"its segments are of {', '.join(map(str, self.structure.seg_lengths))} tokens only "
+                          f"(its training data had no O token and no one-token chunk)", source, line or None)
 
     def constrained(self, inf, sentences, constraints=None):
         if constraints is not None:
@@ -81,10 +84,7 @@ class CompiledTagger(Tagger):
         bad = self.structure.unsegmentable(batch.sentence_lengths())
         if bad.size:
             k = int(bad[0])
-            raise CrftkError(f"this sentence of {plural(int(batch.sentence_lengths()[k]), 'token')} has no "
-                             f"segmentation under the model: its segments are of "
-                             f"{', '.join(map(str, self.structure.seg_lengths))} tokens only (its training data "
-                             f"had no O token and no one-token chunk)", batch.source, int(batch.sent_line[k]) or None)
+            raise self._unsegmentable(int(batch.sentence_lengths()[k]), batch.source, int(batch.sent_line[k]))
         return inf
 
 

@@ -14,6 +14,8 @@ so ``fun`` may reuse its output buffer.
 from __future__ import annotations
 
 import math
+import platform
+import sys
 from collections import deque
 from dataclasses import dataclass
 
@@ -159,15 +161,26 @@ def map_large_blocks():
 
     By default glibc raises that threshold to the size of the largest block freed, so that
     after the first few evaluations each freed weight-sized vector stays in the heap: on
-    CoNLL-2000 that held ~19 MB of a training run's peak. Elsewhere (no glibc) nothing happens.
-    Results do not change: only where the vectors live."""
+    CoNLL-2000 that held ~19 MB of a training run's peak. Set once per process, on glibc only
+    (elsewhere nothing happens). Results do not change: only where the vectors live."""
+    global _mapped
+    if _mapped:
+        return
+    _mapped = True
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return
     try:
         import ctypes
         libc = ctypes.CDLL(None)
+        libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
         libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
         libc.malloc_trim(0)
-    except (OSError, AttributeError):
+    except Exception:       # a libc without them: the default allocator's behaviour is kept
         pass
+
+
+_mapped = False
 
 
 def check_options(max_iter, epsilon, period, gtol, max_linesearch=1):

@@ -130,7 +130,8 @@ def lbfgs(
         Called with an :class:`IterationInfo` after every iteration; returning
         True stops the minimiser.
     history_dtype : "float64" or "float32"
-        The precision the correction pairs are stored in (see ``_History``).
+        The precision the correction pairs are stored in (see ``_History``); crftk's
+        training passes ``--history-precision``, float32 by default.
 
     Returns
     -------
@@ -157,6 +158,8 @@ def lbfgs(
     max_iter, period, max_linesearch = check_options(
         max_iter, epsilon, period, gtol, max_linesearch
     )
+    if history_dtype not in ("float64", "float32"):
+        raise ValueError(f"history_dtype must be 'float64' or 'float32', got {history_dtype!r}")
     map_large_blocks()
     shape, x = start_point(x0)
 

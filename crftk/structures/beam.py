@@ -42,15 +42,13 @@ class FedLines:
         space = model.space
         if space.extractor.reals or any(m.multi or m.real for m in space.template.macros):
             return None
-        link = joint.FedLink.__new__(joint.FedLink)          # its value ids of the fed sources only
-        link.space = space
         fed = {k for k in space.extractor.keys if (k if isinstance(k, int) else k[1]) == col}
         if any(m.source in fed for cl in space.bigram_lines for m in cl.line.macros):
             return None
         reads = [any(m.source in fed for m in cl.line.macros) for cl in space.unigram_lines]
         if not any(reads):
             return None
-        ids = {k: np.array([link._fed_id(k, v) for v in labels], dtype=np.int64) for k in fed}
+        ids = {k: np.array([joint.fed_id(space, k, v) for v in labels], dtype=np.int64) for k in fed}
         return cls(model, fed, ids, reads.index(True))
 
     def scorer(self, batch):

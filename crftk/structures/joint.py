@@ -67,6 +67,16 @@ def _dense_lines(space, weights, lines):
     return out
 
 
+def fed_id(space, key, value):
+    """The id of what single-valued source ``key`` of ``space`` reads when the fed column holds
+    ``value`` (-1: none)."""
+    vocab = space.vocabs[key]
+    if value is not None and not isinstance(key, int):
+        test = space.extractor.tests.get(key)
+        value = None if test is None else test(value)
+    return -1 if value is None else vocab.index.get(value, -1)
+
+
 class FedLink:
     """The state tables of a stage for every value its fed column can take.
 
@@ -136,7 +146,7 @@ class FedLink:
         index = np.full(len(self.space.vocabs[macros[0 if fed[0] else 1].source]) + 1, -1, dtype=np.int64)
         key = macros[0 if fed[0] else 1].source
         for j, v in enumerate(self.values):
-            vid_j = self._fed_id(key, v)
+            vid_j = fed_id(self.space, key, v)
             if vid_j >= 0 and index[vid_j] < 0:
                 index[vid_j] = j
         return macros[1 if fed[0] else 0], uniq, ptr, index[vid], order
@@ -160,21 +170,13 @@ class FedLink:
         keep = np.flatnonzero(j >= 0)
         return tok[keep], j[keep], rank[entry[keep]]
 
-    def _fed_id(self, key, value):
-        """The id of what single-valued source ``key`` reads when the fed column holds ``value``."""
-        vocab = self.space.vocabs[key]
-        if value is not None and not isinstance(key, int):
-            test = self.space.extractor.tests.get(key)
-            value = None if test is None else test(value)
-        return -1 if value is None else vocab.index.get(value, -1)
-
     def _override(self, values, n, value):
         """values with every fed source set as if the fed column held ``value`` (None: no value)."""
         space = self.space
         single, multi = dict(values.single), dict(values.multi)
         for key in self.fed_sources:
             if key not in multi:
-                single[key] = np.full(n, self._fed_id(key, value), dtype=np.int64)
+                single[key] = np.full(n, fed_id(self.space, key, value), dtype=np.int64)
                 continue
             test = space.extractor.tests.get(key)
             result = None if value is None or test is None else test(value)
@@ -192,7 +194,7 @@ class FedLink:
         for key in self.fed_sources:
             if key in values.multi:     # read by other lines (encoded value by value), not by these
                 continue
-            single[key] = np.repeat(np.array([self._fed_id(key, v) for v in self.values], dtype=np.int64), n)
+            single[key] = np.repeat(np.array([fed_id(self.space, key, v) for v in self.values], dtype=np.int64), n)
         anchor = values.anchor
         if anchor is not None:
             shift = np.repeat(np.arange(V, dtype=np.int64) * n, n)
