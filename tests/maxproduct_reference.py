@@ -88,14 +88,7 @@ class MaxProduct:
         fwd = [list(s[0])] + [None] * (T - 1)
         bwd = [None] * (T - 1) + [[0.0] * n]
         for t in range(1, T):
-            row = []
-            for j in range(n):
-                best = NEG
-                for i in range(n):
-                    v = fwd[t - 1][i] + E[i][j]
-                    best = v if v > best else best
-                row.append(best + s[t][j])
-            fwd[t] = row
+            fwd[t] = [into + s[t][j] for j, into in enumerate(_max_into(fwd[t - 1], E, n))]
         for t in range(T - 1, 0, -1):
             row = []
             for i in range(n):
@@ -110,14 +103,7 @@ class MaxProduct:
             if t < T - 1:
                 change = max(change, self.set_message(BWD, c, t, list(bwd[t])))
             if t > 0:
-                acc = []
-                for j in range(n):
-                    best = NEG
-                    for i in range(n):
-                        v = fwd[t - 1][i] + E[i][j]
-                        best = v if v > best else best
-                    acc.append(best)
-                change = max(change, self.set_message(FWD, c, t, acc))
+                change = max(change, self.set_message(FWD, c, t, _max_into(fwd[t - 1], E, n)))
         return change
 
     def comb(self, c):
@@ -220,3 +206,15 @@ def bp_max(node, trans, pair, schedule=0, tol=1e-3, max_sweeps=100, seed=0):
     sweeps, converged = mp.run(schedule, tol, max_sweeps, seed)
     lab, score = mp.decode()
     return lab, score, sweeps, converged
+
+
+def _max_into(prev, E, n):
+    """max over i of prev[i] + E[i][j], for each j (the order of the kernel's compares)."""
+    out = []
+    for j in range(n):
+        best = NEG
+        for i in range(n):
+            v = prev[i] + E[i][j]
+            best = v if v > best else best
+        out.append(best)
+    return out
