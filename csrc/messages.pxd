@@ -457,19 +457,16 @@ cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
                     out[i] += m[i]
 
 
-cdef inline double set_log_message(double* msg, double* prob, double* v, int n, bint maxp) noexcept nogil:
-    """msg = v normalized in log space (maxp: max 0, else logsumexp 0), prob = exp(msg);
-    uniform when v is all -inf. Returns the largest change of prob."""
+cdef inline double set_log_message(double* msg, double* prob, double* v, int n) noexcept nogil:
+    """msg = v normalized in log space (logsumexp 0), prob = exp(msg); uniform when v is all
+    -inf. Returns the largest change of prob."""
     cdef int i
     cdef double m = -INFINITY, z = 0.0, d, change = 0.0, e
     for i in range(n):
         m = v[i] if v[i] > m else m
     if m == -INFINITY:
         for i in range(n):
-            v[i] = 0.0 if maxp else -log(<double> n)
-    elif maxp:
-        for i in range(n):
-            v[i] -= m
+            v[i] = -log(<double> n)
     else:
         for i in range(n):
             z += exp(v[i] - m)
@@ -486,11 +483,11 @@ cdef inline double set_log_message(double* msg, double* prob, double* v, int n, 
 
 
 cdef inline double send_message(const double* cav, const double* logM, int na, int nb, bint col_sender,
-                                bint maxp, double* msg, double* prob, double* tmp) noexcept nogil:
-    """A message in log space across a factor over (a, b) with log potential logM[a*nb + b]: from
-    the a side, msg[b] = log sum_a exp(cav[a]) psi(a, b) (col_sender: from the b side, msg[a] =
-    log sum_b psi(a, b) exp(cav[b])); max instead of sum with maxp. For max-product, and for
-    sum-product sums whose terms underflow in probability (send_prob). Normalized, its exp into
+                                double* msg, double* prob, double* tmp) noexcept nogil:
+    """A sum-product message in log space across a factor over (a, b) with log potential
+    logM[a*nb + b]: from the a side, msg[b] = log sum_a exp(cav[a]) psi(a, b) (col_sender: from
+    the b side, msg[a] = log sum_b psi(a, b) exp(cav[b])), for sums whose terms underflow in
+    probability (send_prob; max-product has its own, grid_max_send). Normalized, its exp into
     prob; returns the largest change of prob. tmp: max(na, nb)."""
     cdef int nu = nb if col_sender else na, nv = na if col_sender else nb
     cdef int a, b
@@ -502,13 +499,13 @@ cdef inline double send_message(const double* cav, const double* logM, int na, i
             x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
             best = x if x > best else best
         out[a] = best
-        if not maxp and best > -INFINITY:
+        if best > -INFINITY:
             acc = 0.0
             for b in range(nu):
                 x = cav[b] + (logM[a * nb + b] if col_sender else logM[b * nb + a])
                 acc += exp(x - best)
             out[a] = best + log(acc)
-    return set_log_message(msg, prob, out, nv, maxp)
+    return set_log_message(msg, prob, out, nv)
 
 
 cdef inline void count_spine(GridWork* w, int c, int T) noexcept nogil:
@@ -675,7 +672,7 @@ cdef inline double send_prob(const Grid* g, GridWork* w, int c, int t, int skip,
     if not (acc > 0.0):
         # the exponentiated terms underflow: the sums in log space
         grid_cavity(g, w, c, t, skip, cav, True)
-        return send_message(cav, logM, na, nb, col_sender, False, grid_msg(w, to_slot, to_c, to_t), prob, tmp)
+        return send_message(cav, logM, na, nb, col_sender, grid_msg(w, to_slot, to_c, to_t), prob, tmp)
     # set_prob_message with the sum just taken (the same additions in the same order)
     normalize_summed(out, nv, acc)
     return replace_prob(prob, out, nv)
