@@ -186,6 +186,13 @@ cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept
             paths[o * N + t0 + t] = out[o * T + t]
 
 
+def exp_rows(m):
+    """(exp(m - each row's maximum), the maxima) of transition rows [rows, n*n]: how
+    forward_backward exponentiates them (crftk.structures.beam shares them with its kernel)."""
+    mx = m.max(axis=1)
+    return np.ascontiguousarray(np.exp(m - mx[:, None])), np.ascontiguousarray(mx)
+
+
 def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=True):
     """(log Z [S], joint node marginals [N, prod(sizes)], per chain edge marginals
     [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0), or None for them
@@ -196,9 +203,9 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=
     exp_tables = []
     shifts = []
     for m in tab.trans:
-        mx = m.max(axis=1)
-        exp_tables.append(np.ascontiguousarray(np.exp(m - mx[:, None])))
-        shifts.append(np.ascontiguousarray(mx))
+        e, mx = exp_rows(m)
+        exp_tables.append(e)
+        shifts.append(mx)
     factors_init(&tab.batch.factors, exp_tables, shifts)
     logz_np = np.zeros(tab.n_chains)
     node_np = np.zeros((tab.n_tokens, S))

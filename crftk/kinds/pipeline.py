@@ -106,6 +106,7 @@ class Pipeline:
         self.n_columns = last.n_columns
         self.optional_gold = last.label_col == last.n_columns - 1
         self._links = None
+        self._fed_links, self._beam_links = {}, {}     # per stage, built once (before tag_stream's threads)
 
     # building and files ------------------------------------------------------------
     @classmethod
@@ -332,7 +333,7 @@ class Pipeline:
     def _beam_link(self, i):
         """What the compiled beam reads stage i through (built once): a joint.FedLink when the link
         is exact, a beam.FedLines when not; None when it cannot."""
-        cache = self.__dict__.setdefault("_beam_links", {})
+        cache = self._beam_links
         if i not in cache:
             stage, prev = self.stages[i], self.stages[i - 1]
             if self.links()[i - 1] is None:
@@ -343,7 +344,7 @@ class Pipeline:
 
     def _fed_link(self, i):
         """The joint.FedLink of stage i (its state tables for every label of stage i-1), built once."""
-        cache = self.__dict__.setdefault("_fed_links", {})
+        cache = self._fed_links
         if i not in cache:
             stage, prev = self.stages[i], self.stages[i - 1]
             cache[i] = joint.FedLink(stage.model, stage.feed, prev.labels)

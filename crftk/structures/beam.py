@@ -105,9 +105,7 @@ def _table_scorer(link, model, batch, n_states):
         table, corpus = link.tables_of(values.sentences(a, b))
         trans = joint.transitions(model, corpus)
         rows = np.ascontiguousarray(trans.reshape(-1, L * L))
-        top = rows.max(axis=1)          # the exponentiated rows as _product.forward_backward makes them
-        runs.append((a, b, np.ascontiguousarray(table), trans, rows, np.ascontiguousarray(np.exp(rows - top[:, None])),
-                     np.ascontiguousarray(top)))
+        runs.append((a, b, np.ascontiguousarray(table), trans, rows, *_product.exp_rows(rows)))
     sizes = np.array([L], dtype=np.int32)
     S, N = sent_ptr.size - 1, int(sent_ptr[-1])
 
