@@ -734,8 +734,11 @@ class RawSegments:
     """The SegmentCorpus of a RawBatch (crftk.io.conll) in compiled code
     (crftk._semimarkov.span_attributes), as SegmentSpace.encode gives it for the batch's
     sentences: the joined sources walk a trie of the prefixes' words, the token values come from
-    the batch's distinct strings (each looked up once, then remembered). For spaces whose lines
-    hold single-valued macros only (no %inside, no %seglex); safe to share between threads."""
+    the batch's distinct strings (each looked up once, then remembered, up to CACHE_LIMIT strings
+    per column: a stream's vocabulary has no bound). For spaces whose lines hold single-valued
+    macros only (no %inside, no %seglex); safe to share between threads."""
+
+    CACHE_LIMIT = 1 << 20
 
     def __init__(self, space):
         self.space = space
@@ -848,8 +851,11 @@ class RawSegments:
         per_col = {}
         for i, (c, interner) in enumerate(zip(self.columns, interners)):
             cache = self._cache[c]
+            strings = interner.strings()
+            if len(cache) + len(strings) > self.CACHE_LIMIT:
+                cache.clear()       # forget the oldest batches' strings rather than grow with the stream
             rows = []
-            for w in interner.strings():
+            for w in strings:
                 r = cache.get(w)
                 if r is None:
                     r = cache[w] = self._row(c, w)

@@ -106,3 +106,18 @@ def test_the_cli_takes_the_compiled_path_for_what_it_reads(case):
 def _options():
     return {"combine": None, "decode": None, "weights": None, "threads": 1, "marginals": 0, "nbest": 0,
             "force_col": None, "inference": None, "tolerance": None, "max_sweeps": None}
+
+
+def test_its_string_cache_stays_bounded_and_changes_no_row(case, monkeypatch):
+    d, model = case
+    space = model.structure.segments
+    raw = raw_segments(space)
+    monkeypatch.setattr(raw, "CACHE_LIMIT", 5)
+    batches = list(read_batches(str(d / "test.txt"), batch_tokens=37))
+    for batch in batches + batches:
+        got = raw.encode(batch)
+        want = space.encode([x for x in batch.entries() if not isinstance(x, str)])
+        assert np.array_equal(got.seg_attrs, want.seg_attrs)
+        assert all(len(cache) <= max(5, len(set(t for s in batch.entries() if not isinstance(s, str)
+                                                   for t in s.column(c))))
+                   for c, cache in raw._cache.items())
