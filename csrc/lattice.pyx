@@ -16,8 +16,10 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
 
 from chain cimport (ChainBuffers, ChainTask, run_chains, chain_pool_new, chain_pool_free, exp_shifted,
+                    vec_mat, mat_vec, mat_vec_transposed,
                     chain_forward_backward, chain_edge_marginals, chain_node_marginals, chain_viterbi,
-                    chain_nbest, chain_max_scores, chain_restrict, chain_sum_product, chain_restricted_forward_backward, Moments, chain_count_moments,
+                    chain_nbest, chain_max_scores, chain_restrict, chain_sum_product, chain_sum_product_shared, transpose,
+                    chain_restricted_forward_backward, Moments, chain_count_moments,
                     chain_count_edge_moments)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
                          labeling_score, scatter_edge, scatter_nodes, scatter_curvature, add_counts)
@@ -30,12 +32,12 @@ cdef double forward_backward(const Features* d, const double* w, const double* E
                              double shift_shared, Py_ssize_t t0, int T,
                              ChainBuffers* b, double* tacc, double scale,
                              const unsigned char* allowed, double* kept_q=NULL,
-                             double* kept_max=NULL) noexcept nogil:
+                             double* kept_max=NULL, const double* ET_shared=NULL) noexcept nogil:
     """Forward-backward over the sentence at t0 (chain_forward_backward on its tables, built
     in b: b.ebuf holds the matrices of positions with edge attributes); returns log Z. The
     weights are scale * w (SGD keeps them so); E_shared must already be built from the
     scaled ones. allowed (the sentence's [T*L] mask, or NULL): over the labelings it allows;
-    kept_q, kept_max: see chain_sum_product."""
+    kept_q, kept_max, ET_shared (E_shared's transpose, or NULL): see chain_sum_product_shared."""
     cdef int i
     state_scores(d, w, t0, T, b.s)
     if scale != 1.0:
@@ -44,8 +46,8 @@ cdef double forward_backward(const Features* d, const double* w, const double* E
     if allowed != NULL:
         chain_restrict(b.s, allowed, <Py_ssize_t> T * d.L)
     exp_transitions(d, w, scale, t0, T, E_shared, shift_shared, b.mat, b.ebuf, b.E, b.shift)
-    return chain_sum_product(T, d.L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, tacc, E_shared,
-                             kept_q, kept_max)
+    return chain_sum_product_shared(T, d.L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, tacc,
+                                    E_shared, ET_shared, kept_q, kept_max)
 
 
 cdef void accumulate_gradient(const Features* d, Py_ssize_t t0, int T, const int* y,
@@ -84,6 +86,7 @@ cdef struct Pass:
     const double* w
     const int* y                 # gold labels [N]
     const double* E_shared       # exp(transitions - shift)
+    const double* ET_shared      # its transpose (NULL unless asked for)
     double shift
     Py_ssize_t n_params
     double* total                # per thread: [threads]
@@ -204,7 +207,8 @@ cdef void loglik_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcep
     cdef double* kept = p.scratch + tid * p.scratch_stride if partial else NULL
     cdef double logz = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b,
                                         p.tacc + tid * p.d.L * p.d.L, 1.0, NULL,
-                                        kept, kept + <Py_ssize_t> T * p.d.L if partial else NULL)
+                                        kept, kept + <Py_ssize_t> T * p.d.L if partial else NULL,
+                                        p.ET_shared)
     if p.g != NULL:
         count_moments(p, t0, T, b, tid)
     if partial:
@@ -231,7 +235,7 @@ cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noex
     cdef Py_ssize_t t0
     cdef int T = sentence(p, s, &t0), L = p.d.L, i
     p.logz[s] = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b, NULL, 1.0,
-                                 sentence_mask(p.allowed, t0, L))
+                                 sentence_mask(p.allowed, t0, L), NULL, NULL, p.ET_shared)
     for i in range(T * L):
         p.marg[t0 * L + i] = b.alpha[i] * b.beta[i]
 
@@ -482,9 +486,10 @@ cdef class Lattices:
         if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
             raise ValueError("sentence index out of range")
 
-    cdef Pass start(self, const double[::1] w, double[::1] E_shared=None) except *:
+    cdef Pass start(self, const double[::1] w, double[::1] E_shared=None, double[::1] ET_shared=None) except *:
         """A Pass over this corpus at weights w; with E_shared [L*L], which receives
-        exp(transitions - shift), for the sum-product kernels."""
+        exp(transitions - shift), for the sum-product kernels, and ET_shared [L*L] (optional),
+        which receives its transpose (their backward steps are faster with it)."""
         self._check_w(w)
         cdef Pass p
         memset(&p, 0, sizeof(Pass))
@@ -496,6 +501,9 @@ cdef class Lattices:
         if E_shared is not None:
             p.E_shared = &E_shared[0]
             p.shift = exp_shifted(p.w + self.d.off_trans, &E_shared[0], self.n_labels * self.n_labels)
+            if ET_shared is not None:
+                transpose(p.E_shared, self.n_labels, &ET_shared[0])
+                p.ET_shared = &ET_shared[0]
         return p
 
     cdef int run(self, Pass* p, ChainTask task, int n_threads, int chunk, int K) except -1:
@@ -565,7 +573,8 @@ cdef class Lattices:
                        or curvature.shape != (self.n_params,) or not curvature.flags.c_contiguous):
             raise ValueError(f"curvature must be a contiguous float64 array of {self.n_params} elements")
         E_np = np.empty(L * L)
-        cdef Pass p = self.start(w, E_np)
+        ET_np = np.empty(L * L)
+        cdef Pass p = self.start(w, E_np, ET_np)
         total_np = np.zeros(n_threads)
         gbuf_np = np.zeros((n_threads, self.n_params))
         tacc_np = np.zeros((n_threads, L * L))
@@ -643,8 +652,9 @@ cdef class Lattices:
         of the lattice of the labelings it allows."""
         mask = self._check_allowed(allowed)
         cdef const unsigned char[::1] mask_v = mask if mask is not None else np.zeros(0, np.uint8)
-        E_np = np.empty(self.n_labels * self.n_labels)    # outlives the Pass that points into it
-        cdef Pass p = self.start(w, E_np)
+        E_np = np.empty(self.n_labels * self.n_labels)    # outlive the Pass that points into them
+        ET_np = np.empty(self.n_labels * self.n_labels)
+        cdef Pass p = self.start(w, E_np, ET_np)
         self._restrict(&p, mask, mask_v)
         marg_np = np.zeros((self.n_tokens, self.n_labels), dtype=np.float64)
         logz_np = np.zeros(self.n_sentences, dtype=np.float64)
@@ -946,6 +956,27 @@ cdef extern from *:
     #endif
     """
     int CRFTK_OPENMP
+
+
+def chain_products(M, x):
+    """chain.pxd's steps through a square matrix M [n, n] for a vector x [n] (for tests): (x M by
+    vec_mat, M x by mat_vec, M x by mat_vec_transposed on transpose's M^T)."""
+    Mc = np.ascontiguousarray(M, dtype=np.float64)
+    xc = np.ascontiguousarray(x, dtype=np.float64)
+    cdef int n = xc.shape[0]
+    if Mc.shape != (n, n) or n < 1:
+        raise ValueError("M must be n x n and x of n entries, n >= 1")
+    MT = np.empty_like(Mc)
+    outs = [np.empty(n) for _ in range(3)]
+    cdef const double[:, ::1] Mv = Mc
+    cdef double[:, ::1] MTv = MT
+    cdef const double[::1] xv = xc
+    cdef double[::1] y0 = outs[0], y1 = outs[1], y2 = outs[2]
+    vec_mat(&xv[0], &Mv[0, 0], n, &y0[0])
+    mat_vec(&Mv[0, 0], &xv[0], n, &y1[0])
+    transpose(&Mv[0, 0], n, &MTv[0, 0])
+    mat_vec_transposed(&MTv[0, 0], &xv[0], n, &y2[0])
+    return tuple(outs)
 
 
 def openmp_enabled():

@@ -1,0 +1,55 @@
+"""chain.pxd's matrix steps (vec_mat, mat_vec, mat_vec_transposed) against the plain loops
+they replace, bit for bit: each output summed from 0.0 in index order."""
+
+import numpy as np
+import pytest
+
+from crftk._lattice import chain_products
+
+
+def plain_sums(M, x):
+    """(x M, M x) as the plain loops summed them, one float at a time in Python."""
+    n = len(x)
+    xm = [0.0] * n
+    mx = [0.0] * n
+    for j in range(n):
+        acc = 0.0
+        for i in range(n):
+            acc += float(x[i]) * float(M[i, j])
+        xm[j] = acc
+    for i in range(n):
+        acc = 0.0
+        for j in range(n):
+            acc += float(M[i, j]) * float(x[j])
+        mx[i] = acc
+    return np.array(xm), np.array(mx)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 23, 33, 45])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_matrix_steps_give_the_plain_loops_bits(n, seed):
+    rng = np.random.default_rng(seed * 100 + n)
+    # a wide spread of magnitudes, so that a different order of the sums would show in the bits
+    M = rng.uniform(0, 1, (n, n)) * np.exp(rng.uniform(-30, 5, (n, n)))
+    x = rng.uniform(0, 1, n) * np.exp(rng.uniform(-30, 5, n))
+    xm, mx_rows, mx_transposed = chain_products(M, x)
+    want_xm, want_mx = plain_sums(M, x)
+    assert xm.tobytes() == want_xm.tobytes()
+    assert mx_rows.tobytes() == want_mx.tobytes()
+    assert mx_transposed.tobytes() == want_mx.tobytes()
+
+
+def test_matrix_steps_keep_zeros_and_signs():
+    M = np.array([[0.0, -0.0, 1e-300], [2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    x = np.array([-0.0, 0.0, 1e-10])
+    xm, mx_rows, mx_transposed = chain_products(M, x)
+    want_xm, want_mx = plain_sums(M, x)
+    assert xm.tobytes() == want_xm.tobytes()
+    assert mx_rows.tobytes() == want_mx.tobytes() == mx_transposed.tobytes()
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(ValueError):
+        chain_products(np.zeros((2, 3)), np.zeros(2))
+    with pytest.raises(ValueError):
+        chain_products(np.zeros((0, 0)), np.zeros(0))
