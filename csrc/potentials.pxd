@@ -78,16 +78,27 @@ cdef inline void prefetch_features(const Features* d, const double* v, int k, in
     weights or, to write, the gradient) and for the feature range of k + AHEAD_RANGE, whose
     entry is then in cache when its turn to be prefetched comes; within one sentence's
     occurrences (k_end). Prefetching changes no result."""
-    cdef int f
+    cdef int f, f1, a
     if k + AHEAD_RANGE < k_end:
         prefetch_read(&d.feat_ptr[d.attrs[k + AHEAD_RANGE]])
     if k + AHEAD_FEATURES < k_end:
-        f = d.feat_ptr[d.attrs[k + AHEAD_FEATURES]]
-        prefetch_read(&d.feat_label[f])
-        if write:
-            prefetch_write(&v[f])
-        else:
-            prefetch_read(&v[f])
+        a = d.attrs[k + AHEAD_FEATURES]
+        f = d.feat_ptr[a]
+        f1 = d.feat_ptr[a + 1]
+        # every cache line of the run (a run of 8 features spans two lines of v in most places)
+        while f < f1:
+            prefetch_read(&d.feat_label[f])
+            if write:
+                prefetch_write(&v[f])
+            else:
+                prefetch_read(&v[f])
+            f += 8
+        if f1 > 0:
+            prefetch_read(&d.feat_label[f1 - 1])
+            if write:
+                prefetch_write(&v[f1 - 1])
+            else:
+                prefetch_read(&v[f1 - 1])
 
 
 cdef inline void gather_attribute(const Features* d, const double* w, int a, double* row) noexcept nogil:
