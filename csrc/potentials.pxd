@@ -134,7 +134,7 @@ cdef inline void scatter_attribute(const Features* d, int a, const double* p, in
                                    double* g) noexcept nogil:
     """g += factor * (expected - observed counts) of attribute a's features at one token: p the
     token's marginals over the labels, gold its observed label (outside 0..L-1: none)."""
-    cdef int f, f0 = d.feat_ptr[a]
+    cdef int f, lab, fg, n_gold, f0 = d.feat_ptr[a]
     cdef double* gr
     if d.dense != NULL and d.dense[a]:
         gr = g + f0
@@ -143,10 +143,22 @@ cdef inline void scatter_attribute(const Features* d, int a, const double* p, in
         if 0 <= gold < d.L:
             gr[gold] -= factor
         return
+    # the observed feature's -factor after the loop, found with selects: a test in the loop is a
+    # branch that the gold label mispredicts. Each entry gets the same two operations in the same
+    # order (no other feature of the run is the same entry), so the same bits.
+    fg = -1
+    n_gold = 0
     for f in range(f0, d.feat_ptr[a + 1]):
-        g[f] += factor * p[d.feat_label[f]]
-        if d.feat_label[f] == gold:
-            g[f] -= factor
+        lab = d.feat_label[f]
+        g[f] += factor * p[lab]
+        fg = f if lab == gold else fg
+        n_gold += lab == gold
+    if n_gold == 1:
+        g[fg] -= factor
+    elif n_gold > 1:        # a feature map with one label twice in a run (not crftk's)
+        for f in range(f0, d.feat_ptr[a + 1]):
+            if d.feat_label[f] == gold:
+                g[f] -= factor
 
 
 cdef inline int dense_attributes(const int* feat_ptr, const int* feat_label, Py_ssize_t n_attrs, int L,

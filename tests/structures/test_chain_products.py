@@ -53,3 +53,29 @@ def test_bad_shapes_are_refused():
         chain_products(np.zeros((2, 3)), np.zeros(2))
     with pytest.raises(ValueError):
         chain_products(np.zeros((0, 0)), np.zeros(0))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gradient_with_a_label_twice_in_an_attributes_run(seed):
+    # scatter_attribute subtracts the observed count after its loop; a feature map whose run
+    # holds the gold label twice (not one crftk builds) must still get it at both features
+    import lattice_reference as ref
+    from crftk._lattice import Lattices
+    rng = np.random.default_rng(seed)
+    L = 3
+    c = ref.random_corpus(rng, L, [1, 4, 3, 5], n_attrs=4, complete=True)
+    fl = c.feat_label.copy()
+    fl[c.feat_ptr[1] + 1] = fl[c.feat_ptr[1]]           # attribute 1: its first label twice
+    c = ref.Corpus(c.sent_ptr, c.attr_ptr, c.attrs, c.eattr_ptr, c.eattrs, c.feat_ptr, fl, L, 0)
+    w = rng.normal(0.0, 1.0, c.P)
+    gold = rng.integers(0, L, c.N).astype(np.int32)
+    occurrences = np.flatnonzero(np.asarray(c.attrs) == 1)
+    assert occurrences.size
+    tokens = np.searchsorted(np.asarray(c.attr_ptr), occurrences, side="right") - 1
+    gold[tokens] = fl[c.feat_ptr[1]]                     # ... and that label observed there
+    loss, grad = Lattices(*c.arrays()).loglik(w, gold)
+    want = np.zeros(c.P)
+    for _, t0, T in c.sentences():
+        en = ref.Enumeration(c, t0, T)
+        want += en.expected_counts(w) - en.phi[ref.labeling_index(gold[t0:t0 + T], L)]
+    np.testing.assert_allclose(grad, want, rtol=0, atol=1e-11)
