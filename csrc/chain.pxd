@@ -26,7 +26,7 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
 
 from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
-from vecmath cimport exp_array, vec_mat_rect
+from vecmath cimport exp_array, vec_mat_rect, outer_acc
 
 
 cdef struct ChainBuffers:
@@ -350,20 +350,19 @@ cdef inline double chain_sum_product_shared(int T, int L, const double* s, const
     the backward sweep leaves ``q[t] = exp-state(t) * beta[t] / scale[t]``. When
     ``tacc`` is given, ``alpha[t-1,i]*q[t,j]`` is added to it for every position whose
     matrix is ``E_shared`` (times that matrix once at the end, these are the expected
-    counts of the shared transitions); doing it in the backward sweep reads q[t] once.
+    counts of the shared transitions), by vecmath.h's outer_acc after the backward sweep.
     With kept_q [T*L] and kept_max [T], the exp-states exp(s[t] - kept_max[t]) are kept there
     (the backward sweep overwrites q): chain_restricted_forward_backward reuses them.
     ET_shared (or NULL): the transpose of E_shared (see transpose), which makes the backward
     steps through it mat_vec_transposed's: the same bits, faster.
     """
-    cdef int t, i, j
-    cdef double logz, m, a
+    cdef int t, j
+    cdef double logz, m
     cdef double* at
     cdef const double* ap
     cdef const double* Et
     cdef double* qt
     cdef double* bt
-    cdef double* row
 
     # forward
     logz = scaled_start(s, alpha, scale, L)
@@ -394,14 +393,10 @@ cdef inline double chain_sum_product_shared(int T, int L, const double* s, const
             mat_vec_transposed(ET_shared, qt, L, bt)
         else:
             mat_vec(Et, qt, L, bt)
-        if tacc != NULL and Et == E_shared:
-            # a loop of its own (not in mat_vec's): one row at a time, it vectorizes
-            ap = alpha + (t - 1) * L
-            for i in range(L):
-                a = ap[i]
-                row = tacc + i * L
-                for j in range(L):
-                    row[j] += a * qt[j]
+    if tacc != NULL:
+        # after the sweep (which leaves q[t] as the step at t used it), each entry summed over the
+        # positions in the sweep's order in a register
+        outer_acc(alpha, q, T, L, E, E_shared, tacc)
     return logz
 
 

@@ -23,6 +23,7 @@ from chain cimport (ChainBuffers, ChainTask, run_chains, chain_pool_new, chain_p
                     chain_count_edge_moments)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
                          labeling_score, scatter_edge, scatter_nodes, scatter_curvature, add_counts)
+from vecmath cimport outer_acc
 from difference cimport Difference, difference_init, difference_free, difference_norm2, labeling_difference
 
 cnp.import_array()
@@ -977,6 +978,28 @@ def chain_products(M, x):
     transpose(&Mv[0, 0], n, &MTv[0, 0])
     mat_vec_transposed(&MTv[0, 0], &xv[0], n, &y2[0])
     return tuple(outs)
+
+
+def shared_transition_counts(alpha, q, shared, acc):
+    """vecmath.h's outer_acc (for tests): acc [n, n] plus alpha[t-1] (x) q[t] for t = T-1 down to 1
+    where shared[t] (alpha, q: [T, n])."""
+    a = np.ascontiguousarray(alpha, dtype=np.float64)
+    qc = np.ascontiguousarray(q, dtype=np.float64)
+    out = np.array(acc, dtype=np.float64, order="C")
+    cdef int T = a.shape[0], n = a.shape[1] if a.ndim == 2 else 0, t
+    if a.ndim != 2 or qc.shape != (T, n) or out.shape != (n, n) or len(shared) != T or n < 1:
+        raise ValueError("alpha and q must be [T, n], acc [n, n] and shared of T entries")
+    cdef double[::1] mats = np.zeros(2)
+    cdef const double** E = <const double**> malloc(max(1, T) * sizeof(double*))
+    if E == NULL:
+        raise MemoryError()
+    for t in range(T):
+        E[t] = &mats[0] if shared[t] else &mats[1]
+    cdef const double[:, ::1] av = a, qv = qc
+    cdef double[:, ::1] ov = out
+    outer_acc(&av[0, 0], &qv[0, 0], T, n, E, &mats[0], &ov[0, 0])
+    free(E)
+    return out
 
 
 def openmp_enabled():

@@ -97,6 +97,79 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
 CRFTK_BUILT_TWICE(crftk_vec_mat, (const double* x, const double* M, int na, int nb, double* y),
                   (x, M, na, nb, y), CRFTK_VEC_MAT_BODY)
 
+/* acc[i*n + j] += a[(t-1)*n + i] * q[t*n + j] for t = T-1 down to 1 wherever E[t] == shared: a
+   chain's expected transition counts through its shared matrix, as a backward sweep adds them
+   one position at a time (chain.pxd's chain_sum_product_shared), with up to 32 entries of a row
+   held in vector registers over all the positions instead of loaded and stored at each. Every
+   entry gets the same products added in the same order: the same bits, also from the AVX2 build
+   (no FMA). */
+#if defined(__GNUC__) || defined(__clang__)
+#define CRFTK_OUTER_LOAD(k) memcpy(&c##k, out + j + 4 * (k), 32);
+#define CRFTK_OUTER_ADD(k) { crftk_v4d rr; memcpy(&rr, r + 4 * (k), 32); c##k += ai * rr; }
+#define CRFTK_OUTER_STORE(k) memcpy(out + j + 4 * (k), &c##k, 32);
+#define CRFTK_OUTER_COLUMNS(K, LOAD, BODY, STORE)                               \
+    {                                                                           \
+        crftk_v4d c0 = {0, 0, 0, 0}, c1 = c0, c2 = c0, c3 = c0;                 \
+        LOAD                                                                    \
+        for (t = T - 1; t >= 1; t--) {                                          \
+            if (E[t] != shared) continue;                                       \
+            const double* r = q + (ptrdiff_t) t * n + j;                        \
+            const double av = a[(ptrdiff_t) (t - 1) * n + i];                   \
+            crftk_v4d ai = {av, av, av, av};                                    \
+            BODY                                                                \
+        }                                                                       \
+        STORE                                                                   \
+        (void) c1; (void) c2; (void) c3;                                        \
+        j += 4 * (K);                                                           \
+    }
+#define CRFTK_OUTER_BODY                                                        \
+{                                                                               \
+    int i, j, t;                                                                \
+    for (i = 0; i < n; i++) {                                                   \
+        double* out = acc + (ptrdiff_t) i * n;                                  \
+        j = 0;                                                                  \
+        while (n - j >= 16)                                                     \
+            CRFTK_OUTER_COLUMNS(4,                                              \
+                CRFTK_OUTER_LOAD(0) CRFTK_OUTER_LOAD(1) CRFTK_OUTER_LOAD(2) CRFTK_OUTER_LOAD(3), \
+                CRFTK_OUTER_ADD(0) CRFTK_OUTER_ADD(1) CRFTK_OUTER_ADD(2) CRFTK_OUTER_ADD(3), \
+                CRFTK_OUTER_STORE(0) CRFTK_OUTER_STORE(1) CRFTK_OUTER_STORE(2) CRFTK_OUTER_STORE(3)) \
+        if (n - j >= 8)                                                         \
+            CRFTK_OUTER_COLUMNS(2, CRFTK_OUTER_LOAD(0) CRFTK_OUTER_LOAD(1),     \
+                CRFTK_OUTER_ADD(0) CRFTK_OUTER_ADD(1), CRFTK_OUTER_STORE(0) CRFTK_OUTER_STORE(1)) \
+        if (n - j >= 4)                                                         \
+            CRFTK_OUTER_COLUMNS(1, CRFTK_OUTER_LOAD(0), CRFTK_OUTER_ADD(0), CRFTK_OUTER_STORE(0)) \
+        if (j < n) {                                                            \
+            /* the last 1-3 columns, side by side */                            \
+            const int left = n - j;                                             \
+            double e0 = out[j], e1 = left > 1 ? out[j + 1] : 0.0, e2 = left > 2 ? out[j + 2] : 0.0; \
+            for (t = T - 1; t >= 1; t--) {                                      \
+                if (E[t] != shared) continue;                                   \
+                const double av = a[(ptrdiff_t) (t - 1) * n + i], *r = q + (ptrdiff_t) t * n + j; \
+                e0 += av * r[0];                                                \
+                if (left > 1) e1 += av * r[1];                                  \
+                if (left > 2) e2 += av * r[2];                                  \
+            }                                                                   \
+            out[j] = e0;                                                        \
+            if (left > 1) out[j + 1] = e1;                                      \
+            if (left > 2) out[j + 2] = e2;                                      \
+        }                                                                       \
+    }                                                                           \
+}
+#else
+#define CRFTK_OUTER_BODY                                                        \
+{                                                                               \
+    int i, j, t;                                                                \
+    for (t = T - 1; t >= 1; t--)                                                \
+        if (E[t] == shared)                                                     \
+            for (i = 0; i < n; i++)                                             \
+                for (j = 0; j < n; j++)                                         \
+                    acc[(ptrdiff_t) i * n + j] += a[(ptrdiff_t) (t - 1) * n + i] * q[(ptrdiff_t) t * n + j]; \
+}
+#endif
+CRFTK_BUILT_TWICE(crftk_outer_acc, (const double* a, const double* q, int T, int n, const double* const* E,
+                                    const double* shared, double* acc),
+                  (a, q, T, n, E, shared, acc), CRFTK_OUTER_BODY)
+
 /* y[i] = exp(x[i]) for n values (x and y may be the same array), 4 at a time: k = x / ln 2
    rounded, r = x - k ln 2 (|r| <= ln 2 / 2), exp(r) by its Taylor series to r^12 / 12!
    (truncation below 2e-16), times 2^k built in the exponent bits. Within 3 ulps of exp;

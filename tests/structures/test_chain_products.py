@@ -79,3 +79,24 @@ def test_gradient_with_a_label_twice_in_an_attributes_run(seed):
         en = ref.Enumeration(c, t0, T)
         want += en.expected_counts(w) - en.phi[ref.labeling_index(gold[t0:t0 + T], L)]
     np.testing.assert_allclose(grad, want, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 13, 23, 33, 45])
+@pytest.mark.parametrize("T", [1, 2, 7])
+def test_transition_counts_give_the_backward_sweeps_bits(n, T):
+    # chain_sum_product_shared's expected transition counts, added after its sweep: per entry the
+    # same products in the same order (t from T-1 down) as the sweep added them one at a time
+    from crftk._lattice import shared_transition_counts
+    rng = np.random.default_rng(n * 10 + T)
+    alpha = rng.uniform(0, 1, (T, n)) * np.exp(rng.uniform(-30, 5, (T, n)))
+    q = rng.uniform(0, 1, (T, n)) * np.exp(rng.uniform(-30, 5, (T, n)))
+    acc = rng.uniform(0, 1, (n, n)) * np.exp(rng.uniform(-30, 5, (n, n)))
+    shared = [bool(x) for x in rng.integers(0, 4, T) > 0]
+    got = shared_transition_counts(alpha, q, shared, acc)
+    want = acc.copy()
+    for t in range(T - 1, 0, -1):
+        if shared[t]:
+            for i in range(n):
+                for j in range(n):
+                    want[i, j] = float(want[i, j]) + float(alpha[t - 1, i]) * float(q[t, j])
+    assert got.tobytes() == want.tobytes()
