@@ -29,6 +29,43 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
         (void) a1; (void) a2; (void) a3; (void) a4; (void) a5; (void) a6; (void) a7; \
         j += 4 * (K);                                                           \
     }
+/* K vectors of 4 columns and the 1-3 columns after them (left), in one pass over the rows */
+#define CRFTK_COLUMNS_TAIL(K, BODY, OUT)                                        \
+    {                                                                           \
+        crftk_v4d a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0; \
+        double c0 = 0.0, c1 = 0.0, c2 = 0.0;                                    \
+        const int left = nb - j - 4 * (K);                                      \
+        for (i = 0; i < na; i++) {                                              \
+            const double* r = M + (ptrdiff_t) i * nb + j;                       \
+            crftk_v4d xi = {x[i], x[i], x[i], x[i]};                            \
+            const double xs = x[i], *rt = r + 4 * (K);                          \
+            BODY                                                                \
+            if (left > 0) c0 += xs * rt[0];                                     \
+            if (left > 1) c1 += xs * rt[1];                                     \
+            if (left > 2) c2 += xs * rt[2];                                     \
+        }                                                                       \
+        OUT                                                                     \
+        (void) a1; (void) a2; (void) a3; (void) a4; (void) a5; (void) a6;       \
+        j += 4 * (K);                                                           \
+        if (left > 0) y[j] = c0;                                                \
+        if (left > 1) y[j + 1] = c1;                                            \
+        if (left > 2) y[j + 2] = c2;                                            \
+        j += left;                                                              \
+    }
+#define CRFTK_MUL_ADD_1 CRFTK_LOAD_MUL_ADD(a0, 0)
+#define CRFTK_MUL_ADD_2 CRFTK_MUL_ADD_1 CRFTK_LOAD_MUL_ADD(a1, 1)
+#define CRFTK_MUL_ADD_3 CRFTK_MUL_ADD_2 CRFTK_LOAD_MUL_ADD(a2, 2)
+#define CRFTK_MUL_ADD_4 CRFTK_MUL_ADD_3 CRFTK_LOAD_MUL_ADD(a3, 3)
+#define CRFTK_MUL_ADD_5 CRFTK_MUL_ADD_4 CRFTK_LOAD_MUL_ADD(a4, 4)
+#define CRFTK_MUL_ADD_6 CRFTK_MUL_ADD_5 CRFTK_LOAD_MUL_ADD(a5, 5)
+#define CRFTK_MUL_ADD_7 CRFTK_MUL_ADD_6 CRFTK_LOAD_MUL_ADD(a6, 6)
+#define CRFTK_STORE_1 CRFTK_STORE(a0, 0)
+#define CRFTK_STORE_2 CRFTK_STORE_1 CRFTK_STORE(a1, 1)
+#define CRFTK_STORE_3 CRFTK_STORE_2 CRFTK_STORE(a2, 2)
+#define CRFTK_STORE_4 CRFTK_STORE_3 CRFTK_STORE(a3, 3)
+#define CRFTK_STORE_5 CRFTK_STORE_4 CRFTK_STORE(a4, 4)
+#define CRFTK_STORE_6 CRFTK_STORE_5 CRFTK_STORE(a5, 5)
+#define CRFTK_STORE_7 CRFTK_STORE_6 CRFTK_STORE(a6, 6)
 #define CRFTK_VEC_MAT_BODY                                                      \
 {                                                                               \
     int i, j = 0;                                                               \
@@ -39,21 +76,18 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
             CRFTK_LOAD_MUL_ADD(a6, 6) CRFTK_LOAD_MUL_ADD(a7, 7),               \
             CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3) \
             CRFTK_STORE(a4, 4) CRFTK_STORE(a5, 5) CRFTK_STORE(a6, 6) CRFTK_STORE(a7, 7)) \
-    if (nb - j >= 16)                                                           \
-        CRFTK_COLUMNS(4,                                                        \
-            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2) \
-            CRFTK_LOAD_MUL_ADD(a3, 3),                                          \
-            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3)) \
-    if (nb - j >= 12)                                                           \
-        CRFTK_COLUMNS(3,                                                        \
-            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2), \
-            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2))           \
-    else if (nb - j >= 8)                                                       \
-        CRFTK_COLUMNS(2,                                                        \
-            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1),                \
-            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1))                              \
-    else if (nb - j >= 4)                                                       \
-        CRFTK_COLUMNS(1, CRFTK_LOAD_MUL_ADD(a0, 0), CRFTK_STORE(a0, 0))         \
+    /* the rest (under 32 columns) in one pass over the rows, its last 1-3 columns beside the  \
+       vectors: each pass costs the latency of na adds, so one pass, not three (n = 23) */      \
+    switch ((nb - j) / 4) {                                                     \
+    case 7: CRFTK_COLUMNS_TAIL(7, CRFTK_MUL_ADD_7, CRFTK_STORE_7) break;        \
+    case 6: CRFTK_COLUMNS_TAIL(6, CRFTK_MUL_ADD_6, CRFTK_STORE_6) break;        \
+    case 5: CRFTK_COLUMNS_TAIL(5, CRFTK_MUL_ADD_5, CRFTK_STORE_5) break;        \
+    case 4: CRFTK_COLUMNS_TAIL(4, CRFTK_MUL_ADD_4, CRFTK_STORE_4) break;        \
+    case 3: CRFTK_COLUMNS_TAIL(3, CRFTK_MUL_ADD_3, CRFTK_STORE_3) break;        \
+    case 2: CRFTK_COLUMNS_TAIL(2, CRFTK_MUL_ADD_2, CRFTK_STORE_2) break;        \
+    case 1: CRFTK_COLUMNS_TAIL(1, CRFTK_MUL_ADD_1, CRFTK_STORE_1) break;        \
+    default: break;                                                             \
+    }                                                                           \
     if (j < nb) {                                                               \
         /* the last 1-3 columns, side by side */                                \
         double c0 = 0.0, c1 = 0.0, c2 = 0.0;                                    \

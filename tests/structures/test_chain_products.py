@@ -25,7 +25,7 @@ def plain_sums(M, x):
     return np.array(xm), np.array(mx)
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 23, 33, 45])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 23, 31, 33, 45, 64, 70])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_matrix_steps_give_the_plain_loops_bits(n, seed):
     rng = np.random.default_rng(seed * 100 + n)
