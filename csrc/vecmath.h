@@ -39,6 +39,7 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
             const double* r = M + (ptrdiff_t) i * nb + j;                       \
             crftk_v4d xi = {x[i], x[i], x[i], x[i]};                            \
             const double xs = x[i], *rt = r + 4 * (K);                          \
+            (void) xi;                                                          \
             BODY                                                                \
             if (left > 0) c0 += xs * rt[0];                                     \
             if (left > 1) c1 += xs * rt[1];                                     \
@@ -86,21 +87,7 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
     case 3: CRFTK_COLUMNS_TAIL(3, CRFTK_MUL_ADD_3, CRFTK_STORE_3) break;        \
     case 2: CRFTK_COLUMNS_TAIL(2, CRFTK_MUL_ADD_2, CRFTK_STORE_2) break;        \
     case 1: CRFTK_COLUMNS_TAIL(1, CRFTK_MUL_ADD_1, CRFTK_STORE_1) break;        \
-    default: break;                                                             \
-    }                                                                           \
-    if (j < nb) {                                                               \
-        /* the last 1-3 columns, side by side */                                \
-        double c0 = 0.0, c1 = 0.0, c2 = 0.0;                                    \
-        const int left = nb - j;                                                \
-        for (i = 0; i < na; i++) {                                              \
-            const double xi = x[i], *r = M + (ptrdiff_t) i * nb + j;            \
-            c0 += xi * r[0];                                                    \
-            if (left > 1) c1 += xi * r[1];                                      \
-            if (left > 2) c2 += xi * r[2];                                      \
-        }                                                                       \
-        y[j] = c0;                                                              \
-        if (left > 1) y[j + 1] = c1;                                            \
-        if (left > 2) y[j + 2] = c2;                                            \
+    default: if (j < nb) CRFTK_COLUMNS_TAIL(0, , ) break;  /* 1-3 columns only */  \
     }                                                                           \
 }
 #else
