@@ -1,4 +1,4 @@
-"""The kernels' vector math (vecmath.h): a vector-matrix product, exp and log of arrays, built
+"""The kernels' vector math (vecmath.h): a vector-matrix product, summed outer products, exp and log of arrays, built
 for the baseline target and for AVX2 and picked at run time, with the same results on either."""
 
 cdef extern from "vecmath.h":
