@@ -1,5 +1,6 @@
-"""The kernels' vector math (vecmath.h): a vector-matrix product, summed outer products, exp and log of arrays, built
-for the baseline target and for AVX2 and picked at run time, with the same results on either."""
+"""The kernels' vector math (vecmath.h): a vector-matrix product, summed outer products, exp and
+log of arrays, built for the baseline target and for AVX2 and picked at run time, with the same
+results on either."""
 
 cdef extern from "vecmath.h":
     # y[j] = sum_i x[i] M[i*nb + j] (i < na, j < nb), summed in the order of chain.pxd's vec_mat
