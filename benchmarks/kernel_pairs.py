@@ -11,6 +11,10 @@ the machine hits both halves of a pair; the figure is the median of the per-pair
 head/base, with its interquartile range.
 
     python benchmarks/kernel_pairs.py --baseline DIR [--data DIR] [--pairs 30] [--out FILE.json]
+        [--cases "chain loglik -p1,chain loglik -p2"]
+
+Each worker also fingerprints every result (SHA-256 of its arrays); a case whose two checkouts
+give different bits is reported as such.
 
 DIR: a checkout of the old revision with its kernels built in place (benchmarks/speed_change.py
 --compare REV --keep leaves one). This checkout is "head".
@@ -62,8 +66,19 @@ def worker():
     print("ready", flush=True)
     for line in sys.stdin:
         t = time.perf_counter()
-        cases[line.strip()]()
-        print(time.perf_counter() - t, flush=True)
+        res = cases[line.strip()]()
+        elapsed = time.perf_counter() - t
+        print(elapsed, fingerprint(res), flush=True)
+
+
+def fingerprint(result):
+    """A short SHA-256 of a kernel's result (arrays and numbers, nested in tuples)."""
+    import hashlib
+    import numpy as np
+    h = hashlib.sha256()
+    for part in (result if isinstance(result, tuple) else (result,)):
+        h.update(b"none" if part is None else np.ascontiguousarray(np.asarray(part)).tobytes())
+    return h.hexdigest()[:16]
 
 
 def main():
@@ -72,7 +87,12 @@ def main():
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "conll2000"))
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--out", help="JSON file for the figures")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated cases to time (default: all)")
     args = ap.parse_args()
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        sys.exit(f"unknown case {unknown[0]!r}: choose from {', '.join(CASES)}")
     sides = {"base": str(Path(args.baseline).resolve()), "head": str(REPO)}
     procs = {}
     for side, code in sides.items():
@@ -87,11 +107,14 @@ def main():
         p = procs[side]
         p.stdin.write(case + "\n")
         p.stdin.flush()
-        return float(p.stdout.readline())
+        elapsed, digest = p.stdout.readline().split()
+        digests[side].add(digest)
+        return float(elapsed)
 
     results = {}
-    for case in CASES:
+    for case in cases:
         base, head, ratios = [], [], []
+        digests = {"base": set(), "head": set()}
         for i in range(args.pairs):
             order = ("base", "head") if i % 2 == 0 else ("head", "base")
             t = {side: timed(side, case) for side in order}
@@ -101,9 +124,12 @@ def main():
         q1, _, q3 = statistics.quantiles(ratios, n=4)
         results[case] = {"base_median_s": statistics.median(base), "head_median_s": statistics.median(head),
                          "pair_ratio_median": statistics.median(ratios), "ratio_q1": q1, "ratio_q3": q3,
-                         "pairs": args.pairs}
+                         "pairs": args.pairs, "same_bits": digests["base"] == digests["head"],
+                         "digests": {k: sorted(v) for k, v in digests.items()}}
+        same = "same bits" if digests["base"] == digests["head"] else f"DIFFERENT BITS {digests}"
         print(f"{case:28s} base {statistics.median(base):.4f} s  head {statistics.median(head):.4f} s  "
-              f"head/base {statistics.median(ratios):.3f} (IQR {q1:.3f}-{q3:.3f}, {args.pairs} pairs)", flush=True)
+              f"head/base {statistics.median(ratios):.3f} (IQR {q1:.3f}-{q3:.3f}, {args.pairs} pairs), {same}",
+              flush=True)
     for p in procs.values():
         p.stdin.close()
         p.wait()

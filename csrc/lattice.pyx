@@ -16,11 +16,14 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
 
 from chain cimport (ChainBuffers, ChainTask, run_chains, chain_pool_new, chain_pool_free, exp_shifted,
+                    vec_mat, mat_vec, mat_vec_transposed,
                     chain_forward_backward, chain_edge_marginals, chain_node_marginals, chain_viterbi,
-                    chain_nbest, chain_max_scores, chain_restrict, chain_sum_product, chain_restricted_forward_backward, Moments, chain_count_moments,
+                    chain_nbest, chain_max_scores, chain_restrict, chain_sum_product, chain_sum_product_shared, transpose,
+                    chain_restricted_forward_backward, Moments, chain_count_moments,
                     chain_count_edge_moments)
 from potentials cimport (Features, state_scores, has_edge_attributes, log_transitions, exp_transitions,
                          labeling_score, scatter_edge, scatter_nodes, scatter_curvature, add_counts)
+from vecmath cimport outer_acc
 from difference cimport Difference, difference_init, difference_free, difference_norm2, labeling_difference
 
 cnp.import_array()
@@ -30,12 +33,12 @@ cdef double forward_backward(const Features* d, const double* w, const double* E
                              double shift_shared, Py_ssize_t t0, int T,
                              ChainBuffers* b, double* tacc, double scale,
                              const unsigned char* allowed, double* kept_q=NULL,
-                             double* kept_max=NULL) noexcept nogil:
+                             double* kept_max=NULL, const double* ET_shared=NULL) noexcept nogil:
     """Forward-backward over the sentence at t0 (chain_forward_backward on its tables, built
     in b: b.ebuf holds the matrices of positions with edge attributes); returns log Z. The
     weights are scale * w (SGD keeps them so); E_shared must already be built from the
     scaled ones. allowed (the sentence's [T*L] mask, or NULL): over the labelings it allows;
-    kept_q, kept_max: see chain_sum_product."""
+    kept_q, kept_max, ET_shared (E_shared's transpose, or NULL): see chain_sum_product_shared."""
     cdef int i
     state_scores(d, w, t0, T, b.s)
     if scale != 1.0:
@@ -44,8 +47,8 @@ cdef double forward_backward(const Features* d, const double* w, const double* E
     if allowed != NULL:
         chain_restrict(b.s, allowed, <Py_ssize_t> T * d.L)
     exp_transitions(d, w, scale, t0, T, E_shared, shift_shared, b.mat, b.ebuf, b.E, b.shift)
-    return chain_sum_product(T, d.L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, tacc, E_shared,
-                             kept_q, kept_max)
+    return chain_sum_product_shared(T, d.L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, tacc,
+                                    E_shared, ET_shared, kept_q, kept_max)
 
 
 cdef void accumulate_gradient(const Features* d, Py_ssize_t t0, int T, const int* y,
@@ -84,6 +87,7 @@ cdef struct Pass:
     const double* w
     const int* y                 # gold labels [N]
     const double* E_shared       # exp(transitions - shift)
+    const double* ET_shared      # its transpose (NULL unless asked for)
     double shift
     Py_ssize_t n_params
     double* total                # per thread: [threads]
@@ -204,7 +208,8 @@ cdef void loglik_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcep
     cdef double* kept = p.scratch + tid * p.scratch_stride if partial else NULL
     cdef double logz = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b,
                                         p.tacc + tid * p.d.L * p.d.L, 1.0, NULL,
-                                        kept, kept + <Py_ssize_t> T * p.d.L if partial else NULL)
+                                        kept, kept + <Py_ssize_t> T * p.d.L if partial else NULL,
+                                        p.ET_shared)
     if p.g != NULL:
         count_moments(p, t0, T, b, tid)
     if partial:
@@ -231,7 +236,7 @@ cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noex
     cdef Py_ssize_t t0
     cdef int T = sentence(p, s, &t0), L = p.d.L, i
     p.logz[s] = forward_backward(p.d, p.w, p.E_shared, p.shift, t0, T, b, NULL, 1.0,
-                                 sentence_mask(p.allowed, t0, L))
+                                 sentence_mask(p.allowed, t0, L), NULL, NULL, p.ET_shared)
     for i in range(T * L):
         p.marg[t0 * L + i] = b.alpha[i] * b.beta[i]
 
@@ -482,9 +487,10 @@ cdef class Lattices:
         if o.size and (o.min() < 0 or o.max() >= self.n_sentences):
             raise ValueError("sentence index out of range")
 
-    cdef Pass start(self, const double[::1] w, double[::1] E_shared=None) except *:
+    cdef Pass start(self, const double[::1] w, double[::1] E_shared=None, double[::1] ET_shared=None) except *:
         """A Pass over this corpus at weights w; with E_shared [L*L], which receives
-        exp(transitions - shift), for the sum-product kernels."""
+        exp(transitions - shift), for the sum-product kernels, and ET_shared [L*L] (optional),
+        which receives its transpose (their backward steps are faster with it)."""
         self._check_w(w)
         cdef Pass p
         memset(&p, 0, sizeof(Pass))
@@ -496,6 +502,9 @@ cdef class Lattices:
         if E_shared is not None:
             p.E_shared = &E_shared[0]
             p.shift = exp_shifted(p.w + self.d.off_trans, &E_shared[0], self.n_labels * self.n_labels)
+            if ET_shared is not None:
+                transpose(p.E_shared, self.n_labels, &ET_shared[0])
+                p.ET_shared = &ET_shared[0]
         return p
 
     cdef int run(self, Pass* p, ChainTask task, int n_threads, int chunk, int K) except -1:
@@ -565,7 +574,8 @@ cdef class Lattices:
                        or curvature.shape != (self.n_params,) or not curvature.flags.c_contiguous):
             raise ValueError(f"curvature must be a contiguous float64 array of {self.n_params} elements")
         E_np = np.empty(L * L)
-        cdef Pass p = self.start(w, E_np)
+        ET_np = np.empty(L * L)
+        cdef Pass p = self.start(w, E_np, ET_np)
         total_np = np.zeros(n_threads)
         gbuf_np = np.zeros((n_threads, self.n_params))
         tacc_np = np.zeros((n_threads, L * L))
@@ -643,8 +653,9 @@ cdef class Lattices:
         of the lattice of the labelings it allows."""
         mask = self._check_allowed(allowed)
         cdef const unsigned char[::1] mask_v = mask if mask is not None else np.zeros(0, np.uint8)
-        E_np = np.empty(self.n_labels * self.n_labels)    # outlives the Pass that points into it
-        cdef Pass p = self.start(w, E_np)
+        E_np = np.empty(self.n_labels * self.n_labels)    # outlive the Pass that points into them
+        ET_np = np.empty(self.n_labels * self.n_labels)
+        cdef Pass p = self.start(w, E_np, ET_np)
         self._restrict(&p, mask, mask_v)
         marg_np = np.zeros((self.n_tokens, self.n_labels), dtype=np.float64)
         logz_np = np.zeros(self.n_sentences, dtype=np.float64)
@@ -946,6 +957,49 @@ cdef extern from *:
     #endif
     """
     int CRFTK_OPENMP
+
+
+def chain_products(M, x):
+    """chain.pxd's steps through a square matrix M [n, n] for a vector x [n] (for tests): (x M by
+    vec_mat, M x by mat_vec, M x by mat_vec_transposed on transpose's M^T)."""
+    Mc = np.ascontiguousarray(M, dtype=np.float64)
+    xc = np.ascontiguousarray(x, dtype=np.float64)
+    cdef int n = xc.shape[0]
+    if Mc.shape != (n, n) or n < 1:
+        raise ValueError("M must be n x n and x of n entries, n >= 1")
+    MT = np.empty_like(Mc)
+    outs = [np.empty(n) for _ in range(3)]
+    cdef const double[:, ::1] Mv = Mc
+    cdef double[:, ::1] MTv = MT
+    cdef const double[::1] xv = xc
+    cdef double[::1] y0 = outs[0], y1 = outs[1], y2 = outs[2]
+    vec_mat(&xv[0], &Mv[0, 0], n, &y0[0])
+    mat_vec(&Mv[0, 0], &xv[0], n, &y1[0])
+    transpose(&Mv[0, 0], n, &MTv[0, 0])
+    mat_vec_transposed(&MTv[0, 0], &xv[0], n, &y2[0])
+    return tuple(outs)
+
+
+def shared_transition_counts(alpha, q, shared, acc):
+    """vecmath.h's outer_acc (for tests): acc [n, n] plus alpha[t-1] (x) q[t] for t = T-1 down to 1
+    where shared[t] (alpha, q: [T, n])."""
+    a = np.ascontiguousarray(alpha, dtype=np.float64)
+    qc = np.ascontiguousarray(q, dtype=np.float64)
+    out = np.array(acc, dtype=np.float64, order="C")
+    cdef int T = a.shape[0], n = a.shape[1] if a.ndim == 2 else 0, t
+    if a.ndim != 2 or qc.shape != (T, n) or out.shape != (n, n) or len(shared) != T or n < 1:
+        raise ValueError("alpha and q must be [T, n], acc [n, n] and shared of T entries")
+    cdef double[::1] mats = np.zeros(2)
+    cdef const double** E = <const double**> malloc(max(1, T) * sizeof(double*))
+    if E == NULL:
+        raise MemoryError()
+    for t in range(T):
+        E[t] = &mats[0] if shared[t] else &mats[1]
+    cdef const double[:, ::1] av = a, qv = qc
+    cdef double[:, ::1] ov = out
+    outer_acc(&av[0, 0], &qv[0, 0], T, n, E, &mats[0], &ov[0, 0])
+    free(E)
+    return out
 
 
 def openmp_enabled():

@@ -78,16 +78,27 @@ cdef inline void prefetch_features(const Features* d, const double* v, int k, in
     weights or, to write, the gradient) and for the feature range of k + AHEAD_RANGE, whose
     entry is then in cache when its turn to be prefetched comes; within one sentence's
     occurrences (k_end). Prefetching changes no result."""
-    cdef int f
+    cdef int f, f1, a
     if k + AHEAD_RANGE < k_end:
         prefetch_read(&d.feat_ptr[d.attrs[k + AHEAD_RANGE]])
     if k + AHEAD_FEATURES < k_end:
-        f = d.feat_ptr[d.attrs[k + AHEAD_FEATURES]]
-        prefetch_read(&d.feat_label[f])
-        if write:
-            prefetch_write(&v[f])
-        else:
-            prefetch_read(&v[f])
+        a = d.attrs[k + AHEAD_FEATURES]
+        f = d.feat_ptr[a]
+        f1 = d.feat_ptr[a + 1]
+        # every cache line of the run (a run of 8 features spans two lines of v in most places)
+        while f < f1:
+            prefetch_read(&d.feat_label[f])
+            if write:
+                prefetch_write(&v[f])
+            else:
+                prefetch_read(&v[f])
+            f += 8
+        if f1 > 0:
+            prefetch_read(&d.feat_label[f1 - 1])
+            if write:
+                prefetch_write(&v[f1 - 1])
+            else:
+                prefetch_read(&v[f1 - 1])
 
 
 cdef inline void gather_attribute(const Features* d, const double* w, int a, double* row) noexcept nogil:
@@ -123,7 +134,7 @@ cdef inline void scatter_attribute(const Features* d, int a, const double* p, in
                                    double* g) noexcept nogil:
     """g += factor * (expected - observed counts) of attribute a's features at one token: p the
     token's marginals over the labels, gold its observed label (outside 0..L-1: none)."""
-    cdef int f, f0 = d.feat_ptr[a]
+    cdef int f, lab, fg, n_gold, f0 = d.feat_ptr[a]
     cdef double* gr
     if d.dense != NULL and d.dense[a]:
         gr = g + f0
@@ -132,10 +143,22 @@ cdef inline void scatter_attribute(const Features* d, int a, const double* p, in
         if 0 <= gold < d.L:
             gr[gold] -= factor
         return
+    # the observed feature's -factor after the loop, found with selects: a test in the loop is a
+    # branch that the gold label mispredicts. Each entry gets the same two operations in the same
+    # order (no other feature of the run is the same entry), so the same bits.
+    fg = -1
+    n_gold = 0
     for f in range(f0, d.feat_ptr[a + 1]):
-        g[f] += factor * p[d.feat_label[f]]
-        if d.feat_label[f] == gold:
-            g[f] -= factor
+        lab = d.feat_label[f]
+        g[f] += factor * p[lab]
+        fg = f if lab == gold else fg
+        n_gold += lab == gold
+    if n_gold == 1:
+        g[fg] -= factor
+    elif n_gold > 1:        # a feature map with one label twice in a run (not crftk's)
+        for f in range(f0, d.feat_ptr[a + 1]):
+            if d.feat_label[f] == gold:
+                g[f] -= factor
 
 
 cdef inline int dense_attributes(const int* feat_ptr, const int* feat_label, Py_ssize_t n_attrs, int L,

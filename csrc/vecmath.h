@@ -1,5 +1,5 @@
-/* The vector math of crftk's kernels, in C: a register-blocked vector-matrix product and exp
-   and log four values at a time, each compiled for the baseline target and for AVX2 and picked
+/* The vector math of crftk's kernels, in C: a register-blocked vector-matrix product, a chain's
+   summed outer products (its expected transition counts), and exp and log four values at a time, each compiled for the baseline target and for AVX2 and picked
    at run time, with the same bits on either (no FMA, the same operations in the same order).
    vecmath.pxd declares them for Cython; chain.pxd, messages.pxd and messages.pyx use them. */
 #ifndef CRFTK_VECMATH_H
@@ -29,6 +29,44 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
         (void) a1; (void) a2; (void) a3; (void) a4; (void) a5; (void) a6; (void) a7; \
         j += 4 * (K);                                                           \
     }
+/* K vectors of 4 columns and the 1-3 columns after them (left), in one pass over the rows */
+#define CRFTK_COLUMNS_TAIL(K, BODY, OUT)                                        \
+    {                                                                           \
+        crftk_v4d a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0; \
+        double c0 = 0.0, c1 = 0.0, c2 = 0.0;                                    \
+        const int left = nb - j - 4 * (K);                                      \
+        for (i = 0; i < na; i++) {                                              \
+            const double* r = M + (ptrdiff_t) i * nb + j;                       \
+            crftk_v4d xi = {x[i], x[i], x[i], x[i]};                            \
+            const double xs = x[i], *rt = r + 4 * (K);                          \
+            (void) xi;                                                          \
+            BODY                                                                \
+            if (left > 0) c0 += xs * rt[0];                                     \
+            if (left > 1) c1 += xs * rt[1];                                     \
+            if (left > 2) c2 += xs * rt[2];                                     \
+        }                                                                       \
+        OUT                                                                     \
+        (void) a1; (void) a2; (void) a3; (void) a4; (void) a5; (void) a6;       \
+        j += 4 * (K);                                                           \
+        if (left > 0) y[j] = c0;                                                \
+        if (left > 1) y[j + 1] = c1;                                            \
+        if (left > 2) y[j + 2] = c2;                                            \
+        j += left;                                                              \
+    }
+#define CRFTK_MUL_ADD_1 CRFTK_LOAD_MUL_ADD(a0, 0)
+#define CRFTK_MUL_ADD_2 CRFTK_MUL_ADD_1 CRFTK_LOAD_MUL_ADD(a1, 1)
+#define CRFTK_MUL_ADD_3 CRFTK_MUL_ADD_2 CRFTK_LOAD_MUL_ADD(a2, 2)
+#define CRFTK_MUL_ADD_4 CRFTK_MUL_ADD_3 CRFTK_LOAD_MUL_ADD(a3, 3)
+#define CRFTK_MUL_ADD_5 CRFTK_MUL_ADD_4 CRFTK_LOAD_MUL_ADD(a4, 4)
+#define CRFTK_MUL_ADD_6 CRFTK_MUL_ADD_5 CRFTK_LOAD_MUL_ADD(a5, 5)
+#define CRFTK_MUL_ADD_7 CRFTK_MUL_ADD_6 CRFTK_LOAD_MUL_ADD(a6, 6)
+#define CRFTK_STORE_1 CRFTK_STORE(a0, 0)
+#define CRFTK_STORE_2 CRFTK_STORE_1 CRFTK_STORE(a1, 1)
+#define CRFTK_STORE_3 CRFTK_STORE_2 CRFTK_STORE(a2, 2)
+#define CRFTK_STORE_4 CRFTK_STORE_3 CRFTK_STORE(a3, 3)
+#define CRFTK_STORE_5 CRFTK_STORE_4 CRFTK_STORE(a4, 4)
+#define CRFTK_STORE_6 CRFTK_STORE_5 CRFTK_STORE(a5, 5)
+#define CRFTK_STORE_7 CRFTK_STORE_6 CRFTK_STORE(a6, 6)
 #define CRFTK_VEC_MAT_BODY                                                      \
 {                                                                               \
     int i, j = 0;                                                               \
@@ -39,34 +77,17 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
             CRFTK_LOAD_MUL_ADD(a6, 6) CRFTK_LOAD_MUL_ADD(a7, 7),               \
             CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3) \
             CRFTK_STORE(a4, 4) CRFTK_STORE(a5, 5) CRFTK_STORE(a6, 6) CRFTK_STORE(a7, 7)) \
-    if (nb - j >= 16)                                                           \
-        CRFTK_COLUMNS(4,                                                        \
-            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2) \
-            CRFTK_LOAD_MUL_ADD(a3, 3),                                          \
-            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2) CRFTK_STORE(a3, 3)) \
-    if (nb - j >= 12)                                                           \
-        CRFTK_COLUMNS(3,                                                        \
-            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1) CRFTK_LOAD_MUL_ADD(a2, 2), \
-            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1) CRFTK_STORE(a2, 2))           \
-    else if (nb - j >= 8)                                                       \
-        CRFTK_COLUMNS(2,                                                        \
-            CRFTK_LOAD_MUL_ADD(a0, 0) CRFTK_LOAD_MUL_ADD(a1, 1),                \
-            CRFTK_STORE(a0, 0) CRFTK_STORE(a1, 1))                              \
-    else if (nb - j >= 4)                                                       \
-        CRFTK_COLUMNS(1, CRFTK_LOAD_MUL_ADD(a0, 0), CRFTK_STORE(a0, 0))         \
-    if (j < nb) {                                                               \
-        /* the last 1-3 columns, side by side */                                \
-        double c0 = 0.0, c1 = 0.0, c2 = 0.0;                                    \
-        const int left = nb - j;                                                \
-        for (i = 0; i < na; i++) {                                              \
-            const double xi = x[i], *r = M + (ptrdiff_t) i * nb + j;            \
-            c0 += xi * r[0];                                                    \
-            if (left > 1) c1 += xi * r[1];                                      \
-            if (left > 2) c2 += xi * r[2];                                      \
-        }                                                                       \
-        y[j] = c0;                                                              \
-        if (left > 1) y[j + 1] = c1;                                            \
-        if (left > 2) y[j + 2] = c2;                                            \
+    /* the rest (under 32 columns) in one pass over the rows, its last 1-3 columns beside the  \
+       vectors: each pass costs the latency of na adds, so one pass, not three (n = 23) */      \
+    switch ((nb - j) / 4) {                                                     \
+    case 7: CRFTK_COLUMNS_TAIL(7, CRFTK_MUL_ADD_7, CRFTK_STORE_7) break;        \
+    case 6: CRFTK_COLUMNS_TAIL(6, CRFTK_MUL_ADD_6, CRFTK_STORE_6) break;        \
+    case 5: CRFTK_COLUMNS_TAIL(5, CRFTK_MUL_ADD_5, CRFTK_STORE_5) break;        \
+    case 4: CRFTK_COLUMNS_TAIL(4, CRFTK_MUL_ADD_4, CRFTK_STORE_4) break;        \
+    case 3: CRFTK_COLUMNS_TAIL(3, CRFTK_MUL_ADD_3, CRFTK_STORE_3) break;        \
+    case 2: CRFTK_COLUMNS_TAIL(2, CRFTK_MUL_ADD_2, CRFTK_STORE_2) break;        \
+    case 1: CRFTK_COLUMNS_TAIL(1, CRFTK_MUL_ADD_1, CRFTK_STORE_1) break;        \
+    default: if (j < nb) CRFTK_COLUMNS_TAIL(0, , ) break;  /* 1-3 columns only */  \
     }                                                                           \
 }
 #else
@@ -96,6 +117,79 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
 #endif
 CRFTK_BUILT_TWICE(crftk_vec_mat, (const double* x, const double* M, int na, int nb, double* y),
                   (x, M, na, nb, y), CRFTK_VEC_MAT_BODY)
+
+/* acc[i*n + j] += a[(t-1)*n + i] * q[t*n + j] for t = T-1 down to 1 wherever E[t] == shared: a
+   chain's expected transition counts through its shared matrix, as a backward sweep adds them
+   one position at a time (chain.pxd's chain_sum_product_shared), with up to 32 entries of a row
+   held in vector registers over all the positions instead of loaded and stored at each. Every
+   entry gets the same products added in the same order: the same bits, also from the AVX2 build
+   (no FMA). */
+#if defined(__GNUC__) || defined(__clang__)
+#define CRFTK_OUTER_LOAD(k) memcpy(&c##k, out + j + 4 * (k), 32);
+#define CRFTK_OUTER_ADD(k) { crftk_v4d rr; memcpy(&rr, r + 4 * (k), 32); c##k += ai * rr; }
+#define CRFTK_OUTER_STORE(k) memcpy(out + j + 4 * (k), &c##k, 32);
+#define CRFTK_OUTER_COLUMNS(K, LOAD, BODY, STORE)                               \
+    {                                                                           \
+        crftk_v4d c0 = {0, 0, 0, 0}, c1 = c0, c2 = c0, c3 = c0;                 \
+        LOAD                                                                    \
+        for (t = T - 1; t >= 1; t--) {                                          \
+            if (E[t] != shared) continue;                                       \
+            const double* r = q + (ptrdiff_t) t * n + j;                        \
+            const double av = a[(ptrdiff_t) (t - 1) * n + i];                   \
+            crftk_v4d ai = {av, av, av, av};                                    \
+            BODY                                                                \
+        }                                                                       \
+        STORE                                                                   \
+        (void) c1; (void) c2; (void) c3;                                        \
+        j += 4 * (K);                                                           \
+    }
+#define CRFTK_OUTER_BODY                                                        \
+{                                                                               \
+    int i, j, t;                                                                \
+    for (i = 0; i < n; i++) {                                                   \
+        double* out = acc + (ptrdiff_t) i * n;                                  \
+        j = 0;                                                                  \
+        while (n - j >= 16)                                                     \
+            CRFTK_OUTER_COLUMNS(4,                                              \
+                CRFTK_OUTER_LOAD(0) CRFTK_OUTER_LOAD(1) CRFTK_OUTER_LOAD(2) CRFTK_OUTER_LOAD(3), \
+                CRFTK_OUTER_ADD(0) CRFTK_OUTER_ADD(1) CRFTK_OUTER_ADD(2) CRFTK_OUTER_ADD(3), \
+                CRFTK_OUTER_STORE(0) CRFTK_OUTER_STORE(1) CRFTK_OUTER_STORE(2) CRFTK_OUTER_STORE(3)) \
+        if (n - j >= 8)                                                         \
+            CRFTK_OUTER_COLUMNS(2, CRFTK_OUTER_LOAD(0) CRFTK_OUTER_LOAD(1),     \
+                CRFTK_OUTER_ADD(0) CRFTK_OUTER_ADD(1), CRFTK_OUTER_STORE(0) CRFTK_OUTER_STORE(1)) \
+        if (n - j >= 4)                                                         \
+            CRFTK_OUTER_COLUMNS(1, CRFTK_OUTER_LOAD(0), CRFTK_OUTER_ADD(0), CRFTK_OUTER_STORE(0)) \
+        if (j < n) {                                                            \
+            /* the last 1-3 columns, side by side */                            \
+            const int left = n - j;                                             \
+            double e0 = out[j], e1 = left > 1 ? out[j + 1] : 0.0, e2 = left > 2 ? out[j + 2] : 0.0; \
+            for (t = T - 1; t >= 1; t--) {                                      \
+                if (E[t] != shared) continue;                                   \
+                const double av = a[(ptrdiff_t) (t - 1) * n + i], *r = q + (ptrdiff_t) t * n + j; \
+                e0 += av * r[0];                                                \
+                if (left > 1) e1 += av * r[1];                                  \
+                if (left > 2) e2 += av * r[2];                                  \
+            }                                                                   \
+            out[j] = e0;                                                        \
+            if (left > 1) out[j + 1] = e1;                                      \
+            if (left > 2) out[j + 2] = e2;                                      \
+        }                                                                       \
+    }                                                                           \
+}
+#else
+#define CRFTK_OUTER_BODY                                                        \
+{                                                                               \
+    int i, j, t;                                                                \
+    for (t = T - 1; t >= 1; t--)                                                \
+        if (E[t] == shared)                                                     \
+            for (i = 0; i < n; i++)                                             \
+                for (j = 0; j < n; j++)                                         \
+                    acc[(ptrdiff_t) i * n + j] += a[(ptrdiff_t) (t - 1) * n + i] * q[(ptrdiff_t) t * n + j]; \
+}
+#endif
+CRFTK_BUILT_TWICE(crftk_outer_acc, (const double* a, const double* q, int T, int n, const double* const* E,
+                                    const double* shared, double* acc),
+                  (a, q, T, n, E, shared, acc), CRFTK_OUTER_BODY)
 
 /* y[i] = exp(x[i]) for n values (x and y may be the same array), 4 at a time: k = x / ln 2
    rounded, r = x - k ln 2 (|r| <= ln 2 / 2), exp(r) by its Taylor series to r^12 / 12!
