@@ -51,8 +51,11 @@ cdef inline void workspaces_free(const Workspaces* ws, char* pool, int n) noexce
 
 cdef inline int run_sentences(Py_ssize_t n, int n_threads, int chunk, const Workspaces* ws, str oom,
                               SentenceTask task, void* job) except -1:
-    """task(job, s, ...) for every s < n over n_threads threads (dynamic schedule, chunks of
-    chunk units), each thread with a workspace of ws (workspaces_new; none made when n is 0)."""
+    """task(job, s, ...) for every s < n over n_threads threads, each thread with a workspace of
+    ws (workspaces_new; none made when n is 0). Chunks of chunk units go to the threads in turn
+    (a static schedule), not to whichever is free: the units a thread adds into its own sums are
+    then the same in every run, so a training run gives the same weights each time it is run
+    with the same number of threads."""
     cdef Py_ssize_t s
     cdef int tid
     if n <= 0:
@@ -61,7 +64,7 @@ cdef inline int run_sentences(Py_ssize_t n, int n_threads, int chunk, const Work
     try:
         with nogil, parallel(num_threads=n_threads):
             tid = threadid()
-            for s in prange(n, schedule="dynamic", chunksize=chunk):
+            for s in prange(n, schedule="static", chunksize=chunk):
                 task(job, s, pool + <size_t> tid * ws.size, tid)
     finally:
         workspaces_free(ws, pool, n_threads)
