@@ -690,6 +690,10 @@ class FeatureSpace(ChainSpace):
     def _assemble(lines, parts, n):
         """(ptr, ids, values) of n tokens, CSR, from each line's (owner or None, rank) (-1: none), or
         (owner, rank, value) of a real-valued line; values None when no line is real-valued."""
+        if not lines:
+            # (a template without B lines with macros: no edge attributes) zeros never written, so
+            # that the pages of the pointers stay untouched and cost no resident memory
+            return np.zeros(n + 1, dtype=np.int32), np.zeros(0, dtype=np.int32), None
         dense, offsets, owners, extra, reals = [], [], [], [], []
         for cl, part in zip(lines, parts):
             own, rank = part[:2]
