@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import platform
 import sys
+import threading
 from collections import deque
 from dataclasses import dataclass
 
@@ -139,6 +140,13 @@ def axpy(a, x, y):
         return
     # a float32 x (L-BFGS's stored pairs): scaled in y's precision, a block at a time so that no
     # temporary of the whole vector raises the peak memory
+    if y.dtype == np.float64:
+        t = scratch(np.float64)
+        for i in range(0, x.size, BLOCK):
+            block = as_block(x, i, t)
+            block *= a
+            y[i:i + BLOCK] += block
+        return
     for i in range(0, x.size, BLOCK):
         y[i:i + BLOCK] += a * x[i:i + BLOCK].astype(y.dtype)
 
@@ -146,14 +154,38 @@ def axpy(a, x, y):
 #: elements per block of the mixed-precision vector operations (512 KiB of float64)
 BLOCK = 1 << 16
 
+_scratch = threading.local()
+
+
+def scratch(dtype, k=0):
+    """This thread's k-th buffer of BLOCK elements of dtype, for the block operations. A new
+    temporary per block would be a mapping of its own (:func:`map_large_blocks`), its pages
+    faulted in again every time: several times slower than the arithmetic."""
+    buffers = _scratch.__dict__.setdefault("buffers", {})
+    key = (np.dtype(dtype).str, k)
+    if key not in buffers:
+        buffers[key] = np.empty(BLOCK, dtype)
+    return buffers[key]
+
+
+def as_block(x, i, out):
+    """Block i of x (from element i, at most BLOCK elements) cast into out's dtype, in out."""
+    block = x[i:i + BLOCK]
+    out = out[:block.size]
+    np.copyto(out, block)
+    return out
+
 
 def dot64(x, y):
     """x'y summed in float64 whatever the precision of x and y, a block at a time (no
     temporary of the whole vector); the plain product when both are float64."""
     if x.dtype == np.float64 and y.dtype == np.float64:
         return float(x @ y)
-    return sum(float(x[i:i + BLOCK].astype(np.float64) @ y[i:i + BLOCK].astype(np.float64))
-               for i in range(0, x.size, BLOCK))
+    a, b = scratch(np.float64), scratch(np.float64, 1)
+    total = 0
+    for i in range(0, x.size, BLOCK):
+        total += float(as_block(x, i, a) @ as_block(y, i, b))
+    return total
 
 
 # glibc's mallopt parameter; 128 KiB is its own starting threshold

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64,
-                                   map_large_blocks, bool_mask, check_options, not_descent, seal, start_point)
+                                   map_large_blocks, bool_mask, check_options, not_descent, scratch, seal, start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
 
 # A pair (s, y) enters the history only if s'y > _CURVATURE_SKIP * |s| * |y|.
@@ -68,12 +68,13 @@ class _History:
         if self.dtype == np.float64:
             return self.push(x_new - x, g_new - g)
         sy = yy = ss = 0
+        s64, y64, rounded = scratch(np.float64), scratch(np.float64, 1), scratch(self.dtype)
         for i in range(0, x.size, BLOCK):
-            s = self._rounded(x_new, x, i)
-            y = self._rounded(g_new, g, i)
-            sy += float(s.astype(np.float64) @ y.astype(np.float64))
-            yy += float(y.astype(np.float64) @ y.astype(np.float64))
-            ss += float(s.astype(np.float64) @ s.astype(np.float64))
+            s = self._rounded(x_new, x, i, s64, rounded)
+            y = self._rounded(g_new, g, i, y64, rounded)
+            sy += float(s @ y)
+            yy += float(y @ y)
+            ss += float(s @ s)
         if not (sy > _CURVATURE_SKIP * math.sqrt(ss * yy)):
             return False
         if len(self.s) == self.m:
@@ -82,13 +83,23 @@ class _History:
         else:
             s, y = np.empty(x.size, self.dtype), np.empty(x.size, self.dtype)
         for i in range(0, x.size, BLOCK):
-            s[i:i + BLOCK] = self._rounded(x_new, x, i)
-            y[i:i + BLOCK] = self._rounded(g_new, g, i)
+            n = min(BLOCK, x.size - i)
+            np.subtract(x_new[i:i + n], x[i:i + n], out=s64[:n])
+            np.copyto(s[i:i + n], s64[:n])
+            np.subtract(g_new[i:i + n], g[i:i + n], out=y64[:n])
+            np.copyto(y[i:i + n], y64[:n])
         return self._keep(s, y, sy, yy, ss)
 
-    def _rounded(self, a, b, i):
-        """Block i of a - b, computed in float64 and rounded to the pairs' precision."""
-        return (a[i:i + BLOCK] - b[i:i + BLOCK]).astype(self.dtype)
+    @staticmethod
+    def _rounded(a, b, i, out, rounded):
+        """Block i of a - b, computed in float64, rounded to the pairs' precision and read back in
+        float64 (in out): the block of the stored pair as the products read it."""
+        n = min(BLOCK, a.size - i)
+        out = out[:n]
+        np.subtract(a[i:i + n], b[i:i + n], out=out)
+        np.copyto(rounded[:n], out)
+        np.copyto(out, rounded[:n])
+        return out
 
     def _keep(self, s, y, sy, yy, ss):
         if ss is None:

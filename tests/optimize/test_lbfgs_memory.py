@@ -6,7 +6,7 @@ import pytest
 
 from crftk.objectives.penalty import Penalty
 from crftk.optimize import lbfgs
-from crftk.optimize.common import BLOCK, Objective, kept, seal
+from crftk.optimize.common import BLOCK, Objective, axpy, dot64, kept, seal
 from crftk.optimize.quasi_newton import _History
 
 
@@ -116,3 +116,19 @@ def test_penalty_by_blocks_is_the_whole_vector_expression():
     assert out is grad
     np.testing.assert_array_equal(out, expected)
     assert value == 1.5 + 0.7 * float(w @ w)
+
+
+def test_block_products_are_the_whole_array_formulas_bit_for_bit():
+    # dot64 and the mixed axpy through this thread's scratch buffers: the numbers of the plain
+    # per-block expressions (a new float64 copy of each block), bit for bit
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(3 * BLOCK + 11).astype(np.float32)
+    y = rng.standard_normal(x.size)
+    expected = sum(float(x[i:i + BLOCK].astype(np.float64) @ y[i:i + BLOCK].astype(np.float64))
+                   for i in range(0, x.size, BLOCK))
+    assert dot64(x, y) == expected and dot64(y, x) == expected
+    z = y.copy()
+    for i in range(0, x.size, BLOCK):
+        z[i:i + BLOCK] += -0.37 * x[i:i + BLOCK].astype(np.float64)
+    axpy(-0.37, x, y)
+    np.testing.assert_array_equal(y, z)
