@@ -61,7 +61,7 @@ class Likelihood:
         h = np.empty(w.size) if self.track_curvature and self.inference.curvature_in_pass else None
         loss, grad = self._pass(w, h)
         self.n_evals += 1
-        if not self.remember:
+        if not self.remember and not need_curvature:     # (the curvature is read from the remembered pass)
             self._last = None
             return loss, self.structure.pullback(grad)
         self._last = (np.array(params, copy=True), loss, self.structure.pullback(grad), h)

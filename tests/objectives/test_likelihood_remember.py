@@ -46,3 +46,11 @@ def test_forgetting_changes_no_bit(name):
     passes = remembering.n_evals
     remembering.expected_counts(w)
     assert remembering.n_evals == passes
+
+
+def test_the_curvature_is_still_given_when_forgetting():
+    inference = _inference("chain")
+    remembering, forgetting = Likelihood(inference, c2=0.3), Likelihood(inference, c2=0.3)
+    forgetting.remember = False
+    w = np.random.default_rng(1).standard_normal(remembering.n_params)
+    np.testing.assert_array_equal(remembering.curvature(w), forgetting.curvature(w))
