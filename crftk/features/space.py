@@ -65,8 +65,9 @@ class CompiledLine:
     keys: np.ndarray
     offset: int = 0
     table: object = None      # single-macro lines: rank of every value id (-1: not kept)
-    counts: object = None     # int64 occurrences of each kept key in the data fitted (None: loaded
-                              # from a file); crftk.features.union sums them
+    counts: object = None     # occurrences of each kept key in the data fitted, in the narrowest
+                              # unsigned type that holds them (None: loaded from a file);
+                              # crftk.features.union sums them in int64
 
     @property
     def size(self):
@@ -558,7 +559,7 @@ class FeatureSpace(ChainSpace):
         rank = rank_of[inverse]
         del inverse
         cl.keys = self._prune(cl, kept)
-        cl.counts = counts[keep].astype(np.int64)
+        cl.counts = _narrow(counts[keep])
         return cl, (own, rank)
 
     # real-valued lines (%num, %vec) -------------------------------------------
@@ -602,7 +603,7 @@ class FeatureSpace(ChainSpace):
         counts = np.bincount(key, minlength=self._real_width(tl.real))
         keep = counts >= min_freq
         cl = CompiledLine(line=tl, steps=[], keys=np.flatnonzero(keep).astype(np.int64),
-                          counts=counts[keep].astype(np.int64))
+                          counts=_narrow(counts[keep]))
         rank = np.where(keep, np.cumsum(keep) - 1, -1)[key]
         kept = rank >= 0
         return cl, (tok[kept], rank[kept].astype(np.int32), val[kept])
@@ -648,7 +649,7 @@ class FeatureSpace(ChainSpace):
         for i in range(len(cl.steps) - 1, -1, -1):
             radix = self._radix(macros[i + 2])
             prefix, value = np.divmod(upper, radix)
-            used = np.unique(prefix)
+            used = _distinct(prefix)
             rekeyed = np.searchsorted(used, prefix) * radix + value
             if i == len(cl.steps) - 1:
                 kept = rekeyed
@@ -689,6 +690,10 @@ class FeatureSpace(ChainSpace):
     def _assemble(lines, parts, n):
         """(ptr, ids, values) of n tokens, CSR, from each line's (owner or None, rank) (-1: none), or
         (owner, rank, value) of a real-valued line; values None when no line is real-valued."""
+        if not lines:
+            # (a template without B lines with macros: no edge attributes) zeros never written, so
+            # that the pages of the pointers stay untouched and cost no resident memory
+            return np.zeros(n + 1, dtype=np.int32), np.zeros(0, dtype=np.int32), None
         dense, offsets, owners, extra, reals = [], [], [], [], []
         for cl, part in zip(lines, parts):
             own, rank = part[:2]
@@ -1043,6 +1048,25 @@ def pack_rows(values, radices):
             steps.append(uniq)
             key = inv.reshape(-1)
     return steps, key
+
+
+def _distinct(a):
+    """np.unique(a) of a 1-d integer array (sorted distinct values), without np.unique, which
+    imports numpy.ma (over 1 MB resident) into every training process."""
+    a = np.sort(a)
+    if a.size:
+        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
+    return a
+
+
+def _narrow(counts):
+    """Counts (>= 0) in the narrowest unsigned integer type that holds the largest: they stay in
+    memory with the space for crftk.features.union, and are mostly small."""
+    top = int(counts.max()) if counts.size else 0
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return counts.astype(dtype)
+    return counts.astype(np.int64)
 
 
 def _unique_inverse(keys):

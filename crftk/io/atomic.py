@@ -10,12 +10,9 @@ crftk.io.outputs's business.
 
 import codecs
 import errno
-import hashlib
 import io
 import os
 import re
-import secrets
-import socket
 import stat
 import sys
 
@@ -273,6 +270,8 @@ class AtomicFiles:
 def _host_tag():
     """8 hex digits naming this machine, so that a pid in a temp name is only ever
     checked on the host that wrote it (directories can be shared over a network)."""
+    import hashlib      # here, with socket and secrets: libcrypto only in a process that writes a file
+    import socket
     return hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
@@ -337,6 +336,7 @@ def open_temp_beside(target):
     prefix = f".{base}.{os.getpid()}-{_host_tag()}-"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_BINARY", 0)
+    import secrets
     for _ in range(100):
         tmp = os.path.join(directory, f"{prefix}{secrets.token_hex(4)}.tmp")
         try:

@@ -73,7 +73,6 @@ Lists of strings (vocabularies) are stored as two arrays with
 """
 
 import contextlib
-import hashlib
 import io
 import json
 import os
@@ -130,6 +129,13 @@ _V1_HEADER_KEYS = ("format", "version", "meta", "arrays", "payload_bytes", "payl
 _V2_HEADER_KEYS = ("format", "version", "meta", "arrays")
 _ENTRY_KEYS = ("name", "dtype", "shape", "offset", "nbytes")
 
+
+
+def _sha256(data=b""):
+    """A SHA-256 hash object. hashlib (OpenSSL's libcrypto, a few MB resident) is imported when a
+    file is first written or read, not by every process that imports this module."""
+    import hashlib
+    return hashlib.sha256(data)
 
 def _align(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
@@ -221,7 +227,7 @@ def _payload_chunks(entries):
 def _meta_digest(meta):
     """SHA-256 of the canonical JSON of meta (version 1's check of the header text)."""
     text = json.dumps(meta, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _sha256(text.encode("utf-8")).hexdigest()
 
 
 def _json_bytes(header, start):
@@ -237,7 +243,7 @@ def _entries_json(entries):
 
 def _v1_chunks(fmt, meta, entries, payload_bytes):
     payload = _payload_chunks(entries)
-    digest = hashlib.sha256()
+    digest = _sha256()
     for c in payload:
         digest.update(c)
     header = {
@@ -258,8 +264,8 @@ def _v2_chunks(fmt, meta, entries, payload_bytes):
     header = _json_bytes({"format": fmt, "version": 2, "meta": meta, "arrays": _entries_json(entries)},
                          _V2_PREAMBLE_SIZE)
     fixed = _V2_FIXED.pack(MAGIC, 2, 0, len(header), payload_bytes)
-    header_digest = hashlib.sha256(fixed + header).digest()
-    file_digest = hashlib.sha256(fixed + header_digest)
+    header_digest = _sha256(fixed + header).digest()
+    file_digest = _sha256(fixed + header_digest)
     file_digest.update(header)
     for c in payload:
         file_digest.update(c)
@@ -470,7 +476,7 @@ def _read_v1(f, size, pre, path, expected_format):
     entries = _check_entries(header["arrays"], payload_bytes, path, _V1_DTYPE_ALIASES)
 
     def check_payload(payload):
-        if hashlib.sha256(payload).hexdigest() != sha:
+        if _sha256(payload).hexdigest() != sha:
             raise CrftkError("corrupted: checksum mismatch", path=path)
 
     start = _V1_PREAMBLE.size + header_len
@@ -489,7 +495,7 @@ def _read_v2(f, size, pre, path, expected_format):
     file_digest = pre[_V2_FIXED.size + 32 : _V2_PREAMBLE_SIZE]
     raw = _read_header_bytes(f, size, _V2_PREAMBLE_SIZE, header_len, path)
     # Nothing read so far is trusted until this digest matches.
-    if hashlib.sha256(fixed + raw).digest() != header_digest:
+    if _sha256(fixed + raw).digest() != header_digest:
         raise CrftkError("corrupted: header checksum mismatch", path=path)
     if reserved != 0:
         raise CrftkError(f"malformed header: reserved field is {reserved}, not 0", path=path)
@@ -503,7 +509,7 @@ def _read_v2(f, size, pre, path, expected_format):
     entries = _check_entries(header["arrays"], payload_bytes, path, {})
 
     def check_payload(payload):
-        digest = hashlib.sha256(fixed + header_digest)
+        digest = _sha256(fixed + header_digest)
         digest.update(raw)
         digest.update(payload)
         if digest.digest() != file_digest:

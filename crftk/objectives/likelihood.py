@@ -13,7 +13,16 @@ class Likelihood:
     structure's training parameters, which it maps to kernel weights and back
     (the identity for a chain, tied parameters for label pairs). Calling it
     returns (value, gradient); ``n_evals`` counts passes over the corpus.
+
+    It remembers its last pass, so that the expected counts or the curvature at the point just
+    evaluated cost no second pass (pcg, GIS). ``remember = False`` (the driver's choice for
+    minimisers that only call it, which remember their last point themselves) keeps no copy of
+    the point and of its gradient: two weight-sized vectors fewer.
     """
+
+    #: each gradient returned is a new array no one else holds (crftk.optimize.common.Objective
+    #: then takes it without a copy)
+    fresh_gradients = True
 
     def __init__(self, inference, *, c2=1.0, frozen=None):
         self.inference = inference
@@ -26,6 +35,7 @@ class Likelihood:
         self.n_params = self.structure.n_params
         self.n_evals = 0
         self.track_curvature = False
+        self.remember = True
         self._empirical = None
         self._last = None
 
@@ -51,6 +61,9 @@ class Likelihood:
         h = np.empty(w.size) if self.track_curvature and self.inference.curvature_in_pass else None
         loss, grad = self._pass(w, h)
         self.n_evals += 1
+        if not self.remember and not need_curvature:     # (the curvature is read from the remembered pass)
+            self._last = None
+            return loss, self.structure.pullback(grad)
         self._last = (np.array(params, copy=True), loss, self.structure.pullback(grad), h)
         return self._last[1], self._last[2]
 
@@ -62,7 +75,8 @@ class Likelihood:
 
     def __call__(self, params):
         loss, grad = self._loglik(params)
-        return self.penalty(params, loss, grad.copy())
+        # a remembered gradient stays unpenalized; else the pass's own array takes the penalty
+        return self.penalty(params, loss, grad.copy() if self.remember else grad)
 
     # -- what GIS and the preconditioned CG ask of a chain's likelihood ------
     def empirical_counts(self):

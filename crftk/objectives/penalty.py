@@ -6,6 +6,9 @@ import numpy as np
 
 from crftk.errors import CrftkError
 
+#: elements per block of the penalty's gradient (512 KiB of float64)
+_BLOCK = 1 << 16
+
 
 class Penalty:
     """``c2 * ||w||^2`` over the parameters that move (CRFsuite's L2 convention).
@@ -31,7 +34,12 @@ class Penalty:
             # swamp the value's last digits if added and subtracted again
             free = w if frozen is None else w[self.free]
             value += c2 * float(free @ free)
-            grad += (2.0 * c2) * w
+            if w.ndim == 1 and grad.ndim == 1:
+                # a block at a time: the same sums, with no temporary of the whole vector
+                for i in range(0, w.size, _BLOCK):
+                    grad[i:i + _BLOCK] += (2.0 * c2) * w[i:i + _BLOCK]
+            else:
+                grad += (2.0 * c2) * w
         if frozen is not None:
             grad[frozen] = 0.0
         return value, grad

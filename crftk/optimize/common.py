@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import platform
 import sys
+import threading
 from collections import deque
 from dataclasses import dataclass
 
@@ -43,7 +44,10 @@ class OptimizeResult:
 
     @classmethod
     def at(cls, x, shape, f, n_iter, n_evals, outcome):
-        """The result at point x (reshaped to the caller's shape), given (converged, reason)."""
+        """The result at point x (reshaped to the caller's shape), given (converged, reason); a
+        point the minimiser sealed (:func:`seal`) is copied, an array the caller may change."""
+        if not x.flags.writeable:
+            x = np.array(x)
         return cls(x=x.reshape(shape), f=f, n_iter=n_iter, n_evals=n_evals, converged=outcome[0],
                    reason=outcome[1])
 
@@ -92,7 +96,9 @@ class Objective:
         f, g = self.fun(x.reshape(self.shape))
         self.n_evals += 1
         f = float(f)
-        g = np.array(g, dtype=np.float64)  # a copy: fun may reuse its buffer
+        # a copy, as fun may reuse its buffer, unless fun says each gradient is a new array that
+        # it keeps no reference to (then the copy would only be one more vector at the peak)
+        g = np.array(g, dtype=np.float64, copy=None if getattr(self.fun, "fresh_gradients", False) else True)
         if g.size != x.size:
             raise ValueError(
                 f"the gradient returned by fun has {g.size} elements, "
@@ -134,12 +140,40 @@ def axpy(a, x, y):
         return
     # a float32 x (L-BFGS's stored pairs): scaled in y's precision, a block at a time so that no
     # temporary of the whole vector raises the peak memory
-    for i in range(0, x.size, _BLOCK):
-        y[i:i + _BLOCK] += a * x[i:i + _BLOCK].astype(y.dtype)
+    if y.dtype == np.float64:
+        t = scratch(np.float64)
+        for i in range(0, x.size, BLOCK):
+            block = as_block(x, i, t)
+            block *= a
+            y[i:i + BLOCK] += block
+        return
+    for i in range(0, x.size, BLOCK):
+        y[i:i + BLOCK] += a * x[i:i + BLOCK].astype(y.dtype)
 
 
 #: elements per block of the mixed-precision vector operations (512 KiB of float64)
-_BLOCK = 1 << 16
+BLOCK = 1 << 16
+
+_scratch = threading.local()
+
+
+def scratch(dtype, k=0):
+    """This thread's k-th buffer of BLOCK elements of dtype, for the block operations. A new
+    temporary per block would be a mapping of its own (:func:`map_large_blocks`), its pages
+    faulted in again every time: several times slower than the arithmetic."""
+    buffers = _scratch.__dict__.setdefault("buffers", {})
+    key = (np.dtype(dtype).str, k)
+    if key not in buffers:
+        buffers[key] = np.empty(BLOCK, dtype)
+    return buffers[key]
+
+
+def as_block(x, i, out):
+    """Block i of x (from element i, at most BLOCK elements) cast into out's dtype, in out."""
+    block = x[i:i + BLOCK]
+    out = out[:block.size]
+    np.copyto(out, block)
+    return out
 
 
 def dot64(x, y):
@@ -147,8 +181,11 @@ def dot64(x, y):
     temporary of the whole vector); the plain product when both are float64."""
     if x.dtype == np.float64 and y.dtype == np.float64:
         return float(x @ y)
-    return sum(float(x[i:i + _BLOCK].astype(np.float64) @ y[i:i + _BLOCK].astype(np.float64))
-               for i in range(0, x.size, _BLOCK))
+    a, b = scratch(np.float64), scratch(np.float64, 1)
+    total = 0
+    for i in range(0, x.size, BLOCK):
+        total += float(as_block(x, i, a) @ as_block(y, i, b))
+    return total
 
 
 # glibc's mallopt parameter; 128 KiB is its own starting threshold
@@ -196,6 +233,25 @@ def check_options(max_iter, epsilon, period, gtol, max_linesearch=1):
     if not (epsilon >= 0.0) or not (gtol >= 0.0):
         raise ValueError("epsilon and gtol must be numbers >= 0")
     return int(max_iter), int(period), int(max_linesearch)
+
+
+def seal(x):
+    """Make x, an array the minimiser made and will not change again, read-only, so that
+    :func:`kept` can hold it without a copy; returns x."""
+    x.flags.writeable = False
+    return x
+
+
+def kept(a):
+    """``a`` itself when nothing can change it any more (it and every array it views are
+    read-only, as :func:`seal` leaves a minimiser's points), else a copy: what a caller keeps
+    of an iteration's point, without a weight-sized copy where none is needed."""
+    base = a
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return np.array(a, copy=True)
+        base = base.base
+    return a if base is None else np.array(a, copy=True)
 
 
 def start_point(x0):

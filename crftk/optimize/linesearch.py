@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from crftk.optimize.common import ARMIJO, is_finite
+from crftk.optimize.common import ARMIJO, is_finite, seal
 
 # The curvature constant of quasi-Newton methods (CG passes its own, 0.1).
 CURVATURE = 0.9
@@ -118,7 +118,7 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
         nonlocal trials
         if trials >= max_trials:
             _fail_exhausted(trials, armijo_seen)
-        xt = x + a * d
+        xt = seal(x + a * d)
         for p in known:
             if np.array_equal(xt, p):
                 raise LineSearchFailed(
@@ -219,6 +219,7 @@ def orthant_search(obj, x, F0, pg, d, step, max_trials, c1, mask):
         if mask is not None:
             leaves &= mask
         np.copyto(xt, 0.0, where=leaves)
+        seal(xt)
         if np.array_equal(xt, x) or np.array_equal(xt, last):
             raise LineSearchFailed(
                 f"line search failed: the step became too small to change x "

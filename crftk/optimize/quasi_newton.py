@@ -16,8 +16,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64, map_large_blocks,
-                                   bool_mask, check_options, not_descent, start_point)
+from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64,
+                                   map_large_blocks, bool_mask, check_options, not_descent, scratch, seal, start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
 
 # A pair (s, y) enters the history only if s'y > _CURVATURE_SKIP * |s| * |y|.
@@ -56,6 +56,50 @@ class _History:
             sy, yy, ss = dot64(s, y), dot64(y, y), dot64(s, s)
             return self._keep(s, y, sy, yy, ss)
         return self._keep(s, y, float(s @ y), float(y @ y), None)
+
+    def push_step(self, x_new, x, g_new, g):
+        """:meth:`push` of the pair (x_new - x, g_new - g).
+
+        In float32 the differences are made and rounded a block at a time, so no float64 vector of
+        the whole size is made, and the products are those :meth:`push` takes of the rounded pair
+        (the same blocks, summed in the same order). The pair is written only once it passes the
+        curvature test, into the buffers of the pair it displaces when the history is full: the
+        history never holds m + 1 pairs."""
+        if self.dtype == np.float64:
+            return self.push(x_new - x, g_new - g)
+        sy = yy = ss = 0
+        s64, y64, rounded = scratch(np.float64), scratch(np.float64, 1), scratch(self.dtype)
+        for i in range(0, x.size, BLOCK):
+            s = self._rounded(x_new, x, i, s64, rounded)
+            y = self._rounded(g_new, g, i, y64, rounded)
+            sy += float(s @ y)
+            yy += float(y @ y)
+            ss += float(s @ s)
+        if not (sy > _CURVATURE_SKIP * math.sqrt(ss * yy)):
+            return False
+        if len(self.s) == self.m:
+            s, y = self.s.popleft(), self.y.popleft()
+            self.rho.popleft()
+        else:
+            s, y = np.empty(x.size, self.dtype), np.empty(x.size, self.dtype)
+        for i in range(0, x.size, BLOCK):
+            n = min(BLOCK, x.size - i)
+            np.subtract(x_new[i:i + n], x[i:i + n], out=s64[:n])
+            np.copyto(s[i:i + n], s64[:n])
+            np.subtract(g_new[i:i + n], g[i:i + n], out=y64[:n])
+            np.copyto(y[i:i + n], y64[:n])
+        return self._keep(s, y, sy, yy, ss)
+
+    @staticmethod
+    def _rounded(a, b, i, out, rounded):
+        """Block i of a - b, computed in float64, rounded to the pairs' precision and read back in
+        float64 (in out): the block of the stored pair as the products read it."""
+        n = min(BLOCK, a.size - i)
+        out = out[:n]
+        np.subtract(a[i:i + n], b[i:i + n], out=out)
+        np.copyto(rounded[:n], out)
+        np.copyto(out, rounded[:n])
+        return out
 
     def _keep(self, s, y, sy, yy, ss):
         if ss is None:
@@ -162,6 +206,7 @@ def lbfgs(
         raise ValueError(f"history_dtype must be 'float64' or 'float32', got {history_dtype!r}")
     map_large_blocks()
     shape, x = start_point(x0)
+    seal(x)
 
     mask = None
     if l1_mask is not None:
@@ -220,7 +265,7 @@ def lbfgs(
         except LineSearchFailed as exc:
             return rules.result(x, F, n_iter, obj.n_evals, False, str(exc))
 
-        history.push(t.x - x, t.g - g)
+        history.push_step(t.x, x, t.g, g)
         x, f, g, F = t.x, t.f, t.g, F_new
         pg = steepest(x, g)
         n_iter += 1

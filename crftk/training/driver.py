@@ -25,7 +25,7 @@ from crftk.objectives import Likelihood
 from crftk.objectives.entity_ratio import EntityRatio
 from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
-from crftk.optimize.common import NonFiniteStart
+from crftk.optimize.common import NonFiniteStart, kept, map_large_blocks
 from crftk.optimize.online import Batches, arow, averaged_perceptron, passive_aggressive, sgd
 from crftk.params import resolve_threads
 from crftk.progress import plural
@@ -131,6 +131,10 @@ class Trace:
         self.n = 0
         out.write("\t".join(self.COLUMNS) + "\n")
 
+    @property
+    def fresh_gradients(self):           # the objective's gradients pass through as they are
+        return getattr(self.objective, "fresh_gradients", False)
+
     def __call__(self, w):
         f, g = self.objective(w)
         self.n += 1
@@ -196,6 +200,9 @@ def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
     if algorithm == "gis":
         return gis(objective.expected_counts, objective.empirical_counts(), w0, C=objective.max_active(),
                    c2=opt["c2"], objective=lambda x: fun(x)[0], fixed=fixed, **common)
+    if isinstance(objective, Likelihood):
+        # L-BFGS only calls it and remembers its last point itself: no second copy of a pass
+        objective.remember = False
     return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
                  history_dtype=opt.get("history_precision", params.find("history_precision").default), **common)
 
@@ -232,7 +239,7 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
 
     def on_iteration(info):
         now = time.perf_counter()
-        last_x[0] = np.array(info.x, copy=True)
+        last_x[0] = kept(info.x)       # L-BFGS's points are never changed: held without a copy
         if not np.isfinite(last_x[0]).all():
             raise _diverged(f"the weights are no longer finite after iteration {info.iteration}")
         if log is None:
@@ -252,8 +259,7 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
             record.update(scorer.fields(score))
             line += scorer.text(score)
             if scorer.target(score) > best["score"]:
-                best.update(score=scorer.target(score), iteration=info.iteration,
-                            w=np.array(w, copy=True), scores=score)
+                best.update(score=scorer.target(score), iteration=info.iteration, w=kept(w), scores=score)
         line += f"  {record['seconds']:.2f}s"
         history.append(record)
         log(line)
@@ -278,7 +284,7 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
             raise
         # the last finished iteration stands in for the result (Wapiti does the same)
         done = history[-1]
-        result = OptimizeResult(x=last_x[0], f=done["objective"], n_iter=done["iteration"],
+        result = OptimizeResult(x=np.array(last_x[0]), f=done["objective"], n_iter=done["iteration"],
                                 n_evals=done["evals"], converged=False,
                                 reason=f"interrupted after iteration {done['iteration']}")
     seconds = time.perf_counter() - start
@@ -289,6 +295,8 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
         raise _diverged("the final weights are not finite")
     if scorer is not None and opt["keep"] == "best" and best["w"] is not None:
         weights, chosen = best["w"], best["iteration"]
+    if not weights.flags.writeable:      # held without a copy while training ran: the caller's to change
+        weights = np.array(weights)
         log(scorer.kept_line(best))
     elif scorer is not None and scorer.last_line(best, chosen):
         log(scorer.last_line(best, chosen))
@@ -373,6 +381,8 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
     init_space = params.INIT_SPACE.check(init_space)
     n_threads = resolve_threads(opt["threads"])
     t0 = time.perf_counter()
+    # before the data is read: the encoding's large temporaries go back to the system when freed
+    map_large_blocks()
     if init is not None:
         trainer.check_init(init)
         template = trainer.init_template(init)

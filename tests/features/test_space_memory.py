@@ -1,0 +1,39 @@
+"""What a fitted space keeps in memory: each line's counts in the narrowest type that holds them
+(the union still sums them exactly), and np.unique's work done without numpy.ma."""
+
+import numpy as np
+import pytest
+
+from corpora import sentences
+from crftk.features.space import FeatureSpace, _distinct, _narrow
+from crftk.features.templates import parse_template
+from crftk.features.union import union_spaces
+
+TEMPLATE = parse_template("U00:%x[0,0]\nU01:%x[-1,0]/%x[0,0]/%x[1,0]\nB\n")
+
+
+@pytest.mark.parametrize("top, dtype", [(0, np.uint8), (255, np.uint8), (256, np.uint16), (65_535, np.uint16),
+                                        (65_536, np.uint32), (2**32 - 1, np.uint32), (2**32, np.int64)])
+def test_counts_take_the_narrowest_type(top, dtype):
+    counts = np.array([1, top], dtype=np.int64)
+    narrow = _narrow(counts)
+    assert narrow.dtype == dtype and narrow.tolist() == counts.tolist()
+
+
+def test_distinct_is_np_unique():
+    rng = np.random.default_rng(0)
+    for a in (np.zeros(0, np.int64), np.array([5]), rng.integers(-50, 50, 1000), rng.integers(0, 2**40, 300)):
+        np.testing.assert_array_equal(_distinct(a), np.unique(a))
+
+
+def test_a_union_sums_narrow_counts_exactly():
+    frequent = [[["a", "X"], ["b", "Y"]]] * 300            # "a" 300 times: a uint16 count
+    rare = [[["a", "X"], ["c", "Y"]]] * 2
+    spaces = [FeatureSpace.fit(sentences(rows), TEMPLATE, label_col=1)[0] for rows in (frequent, rare)]
+    first = spaces[0].unigram_lines[0]
+    assert first.counts.dtype == np.uint16 and sorted(first.counts.tolist()) == [300, 300]
+    union = union_spaces(spaces, min_freq=1)[0]
+    whole = FeatureSpace.fit(sentences(frequent + rare), TEMPLATE, label_col=1)[0]
+    for mine, theirs in zip(union.unigram_lines, whole.unigram_lines):
+        np.testing.assert_array_equal(mine.keys, theirs.keys)
+        assert np.asarray(mine.counts, np.int64).tolist() == np.asarray(theirs.counts, np.int64).tolist()

@@ -1,0 +1,134 @@
+"""L-BFGS's memory savings leave every number as it was: pairs made a block at a time, points
+held without copies, the likelihood's pass taken without a second copy."""
+
+import numpy as np
+import pytest
+
+from crftk.objectives.penalty import Penalty
+from crftk.optimize import lbfgs
+from crftk.optimize.common import BLOCK, Objective, axpy, dot64, kept, seal
+from crftk.optimize.quasi_newton import _History
+
+
+def _pairs(rng, n, count):
+    """count steps (x_new, x, g_new, g) with positive curvature."""
+    out = []
+    for _ in range(count):
+        x, g = rng.standard_normal(n), rng.standard_normal(n)
+        s = rng.standard_normal(n)
+        out.append((x + s, x, g + 3.0 * s + 0.1 * rng.standard_normal(n), g))
+    return out
+
+
+@pytest.mark.parametrize("n", [1000, 2 * BLOCK + 17])          # one block; several, a ragged last one
+def test_push_step_is_push_of_the_differences_bit_for_bit(n):
+    rng = np.random.default_rng(n)
+    a, b = _History(3, "float32"), _History(3, "float32")
+    for x_new, x, g_new, g in _pairs(rng, n, 5):                  # past m: the oldest pairs displaced
+        assert a.push(x_new - x, g_new - g) == b.push_step(x_new, x, g_new, g)
+        assert len(a) == len(b)
+        for p, q in zip([*a.s, *a.y], [*b.s, *b.y]):
+            assert p.dtype == q.dtype == np.float32
+            np.testing.assert_array_equal(p, q)
+        assert list(a.rho) == list(b.rho) and a.gamma == b.gamma
+    direction = rng.standard_normal(n)
+    np.testing.assert_array_equal(a.direction(direction), b.direction(direction))
+
+
+def test_a_refused_pair_leaves_a_full_history_untouched():
+    rng = np.random.default_rng(3)
+    h = _History(2, "float32")
+    for step in _pairs(rng, 500, 2):
+        assert h.push_step(*step)
+    before = [p.copy() for p in (*h.s, *h.y)], list(h.rho), h.gamma
+    x, g = rng.standard_normal(500), rng.standard_normal(500)
+    assert not h.push_step(x + 1.0, x, g - 1.0, g)                # s'y < 0: refused
+    assert [p.tolist() for p in (*h.s, *h.y)] == [p.tolist() for p in before[0]]
+    assert list(h.rho) == before[1] and h.gamma == before[2]
+
+
+def test_float64_pairs_are_the_differences():
+    rng = np.random.default_rng(4)
+    h = _History(2)
+    x_new, x, g_new, g = _pairs(rng, 300, 1)[0]
+    assert h.push_step(x_new, x, g_new, g)
+    np.testing.assert_array_equal(h.s[0], x_new - x)
+    np.testing.assert_array_equal(h.y[0], g_new - g)
+
+
+def test_kept_holds_sealed_points_and_copies_the_rest():
+    x = seal(np.arange(5.0))
+    assert kept(x) is x
+    view = x.reshape(5, 1)
+    assert kept(view) is view                                   # a read-only view of a sealed point
+    w = np.arange(5.0)
+    k = kept(w)
+    assert k is not w and np.array_equal(k, w)
+    ro_view = w[:]
+    ro_view.flags.writeable = False                             # its base can still change
+    assert kept(ro_view) is not ro_view
+
+
+def test_lbfgs_points_are_sealed_and_its_result_is_the_callers():
+    seen = []
+
+    def quadratic(x):
+        return float(x @ x), 2.0 * x
+
+    res = lbfgs(quadratic, np.full(10, 3.0), max_iter=5, epsilon=0.0, gtol=0.0,
+                callback=lambda info: seen.append(info.x) and False)
+    assert seen and all(not x.flags.writeable for x in seen)
+    assert all(kept(x) is x for x in seen)
+    res.x[0] = 1.0                                              # an ordinary array again
+
+
+class _Fresh:
+    fresh_gradients = True
+
+    def __init__(self):
+        self.last = None
+
+    def __call__(self, x):
+        self.last = np.asarray(2.0 * x)
+        return float(x @ x), self.last
+
+
+def test_objective_copies_a_gradient_unless_it_is_fresh():
+    fresh = _Fresh()
+    f, g = Objective(fresh, (4,))(np.ones(4))
+    assert np.shares_memory(g, fresh.last)
+    reused = np.zeros(4)
+
+    def reusing(x):
+        reused[:] = 2.0 * x
+        return float(x @ x), reused
+
+    f, g = Objective(reusing, (4,))(np.ones(4))
+    assert not np.shares_memory(g, reused) and np.array_equal(g, reused)
+
+
+def test_penalty_by_blocks_is_the_whole_vector_expression():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal(3 * BLOCK + 5)
+    grad = rng.standard_normal(w.size)
+    expected = grad + (2.0 * 0.7) * w
+    value, out = Penalty(0.7)(w, 1.5, grad)
+    assert out is grad
+    np.testing.assert_array_equal(out, expected)
+    assert value == 1.5 + 0.7 * float(w @ w)
+
+
+def test_block_products_are_the_whole_array_formulas_bit_for_bit():
+    # dot64 and the mixed axpy through this thread's scratch buffers: the numbers of the plain
+    # per-block expressions (a new float64 copy of each block), bit for bit
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(3 * BLOCK + 11).astype(np.float32)
+    y = rng.standard_normal(x.size)
+    expected = sum(float(x[i:i + BLOCK].astype(np.float64) @ y[i:i + BLOCK].astype(np.float64))
+                   for i in range(0, x.size, BLOCK))
+    assert dot64(x, y) == expected and dot64(y, x) == expected
+    z = y.copy()
+    for i in range(0, x.size, BLOCK):
+        z[i:i + BLOCK] += -0.37 * x[i:i + BLOCK].astype(np.float64)
+    axpy(-0.37, x, y)
+    np.testing.assert_array_equal(y, z)
