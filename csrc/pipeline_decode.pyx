@@ -16,10 +16,11 @@
 import numpy as np
 
 from crftk._lattice import check_chain_arrays
-from chain cimport (ChainBuffers, run_chains, chain_viterbi, chain_sum_product, chain_max_scores, exp_shifted,
+from chain cimport (ChainBuffers, run_chains, chain_viterbi, chain_sum_product, exp_shifted,
                    _best_head)
 from product cimport Shape, shape_init, product_viterbi, product_forward_backward
 from potentials cimport Features, state_scores, gather_attribute, log_transitions, exp_transitions
+from maxplus cimport maxplus
 from libc.math cimport INFINITY
 from libc.string cimport memset, memcpy
 
@@ -142,8 +143,39 @@ cdef inline double kth_largest(double* x, int n, int k) noexcept nogil:
     return x[want]
 
 
-cdef inline void prune_states(int T, int L, int K, const double* s, const double** Tr, double* fwd,
-                              double* bwd, double* scratch, int* cnt) noexcept nogil:
+cdef inline void max_scores(int T, int L, const double* s, const double** Tr, const double* shared,
+                            const double* sharedT, double* fwd, double* bwd) noexcept nogil:
+    """chain.pxd's chain_max_scores (the same sums; max is exact, so the same values but for the
+    sign of a zero) through maxplus.h's vector products: a forward step reads Tr[t] by rows; a
+    backward step through the shared matrix reads its transpose sharedT [L*L] by rows, through a
+    position's own matrix (edge attributes) its columns."""
+    cdef int t, i, j
+    cdef double v, best
+    cdef const double* Tt
+    for j in range(L):
+        fwd[j] = s[j]
+        bwd[(T - 1) * L + j] = 0.0
+    for t in range(1, T):
+        maxplus(fwd + (t - 1) * L, NULL, Tr[t], L, L, fwd + t * L)
+        for j in range(L):
+            fwd[t * L + j] += s[t * L + j]
+    for t in range(T - 1, 0, -1):
+        Tt = Tr[t]
+        if Tt == shared:
+            maxplus(s + t * L, bwd + t * L, sharedT, L, L, bwd + (t - 1) * L)
+            continue
+        for i in range(L):
+            best = -INFINITY
+            for j in range(L):
+                v = Tt[i * L + j] + s[t * L + j] + bwd[t * L + j]
+                if v > best:
+                    best = v
+            bwd[(t - 1) * L + i] = best
+
+
+cdef inline void prune_states(int T, int L, int K, const double* s, const double** Tr, const double* shared,
+                              const double* sharedT, double* fwd, double* bwd, double* scratch,
+                              int* cnt) noexcept nogil:
     """cnt[t*L+j] = 0 (no list) where no labeling through label j at t can be among the K best, else
     -1: the best labeling through (t, j) (max-product messages) scores below a lower bound of the
     K-th best, the K-th best over j of those at some t (K distinct labelings). A margin far above
@@ -157,7 +189,7 @@ cdef inline void prune_states(int T, int L, int K, const double* s, const double
         for j in range(TL):
             cnt[j] = -1
         return
-    chain_max_scores(T, L, s, Tr, fwd, bwd)
+    max_scores(T, L, s, Tr, shared, sharedT, fwd, bwd)
     for j in range(TL):
         fwd[j] += bwd[j]
     for t in range(T):
@@ -185,6 +217,7 @@ cdef struct Job:
     const double* E_shared       # exp(transitions - shift), NULL: no log Z
     double shift
     int K                        # 1: Viterbi; more: the K best
+    const double* transT         # K > 1: the shared transition matrix transposed [L*L]
     Py_ssize_t N
     int* paths                   # [K, N]
     double* score                # [S, K]
@@ -200,7 +233,7 @@ cdef inline void decode_tables(const Job* p, Py_ssize_t s, Py_ssize_t t0, int T,
         chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, p.paths + t0, p.score + s)
         p.counts[s] = 1
     else:
-        prune_states(T, L, p.K, b.s, b.E, b.alpha, b.beta, b.q, b.cnt)
+        prune_states(T, L, p.K, b.s, b.E, p.w + p.d.off_trans, p.transT, b.alpha, b.beta, b.q, b.cnt)
         p.counts[s] = pruned_nbest(T, L, p.K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr, b.bp, b.tmp,
                                    p.paths + t0, p.N, p.score + s * p.K)
     if p.E_shared != NULL:
@@ -293,6 +326,10 @@ cdef class Stage:
         counts_np = np.zeros(S, dtype=np.int32)
         logz_np = np.zeros(S)
         E_np = np.empty(self.n_labels * self.n_labels)
+        L = self.n_labels
+        transT_np = np.ascontiguousarray(np.asarray(self.w)[self.d.off_trans:self.d.off_trans + L * L]
+                                         .reshape(L, L).T).ravel()
+        cdef const double[::1] transT = transT_np
         cdef int[:, ::1] paths = paths_np
         cdef double[:, ::1] score = score_np
         cdef int[::1] counts = counts_np
@@ -305,6 +342,7 @@ cdef class Stage:
         p.sent_ptr = &self.sent_ptr[0]
         p.w = &self.w[0]
         p.K, p.N = K, self.n_tokens
+        p.transT = &transT[0]
         p.paths, p.score, p.counts, p.logz = &paths[0, 0], &score[0, 0], &counts[0], &lz[0]
         if logz:
             p.E_shared = &E[0]
