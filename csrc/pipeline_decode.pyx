@@ -144,14 +144,13 @@ cdef inline double kth_largest(double* x, int n, int k) noexcept nogil:
 
 
 cdef inline void max_scores(int T, int L, const double* s, const double** Tr, const double* shared,
-                            const double* sharedT, double* fwd, double* bwd) noexcept nogil:
+                            const double* sharedT, double* matT, double* fwd, double* bwd) noexcept nogil:
     """chain.pxd's chain_max_scores (the same sums; max is exact, so the same values but for the
-    sign of a zero) through maxplus.h's vector products: a forward step reads Tr[t] by rows; a
-    backward step through the shared matrix reads its transpose sharedT [L*L] by rows, through a
-    position's own matrix (edge attributes) its columns."""
+    sign of a zero) through maxplus.h's vector products: a forward step reads Tr[t] by rows, a
+    backward step the transpose: sharedT [L*L] for the shared matrix, else Tr[t] transposed into
+    matT [L*L] (positions with edge attributes)."""
     cdef int t, i, j
-    cdef double v, best
-    cdef const double* Tt
+    cdef const double* M
     for j in range(L):
         fwd[j] = s[j]
         bwd[(T - 1) * L + j] = 0.0
@@ -160,21 +159,17 @@ cdef inline void max_scores(int T, int L, const double* s, const double** Tr, co
         for j in range(L):
             fwd[t * L + j] += s[t * L + j]
     for t in range(T - 1, 0, -1):
-        Tt = Tr[t]
-        if Tt == shared:
-            maxplus(s + t * L, bwd + t * L, sharedT, L, L, bwd + (t - 1) * L)
-            continue
-        for i in range(L):
-            best = -INFINITY
-            for j in range(L):
-                v = Tt[i * L + j] + s[t * L + j] + bwd[t * L + j]
-                if v > best:
-                    best = v
-            bwd[(t - 1) * L + i] = best
+        M = sharedT
+        if Tr[t] != shared:
+            for i in range(L):
+                for j in range(L):
+                    matT[j * L + i] = Tr[t][i * L + j]
+            M = matT
+        maxplus(s + t * L, bwd + t * L, M, L, L, bwd + (t - 1) * L)
 
 
 cdef inline void prune_states(int T, int L, int K, const double* s, const double** Tr, const double* shared,
-                              const double* sharedT, double* fwd, double* bwd, double* scratch,
+                              const double* sharedT, double* matT, double* fwd, double* bwd, double* scratch,
                               int* cnt) noexcept nogil:
     """cnt[t*L+j] = 0 (no list) where no labeling through label j at t can be among the K best, else
     -1: the best labeling through (t, j) (max-product messages) scores below a lower bound of the
@@ -189,7 +184,7 @@ cdef inline void prune_states(int T, int L, int K, const double* s, const double
         for j in range(TL):
             cnt[j] = -1
         return
-    max_scores(T, L, s, Tr, shared, sharedT, fwd, bwd)
+    max_scores(T, L, s, Tr, shared, sharedT, matT, fwd, bwd)
     for j in range(TL):
         fwd[j] += bwd[j]
     for t in range(T):
@@ -233,7 +228,8 @@ cdef inline void decode_tables(const Job* p, Py_ssize_t s, Py_ssize_t t0, int T,
         chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, p.paths + t0, p.score + s)
         p.counts[s] = 1
     else:
-        prune_states(T, L, p.K, b.s, b.E, p.w + p.d.off_trans, p.transT, b.alpha, b.beta, b.q, b.cnt)
+        prune_states(T, L, p.K, b.s, b.E, p.w + p.d.off_trans, p.transT, b.mat, b.alpha, b.beta, b.q,
+                     b.cnt)
         p.counts[s] = pruned_nbest(T, L, p.K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr, b.bp, b.tmp,
                                    p.paths + t0, p.N, p.score + s * p.K)
     if p.E_shared != NULL:
