@@ -32,9 +32,11 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
     lists that can reach its K best: when the list of the best head holds K entries, its K-th
     (plus its transition) bounds the K-th best from below, and a list whose head is below that
     bound has no entry among the K best. The kept lists are merged in label order with the same
-    choice (highest, then lowest label), so ties break as in chain_nbest. keep: [L] scratch."""
+    choice (highest, then lowest label), so ties break as in chain_nbest. keep: [2L] and heads:
+    [2L] scratch."""
     cdef int t, i, j, r, bi, n, m, top_i, q, n_prev
     cdef int* prev_ids = keep + L
+    cdef double* nxt = heads + L
     cdef double best, v, top, bound
     cdef Py_ssize_t base, pbase
     cdef const double* Tt
@@ -73,27 +75,33 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
             for q in range(n_prev):
                 if not (heads[q] < bound):
                     keep[m] = prev_ids[q]
+                    nxt[m] = heads[q]
                     ptr[m] = 0
                     m += 1
+            # nxt[q]: the next unused entry of kept list q plus its transition, the same sum as
+            # chain_nbest's, made once per entry instead of once per scan
             n = 0
             while n < K:
                 bi = -1
                 best = -INFINITY
                 for q in range(m):
-                    i = keep[q]
-                    if ptr[q] < pcnt[i]:
-                        v = psc[<Py_ssize_t> i * K + ptr[q]]
-                        v += Tt[i * L + j]
+                    if ptr[q] < pcnt[keep[q]]:
+                        v = nxt[q]
                         if bi < 0 or v > best:
                             best = v
                             bi = q
                 if bi < 0:
                     break
+                i = keep[bi]
                 sc[base + n] = best + s[t * L + j]
-                py[base + n] = keep[bi]
+                py[base + n] = i
                 pk[base + n] = ptr[bi]
                 ptr[bi] += 1
                 n += 1
+                if ptr[bi] < pcnt[i]:
+                    v = psc[<Py_ssize_t> i * K + ptr[bi]]
+                    v += Tt[i * L + j]
+                    nxt[bi] = v
             cnt[t * L + j] = n
     # merge the final lists (chain_nbest's choice of head) and follow each labeling back
     memset(ptr, 0, L * sizeof(int))
