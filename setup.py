@@ -55,7 +55,7 @@ extensions = [
     kernel("crftk._induce", "csrc/induce.pyx"),
     kernel("crftk._chain", "csrc/chain_tables.pyx", VECMATH),
     kernel("crftk._product", "csrc/product_tables.pyx", VECMATH),
-    kernel("crftk._pipeline", "csrc/pipeline_decode.pyx", VECMATH),
+    kernel("crftk._pipeline", "csrc/pipeline_decode.pyx", MAXPLUS),
     kernel("crftk._messages", "csrc/messages.pyx", MAXPLUS),
     kernel("crftk._combine", "csrc/combine.pyx", VECMATH),
     kernel("crftk._semimarkov", "csrc/semimarkov.pyx", VECMATH),

@@ -16,10 +16,11 @@
 import numpy as np
 
 from crftk._lattice import check_chain_arrays
-from chain cimport (ChainBuffers, run_chains, chain_viterbi, chain_sum_product, chain_max_scores, exp_shifted,
+from chain cimport (ChainBuffers, run_chains, chain_viterbi, exp_shifted, scaled_start, scaled_step, vec_mat,
                    _best_head)
 from product cimport Shape, shape_init, product_viterbi, product_forward_backward
 from potentials cimport Features, state_scores, gather_attribute, log_transitions, exp_transitions
+from maxplus cimport maxplus
 from libc.math cimport INFINITY
 from libc.string cimport memset, memcpy
 
@@ -31,9 +32,11 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
     lists that can reach its K best: when the list of the best head holds K entries, its K-th
     (plus its transition) bounds the K-th best from below, and a list whose head is below that
     bound has no entry among the K best. The kept lists are merged in label order with the same
-    choice (highest, then lowest label), so ties break as in chain_nbest. keep: [L] scratch."""
+    choice (highest, then lowest label), so ties break as in chain_nbest. keep: [2L] and heads:
+    [2L] scratch."""
     cdef int t, i, j, r, bi, n, m, top_i, q, n_prev
     cdef int* prev_ids = keep + L
+    cdef double* nxt = heads + L
     cdef double best, v, top, bound
     cdef Py_ssize_t base, pbase
     cdef const double* Tt
@@ -72,27 +75,33 @@ cdef inline int pruned_nbest(int T, int L, int K, const double* s, const double*
             for q in range(n_prev):
                 if not (heads[q] < bound):
                     keep[m] = prev_ids[q]
+                    nxt[m] = heads[q]
                     ptr[m] = 0
                     m += 1
+            # nxt[q]: the next unused entry of kept list q plus its transition, the same sum as
+            # chain_nbest's, made once per entry instead of once per scan
             n = 0
             while n < K:
                 bi = -1
                 best = -INFINITY
                 for q in range(m):
-                    i = keep[q]
-                    if ptr[q] < pcnt[i]:
-                        v = psc[<Py_ssize_t> i * K + ptr[q]]
-                        v += Tt[i * L + j]
+                    if ptr[q] < pcnt[keep[q]]:
+                        v = nxt[q]
                         if bi < 0 or v > best:
                             best = v
                             bi = q
                 if bi < 0:
                     break
+                i = keep[bi]
                 sc[base + n] = best + s[t * L + j]
-                py[base + n] = keep[bi]
+                py[base + n] = i
                 pk[base + n] = ptr[bi]
                 ptr[bi] += 1
                 n += 1
+                if ptr[bi] < pcnt[i]:
+                    v = psc[<Py_ssize_t> i * K + ptr[bi]]
+                    v += Tt[i * L + j]
+                    nxt[bi] = v
             cnt[t * L + j] = n
     # merge the final lists (chain_nbest's choice of head) and follow each labeling back
     memset(ptr, 0, L * sizeof(int))
@@ -142,8 +151,34 @@ cdef inline double kth_largest(double* x, int n, int k) noexcept nogil:
     return x[want]
 
 
-cdef inline void prune_states(int T, int L, int K, const double* s, const double** Tr, double* fwd,
-                              double* bwd, double* scratch, int* cnt) noexcept nogil:
+cdef inline void max_scores(int T, int L, const double* s, const double** Tr, const double* shared,
+                            const double* sharedT, double* matT, double* fwd, double* bwd) noexcept nogil:
+    """chain.pxd's chain_max_scores (the same sums; max is exact, so the same values but for the
+    sign of a zero) through maxplus.h's vector products: a forward step reads Tr[t] by rows, a
+    backward step the transpose: sharedT [L*L] for the shared matrix, else Tr[t] transposed into
+    matT [L*L] (positions with edge attributes)."""
+    cdef int t, i, j
+    cdef const double* M
+    for j in range(L):
+        fwd[j] = s[j]
+        bwd[(T - 1) * L + j] = 0.0
+    for t in range(1, T):
+        maxplus(fwd + (t - 1) * L, NULL, Tr[t], L, L, fwd + t * L)
+        for j in range(L):
+            fwd[t * L + j] += s[t * L + j]
+    for t in range(T - 1, 0, -1):
+        M = sharedT
+        if Tr[t] != shared:
+            for i in range(L):
+                for j in range(L):
+                    matT[j * L + i] = Tr[t][i * L + j]
+            M = matT
+        maxplus(s + t * L, bwd + t * L, M, L, L, bwd + (t - 1) * L)
+
+
+cdef inline void prune_states(int T, int L, int K, const double* s, const double** Tr, const double* shared,
+                              const double* sharedT, double* matT, double* fwd, double* bwd, double* scratch,
+                              int* cnt) noexcept nogil:
     """cnt[t*L+j] = 0 (no list) where no labeling through label j at t can be among the K best, else
     -1: the best labeling through (t, j) (max-product messages) scores below a lower bound of the
     K-th best, the K-th best over j of those at some t (K distinct labelings). A margin far above
@@ -157,7 +192,7 @@ cdef inline void prune_states(int T, int L, int K, const double* s, const double
         for j in range(TL):
             cnt[j] = -1
         return
-    chain_max_scores(T, L, s, Tr, fwd, bwd)
+    max_scores(T, L, s, Tr, shared, sharedT, matT, fwd, bwd)
     for j in range(TL):
         fwd[j] += bwd[j]
     for t in range(T):
@@ -169,6 +204,108 @@ cdef inline void prune_states(int T, int L, int K, const double* s, const double
     for j in range(TL):
         v = fwd[j]
         cnt[j] = 0 if v < bound else -1
+
+
+cdef struct Kept:
+    # hypothesis 0's passes over a batch (one labeling per sentence), token by token, from which a
+    # later hypothesis resumes at the first token whose state potentials differ from them
+    double* state                # [N*L] state potentials (fed_options)
+    double* delta                # [N*L] Viterbi scores
+    double* alpha                # [N*L] scaled forward scores (with log Z)
+    double* logz                 # [N] log Z of the positions up to each token
+    int* path                    # [N] Viterbi labeling
+    double* score                # [S] its score
+    double* total                # [S] log Z
+    const unsigned char* changed # [N] NULL: store hypothesis 0's passes; else resume from them,
+                                 # recomputing the tokens marked (and every one after the first)
+
+
+cdef inline int first_changed(const Kept* k, Py_ssize_t t0, int T) noexcept nogil:
+    """The first position of the sentence at t0 marked changed; 0 when storing (no resumption)."""
+    cdef int t
+    if k == NULL or k.changed == NULL:
+        return 0
+    for t in range(T):
+        if k.changed[t0 + t]:
+            return t
+    return T
+
+
+cdef inline void resumed_viterbi(const Kept* k, Py_ssize_t t0, int T, int L, int t1, double* s,
+                                 const double** E, double* delta, int* bp, double* saved, int* out,
+                                 double* score) noexcept nogil:
+    """chain_viterbi of the sentence at t0 (state potentials s), from position t1 - 1 on when t1 >= 2
+    (resuming): hypothesis 0's Viterbi scores there stand in for the state row (the scores of
+    positions >= t1 are then the same sums as a full pass) and the labels before it are traced
+    back through hypothesis 0's scores (the first best predecessor, as chain_viterbi's back
+    pointers). Storing (k.changed NULL), the scores, labeling and score go to k."""
+    cdef int t, i, j, bi
+    cdef double v, best
+    cdef const double* prev
+    if t1 < 2:
+        chain_viterbi(T, L, s, E, delta, bp, out, score)
+        if k != NULL and k.changed == NULL:
+            memcpy(k.delta + t0 * L, delta, <Py_ssize_t> T * L * sizeof(double))
+            memcpy(k.path + t0, out, T * sizeof(int))
+        return
+    memcpy(saved, s + (t1 - 1) * L, L * sizeof(double))
+    memcpy(s + (t1 - 1) * L, k.delta + (t0 + t1 - 1) * L, L * sizeof(double))
+    chain_viterbi(T - t1 + 1, L, s + (t1 - 1) * L, E + t1 - 1, delta + (t1 - 1) * L, bp + (t1 - 1) * L,
+                  out + t1 - 1, score)
+    memcpy(s + (t1 - 1) * L, saved, L * sizeof(double))
+    for t in range(t1 - 1, 0, -1):
+        j = out[t]
+        prev = k.delta + (t0 + t - 1) * L
+        best = -INFINITY
+        bi = 0
+        for i in range(L):
+            v = prev[i] + E[t][i * L + j]
+            if v > best:
+                best, bi = v, i
+        out[t - 1] = bi
+
+
+cdef inline double forward_log_z(const Kept* k, Py_ssize_t t0, int T, int L, int t1, const double* s,
+                                 const double** E, const double* shift, double* q, double* alpha,
+                                 double* scale) noexcept nogil:
+    """log Z of the sentence at t0 by chain_sum_product's forward sweep (its backward sweep only
+    makes marginals), the same sums in the same order, which are also those of
+    product_forward_backward on one chain; resumed after position t1 - 1 from hypothesis 0's
+    forward scores and partial log Z when t1 >= 1, stored into k when storing. q: [L] scratch."""
+    cdef int t = t1
+    cdef double logz, m
+    cdef bint store = k != NULL and k.changed == NULL
+    if t1 < 1:
+        logz = scaled_start(s, alpha, scale, L)
+        t = 1
+        if store:
+            memcpy(k.alpha + t0 * L, alpha, L * sizeof(double))
+            k.logz[t0] = logz
+    else:
+        memcpy(alpha + (t1 - 1) * L, k.alpha + (t0 + t1 - 1) * L, L * sizeof(double))
+        logz = k.logz[t0 + t1 - 1]
+    while t < T:
+        logz += shift[t]
+        m = exp_shifted(s + t * L, q, L)
+        logz += m
+        vec_mat(alpha + (t - 1) * L, E[t], L, alpha + t * L)
+        logz += scaled_step(alpha + t * L, q, alpha + t * L, scale + t, L)
+        if store:
+            memcpy(k.alpha + (t0 + t) * L, alpha + t * L, L * sizeof(double))
+            k.logz[t0 + t] = logz
+        t += 1
+    return logz
+
+
+cdef inline bint kept_outputs(const Kept* k, Py_ssize_t s, Py_ssize_t t0, int T, int t1, int* out,
+                              double* score, double* logz) noexcept nogil:
+    """Hypothesis 0's outputs when no position of the sentence changed (t1 == T): True."""
+    if k == NULL or k.changed == NULL or t1 < T:
+        return False
+    memcpy(out, k.path + t0, T * sizeof(int))
+    score[0] = k.score[s]
+    logz[0] = k.total[s]
+    return True
 
 
 cdef struct Job:
@@ -185,28 +322,38 @@ cdef struct Job:
     const double* E_shared       # exp(transitions - shift), NULL: no log Z
     double shift
     int K                        # 1: Viterbi; more: the K best
+    const double* transT         # K > 1: the shared transition matrix transposed [L*L]
     Py_ssize_t N
     int* paths                   # [K, N]
     double* score                # [S, K]
     int* counts                  # [S]
     double* logz                 # [S]
+    Kept* kept                   # K = 1: hypothesis 0's passes (NULL: none)
 
 
-cdef inline void decode_tables(const Job* p, Py_ssize_t s, Py_ssize_t t0, int T, ChainBuffers* b) noexcept nogil:
-    """From b.s (the sentence's state potentials): its Viterbi labeling or K best, and log Z."""
+cdef inline void decode_tables(const Job* p, Py_ssize_t s, Py_ssize_t t0, int T, int t1,
+                               ChainBuffers* b) noexcept nogil:
+    """From b.s (the sentence's state potentials): its Viterbi labeling or K best, and log Z (K = 1
+    with p.kept: resumed from position t1, see Kept)."""
     cdef int L = p.d.L
+    p.counts[s] = 1
+    if p.K == 1 and kept_outputs(p.kept, s, t0, T, t1, p.paths + t0, p.score + s, p.logz + s):
+        return
     log_transitions(p.d, p.w, t0, T, b.ebuf, b.E)
     if p.K == 1:
-        chain_viterbi(T, L, b.s, b.E, b.alpha, b.bp, p.paths + t0, p.score + s)
-        p.counts[s] = 1
+        resumed_viterbi(p.kept, t0, T, L, t1, b.s, b.E, b.alpha, b.bp, b.tmp, p.paths + t0, p.score + s)
     else:
-        prune_states(T, L, p.K, b.s, b.E, b.alpha, b.beta, b.q, b.cnt)
+        prune_states(T, L, p.K, b.s, b.E, p.w + p.d.off_trans, p.transT, b.mat, b.alpha, b.beta, b.q,
+                     b.cnt)
         p.counts[s] = pruned_nbest(T, L, p.K, b.s, b.E, b.sc, b.py, b.pk, b.cnt, b.ptr, b.bp, b.tmp,
                                    p.paths + t0, p.N, p.score + s * p.K)
     if p.E_shared != NULL:
         exp_transitions(p.d, p.w, 1.0, t0, T, p.E_shared, p.shift, b.mat, b.ebuf, b.E, b.shift)
-        p.logz[s] = chain_sum_product(T, L, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale, NULL,
-                                      p.E_shared, NULL, NULL)
+        p.logz[s] = forward_log_z(p.kept if p.K == 1 else NULL, t0, T, L, t1, b.s, b.E, b.shift, b.q, b.alpha,
+                                  b.scale)
+    if p.K == 1 and p.kept != NULL and p.kept.changed == NULL:
+        p.kept.score[s] = p.score[s]
+        p.kept.total[s] = p.logz[s]
 
 
 cdef void corpus_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
@@ -214,35 +361,92 @@ cdef void corpus_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcep
     cdef Py_ssize_t t0 = p.sent_ptr[s]
     cdef int T = <int> (p.sent_ptr[s + 1] - t0)
     state_scores(p.d, p.w, t0, T, b.s)
-    decode_tables(p, s, t0, T, b)
+    decode_tables(p, s, t0, T, 0, b)
 
 
 cdef void fed_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
     cdef const Job* p = <const Job*> job
     cdef Py_ssize_t t0 = p.sent_ptr[s], tok
-    cdef int T = <int> (p.sent_ptr[s + 1] - t0), L = p.d.L, t, l, r, y
+    cdef int T = <int> (p.sent_ptr[s + 1] - t0), L = p.d.L, t, l, r, y, t1
     cdef double* row
+    cdef const Kept* k = p.kept if p.K == 1 else NULL
     if not p.active[s]:
         return
+    t1 = first_changed(k, t0, T)
+    if t1 == T:
+        decode_tables(p, s, t0, T, t1, b)
+        return
     # state_scores' sums: the attributes in order (the prefix holds the first ones), then the
-    # start and end weights
-    for t in range(T):
+    # start and end weights; a resumed hypothesis copies hypothesis 0's rows where they are the same
+    for t in range(max(t1 - 1, 0), T):         # resumed: the rows before t1 - 1 are not read
         tok = t0 + t
         row = b.s + t * L
+        if k != NULL and k.changed != NULL and not k.changed[tok]:
+            memcpy(row, k.state + tok * L, L * sizeof(double))
+            continue
         memcpy(row, p.prefix + tok * L, L * sizeof(double))
         for l in range(p.n_lines):
             r = p.rows[<Py_ssize_t> l * p.N + tok]
             if r >= 0:
                 gather_attribute(p.d, p.w, <int> (p.line_offset[l] + r), row)
-    for y in range(L):
-        b.s[y] += p.w[p.d.off_start + y]
-        b.s[(T - 1) * L + y] += p.w[p.d.off_end + y]
-    decode_tables(p, s, t0, T, b)
+        if t == 0:
+            for y in range(L):
+                row[y] += p.w[p.d.off_start + y]
+        if t == T - 1:
+            for y in range(L):
+                row[y] += p.w[p.d.off_end + y]
+    if k != NULL and k.changed == NULL:
+        memcpy(k.state + t0 * L, b.s, <Py_ssize_t> T * L * sizeof(double))
+    decode_tables(p, s, t0, T, t1, b)
 
 
 cdef inline const int* head(const int[::1] a):
     """The first entry of an array as potentials.pxd reads it (NULL when empty)."""
     return &a[0] if a.shape[0] else NULL
+
+
+cdef class Passes:
+    """Hypothesis 0's passes over a batch for the later hypotheses of a k = 1 stage to resume from
+    (fed_options, table_options): the first call given it (``changed`` None) stores them, later
+    calls pass ``changed`` [N] (uint8): the tokens whose state potentials may differ from
+    hypothesis 0's (a marked token's row is recomputed, the others copied; each sentence's passes
+    resume at its first marked token, and a sentence with none takes hypothesis 0's outputs)."""
+
+    cdef Kept k
+    cdef Py_ssize_t n_tokens, n_sentences
+    cdef int n_labels
+    cdef bint stored, with_logz
+    cdef object arrays
+    cdef const unsigned char[::1] changed
+
+    def __init__(self, Py_ssize_t n_tokens, Py_ssize_t n_sentences, int n_labels):
+        self.n_tokens, self.n_sentences, self.n_labels = n_tokens, n_sentences, n_labels
+        cells = max(1, n_tokens * n_labels)
+        self.arrays = [np.zeros(cells), np.zeros(cells), np.zeros(cells), np.zeros(max(1, n_tokens)),
+                       np.zeros(max(1, n_tokens), dtype=np.int32), np.zeros(max(1, n_sentences)),
+                       np.zeros(max(1, n_sentences))]
+        cdef double[::1] state = self.arrays[0], delta = self.arrays[1], alpha = self.arrays[2]
+        cdef double[::1] logz = self.arrays[3], score = self.arrays[5], total = self.arrays[6]
+        cdef int[::1] path = self.arrays[4]
+        self.k.state, self.k.delta, self.k.alpha, self.k.logz = &state[0], &delta[0], &alpha[0], &logz[0]
+        self.k.path, self.k.score, self.k.total = &path[0], &score[0], &total[0]
+
+    cdef Kept* bind(self, changed, Py_ssize_t n_tokens, Py_ssize_t n_sentences, int n_labels,
+                    bint logz) except NULL:
+        """The Kept of one call (checked against the batch); stores when changed is None."""
+        if (n_tokens, n_sentences, n_labels) != (self.n_tokens, self.n_sentences, self.n_labels):
+            raise ValueError("the passes were made for another batch or stage")
+        if changed is None:
+            self.stored, self.with_logz = True, logz
+            self.k.changed = NULL
+            return &self.k
+        if not self.stored or logz and not self.with_logz:
+            raise ValueError("no passes stored to resume from (with log Z when asked for)")
+        self.changed = np.ascontiguousarray(changed, dtype=np.uint8)
+        if self.changed.shape[0] != n_tokens:
+            raise ValueError("changed must have one entry per token")
+        self.k.changed = &self.changed[0] if n_tokens else NULL
+        return &self.k
 
 
 cdef class Stage:
@@ -293,6 +497,10 @@ cdef class Stage:
         counts_np = np.zeros(S, dtype=np.int32)
         logz_np = np.zeros(S)
         E_np = np.empty(self.n_labels * self.n_labels)
+        L = self.n_labels
+        transT_np = np.ascontiguousarray(np.asarray(self.w)[self.d.off_trans:self.d.off_trans + L * L]
+                                         .reshape(L, L).T).ravel()
+        cdef const double[::1] transT = transT_np
         cdef int[:, ::1] paths = paths_np
         cdef double[:, ::1] score = score_np
         cdef int[::1] counts = counts_np
@@ -305,6 +513,7 @@ cdef class Stage:
         p.sent_ptr = &self.sent_ptr[0]
         p.w = &self.w[0]
         p.K, p.N = K, self.n_tokens
+        p.transT = &transT[0]
         p.paths, p.score, p.counts, p.logz = &paths[0, 0], &score[0, 0], &counts[0], &lz[0]
         if logz:
             p.E_shared = &E[0]
@@ -322,11 +531,12 @@ cdef class Stage:
         return paths, score, counts
 
     def fed_options(self, const double[:, ::1] prefix, const long[::1] line_offset, const int[:, ::1] rows,
-                    const int[::1] active, int k, bint logz, int n_threads=1):
+                    const int[::1] active, int k, bint logz, int n_threads=1, Passes passes=None, changed=None):
         """Each active sentence's Viterbi labeling (k = 1) or k best, and with ``logz`` its log Z,
         from state potentials ``prefix`` [N, L] plus, line by line, the attribute of rank
         ``rows[l, t]`` of the line at ``line_offset[l]``: (paths [k, N], scores [S, k], counts
-        [S], log Z [S]); inactive sentences are left out (count 0)."""
+        [S], log Z [S]); inactive sentences are left out (count 0). k = 1 with ``passes``: stored
+        into or resumed from them (see Passes), the same outputs."""
         cdef Py_ssize_t N = self.n_tokens
         if prefix.shape[0] != N or prefix.shape[1] != self.n_labels:
             raise ValueError("prefix must be [tokens, labels]")
@@ -347,6 +557,8 @@ cdef class Stage:
         p.rows = &rows[0, 0] if rows.shape[0] and N else &dummy
         p.n_lines = <int> rows.shape[0]
         p.active = &active[0] if active.shape[0] else NULL
+        if passes is not None and k == 1:
+            p.kept = passes.bind(changed, N, self.n_sentences, self.n_labels, logz)
         return self._run(&p, k, logz, n_threads, True)
 
 
@@ -396,39 +608,55 @@ cdef struct TableJob:
     int* paths                   # [N]
     double* score                # [S]
     double* logz                 # [S]
+    Kept* kept                   # hypothesis 0's passes (NULL: none; with them, chain.pxd's passes)
 
 
 cdef void table_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
     """crftk._product's viterbi and forward_backward (log Z) of one chain on the rows of the
-    table that the sentence's fed labels pick."""
+    table that the sentence's fed labels pick; with p.kept, chain.pxd's Viterbi and forward sweep
+    (on one chain, the same sums and choices), resumed from hypothesis 0's (see Kept)."""
     cdef const TableJob* p = <const TableJob*> job
     cdef Py_ssize_t t0 = p.sent_ptr[s], row
-    cdef int T = <int> (p.sent_ptr[s + 1] - t0), L = p.shape.S, t
+    cdef int T = <int> (p.sent_ptr[s + 1] - t0), L = p.shape.S, t, t1
     cdef Py_ssize_t LL = <Py_ssize_t> L * L
+    cdef const Kept* k = p.kept
     if not p.active[s]:
         return
-    for t in range(T):
+    t1 = first_changed(k, t0, T)
+    if kept_outputs(k, s, t0, T, t1, p.paths + t0, p.score + s, p.logz + s):
+        return
+    for t in range(max(t1 - 1, 0), T):
         memcpy(b.s + t * L, p.table + ((t0 + t) * p.V + p.fed[t0 + t]) * L, L * sizeof(double))
     for t in range(1, T):
         row = 0 if p.trans_rows == 1 else t0 + t
         b.E[t] = p.trans + row * LL
-    product_viterbi(&p.shape, T, b.s, b.E, b.alpha, b.tmp, b.bp, p.paths + t0, p.score + s)
+    if k != NULL:
+        resumed_viterbi(k, t0, T, L, t1, b.s, b.E, b.alpha, b.bp, b.tmp, p.paths + t0, p.score + s)
+    else:
+        product_viterbi(&p.shape, T, b.s, b.E, b.alpha, b.tmp, b.bp, p.paths + t0, p.score + s)
     if p.etrans != NULL:
         for t in range(1, T):
             row = 0 if p.trans_rows == 1 else t0 + t
             b.E[t] = p.etrans + row * LL
             b.shift[t] = p.shifts[row]
-        p.logz[s] = product_forward_backward(&p.shape, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale,
-                                             b.tmp)
+        if k != NULL:
+            p.logz[s] = forward_log_z(k, t0, T, L, t1, b.s, b.E, b.shift, b.q, b.alpha, b.scale)
+        else:
+            p.logz[s] = product_forward_backward(&p.shape, T, b.s, b.E, b.shift, b.q, b.alpha, b.beta, b.scale,
+                                                 b.tmp)
+    if k != NULL and k.changed == NULL:
+        k.score[s] = p.score[s]
+        k.total[s] = p.logz[s]
 
 
 def table_options(sent_ptr, const double[:, :, ::1] table, const int[::1] fed, const int[::1] active,
                   const double[:, ::1] trans, const double[:, ::1] etrans=None, const double[::1] shifts=None,
-                  int n_threads=1):
+                  int n_threads=1, Passes passes=None, changed=None):
     """Each active sentence's best labeling and score, and with ``etrans`` its log Z, when each token
     takes the row of ``table`` [N, V, L] its fed label picks: crftk._product's viterbi and
     forward_backward on those rows (trans [1 or N, L*L]; etrans, shifts: its exponentiated rows as
-    forward_backward makes them). Returns (labels [N], scores [S], log Z [S])."""
+    forward_backward makes them). Returns (labels [N], scores [S], log Z [S]). With ``passes``:
+    stored into or resumed from them (see Passes), the same outputs."""
     cdef const long[::1] sp = np.ascontiguousarray(sent_ptr, dtype=np.int64)
     cdef Py_ssize_t N = table.shape[0], S = sp.shape[0] - 1
     cdef int L = <int> table.shape[2]
@@ -459,6 +687,8 @@ def table_options(sent_ptr, const double[:, :, ::1] table, const int[::1] fed, c
     if etrans is not None:
         p.etrans, p.shifts = &etrans[0, 0], &shifts[0]
     p.paths, p.score, p.logz = &labels[0], &score[0], &lz[0]
+    if passes is not None:
+        p.kept = passes.bind(changed, N, S, L, etrans is not None)
     run_chains(S, max(1, n_threads), 4, int(lengths.max()), L, 1, False, 0, table_task, &p)
     return labels_np, score_np, logz_np
 

@@ -33,6 +33,10 @@ class FedLines:
         self.fed_sources = fed_sources
         self.fed_ids = fed_ids
         self.first = first
+        # the offsets at which its lines read the fed column: a token's row can change only where
+        # one of them reaches a token whose fed label changed
+        lines = model.space.unigram_lines
+        self.reach = sorted({m.row for cl in lines for m in cl.line.macros if m.source in fed_sources})
 
     @classmethod
     def of(cls, model, col, labels):
@@ -76,6 +80,8 @@ class FedLines:
             if ranks[j] is not None:
                 rows[r] = ranks[j]
 
+        resume = _Resume(n, pos.sent_ptr.size - 1, space.n_labels, self.reach)
+
         def score(fed, active, k, logz):
             single = dict(values.single)
             for key, ids in self.fed_ids.items():
@@ -84,8 +90,36 @@ class FedLines:
             for r, j in enumerate(tail):
                 if ranks[j] is None:
                     rows[r] = _ranks(space, lines[j], vh, pos)
-            return kernel.fed_options(prefix, offsets[self.first:], rows, active, k, logz)
+            return kernel.fed_options(prefix, offsets[self.first:], rows, active, k, logz, 1, *resume(fed, k))
         return score
+
+
+class _Resume:
+    """The passes of a scorer's first k = 1 call (hypothesis 0) and, for each later one, the tokens
+    whose state rows may differ from it (crftk._pipeline.Passes): those within ``reach`` (the
+    offsets at which the stage reads its fed column) of a token whose fed label changed."""
+
+    def __init__(self, n_tokens, n_sentences, n_labels, reach=(0,)):
+        self.passes = _pipeline.Passes(n_tokens, n_sentences, n_labels)
+        self.reach = reach
+        self.first = None
+
+    def __call__(self, fed, k):
+        """(passes, changed) for fed_options / table_options: (None, None) when k > 1."""
+        if k != 1:
+            return None, None
+        if self.first is None:
+            self.first = fed.copy()
+            return self.passes, None
+        diff = fed != self.first
+        n = diff.size
+        changed = np.zeros(n, dtype=bool)
+        for r in self.reach:            # token t reads t + r
+            if r >= 0:
+                changed[:n - r] |= diff[r:]
+            else:
+                changed[-r:] |= diff[:n + r]
+        return self.passes, changed.view(np.uint8)
 
 
 def _ranks(space, cl, values, pos):
@@ -108,19 +142,20 @@ def _table_scorer(link, model, batch, n_states):
         runs.append((a, b, np.ascontiguousarray(table), trans, rows, *_product.exp_rows(rows)))
     sizes = np.array([L], dtype=np.int32)
     S, N = sent_ptr.size - 1, int(sent_ptr[-1])
+    resumes = [_Resume(int(sent_ptr[b] - sent_ptr[a]), b - a, L) for a, b, *_ in runs]
 
     def score(fed, active, k, logz):
         paths = np.full((k, N), -1, dtype=np.int32)
         scores = np.full((S, k), -np.inf)
         counts = np.zeros(S, dtype=np.int32)
         lz = np.zeros(S)
-        for a, b, table, trans, rows, exp_rows, top in runs:
+        for (a, b, table, trans, rows, exp_rows, top), resume in zip(runs, resumes):
             lo, hi = int(sent_ptr[a]), int(sent_ptr[b])
             sp = sent_ptr[a:b + 1] - lo
             if k == 1:
                 e = (exp_rows, top) if logz else (None, None)
                 paths[0, lo:hi], scores[a:b, 0], lz[a:b] = _pipeline.table_options(
-                    sp, table, fed[lo:hi], active[a:b], rows, *e)
+                    sp, table, fed[lo:hi], active[a:b], rows, *e, 1, *resume(fed[lo:hi], 1))
                 counts[a:b] = 1
                 continue
             state = table[np.arange(hi - lo), fed[lo:hi]]

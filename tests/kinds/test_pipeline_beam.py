@@ -125,10 +125,11 @@ def _brute_force(s, trans, T, L):
     return sorted(scores, reverse=True)
 
 
+@pytest.mark.parametrize("template", [UP, UP + "B1:%x[0,0]\n"], ids=["shared", "edges"])
 @pytest.mark.parametrize("seed", range(4))
-def test_the_pruned_nbest_gives_the_lattice_kernels_lists(data, seed):
+def test_the_pruned_nbest_gives_the_lattice_kernels_lists(data, seed, template):
     sents, _ = data
-    model = _model(sents[:20], UP, 1, seed, 3)
+    model = _model(sents[:20], template, 1, seed, 3)
     space = model.space
     corpus = space.encode([type(s)([r[:3] for r in s.rows], s.doc, s.line, s.source) for s in sents[20:40]])
     kernel = kernels.Stage(model.weights, space.feat_ptr, space.feat_label, space.n_labels, space.n_edge_attrs,
@@ -147,6 +148,9 @@ def test_the_pruned_nbest_gives_the_lattice_kernels_lists(data, seed):
                            short.eattr_ptr, short.eattrs)
     state = chain_lattices(space, short).state_matrix(model.weights)
     L = space.n_labels
+    assert (space.n_edge_attrs > 0) == ("B1" in template)
+    if space.n_edge_attrs:                  # the brute force reads the shared matrix only
+        return
     trans = model.weights[space.layout().trans].reshape(L, L)
     _, scores, counts = kernel.nbest(5)
     for s in range(short.n_sentences):
@@ -206,3 +210,44 @@ def test_scored_tagging_writes_the_python_paths_bytes(data, tmp_path, monkeypatc
         for threads, batch in ((1, 50_000), (2, 23)):
             pipeline.n_threads = threads
             assert _tag(pipeline, source, True, monkeypatch, batch_tokens=batch, **scores) == python
+
+
+@pytest.mark.parametrize("links", [("kbest",), ("exact",)])
+@pytest.mark.parametrize("logz", [False, True])
+def test_resumed_hypotheses_score_the_bits_of_a_full_pass(data, links, logz):
+    # a scorer's later k = 1 calls resume its first one's passes (crftk._pipeline.Passes); a fresh
+    # scorer's first call is a full pass: paths, scores and log Z must be the same bits
+    from crftk.structures import beam
+    _, path = data
+    pipeline = _pipeline(data, links)
+    stage, link = pipeline.stages[1], pipeline._beam_link(1)
+    n_up = len(pipeline.stages[0].labels)
+    batch = _batches(pipeline, path, 50_000)[0]
+
+    def scorer():
+        if isinstance(link, beam.FedLines):
+            return link.scorer(batch)
+        return beam._table_scorer(link, stage.model, batch, n_up * len(stage.labels))
+    rng = np.random.default_rng(len(links[0]) + logz)
+    N, S = batch.n_tokens, batch.n_sentences
+    sent_ptr = batch.sent_ptr.astype(np.int64)
+    first = rng.integers(0, n_up, N).astype(np.int32)
+    resumed = scorer()
+    active = np.ones(S, dtype=np.int32)
+    want = scorer()(first, active, 1, logz)
+    got = resumed(first, active, 1, logz)
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
+    for trial in range(12):
+        fed = first.copy()
+        for s in rng.choice(S, size=S // 2, replace=False):       # the others keep hypothesis 0
+            lo, hi = sent_ptr[s], sent_ptr[s + 1]
+            where = [lo, hi - 1, rng.integers(lo, hi)][trial % 3]   # first, last or any token
+            fed[where] = (fed[where] + 1 + rng.integers(0, n_up - 1)) % n_up
+            if trial > 6:
+                fed[rng.integers(lo, hi)] = rng.integers(0, n_up)
+        active = (rng.random(S) < 0.8).astype(np.int32)
+        want = scorer()(fed, active, 1, logz)
+        got = resumed(fed, active, 1, logz)
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes()
