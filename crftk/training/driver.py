@@ -295,11 +295,11 @@ def optimize(opt, objective, w0, frozen, *, template=None, to_weights=None, scor
         raise _diverged("the final weights are not finite")
     if scorer is not None and opt["keep"] == "best" and best["w"] is not None:
         weights, chosen = best["w"], best["iteration"]
-    if not weights.flags.writeable:      # held without a copy while training ran: the caller's to change
-        weights = np.array(weights)
         log(scorer.kept_line(best))
     elif scorer is not None and scorer.last_line(best, chosen):
         log(scorer.last_line(best, chosen))
+    if not weights.flags.writeable:      # held without a copy while training ran: the caller's to change
+        weights = np.array(weights)
     return Outcome(result, weights, chosen, history, best, seconds)
 
 

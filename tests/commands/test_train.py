@@ -65,13 +65,14 @@ def test_l1_gives_sparse_weights(tmp_path):
     assert np.count_nonzero(sparse.weights) < 0.5 * sparse.weights.size
 
 
-def test_dev_set_keeps_the_best_iteration(tmp_path):
+@pytest.mark.parametrize("algorithm", ["lbfgs", "cg"])
+def test_dev_set_keeps_the_best_iteration(tmp_path, algorithm):
     data = write_corpus(tmp_path / "train.txt", random_corpus(120, seed=5))
     dev = write_corpus(tmp_path / "dev.txt", random_corpus(60, seed=6))
     tmpl = tmp_path / "t.tmpl"
     tmpl.write_text(TEMPLATE)
     logs = []
-    model = train([data], tmpl, dev_file=dev, log=logs.append, max_iter=25)
+    model = train([data], tmpl, dev_file=dev, log=logs.append, max_iter=25, algorithm=algorithm)
     hist = model.info["history"]
     best = max(hist, key=lambda h: h["dev_f1"])
     assert model.info["chosen_iteration"] == best["iteration"]
