@@ -91,7 +91,8 @@ cdef struct Pass:
     double shift
     Py_ssize_t n_params
     double* total                # per thread: [threads]
-    double* grad                 # [threads, n_params]
+    double* grad                 # [n_params]: thread 0's gradient, the pass's result
+    double* grad_rest            # [threads - 1, n_params]: the other threads' (thread_gradient)
     double* tacc                 # [threads, L*L]
     double* curv                 # [threads, n_params], or NULL
     int* labels                  # [N]
@@ -118,6 +119,12 @@ cdef struct Pass:
     Py_ssize_t scratch_stride
     int* lists                   # [threads, max_T * (L + 1)]: the restricted pass's label lists
     Py_ssize_t lists_stride
+
+
+cdef inline double* thread_gradient(const Pass* p, int tid) noexcept nogil:
+    """The gradient thread tid adds into: thread 0 adds into the result itself, so that summing the
+    threads' gradients needs no weight-sized array more than one per extra thread."""
+    return p.grad if tid == 0 else p.grad_rest + (tid - 1) * p.n_params
 
 
 cdef inline int sentence(const Pass* p, Py_ssize_t s, Py_ssize_t* t0) noexcept nogil:
@@ -176,7 +183,7 @@ cdef double restricted_gradient(const Pass* p, Py_ssize_t s, Py_ssize_t t0, int 
     cdef double* rscale = rbeta + TL
     cdef double* rmat = rscale + T
     cdef int* lists = p.lists + tid * p.lists_stride
-    cdef double* g = p.grad + tid * p.n_params
+    cdef double* g = thread_gradient(p, tid)
     cdef double logz
     logz = chain_restricted_forward_backward(T, L, b.s, p.allowed + t0 * L, b.E, b.shift, kept_q, kept_max,
                                              rq, ralpha, rbeta, rscale, lists, lists + TL,
@@ -216,7 +223,7 @@ cdef void loglik_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcep
         p.total[tid] += logz - restricted_gradient(p, s, t0, T, b, tid)
         return
     p.total[tid] += logz - labeling_score(p.d, p.w, b.s, t0, T, p.y + t0, 1.0)
-    accumulate_gradient(p.d, t0, T, p.y + t0, b, p.grad + tid * p.n_params, 1.0)
+    accumulate_gradient(p.d, t0, T, p.y + t0, b, thread_gradient(p, tid), 1.0)
     if p.curv != NULL:
         scatter_curvature(p.d, t0, T, b.alpha, p.curv + tid * p.n_params)
 
@@ -577,13 +584,15 @@ cdef class Lattices:
         ET_np = np.empty(L * L)
         cdef Pass p = self.start(w, E_np, ET_np)
         total_np = np.zeros(n_threads)
-        gbuf_np = np.zeros((n_threads, self.n_params))
+        grad = np.zeros(self.n_params)
+        rest_np = np.zeros((max(1, n_threads - 1), self.n_params if n_threads > 1 else 1))
         tacc_np = np.zeros((n_threads, L * L))
         hbuf_np = np.zeros((n_threads if want_h else 1, self.n_params if want_h else 1))
         cdef double[::1] total = total_np
-        cdef double[:, ::1] gbuf = gbuf_np, tacc = tacc_np, hbuf = hbuf_np
+        cdef double[::1] grad_v = grad
+        cdef double[:, ::1] rest = rest_np, tacc = tacc_np, hbuf = hbuf_np
         p.y = &labels[0] if labels.shape[0] else NULL
-        p.total, p.grad, p.tacc = &total[0], &gbuf[0, 0], &tacc[0, 0]
+        p.total, p.grad, p.grad_rest, p.tacc = &total[0], &grad_v[0], &rest[0, 0], &tacc[0, 0]
         p.curv = &hbuf[0, 0] if want_h else NULL
         # what a partial annotation and the moments add (kept alive until the pass is over)
         cdef const unsigned char[::1] allowed_v, partial_v
@@ -619,7 +628,8 @@ cdef class Lattices:
                              f"its partial annotation (every one it allows has zero probability)")
         if want_h:
             np.sum(hbuf_np, axis=0, out=curvature)
-        grad = gbuf_np.sum(axis=0) if n_threads > 1 else gbuf_np[0]
+        for i in range(n_threads - 1):       # the order of a sum over the threads' rows: same bits
+            grad += rest_np[i]
         grad[self.d.off_trans:self.d.off_trans + L * L] += (tacc_np.sum(axis=0) - tacc_a_np.sum(axis=0)) * E_np
         if not moments:
             return float(total_np.sum()), grad
