@@ -17,7 +17,7 @@ import numpy as np
 
 from crftk._lattice import check_chain_arrays
 from chain cimport (ChainBuffers, run_chains, chain_viterbi, exp_shifted, scaled_start, scaled_step, vec_mat,
-                   _best_head)
+                   transpose, _best_head)
 from product cimport Shape, shape_init, product_viterbi, product_forward_backward
 from potentials cimport Features, state_scores, gather_attribute, log_transitions, exp_transitions
 from maxplus cimport maxplus
@@ -157,7 +157,7 @@ cdef inline void max_scores(int T, int L, const double* s, const double** Tr, co
     sign of a zero) through maxplus.h's vector products: a forward step reads Tr[t] by rows, a
     backward step the transpose: sharedT [L*L] for the shared matrix, else Tr[t] transposed into
     matT [L*L] (positions with edge attributes)."""
-    cdef int t, i, j
+    cdef int t, j
     cdef const double* M
     for j in range(L):
         fwd[j] = s[j]
@@ -169,9 +169,7 @@ cdef inline void max_scores(int T, int L, const double* s, const double** Tr, co
     for t in range(T - 1, 0, -1):
         M = sharedT
         if Tr[t] != shared:
-            for i in range(L):
-                for j in range(L):
-                    matT[j * L + i] = Tr[t][i * L + j]
+            transpose(Tr[t], L, matT)
             M = matT
         maxplus(s + t * L, bwd + t * L, M, L, L, bwd + (t - 1) * L)
 
