@@ -1,7 +1,8 @@
 /* The vector math of crftk's kernels, in C: a register-blocked vector-matrix product, a chain's
-   summed outer products (its expected transition counts), and exp and log four values at a time, each compiled for the baseline target and for AVX2 and picked
-   at run time, with the same bits on either (no FMA, the same operations in the same order).
-   vecmath.pxd declares them for Cython; chain.pxd, messages.pxd and messages.pyx use them. */
+   summed outer products (its expected transition counts), and exp and log four values at a time,
+   each compiled for the baseline target and for AVX2 and picked at run time, with the same bits
+   on either (no FMA, the same operations in the same order). vecmath.pxd declares them for
+   Cython; chain.pxd, messages.pxd and messages.pyx use them. */
 #ifndef CRFTK_VECMATH_H
 #define CRFTK_VECMATH_H
 

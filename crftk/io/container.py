@@ -130,12 +130,12 @@ _V2_HEADER_KEYS = ("format", "version", "meta", "arrays")
 _ENTRY_KEYS = ("name", "dtype", "shape", "offset", "nbytes")
 
 
-
 def _sha256(data=b""):
     """A SHA-256 hash object. hashlib (OpenSSL's libcrypto, a few MB resident) is imported when a
     file is first written or read, not by every process that imports this module."""
     import hashlib
     return hashlib.sha256(data)
+
 
 def _align(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
