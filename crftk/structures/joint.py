@@ -103,6 +103,7 @@ class FedLink:
         vocab = space.vocabs[col]
         self.value_ids = [vocab.index.get(v, -1) for v in self.values]
         self.packed = self._pack()
+        self._constant_rows = None      # built by the first tables_of (_constant)
 
     def _pack(self):
         """The pair lines concatenated for _pipeline.fed_table (uniq, uniq_off, ptr, ptr_off, value_of, row,
@@ -209,7 +210,7 @@ class FedLink:
     def _constant(self, values):
         """[values, labels]: the weights of the lines that read the fed column alone, a row per value
         (the same for every batch: built once)."""
-        if getattr(self, "_constant_rows", None) is None:
+        if self._constant_rows is None:
             space = self.space
             constant = np.zeros((len(self.values), space.n_labels))
             for cl, dense, is_constant in zip(self.fed_lines, self.dense, self.constant):
