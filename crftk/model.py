@@ -1,5 +1,6 @@
 """A trained model: feature space, weights and training record; saved without pickle."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,7 +12,6 @@ from crftk.features.space import FeatureSpace
 from crftk.io.container import dumps, loads, read_container, read_header, write_container
 from crftk.io.partial import check_marker
 from crftk.structures import STRUCTURES, make_structure, structure_name
-from crftk.structures.chain import LabelChain
 from crftk.structures.pairs import SEP
 
 FORMAT = "crftk-model"
@@ -21,11 +21,33 @@ FORMAT = "crftk-model"
 MODEL_KIND = "model"
 #: meta["kind"] of the first files: one feature space and weight vector, the structure in info
 LEGACY_KIND = "linear-chain"
-#: each kind of model file (Model.kind): its name, and the Python call that loads it; each
-#: structure declares the kinds of file it makes (Structure.file_kinds)
-KINDS = {kind: said for s in STRUCTURES.values() for kind, said in s.file_kinds.items()}
-#: structures over one chain of labels (what crftk train trains from one label column)
-CHAIN_STRUCTURES = tuple(name for name, s in STRUCTURES.items() if issubclass(s, LabelChain))
+
+
+class _FileKinds(Mapping):
+    """Each kind of model file (Model.kind): its name, and the Python call that loads it, joined
+    from every structure's ``file_kinds`` when first read (an error message's), so that loading
+    or training one kind imports no other structure."""
+
+    def _joined(self):
+        if not hasattr(self, "_kinds"):
+            self._kinds = {kind: said for s in STRUCTURES.values() for kind, said in s.file_kinds.items()}
+        return self._kinds
+
+    def __getitem__(self, kind):
+        return self._joined()[kind]
+
+    def __iter__(self):
+        return iter(self._joined())
+
+    def __len__(self):
+        return len(self._joined())
+
+
+KINDS = _FileKinds()
+#: structures over one chain of labels (what crftk train trains from one label column): the
+#: subclasses of LabelChain in STRUCTURES, named here so that none of the others is imported
+#: (tests/structures/test_file_kinds.py checks the two agree)
+CHAIN_STRUCTURES = ("chain", "pairs", "memm")
 #: version of a part's layout (a feature space's arrays + a weight vector); a reader refuses newer ones
 PART_VERSION = 1
 

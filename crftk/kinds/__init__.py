@@ -10,11 +10,34 @@ which ``trainer_for`` picks from the training options. A new kind is a module he
 CRF like any other (same structure, same runtime): the "crf" kind.
 """
 
-from crftk.kinds import bag, chain, factorial, pipeline, semimarkov, twostage
-from crftk.kinds.bag import tagger_for  # noqa: F401 (the tagger of a CRF or a bag)
+from collections.abc import Mapping
+from importlib import import_module
 
-#: kind name (crftk.model.KINDS) -> the module of that kind
-KINDS = {k.NAME: k for k in (chain, bag, pipeline, factorial, twostage, semimarkov)}
+from crftk.kinds.base import refuse_factorial_training
+
+#: kind name (crftk.model.KINDS) -> the module of that kind, imported when first asked for: a
+#: process that trains or tags one kind loads no other kind's modules and kernels
+_MODULES = {"crf": "chain", "bag": "bag", "pipeline": "pipeline", "factorial": "factorial",
+            "two-stage": "twostage", "semimarkov": "semimarkov"}
+
+
+class _Kinds(Mapping):
+    """The registry: a read-only mapping whose modules are imported on access."""
+
+    def __getitem__(self, name):
+        return import_module(f"crftk.kinds.{_MODULES[name]}")
+
+    def __contains__(self, name):       # without importing the module
+        return name in _MODULES
+
+    def __iter__(self):
+        return iter(_MODULES)
+
+    def __len__(self):
+        return len(_MODULES)
+
+
+KINDS = _Kinds()
 
 
 def kind_of(model):
@@ -22,15 +45,23 @@ def kind_of(model):
     return KINDS[model.kind]
 
 
+def tagger_for(model, **options):
+    """The tagger of a CRF or a bag (crftk.kinds.bag.tagger_for)."""
+    from crftk.kinds.bag import tagger_for as bag_tagger_for
+    return bag_tagger_for(model, **options)
+
+
 def trainer_for(options, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
     """The trainer (crftk.training.driver) of the kind the training options ask for: a factorial
     CRF for two or more label columns (``options["label_col"]`` is then removed), a semi-Markov CRF
-    for --model-type semimarkov, else a chain; those two refuse the factorial options."""
-    trainer = factorial.trainer(options, inference, tolerance, max_sweeps, warm_start)
-    if trainer is not None:
+    for --model-type semimarkov, else a chain; those two refuse the factorial options. (A list of
+    label columns or the semi-Markov model type is what imports those kinds.)"""
+    if isinstance(options.get("label_col"), (list, tuple)):
+        trainer = KINDS["factorial"].trainer(options, inference, tolerance, max_sweeps, warm_start)
+        if trainer is not None:
+            return trainer
+    if options.get("model_type") == "semimarkov":
+        trainer = KINDS["semimarkov"].trainer(options)
+        refuse_factorial_training(inference, tolerance, max_sweeps, warm_start)
         return trainer
-    trainer = semimarkov.trainer(options)
-    if trainer is not None:
-        factorial.refuse_factorial_options(inference, tolerance, max_sweeps, warm_start)
-        return trainer
-    return chain.ChainTrainer.refusing(inference, tolerance, max_sweeps, warm_start)
+    return KINDS["crf"].ChainTrainer.refusing(inference, tolerance, max_sweeps, warm_start)

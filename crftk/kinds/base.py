@@ -2,6 +2,7 @@
 ``crftk info`` summary and its ``crftk dump`` text. A kind module subclasses :class:`Job` and
 overrides what differs from one CRF."""
 
+from crftk import params
 from crftk.errors import CrftkError
 
 
@@ -53,6 +54,17 @@ def refuse_factorial_options(model, name, options):
     if (options["inference"], options["tolerance"], options["max_sweeps"]) != (None, None, None):
         raise CrftkError(f"--inference, --tolerance and --max-sweeps are for factorial models; {name} "
                          f"is a {model.structure_name} model")
+
+
+def refuse_factorial_training(inference=None, tolerance=None, max_sweeps=None, warm_start=False):
+    """A linear chain (one label column) takes none of the factorial options: bad input, exit 1
+    (issue 16), like a label column that does not exist. (Here, not in kinds.factorial, so that
+    training a chain does not import the factorial kind.)"""
+    given = [p.option for p, v in zip(params.FACTORIAL, (inference, tolerance, max_sweeps)) if v is not None]
+    given += ["--warm-start"] if warm_start else []
+    if given:
+        raise CrftkError(f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of factorial "
+                         f"CRFs: give two or more --label-col (one per chain)")
 
 
 def summary(model, path=None):

@@ -18,9 +18,9 @@ from crftk.io.crfsuite import AttributeSequences, read_crfsuite
 from crftk.io.schemes import Detector, Recoder, check_chunk_tags, convert
 from crftk.io.stream import format_batch, format_scored, tag_stream
 from crftk.kinds.base import Job as KindJob
+from crftk.kinds.base import refuse_factorial_training
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
 from crftk.kinds import incremental
-from crftk.kinds.factorial import refuse_factorial_options
 from crftk.kinds.partial import KnownGold, check_annotation, check_partial, init_allowed, partial_line
 from crftk.io.partial import AnnotationError, cell_set, check_marker
 from crftk.model import Model
@@ -594,7 +594,7 @@ class ChainTrainer:
 
     @classmethod
     def refusing(cls, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
-        refuse_factorial_options(inference, tolerance, max_sweeps, warm_start)
+        refuse_factorial_training(inference, tolerance, max_sweeps, warm_start)
         return cls()
 
     def check(self, opt):

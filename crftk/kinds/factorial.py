@@ -35,16 +35,6 @@ def check_factorial(inference=None, tolerance=None, max_sweeps=None):
                                                         else max_sweeps)}
 
 
-def refuse_factorial_options(inference=None, tolerance=None, max_sweeps=None, warm_start=False):
-    """A linear chain (one label column) takes none of the factorial options: bad input, exit 1
-    (issue 16), like a label column that does not exist."""
-    given = [p.option for p, v in zip(params.FACTORIAL, (inference, tolerance, max_sweeps)) if v is not None]
-    given += ["--warm-start"] if warm_start else []
-    if given:
-        raise CrftkError(f"{', '.join(given)} {'is an option' if len(given) == 1 else 'are options'} of factorial "
-                         f"CRFs: give two or more --label-col (one per chain)")
-
-
 def check_warm_start(warm_start, fopt):
     if warm_start and fopt["inference"] != "trp":
         raise CrftkError(f"--warm-start is for --inference trp, not {fopt['inference']}")

@@ -10,24 +10,47 @@ segments (crftk train --model-type semimarkov), a token part and a segment part.
 A new structure subclasses base.Structure and is added to ``STRUCTURES``.
 """
 
-from crftk.structures.chain import Chain
-from crftk.structures.composed import Composed
-from crftk.structures.factorial import Factorial
-from crftk.structures.memm import MEMM
-from crftk.structures.pairs import Pairs
-from crftk.structures.semimarkov import SemiMarkov
-from crftk.structures.twostage import TwoStage
+from collections.abc import Mapping
+from importlib import import_module
 
-STRUCTURES = {s.name: s for s in (Chain, Pairs, MEMM, Composed, Factorial, TwoStage, SemiMarkov)}
+#: structure name -> (module, class). Imported when first asked for, so that a process training or
+#: tagging a chain CRF loads no other structure's module or kernels (their memory: ~5 MB).
+_WHERE = {
+    "chain": ("crftk.structures.chain", "Chain"),
+    "pairs": ("crftk.structures.pairs", "Pairs"),
+    "memm": ("crftk.structures.memm", "MEMM"),
+    "composed": ("crftk.structures.composed", "Composed"),
+    "factorial": ("crftk.structures.factorial", "Factorial"),
+    "twostage": ("crftk.structures.twostage", "TwoStage"),
+    "semimarkov": ("crftk.structures.semimarkov", "SemiMarkov"),
+}
+
+
+class _Structures(Mapping):
+    """The registry: a read-only mapping whose classes are imported on access."""
+
+    def __getitem__(self, name):
+        module, cls = _WHERE[name]
+        return getattr(import_module(module), cls)
+
+    def __contains__(self, name):       # without importing the class
+        return name in _WHERE
+
+    def __iter__(self):
+        return iter(_WHERE)
+
+    def __len__(self):
+        return len(_WHERE)
+
+
+STRUCTURES = _Structures()
 
 
 def structure_name(order=1, model_type="crf"):
     """The structure of the training options --order and --model-type."""
-    if model_type == "memm":
-        return MEMM.name
-    if model_type == SemiMarkov.name:
-        return SemiMarkov.name
-    return Pairs.name if int(order) == 2 else Chain.name
+    if model_type in ("memm", "semimarkov"):
+        return model_type
+    return "pairs" if int(order) == 2 else "chain"
 
 
 def make_structure(name, space):

@@ -91,3 +91,15 @@ def test_the_chain_family():
     assert STRUCTURES["chain"].describe([None] * 4, bag) == "a feature bag (4 members)"
     assert STRUCTURES["composed"].describe([None] * 3, {}) == "a pipeline (3 stages)"
     assert STRUCTURES["composed"].file_kind(bag) == "pipeline"
+
+
+def test_the_chain_structures_named_are_the_label_chains():
+    # CHAIN_STRUCTURES is spelled out so that the registry imports no other structure; it must say
+    # what the classes say
+    from crftk.structures.chain import LabelChain
+    assert set(CHAIN_STRUCTURES) == {name for name, s in STRUCTURES.items() if issubclass(s, LabelChain)}
+
+
+def test_the_registry_answers_membership_without_a_class():
+    assert "factorial" in STRUCTURES and "nonesuch" not in STRUCTURES
+    assert STRUCTURES.get("nonesuch") is None and len(STRUCTURES) == len(list(STRUCTURES))

@@ -1,14 +1,22 @@
 """A chain CRF's training process does not load what it does not use: hashlib (OpenSSL's
-libcrypto) until a model file is written, and numpy.ma at all (np.unique imports it)."""
+libcrypto) until a model file is written, numpy.ma at all (np.unique imports it), and the other
+kinds of model, their structures and kernels (the registries import a kind when it is asked for)."""
 
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ABSENT = ("hashlib", "_hashlib", "secrets", "socket", "numpy.ma")
+#: what the other kinds would bring: their modules, structures and kernels
+OTHER_KINDS = ("crftk.kinds.bag", "crftk.kinds.pipeline", "crftk.kinds.factorial", "crftk.kinds.twostage",
+               "crftk.kinds.semimarkov", "crftk.structures.composed", "crftk.structures.factorial",
+               "crftk.structures.twostage", "crftk.structures.semimarkov", "crftk.structures.joint",
+               "crftk.structures.beam", "crftk.ensemble.combine", "crftk._chain", "crftk._combine",
+               "crftk._factorial", "crftk._messages", "crftk._pipeline", "crftk._product", "crftk._semimarkov")
 
 SCRIPT = """
 import json, sys
@@ -41,3 +49,30 @@ def test_writing_a_model_still_hashes_it(tmp_path):
     write_container(tmp_path / "m", {"kind": "x"}, {"a": np.arange(3)})
     meta, arrays = read_container(tmp_path / "m")
     assert meta == {"kind": "x"} and arrays["a"].tolist() == [0, 1, 2]
+
+
+def test_training_a_chain_imports_no_other_kind():
+    # through the CLI, as crftk train runs, up to the written model; the model file then loads
+    script = f"""
+import sys
+from crftk.cli import main
+sys.argv = ["crftk", "train", "-q", "-t", {str(ROOT / "templates" / "chunking-crfpp.tmpl")!r}, "-m", sys.argv[1],
+            "--max-iter", "2", {str(ROOT / "data" / "demo.train")!r}]
+try:
+    main()
+except SystemExit as stop:
+    assert not stop.code, stop.code
+print([m for m in {OTHER_KINDS!r} if m in sys.modules])
+"""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([sys.executable, "-c", script, os.path.join(d, "m")], env=env, cwd=str(ROOT),
+                             capture_output=True, text=True, check=True)
+        assert out.stdout.strip().splitlines()[-1] == "[]"
+        assert os.path.getsize(os.path.join(d, "m")) > 0
+
+
+def test_the_other_kinds_still_load_when_asked_for():
+    from crftk.kinds import KINDS
+    from crftk.structures import STRUCTURES
+    assert KINDS["factorial"].NAME == "factorial" and STRUCTURES["semimarkov"].name == "semimarkov"
