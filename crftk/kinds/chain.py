@@ -16,7 +16,6 @@ from crftk.features.space import FeatureSpace
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, describe_widths, input_batches
 from crftk.io.crfsuite import AttributeSequences, read_crfsuite
 from crftk.io.schemes import Detector, Recoder, check_chunk_tags, convert
-from crftk.io.stream import format_batch, format_scored, tag_stream
 from crftk.kinds.base import Job as KindJob
 from crftk.kinds.base import refuse_factorial_training
 from crftk.kinds.base import dump, summary  # noqa: F401 (this kind's info and dump)
@@ -401,6 +400,7 @@ def _scores_compiled(tagger):
 
 def _tag_batch(tagger, batch, sep, marginals=0, nbest=0):
     """(output bytes, None) of a RawBatch (runs in a worker thread: the kernels release the GIL)."""
+    from crftk.io.stream import format_batch    # the compiled tag path's (a training process needs none)
     inf = tagger.raw_inference(batch)
     if (marginals or nbest) and batch.n_sentences:        # (a batch of pass-through lines alone writes them)
         return _scored_batch(tagger, inf, batch, sep, marginals, nbest), None
@@ -413,6 +413,7 @@ def _tag_batch(tagger, batch, sep, marginals=0, nbest=0):
 def _scored_batch(tagger, inf, batch, sep, marginals, nbest):
     """The output bytes of a RawBatch with -v (``marginals`` 1 or 2) or -n (``nbest`` > 0), as
     Tagger._blocks writes them: the same kernels and arithmetic, the rows written in compiled code."""
+    from crftk.io.stream import format_scored
     w = tagger.weights
     S, N = batch.n_sentences, batch.n_tokens
     if nbest:
@@ -441,6 +442,7 @@ def _scored_batch(tagger, inf, batch, sep, marginals, nbest):
 
 def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max_sentence_tokens, encoding,
                   marginals=0, nbest=0):
+    from crftk.io.stream import tag_stream
     return tag_stream(lambda batch, sep: _tag_batch(tagger, batch, sep, marginals, nbest), inputs, out, allowed,
                       tagger.n_threads,
                       batch_tokens=batch_tokens, progress=progress, log=log,

@@ -22,8 +22,6 @@ from crftk.io.crfsuite import AttributeSequences
 from crftk.io.partial import check_marker
 from crftk.io.schemes import is_chunk_tag
 from crftk.objectives import Likelihood
-from crftk.objectives.entity_ratio import EntityRatio
-from crftk.objectives.mce import MCE, MCEF
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
 from crftk.optimize.common import NonFiniteStart, kept, map_large_blocks
 from crftk.optimize.online import Batches, arow, averaged_perceptron, passive_aggressive, sgd
@@ -146,7 +144,12 @@ class Trace:
 
 
 def objective_for(opt, inference, frozen):
-    """The training objective the options choose, over a structure's inference."""
+    """The training objective the options choose, over a structure's inference. (MCE and the
+    expected entity ratio are imported when chosen: MAP training loads neither.)"""
+    if opt["objective"] in ("mce", "mce-f"):
+        from crftk.objectives.mce import MCE, MCEF
+    elif opt["entity_ratio"]:
+        from crftk.objectives.entity_ratio import EntityRatio
     if opt["objective"] == "mce":
         return MCE(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
                    smoothing=opt["mce_smoothing"], c2=opt["c2"], frozen=frozen)

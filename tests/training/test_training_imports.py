@@ -16,7 +16,9 @@ OTHER_KINDS = ("crftk.kinds.bag", "crftk.kinds.pipeline", "crftk.kinds.factorial
                "crftk.kinds.semimarkov", "crftk.structures.composed", "crftk.structures.factorial",
                "crftk.structures.twostage", "crftk.structures.semimarkov", "crftk.structures.joint",
                "crftk.structures.beam", "crftk.ensemble.combine", "crftk._chain", "crftk._combine",
-               "crftk._factorial", "crftk._messages", "crftk._pipeline", "crftk._product", "crftk._semimarkov")
+               "crftk._factorial", "crftk._messages", "crftk._pipeline", "crftk._product", "crftk._semimarkov",
+               # MAP training's: neither the other objectives nor the compiled tag path (and its thread pool)
+               "crftk.objectives.mce", "crftk.objectives.entity_ratio", "crftk.io.stream", "concurrent.futures")
 
 SCRIPT = """
 import json, sys
