@@ -111,7 +111,13 @@ class Objective:
 
 
 def is_finite(f, g):
-    return math.isfinite(f) and bool(np.isfinite(g).all())
+    """Whether f and every entry of g are finite; g tested a block at a time, so that no boolean
+    vector of its size (a fresh mapping, faulted in) is added to the memory held where the line
+    search calls it: right after a pass, the training's peak."""
+    if not math.isfinite(f):
+        return False
+    flat = np.asarray(g).reshape(-1)
+    return all(bool(np.isfinite(flat[i:i + BLOCK]).all()) for i in range(0, flat.size, BLOCK))
 
 
 class NonFiniteStart(ValueError):

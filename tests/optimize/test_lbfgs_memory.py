@@ -6,7 +6,7 @@ import pytest
 
 from crftk.objectives.penalty import Penalty
 from crftk.optimize import lbfgs
-from crftk.optimize.common import BLOCK, Objective, axpy, dot64, kept, seal
+from crftk.optimize.common import BLOCK, Objective, axpy, dot64, is_finite, kept, seal
 from crftk.optimize.quasi_newton import _History
 
 
@@ -132,3 +132,17 @@ def test_block_products_are_the_whole_array_formulas_bit_for_bit():
         z[i:i + BLOCK] += -0.37 * x[i:i + BLOCK].astype(np.float64)
     axpy(-0.37, x, y)
     np.testing.assert_array_equal(y, z)
+
+
+@pytest.mark.parametrize("where", [0, BLOCK - 1, BLOCK, 2 * BLOCK + 16])   # first, last of a block, the ragged end
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_is_finite_tests_every_block(where, bad):
+    g = np.ones(2 * BLOCK + 17)
+    assert is_finite(0.0, g) and is_finite(1.0, g.reshape(-1, 1))
+    g[where] = bad
+    assert not is_finite(0.0, g) and not is_finite(0.0, g.reshape(-1, 1))
+
+
+def test_is_finite_tests_the_value():
+    assert not is_finite(np.nan, np.ones(3)) and not is_finite(np.inf, np.ones(3))
+    assert is_finite(0.0, np.zeros(0))
