@@ -6,8 +6,8 @@ the module of each kind gives ``NAME``, ``Job`` (crftk.kinds.base.Job: crftk tag
 against the kind, and the tagging), ``summary(model, path)`` and ``dump(model, out, min_abs=)``.
 A kind that trains gives a trainer too (the training driver's questions, crftk.training.driver),
 which ``trainer_for`` picks from the training options. A new kind is a module here, registered in
-``KINDS`` (and, if it trains, in ``trainer_for``). A model that crftk induce grows is a chain
-CRF like any other (same structure, same runtime): the "crf" kind.
+``KINDS`` (its module's name in ``_MODULES``; and, if it trains, in ``trainer_for``). A model that
+crftk induce grows is a chain CRF like any other (same structure, same runtime): the "crf" kind.
 """
 
 from collections.abc import Mapping

@@ -7,7 +7,8 @@ several label chains coupled at every token (Sutton et al. 2004), one part per c
 and per pair factor; twostage: a CRF reading another's labels over documents
 (crftk train --first-stage), one part per stage; semimarkov: a semi-Markov CRF over
 segments (crftk train --model-type semimarkov), a token part and a segment part.
-A new structure subclasses base.Structure and is added to ``STRUCTURES``.
+A new structure subclasses base.Structure and is added to ``STRUCTURES``' table (``_WHERE``; and to
+crftk.model.CHAIN_STRUCTURES if it is a chain of labels).
 """
 
 from collections.abc import Mapping
