@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from crftk._vector import axpy as _kernel_axpy
+from crftk._vector import axpy as _kernel_axpy, axpy_single as _kernel_axpy_single
 
 # Sufficient-decrease (Armijo) constant of the line searches.
 ARMIJO = 1e-4
@@ -138,8 +138,13 @@ def axpy(a, x, y):
     if x.dtype == y.dtype or x.ndim != 1:
         y += a * x
         return
-    # a float32 x (L-BFGS's stored pairs): scaled in y's precision, a block at a time so that no
+    # a float32 x (L-BFGS's stored pairs): scaled in y's precision, in one compiled pass (the same
+    # two roundings per entry as a cast block scaled and added), else a block at a time so that no
     # temporary of the whole vector raises the peak memory
+    if (x.dtype == np.float32 and y.dtype == np.float64 and x.ndim == 1 and y.ndim == 1
+            and x.flags.c_contiguous and y.flags.c_contiguous):
+        _kernel_axpy_single(a, x, y)
+        return
     if y.dtype == np.float64:
         t = scratch(np.float64)
         for i in range(0, x.size, BLOCK):
@@ -184,8 +189,17 @@ def dot64(x, y):
     a, b = scratch(np.float64), scratch(np.float64, 1)
     total = 0
     for i in range(0, x.size, BLOCK):
-        total += float(as_block(x, i, a) @ as_block(y, i, b))
+        # a float64 operand's block is read where it is (the same values: a copy of it would only be
+        # one more pass over memory)
+        total += float(_block64(x, i, a) @ _block64(y, i, b))
     return total
+
+
+def _block64(x, i, out):
+    """Block i of x in float64: a view of x when it is float64, else cast into out (as_block)."""
+    if x.dtype == np.float64:
+        return x[i:i + BLOCK]
+    return as_block(x, i, out)
 
 
 # glibc's mallopt parameter; 128 KiB is its own starting threshold

@@ -132,3 +132,29 @@ def test_block_products_are_the_whole_array_formulas_bit_for_bit():
         z[i:i + BLOCK] += -0.37 * x[i:i + BLOCK].astype(np.float64)
     axpy(-0.37, x, y)
     np.testing.assert_array_equal(y, z)
+
+
+def test_mixed_precision_kernels_are_numpys_casts_bit_for_bit():
+    # the compiled one-pass kernels against the numpy operations they replace, on values that
+    # round, overflow float32 (inf), fall below its normal range, and NaN
+    from crftk._vector import axpy_single, rounded_difference, single_difference
+    rng = np.random.default_rng(7)
+    n = 1001
+    a = rng.standard_normal(n) * np.logspace(-45, 40, n)
+    b = rng.standard_normal(n)
+    a[:3] = [np.nan, np.inf, -3.5e38]
+    b[:3] = [0.0, 1.0, 3.5e38]
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff32 = (a - b).astype(np.float32)
+        out32 = np.empty(n, np.float32)
+        single_difference(a, b, out32)
+        np.testing.assert_array_equal(out32.view(np.uint32), diff32.view(np.uint32))
+        out64 = np.empty(n)
+        rounded_difference(a, b, out64)
+        np.testing.assert_array_equal(out64.view(np.uint64), diff32.astype(np.float64).view(np.uint64))
+        y = rng.standard_normal(n)
+        expected = y + diff32.astype(np.float64) * 0.3
+        axpy_single(0.3, diff32, y)
+        np.testing.assert_array_equal(y.view(np.uint64), expected.view(np.uint64))
+    with pytest.raises(ValueError):
+        single_difference(a, b[:-1], out32)
