@@ -7,6 +7,8 @@ each element gets the same operations in the same order, so the same bits. Built
 contraction (no -march), so a * x + y rounds twice, as numpy's separate operations did.
 """
 
+from libc.math cimport isfinite
+
 
 def axpy(double a, const double[::1] x, double[::1] y):
     """y += a * x, in place."""
@@ -47,3 +49,31 @@ def single_difference(const double[::1] a, const double[::1] b, float[::1] out):
     with nogil:
         for i in range(n):
             out[i] = <float> (a[i] - b[i])
+
+
+def all_finite(const double[::1] x):
+    """Whether every entry of x is finite (np.isfinite(x).all() with no boolean temporary)."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    cdef bint ok = True
+    with nogil:
+        for i in range(n):
+            if not isfinite(x[i]):
+                ok = False
+                break
+    return ok
+
+
+def same_values(const double[::1] a, const double[::1] b):
+    """Whether a and b have the same length and equal entries (np.array_equal: NaN equals nothing,
+    -0.0 equals 0.0), stopping at the first difference: two points of a minimiser differ in their
+    first entries almost always, and array_equal compares them all into a boolean temporary."""
+    cdef Py_ssize_t i, n = a.shape[0]
+    cdef bint same = True
+    if b.shape[0] != n:
+        return False
+    with nogil:
+        for i in range(n):
+            if a[i] != b[i]:
+                same = False
+                break
+    return same

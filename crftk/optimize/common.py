@@ -21,7 +21,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from crftk._vector import axpy as _kernel_axpy, axpy_single as _kernel_axpy_single
+from crftk._vector import all_finite as _all_finite, axpy as _kernel_axpy, axpy_single as _kernel_axpy_single
+from crftk._vector import same_values as _same_values
 
 # Sufficient-decrease (Armijo) constant of the line searches.
 ARMIJO = 1e-4
@@ -91,7 +92,7 @@ class Objective:
         self._last_value = None
 
     def __call__(self, x):
-        if self._last_x is not None and np.array_equal(x, self._last_x):
+        if self._last_x is not None and same_point(x, self._last_x):
             return self._last_value
         f, g = self.fun(x.reshape(self.shape))
         self.n_evals += 1
@@ -111,7 +112,20 @@ class Objective:
 
 
 def is_finite(f, g):
-    return math.isfinite(f) and bool(np.isfinite(g).all())
+    if not math.isfinite(f):
+        return False
+    if g.dtype == np.float64 and g.flags.c_contiguous:
+        return _all_finite(g.reshape(-1))
+    return bool(np.isfinite(g).all())
+
+
+def same_point(a, b):
+    """np.array_equal(a, b), by a compiled loop that stops at the first difference for contiguous
+    float64 arrays (a minimiser's points: a trial point is compared with the points before it)."""
+    if (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype == np.float64
+            and a.flags.c_contiguous and b.flags.c_contiguous):
+        return a.shape == b.shape and _same_values(a.reshape(-1), b.reshape(-1))
+    return bool(np.array_equal(a, b))
 
 
 class NonFiniteStart(ValueError):

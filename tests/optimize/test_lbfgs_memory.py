@@ -158,3 +158,23 @@ def test_mixed_precision_kernels_are_numpys_casts_bit_for_bit():
         np.testing.assert_array_equal(y.view(np.uint64), expected.view(np.uint64))
     with pytest.raises(ValueError):
         single_difference(a, b[:-1], out32)
+
+
+def test_same_point_and_is_finite_are_numpys_answers():
+    from crftk.optimize.common import is_finite, same_point
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(50)
+    cases = [x.copy(), x[:-1].copy(), x.reshape(5, 10).copy(), x.astype(np.float32), None]
+    for i in (0, 25, 49):
+        for v in (np.nan, -x[i] if x[i] else 1.0, np.nextafter(x[i], np.inf)):
+            y = x.copy()
+            y[i] = v
+            cases.append(y)
+    z, nz = np.zeros(4), np.zeros(4)
+    nz[2] = -0.0
+    nan = np.full(3, np.nan)
+    for a, b in [(x, c) for c in cases] + [(z, nz), (nan, nan.copy()), (x.reshape(5, 10), cases[2])]:
+        assert same_point(a, b) == bool(np.array_equal(a, b))
+    for g in cases[:4] + cases[5:]:
+        assert is_finite(1.0, g) == bool(np.isfinite(g).all())
+        assert not is_finite(np.inf, g)
