@@ -118,7 +118,9 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
         nonlocal trials
         if trials >= max_trials:
             _fail_exhausted(trials, armijo_seen)
-        xt = seal(x + a * d)
+        xt = d * a          # x + a * d with one new array instead of two: the same two
+        xt += x             # roundings (a product and a sum, both commutative)
+        seal(xt)
         for p in known:
             if same_point(xt, p):
                 raise LineSearchFailed(

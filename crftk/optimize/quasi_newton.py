@@ -39,6 +39,7 @@ class _History:
         self.y = deque()
         self.rho = deque()
         self.gamma = 1.0
+        self._direction = None
 
     def __len__(self):
         return len(self.s)
@@ -112,8 +113,12 @@ class _History:
         return True
 
     def direction(self, g):
-        """Return -H g, H the L-BFGS inverse-Hessian approximation."""
-        q = np.negative(g)
+        """Return -H g, H the L-BFGS inverse-Hessian approximation, in a buffer of the history's that
+        the next call overwrites (an iteration's direction is dead by then): a new weight-sized array
+        each iteration is a fresh mapping whose pages are faulted in again (map_large_blocks)."""
+        if self._direction is None or self._direction.shape != g.shape:
+            self._direction = np.empty_like(g, dtype=np.float64)
+        q = np.negative(g, out=self._direction)
         alphas = []
         for s, y, rho in zip(reversed(self.s), reversed(self.y), reversed(self.rho)):
             a = rho * dot64(s, q)
