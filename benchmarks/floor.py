@@ -13,6 +13,13 @@ does exactly that traffic with no inference, for each layout:
   by frequency (the most frequent first, so that the hot weights share cache lines and
   pages), or at random (the worst locality, for scale).
 
+Beside them, the rest of a training iteration's floor, so that the whole can be compared with
+crftk's: the forward-backward alone (``Lattices.loglik`` on the same sentences with no state
+attributes: the lattices' arithmetic, the transitions' counts and the labels' scores, with no
+gather or scatter) and the optimizer's vector work of one L-BFGS iteration at that many weights
+(crftk's own code: the two-loop direction with six float32 pairs, a trial point, its slope, the
+penalty, the new pair), which run between evaluations.
+
 For each: the logical bytes one evaluation moves (each occurrence's id and feature range,
 each feature occurrence's label and weight in the gather, its label and the read and write of
 its gradient entry in the scatter), the median seconds of the bare kernel and the GB/s
@@ -40,9 +47,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from crftk._floor import gather_scatter                      # noqa: E402
+from crftk._lattice import Lattices                          # noqa: E402
 from crftk.features.space import FeatureSpace                 # noqa: E402
 from crftk.features.templates import read_template            # noqa: E402
 from crftk.io.conll import iter_corpus                        # noqa: E402
+from crftk.objectives.penalty import Penalty                 # noqa: E402
+from crftk.optimize.quasi_newton import _History              # noqa: E402
 from crftk.structures.chain import chain_lattices, ranges     # noqa: E402
 
 SHARED = os.path.join(REPO, "..", "shared", "data")
@@ -98,6 +108,38 @@ def layout_bytes(n_tokens, n_occ, n_feat_occ, real, ids, labels):
     return 2 * n_tokens * 4 + 2 * n_occ * 3 * i + n_feat_occ * (2 * b + r + 2 * r)
 
 
+def bare_lattices(corpus, n_labels, n_edge_attrs):
+    """The chain kernel over the corpus's sentences with no state attributes: its loglik pass is the
+    forward-backward, the transitions' expected counts and the gold labels' scores alone."""
+    n = corpus.n_tokens
+    return Lattices(corpus.sent_ptr, np.zeros(n + 1, np.int32), np.zeros(0, np.int32), corpus.eattr_ptr,
+                    corpus.eattrs, np.zeros(1, np.int32), np.zeros(0, np.int32), n_labels, n_edge_attrs)
+
+
+class OptimizerStep:
+    """The vector work of one L-BFGS iteration at n weights, by crftk's own code: the direction
+    from six float32 pairs, a trial point and its slope, the penalty's value and gradient, the new
+    pair and the gradient's norm (the evaluation between them left out)."""
+
+    def __init__(self, n, seed=4):
+        rng = np.random.default_rng(seed)
+        self.history = _History(6, "float32")
+        self.x, self.g = rng.standard_normal(n), rng.standard_normal(n)
+        for _ in range(6):
+            s = 0.01 * rng.standard_normal(n)
+            self.history.push_step(self.x + s, self.x, self.g + 2.0 * s, self.g)
+        self.penalty = Penalty(1.0)
+
+    def __call__(self):
+        d = self.history.direction(self.g)
+        xt = self.x + 1e-3 * d
+        g = self.g + 2e-3 * d             # (a new array, as the kernel's gradient is)
+        value, g = self.penalty(xt, 0.0, g)
+        slope = float(g @ d)
+        self.history.push_step(xt, self.x, g, self.g)
+        return value + slope + float(np.linalg.norm(g))
+
+
 def measure(args):
     train = os.path.join(args.data, "train.txt")
     space, corpus = FeatureSpace.fit(iter_corpus(train), read_template(args.template))
@@ -135,11 +177,18 @@ def measure(args):
         res["rows"].append(row)
         runs.append((row, arrays))
     real_times = {n: [] for n in threads}
+    bare = bare_lattices(corpus, L, space.n_edge_attrs)
+    w_bare = w64[-bare.n_params:] if bare.n_params else w64[:0]
+    bare_times = {n: [] for n in threads}
+    step = OptimizerStep(P)
+    step_times = []
     lat.loglik(w64, labels, 1)
     for _ in range(args.repeats):
         res["load"].append(loadavg())
+        step_times.append(median_seconds(step, 1))
         for n in threads:
             real_times[n].append(median_seconds(lambda: lat.loglik(w64, labels, n), 1))
+            bare_times[n].append(median_seconds(lambda: bare.loglik(w_bare, labels, n), 1))
             for row, arrays in runs:
                 grad = np.zeros((n, arrays[-1].size), dtype=arrays[-1].dtype)
 
@@ -148,6 +197,8 @@ def measure(args):
                     gather_scatter(*arrays, grad, L, max_len, n)
                 row["times"][n].append(median_seconds(run, 1))
     res["crftk_loglik_seconds"] = {n: statistics.median(v) for n, v in real_times.items()}
+    res["forward_backward_seconds"] = {n: statistics.median(v) for n, v in bare_times.items()}
+    res["optimizer_step_seconds"] = statistics.median(step_times)
     for row, _ in runs:
         row["seconds"] = {n: statistics.median(v) for n, v in row.pop("times").items()}
     res["today_bytes"] = today_bytes
@@ -183,7 +234,26 @@ def table(res):
     today = res["rows"][0]["seconds"]
     ratios = ", ".join(f"{(real[n] / today[n]):.2f}x at {n} thread{'s' if n > 1 else ''}" for n in real)
     lines += ["", f"crftk's evaluation against the bare gather + scatter of its layout: {ratios}."]
+    if "forward_backward_seconds" in res:
+        lines += ["", whole_floor(res, real, today)]
     return "\n".join(lines)
+
+
+def whole_floor(res, real, today):
+    """The floor of a whole training iteration: the bare gather + scatter, the forward-backward
+    alone and the optimizer's vector work, beside crftk's evaluation plus that same optimizer work."""
+    fb = res["forward_backward_seconds"]
+    opt = res["optimizer_step_seconds"]
+    lines = ["| threads | bare gather + scatter, s | forward-backward alone, s | optimizer's vector work, s "
+             "| floor of an iteration, s | crftk's evaluation + the optimizer's work, s | crftk / floor |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in res["threads"]:
+        get = (lambda d: d[str(n)] if str(n) in d else d[n])
+        floor = get(today) + get(fb) + opt
+        crftk = get(real) + opt
+        lines.append(f"| {n} | {get(today):.3f} | {get(fb):.3f} | {opt:.3f} | {floor:.3f} | {crftk:.3f} | "
+                     f"{crftk / floor:.2f}x |")
+    return "\n".join(["The floor of a whole training iteration (the optimizer's work runs on one thread):", ""] + lines)
 
 
 def main(argv=None):

@@ -35,3 +35,39 @@ def test_gather_scatter_is_the_brute_force(real, ids, labels, threads):
     tol = 1e-5 if real == np.float32 else 1e-12
     np.testing.assert_allclose(grad.sum(axis=0), grad_expected, rtol=tol, atol=tol)
     assert total == pytest.approx(scores[:, 0].sum(), rel=tol, abs=tol)
+
+
+def _floor_script():
+    import importlib.util
+    import sys
+    from tests.corpora import REPO
+    spec = importlib.util.spec_from_file_location("floor_bench", REPO / "benchmarks" / "floor.py")
+    module = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    spec.loader.exec_module(module)        # puts the repository first on sys.path for its own imports
+    sys.path[:] = path
+    return module
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_forward_backward_alone_is_the_pass_with_zero_state_weights(threads):
+    # floor.py's "forward-backward alone": the same sentences with no state attributes give, bit for bit,
+    # the loss and the transition/start/end gradient of the real pass whose state weights are all 0
+    from crftk.features.space import FeatureSpace
+    from crftk.features.templates import parse_template
+    from crftk.structures.chain import chain_lattices
+    from tests.corpora import random_corpus
+    floor = _floor_script()
+    space, corpus = FeatureSpace.fit(random_corpus(30, seed=5), parse_template("U00:%x[0,0]\nU01:%x[-1,0]\nB\n"))
+    lat = chain_lattices(space, corpus)
+    bare = floor.bare_lattices(corpus, space.n_labels, space.n_edge_attrs)
+    n_state = lat.n_params - bare.n_params
+    assert n_state > 0
+    w = np.random.default_rng(2).standard_normal(lat.n_params)
+    w[:n_state] = 0.0
+    labels = np.asarray(corpus.labels, dtype=np.int32)
+    loss, grad = lat.loglik(w, labels, threads)
+    bare_loss, bare_grad = bare.loglik(np.ascontiguousarray(w[n_state:]), labels, threads)
+    assert bare_loss == loss
+    np.testing.assert_array_equal(bare_grad, grad[n_state:])
+    assert np.isfinite(floor.OptimizerStep(1000)())

@@ -21,7 +21,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from crftk._vector import axpy as _kernel_axpy
+from crftk._vector import all_finite as _all_finite, axpy as _kernel_axpy, axpy_single as _kernel_axpy_single
+from crftk._vector import same_values as _same_values
 
 # Sufficient-decrease (Armijo) constant of the line searches.
 ARMIJO = 1e-4
@@ -91,7 +92,7 @@ class Objective:
         self._last_value = None
 
     def __call__(self, x):
-        if self._last_x is not None and np.array_equal(x, self._last_x):
+        if self._last_x is not None and same_point(x, self._last_x):
             return self._last_value
         f, g = self.fun(x.reshape(self.shape))
         self.n_evals += 1
@@ -111,13 +112,24 @@ class Objective:
 
 
 def is_finite(f, g):
-    """Whether f and every entry of g are finite; g tested a block at a time, so that no boolean
-    vector of its size (a fresh mapping, faulted in) is added to the memory held where the line
-    search calls it: right after a pass, the training's peak."""
+    """Whether f and every entry of g are finite: a compiled loop for contiguous float64 (the
+    line search calls it right after a pass, the training's peak, where a boolean vector of g's
+    size would be a fresh mapping faulted in); other arrays a block at a time, for the same reason."""
     if not math.isfinite(f):
         return False
+    if g.dtype == np.float64 and g.flags.c_contiguous:
+        return _all_finite(g.reshape(-1))
     flat = np.asarray(g).reshape(-1)
     return all(bool(np.isfinite(flat[i:i + BLOCK]).all()) for i in range(0, flat.size, BLOCK))
+
+
+def same_point(a, b):
+    """np.array_equal(a, b), by a compiled loop that stops at the first difference for contiguous
+    float64 arrays (a minimiser's points: a trial point is compared with the points before it)."""
+    if (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype == np.float64
+            and a.flags.c_contiguous and b.flags.c_contiguous):
+        return a.shape == b.shape and _same_values(a.reshape(-1), b.reshape(-1))
+    return bool(np.array_equal(a, b))
 
 
 class NonFiniteStart(ValueError):
@@ -144,8 +156,13 @@ def axpy(a, x, y):
     if x.dtype == y.dtype or x.ndim != 1:
         y += a * x
         return
-    # a float32 x (L-BFGS's stored pairs): scaled in y's precision, a block at a time so that no
+    # a float32 x (L-BFGS's stored pairs): scaled in y's precision, in one compiled pass (the same
+    # two roundings per entry as a cast block scaled and added), else a block at a time so that no
     # temporary of the whole vector raises the peak memory
+    if (x.dtype == np.float32 and y.dtype == np.float64 and x.ndim == 1 and y.ndim == 1
+            and x.flags.c_contiguous and y.flags.c_contiguous):
+        _kernel_axpy_single(a, x, y)
+        return
     if y.dtype == np.float64:
         t = scratch(np.float64)
         for i in range(0, x.size, BLOCK):
@@ -190,8 +207,17 @@ def dot64(x, y):
     a, b = scratch(np.float64), scratch(np.float64, 1)
     total = 0
     for i in range(0, x.size, BLOCK):
-        total += float(as_block(x, i, a) @ as_block(y, i, b))
+        # a float64 operand's block is read where it is (the same values: a copy of it would only be
+        # one more pass over memory)
+        total += float(_block64(x, i, a) @ _block64(y, i, b))
     return total
+
+
+def _block64(x, i, out):
+    """Block i of x in float64: a view of x when it is float64, else cast into out (as_block)."""
+    if x.dtype == np.float64:
+        return x[i:i + BLOCK]
+    return as_block(x, i, out)
 
 
 # glibc's mallopt parameter; 128 KiB is its own starting threshold

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from crftk.optimize.common import ARMIJO, is_finite, seal
+from crftk.optimize.common import ARMIJO, is_finite, same_point, seal
 
 # The curvature constant of quasi-Newton methods (CG passes its own, 0.1).
 CURVATURE = 0.9
@@ -118,9 +118,11 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
         nonlocal trials
         if trials >= max_trials:
             _fail_exhausted(trials, armijo_seen)
-        xt = seal(x + a * d)
+        xt = d * a          # x + a * d with one new array instead of two: the same two
+        xt += x             # roundings (a product and a sum, both commutative)
+        seal(xt)
         for p in known:
-            if np.array_equal(xt, p):
+            if same_point(xt, p):
                 raise LineSearchFailed(
                     f"line search failed: the step interval shrank to machine "
                     f"precision after {trials} trials (the objective or its "
@@ -220,7 +222,7 @@ def orthant_search(obj, x, F0, pg, d, step, max_trials, c1, mask):
             leaves &= mask
         np.copyto(xt, 0.0, where=leaves)
         seal(xt)
-        if np.array_equal(xt, x) or np.array_equal(xt, last):
+        if same_point(xt, x) or same_point(xt, last):
             raise LineSearchFailed(
                 f"line search failed: the step became too small to change x "
                 f"after {trial} trials"

@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from crftk._vector import rounded_difference, single_difference
 from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64,
                                    map_large_blocks, bool_mask, check_options, not_descent, scratch, seal, start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
@@ -38,6 +39,7 @@ class _History:
         self.y = deque()
         self.rho = deque()
         self.gamma = 1.0
+        self._direction = None
 
     def __len__(self):
         return len(self.s)
@@ -68,10 +70,10 @@ class _History:
         if self.dtype == np.float64:
             return self.push(x_new - x, g_new - g)
         sy = yy = ss = 0
-        s64, y64, rounded = scratch(np.float64), scratch(np.float64, 1), scratch(self.dtype)
+        s64, y64 = scratch(np.float64), scratch(np.float64, 1)
         for i in range(0, x.size, BLOCK):
-            s = self._rounded(x_new, x, i, s64, rounded)
-            y = self._rounded(g_new, g, i, y64, rounded)
+            s = self._rounded(x_new, x, i, s64)
+            y = self._rounded(g_new, g, i, y64)
             sy += float(s @ y)
             yy += float(y @ y)
             ss += float(s @ s)
@@ -82,23 +84,17 @@ class _History:
             self.rho.popleft()
         else:
             s, y = np.empty(x.size, self.dtype), np.empty(x.size, self.dtype)
-        for i in range(0, x.size, BLOCK):
-            n = min(BLOCK, x.size - i)
-            np.subtract(x_new[i:i + n], x[i:i + n], out=s64[:n])
-            np.copyto(s[i:i + n], s64[:n])
-            np.subtract(g_new[i:i + n], g[i:i + n], out=y64[:n])
-            np.copyto(y[i:i + n], y64[:n])
+        single_difference(x_new, x, s)
+        single_difference(g_new, g, y)
         return self._keep(s, y, sy, yy, ss)
 
     @staticmethod
-    def _rounded(a, b, i, out, rounded):
+    def _rounded(a, b, i, out):
         """Block i of a - b, computed in float64, rounded to the pairs' precision and read back in
         float64 (in out): the block of the stored pair as the products read it."""
         n = min(BLOCK, a.size - i)
         out = out[:n]
-        np.subtract(a[i:i + n], b[i:i + n], out=out)
-        np.copyto(rounded[:n], out)
-        np.copyto(out, rounded[:n])
+        rounded_difference(a[i:i + n], b[i:i + n], out)
         return out
 
     def _keep(self, s, y, sy, yy, ss):
@@ -117,8 +113,12 @@ class _History:
         return True
 
     def direction(self, g):
-        """Return -H g, H the L-BFGS inverse-Hessian approximation."""
-        q = np.negative(g)
+        """Return -H g, H the L-BFGS inverse-Hessian approximation, in a buffer of the history's that
+        the next call overwrites (an iteration's direction is dead by then): a new weight-sized array
+        each iteration is a fresh mapping whose pages are faulted in again (map_large_blocks)."""
+        if self._direction is None or self._direction.shape != g.shape:
+            self._direction = np.empty_like(g, dtype=np.float64)
+        q = np.negative(g, out=self._direction)
         alphas = []
         for s, y, rho in zip(reversed(self.s), reversed(self.y), reversed(self.rho)):
             a = rho * dot64(s, q)

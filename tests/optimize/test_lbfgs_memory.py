@@ -146,3 +146,49 @@ def test_is_finite_tests_every_block(where, bad):
 def test_is_finite_tests_the_value():
     assert not is_finite(np.nan, np.ones(3)) and not is_finite(np.inf, np.ones(3))
     assert is_finite(0.0, np.zeros(0))
+
+
+def test_mixed_precision_kernels_are_numpys_casts_bit_for_bit():
+    # the compiled one-pass kernels against the numpy operations they replace, on values that
+    # round, overflow float32 (inf), fall below its normal range, and NaN
+    from crftk._vector import axpy_single, rounded_difference, single_difference
+    rng = np.random.default_rng(7)
+    n = 1001
+    a = rng.standard_normal(n) * np.logspace(-45, 40, n)
+    b = rng.standard_normal(n)
+    a[:3] = [np.nan, np.inf, -3.5e38]
+    b[:3] = [0.0, 1.0, 3.5e38]
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff32 = (a - b).astype(np.float32)
+        out32 = np.empty(n, np.float32)
+        single_difference(a, b, out32)
+        np.testing.assert_array_equal(out32.view(np.uint32), diff32.view(np.uint32))
+        out64 = np.empty(n)
+        rounded_difference(a, b, out64)
+        np.testing.assert_array_equal(out64.view(np.uint64), diff32.astype(np.float64).view(np.uint64))
+        y = rng.standard_normal(n)
+        expected = y + diff32.astype(np.float64) * 0.3
+        axpy_single(0.3, diff32, y)
+        np.testing.assert_array_equal(y.view(np.uint64), expected.view(np.uint64))
+    with pytest.raises(ValueError):
+        single_difference(a, b[:-1], out32)
+
+
+def test_same_point_and_is_finite_are_numpys_answers():
+    from crftk.optimize.common import is_finite, same_point
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(50)
+    cases = [x.copy(), x[:-1].copy(), x.reshape(5, 10).copy(), x.astype(np.float32), None]
+    for i in (0, 25, 49):
+        for v in (np.nan, -x[i] if x[i] else 1.0, np.nextafter(x[i], np.inf)):
+            y = x.copy()
+            y[i] = v
+            cases.append(y)
+    z, nz = np.zeros(4), np.zeros(4)
+    nz[2] = -0.0
+    nan = np.full(3, np.nan)
+    for a, b in [(x, c) for c in cases] + [(z, nz), (nan, nan.copy()), (x.reshape(5, 10), cases[2])]:
+        assert same_point(a, b) == bool(np.array_equal(a, b))
+    for g in cases[:4] + cases[5:]:
+        assert is_finite(1.0, g) == bool(np.isfinite(g).all())
+        assert not is_finite(np.inf, g)
