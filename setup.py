@@ -54,7 +54,7 @@ extensions = [
     kernel("crftk._lattice", "csrc/lattice.pyx", VECMATH),
     kernel("crftk._induce", "csrc/induce.pyx"),
     kernel("crftk._chain", "csrc/chain_tables.pyx", VECMATH),
-    kernel("crftk._product", "csrc/product_tables.pyx", VECMATH),
+    kernel("crftk._product", "csrc/product_tables.pyx", MAXPLUS),
     kernel("crftk._pipeline", "csrc/pipeline_decode.pyx", MAXPLUS),
     kernel("crftk._messages", "csrc/messages.pyx", MAXPLUS),
     kernel("crftk._combine", "csrc/combine.pyx", VECMATH),

@@ -23,7 +23,16 @@ from libc.math cimport INFINITY
 from libc.string cimport memset
 
 from chain cimport exp_shifted, scaled_start, scaled_step, scaled_backward_start, backward_weights, vec_mat, \
-    mat_vec, argmax
+    mat_vec, argmax, transpose as transpose_matrix
+from vecmath cimport vec_mat_rect
+from maxplus cimport maxplus
+
+# A chain of at most this many labels that is not the last one is stepped a column at a time
+# (its labels for one assignment of the later chains), the column copied to a contiguous
+# buffer on the stack and multiplied by vecmath.h's or maxplus.h's register-blocked products
+# (a thread's stack holds the transposed matrix the backward step reads: 32 KiB).
+cdef enum:
+    GATHERED = 64
 
 
 cdef struct Shape:
@@ -49,16 +58,20 @@ cdef inline int shape_init(Shape* sh, int C, const int* n) noexcept nogil:
     return 0
 
 
-cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double* M, bint transpose,
-                          double* y) noexcept nogil:
+cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double* M, const double* MT,
+                          bint transpose, double* y) noexcept nogil:
     """y[.., j, ..] = sum_i x[.., i, ..] M[i, j] along chain c's axis; with transpose,
-    sum_i M[j, i] x[.., i, ..] (a backward step)."""
+    sum_i M[j, i] x[.., i, ..] (a backward step). MT (or NULL): M's transpose, which the
+    backward step of a chain other than the last reads column by column (see GATHERED)."""
     cdef int nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
     cdef int from_step = nc, to_step = 1      # M[i*from_step + j*to_step] links i to j
     cdef int p, i, j, r
     cdef const double* xb
     cdef double* yb
+    cdef const double* Mf
     cdef double mij
+    cdef double xcol[GATHERED]
+    cdef double ycol[GATHERED]
     if transpose:
         from_step = 1
         to_step = nc
@@ -71,6 +84,20 @@ cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double*
                 mat_vec(M, xb, nc, yb)
             else:
                 vec_mat(xb, M, nc, yb)
+        return
+    Mf = MT if transpose else M
+    if nc <= GATHERED and Mf != NULL:
+        # column by column: y[j, r] = sum_i x[i, r] Mf[i, j] summed over i in order from 0.0,
+        # as the loop below sums it (Mf[i, j] = M[j, i] backward: products commute exactly)
+        for p in range(pre):
+            xb = x + p * nc * post
+            yb = y + p * nc * post
+            for r in range(post):
+                for i in range(nc):
+                    xcol[i] = xb[i * post + r]
+                vec_mat_rect(xcol, Mf, nc, nc, ycol)
+                for j in range(nc):
+                    yb[j * post + r] = ycol[j]
         return
     memset(y, 0, sh.S * sizeof(double))
     for p in range(pre):
@@ -98,6 +125,21 @@ cdef inline void axis_max(const Shape* sh, int c, const double* x, const double*
     cdef const double* Mi
     cdef double* yb
     cdef double* yj
+    cdef double xcol[GATHERED]
+    cdef double ycol[GATHERED]
+    if post > 1 and nc <= GATHERED:
+        # column by column through maxplus.h: the same sums x[i, r] + M[i, j], and a maximum
+        # is exact (its v > y ? v : y keeps the loop's first of equal values)
+        for p in range(pre):
+            xb = x + p * w
+            yb = y + p * w
+            for r in range(post):
+                for i in range(nc):
+                    xcol[i] = xb[i * post + r]
+                maxplus(xcol, NULL, M, nc, nc, ycol)
+                for j in range(nc):
+                    yb[j * post + r] = ycol[j]
+        return
     for p in range(pre):
         xb = x + p * w
         yb = y + p * w
@@ -155,6 +197,9 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
     cdef double* x
     cdef double* y
     cdef double* qt
+    cdef const double* Et
+    cdef double mt[GATHERED * GATHERED]
+    cdef const double* mt_of = NULL         # the matrix mt holds the transpose of
     logz = scaled_start(s, alpha, scale, S)
     for t in range(1, T):
         for c in range(C):
@@ -164,7 +209,7 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
         x = alpha + (t - 1) * S
         y = tmp
         for c in range(C):
-            axis_sum(sh, c, x, E[t * C + c], False, y)
+            axis_sum(sh, c, x, E[t * C + c], NULL, False, y)
             x = y
             y = tmp + S if y == tmp else tmp
         logz += scaled_step(x, q + t * S, alpha + t * S, scale + t, S)
@@ -177,7 +222,12 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
         for c in range(C):
             if c == C - 1:
                 y = beta + (t - 1) * S
-            axis_sum(sh, c, x, E[t * C + c], True, y)
+            Et = E[t * C + c]
+            if sh.stride[c] > 1 and sh.n[c] <= GATHERED and Et != mt_of:
+                # a matrix shared by the positions is transposed once per chain
+                transpose_matrix(Et, sh.n[c], mt)
+                mt_of = Et
+            axis_sum(sh, c, x, Et, mt if mt_of == Et else NULL, True, y)
             x = y
             y = tmp + S if y == tmp else tmp
     return logz
@@ -205,7 +255,7 @@ cdef inline void product_edge_marginals(const Shape* sh, int c, const double* al
     for d in range(C):             # move every other chain to time t
         if d == c:
             continue
-        axis_sum(sh, d, x, Et[d], False, y)
+        axis_sum(sh, d, x, Et[d], NULL, False, y)
         x = y
         y = tmp + sh.S if y == tmp else tmp
     for i in range(nc):
