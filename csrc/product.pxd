@@ -182,24 +182,16 @@ cdef inline double stage_value(const Shape* sh, int c, Py_ssize_t k, const doubl
     return best
 
 
-cdef inline double product_forward_backward(const Shape* sh, int T, const double* s,
-                                            const double** E, const double* shift, double* q,
-                                            double* alpha, double* beta, double* scale,
-                                            double* tmp) noexcept nogil:
-    """Scaled forward-backward over a product chain; returns log Z.
-
-    Afterwards alpha[t]*beta[t] are the joint node marginals, and q[t] holds
-    exp-state(t) * beta[t] / scale[t] for product_edge_marginals. tmp: 2*S scratch.
-    """
+cdef inline double product_forward(const Shape* sh, int T, const double* s, const double** E,
+                                   const double* shift, double* q, double* alpha, double* scale,
+                                   double* tmp) noexcept nogil:
+    """The scaled forward pass of product_forward_backward (log Z and what its backward pass
+    reads: alpha, scale, q[t] = exp-state(t)); log Z alone needs no more. tmp: 2*S scratch."""
     cdef int S = sh.S, C = sh.C
     cdef int t, c
     cdef double logz, m
-    cdef double* x
+    cdef const double* x
     cdef double* y
-    cdef double* qt
-    cdef const double* Et
-    cdef double mt[GATHERED * GATHERED]
-    cdef const double* mt_of = NULL         # the matrix mt holds the transpose of
     logz = scaled_start(s, alpha, scale, S)
     for t in range(1, T):
         for c in range(C):
@@ -213,6 +205,28 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
             x = y
             y = tmp + S if y == tmp else tmp
         logz += scaled_step(x, q + t * S, alpha + t * S, scale + t, S)
+    return logz
+
+
+cdef inline double product_forward_backward(const Shape* sh, int T, const double* s,
+                                            const double** E, const double* shift, double* q,
+                                            double* alpha, double* beta, double* scale,
+                                            double* tmp) noexcept nogil:
+    """Scaled forward-backward over a product chain; returns log Z.
+
+    Afterwards alpha[t]*beta[t] are the joint node marginals, and q[t] holds
+    exp-state(t) * beta[t] / scale[t] for product_edge_marginals. tmp: 2*S scratch.
+    """
+    cdef int S = sh.S, C = sh.C
+    cdef int t, c
+    cdef double logz
+    cdef double* x
+    cdef double* y
+    cdef double* qt
+    cdef const double* Et
+    cdef double mt[GATHERED * GATHERED]
+    cdef const double* mt_of = NULL         # the matrix mt holds the transpose of
+    logz = product_forward(sh, T, s, E, shift, q, alpha, scale, tmp)
     scaled_backward_start(beta, T, S)
     for t in range(T - 1, 0, -1):
         qt = q + t * S
@@ -329,9 +343,10 @@ cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, c
     came from), heads: max(n_c, S) scratch.
     """
     cdef int S = sh.S, C = sh.C
-    cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y
+    cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y, h, filled
     cdef Py_ssize_t stage, prev, cell, src
     cdef double v, top, m
+    cdef const double* M
     cdef const double* inp
     cdef double* outp
     # position 0: one labeling per joint label (its list in the last stage's slot)
@@ -350,34 +365,44 @@ cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, c
             prev = (<Py_ssize_t> t * C + c - 1) * S * K if c > 0 else (<Py_ssize_t> (t - 1) * C + C - 1) * S * K
             inp = score + prev
             outp = score + stage
+            M = Tr[t * C + c]
             for p in range(pre):
                 for j in range(nc):
                     for r in range(post):
                         y = p * nc * post + j * post + r
+                        # the K first candidates (list i's entry h, inp + M[i, j]) in the order
+                        # (score descending, i ascending, h ascending), which is what merging
+                        # the sorted lists by their heads (the lower label on ties) picks: each
+                        # list is read until its candidate cannot enter the K kept, so most lists
+                        # cost one sum and one comparison
+                        filled = 0
                         for i in range(nc):
-                            heads[i] = 0
-                        for o in range(K):
-                            bi = -1
-                            top = -INFINITY
-                            for i in range(nc):
-                                if heads[i] < K:
-                                    src = <Py_ssize_t> (p * nc * post + i * post + r) * K + heads[i]
-                                    if inp[src] == -INFINITY:
-                                        continue
-                                    v = inp[src] + Tr[t * C + c][i * nc + j]
-                                    if bi < 0 or v > top:
-                                        top = v
-                                        bi = i
+                            src = <Py_ssize_t> (p * nc * post + i * post + r) * K
+                            m = M[i * nc + j]
+                            for h in range(K):
+                                if inp[src + h] == -INFINITY:
+                                    break           # the list's end (its -inf tail)
+                                v = inp[src + h] + m
+                                if filled == K and not v > outp[y * K + K - 1]:
+                                    break           # nor can the list's later (lower) entries
+                                # after every kept candidate of at least v (they come first)
+                                o = filled if filled < K else K - 1
+                                while o > 0 and v > outp[y * K + o - 1]:
+                                    outp[y * K + o] = outp[y * K + o - 1]
+                                    back[stage + <Py_ssize_t> y * K + o] = back[stage + <Py_ssize_t> y * K + o - 1]
+                                    rank[stage + <Py_ssize_t> y * K + o] = rank[stage + <Py_ssize_t> y * K + o - 1]
+                                    o -= 1
+                                cell = stage + <Py_ssize_t> y * K + o
+                                outp[y * K + o] = v
+                                back[cell] = p * nc * post + i * post + r
+                                rank[cell] = h
+                                if filled < K:
+                                    filled += 1
+                        for o in range(filled, K):
                             cell = stage + <Py_ssize_t> y * K + o
-                            if bi < 0:
-                                outp[y * K + o] = -INFINITY
-                                back[cell] = -1
-                                rank[cell] = -1
-                            else:
-                                outp[y * K + o] = top
-                                back[cell] = p * nc * post + bi * post + r
-                                rank[cell] = heads[bi]
-                                heads[bi] += 1
+                            outp[y * K + o] = -INFINITY
+                            back[cell] = -1
+                            rank[cell] = -1
         stage = (<Py_ssize_t> t * C + C - 1) * S * K
         for y in range(S):
             m = s[t * S + y]

@@ -16,7 +16,7 @@ The kernels run over the product chains in parallel.
 import numpy as np
 
 from chain cimport ChainBuffers, ChainTask, run_chains
-from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
+from product cimport (Shape, shape_init, product_forward, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi, product_nbest)
 
 
@@ -161,6 +161,14 @@ cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noex
         j.node[t0 * S + k] = b.alpha[k]
 
 
+cdef void log_partition_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Batch* j = <const Batch*> job
+    cdef Py_ssize_t t0
+    cdef int T = span(j, s, &t0)
+    factors_at(&j.factors, j.shape.C, t0, T, b.E, b.shift)
+    j.logz[s] = product_forward(&j.shape, T, j.st + t0 * j.shape.S, b.E, b.shift, b.q, b.alpha, b.scale, b.tmp)
+
+
 cdef void viterbi_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
     cdef const Batch* j = <const Batch*> job
     cdef Py_ssize_t t0
@@ -220,6 +228,24 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=
             tab.batch.edge[c] = &edv[0, 0, 0] if edges else NULL
         tab.run(marginals_task, n_threads, 4)
     return logz_np, node_np, edges_np if edges else None
+
+
+def log_partition(sizes, sent_ptr, state, trans, int n_threads=1):
+    """log Z [S]: forward_backward's, from its forward pass alone (the same bits)."""
+    cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
+    exp_tables = []
+    shifts = []
+    for m in tab.trans:
+        e, mx = exp_rows(m)
+        exp_tables.append(e)
+        shifts.append(mx)
+    factors_init(&tab.batch.factors, exp_tables, shifts)
+    logz_np = np.zeros(tab.n_chains)
+    cdef double[::1] logz = logz_np
+    if tab.n_chains:
+        tab.batch.logz = &logz[0]
+        tab.run(log_partition_task, n_threads, 4)
+    return logz_np
 
 
 def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
