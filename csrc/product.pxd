@@ -27,6 +27,12 @@ from chain cimport exp_shifted, scaled_start, scaled_step, scaled_backward_start
 from vecmath cimport vec_mat_rect
 from maxplus cimport maxplus
 
+cdef extern from "nbest.h":
+    # one stage of product_nbest for the outputs of one column (nbest.h describes it)
+    void nbest_column "crftk_nbest_column" (const double* inp, const double* M, int n, int post, int K,
+                                            int start, double* out, int* back, int* rank,
+                                            double* work) noexcept nogil
+
 # A chain of at most this many labels that is not the last one is stepped a column at a time
 # (its labels for one assignment of the later chains), the column copied to a contiguous
 # buffer on the stack and multiplied by vecmath.h's or maxplus.h's register-blocked products
@@ -333,17 +339,18 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
 
 cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, const double** Tr,
                                double* score, int* back, int* rank, int* out, double* best,
-                               int* heads, int* count) noexcept nogil:
+                               int* heads, double* work, int* count) noexcept nogil:
     """The K best joint labelings: out[k*T + t] the joint label of the k-th at t, best[k] its
     score, count[0] how many there are (fewer than K when the chain has fewer labelings).
 
     The factorized recursion with a list of the K best partial scores per state: stage c of
     position t merges, for each of its outputs, the lists of its chain's n_c predecessors (ties
-    go to the lower label). score: T*C*S*K, back and rank: T*C*S*K (the list entry each entry
-    came from), heads: max(n_c, S) scratch.
+    go to the lower label; nbest.h, a column of outputs at a time). score: T*C*S*K, back and
+    rank: T*C*S*K (the list entry each entry came from), heads: max(n_c, S) scratch, work:
+    2 max(n_c) + 2K scratch.
     """
     cdef int S = sh.S, C = sh.C
-    cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y, h, filled
+    cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y
     cdef Py_ssize_t stage, prev, cell, src
     cdef double v, top, m
     cdef const double* M
@@ -367,42 +374,10 @@ cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, c
             outp = score + stage
             M = Tr[t * C + c]
             for p in range(pre):
-                for j in range(nc):
-                    for r in range(post):
-                        y = p * nc * post + j * post + r
-                        # the K first candidates (list i's entry h, inp + M[i, j]) in the order
-                        # (score descending, i ascending, h ascending), which is what merging
-                        # the sorted lists by their heads (the lower label on ties) picks: each
-                        # list is read until its candidate cannot enter the K kept, so most lists
-                        # cost one sum and one comparison
-                        filled = 0
-                        for i in range(nc):
-                            src = <Py_ssize_t> (p * nc * post + i * post + r) * K
-                            m = M[i * nc + j]
-                            for h in range(K):
-                                if inp[src + h] == -INFINITY:
-                                    break           # the list's end (its -inf tail)
-                                v = inp[src + h] + m
-                                if filled == K and not v > outp[y * K + K - 1]:
-                                    break           # nor can the list's later (lower) entries
-                                # after every kept candidate of at least v (they come first)
-                                o = filled if filled < K else K - 1
-                                while o > 0 and v > outp[y * K + o - 1]:
-                                    outp[y * K + o] = outp[y * K + o - 1]
-                                    back[stage + <Py_ssize_t> y * K + o] = back[stage + <Py_ssize_t> y * K + o - 1]
-                                    rank[stage + <Py_ssize_t> y * K + o] = rank[stage + <Py_ssize_t> y * K + o - 1]
-                                    o -= 1
-                                cell = stage + <Py_ssize_t> y * K + o
-                                outp[y * K + o] = v
-                                back[cell] = p * nc * post + i * post + r
-                                rank[cell] = h
-                                if filled < K:
-                                    filled += 1
-                        for o in range(filled, K):
-                            cell = stage + <Py_ssize_t> y * K + o
-                            outp[y * K + o] = -INFINITY
-                            back[cell] = -1
-                            rank[cell] = -1
+                for r in range(post):
+                    y = p * nc * post + r
+                    nbest_column(inp + <Py_ssize_t> y * K, M, nc, post, K, y, outp + <Py_ssize_t> y * K,
+                                 back + stage + <Py_ssize_t> y * K, rank + stage + <Py_ssize_t> y * K, work)
         stage = (<Py_ssize_t> t * C + C - 1) * S * K
         for y in range(S):
             m = s[t * S + y]

@@ -80,7 +80,8 @@ cdef struct Batch:
     int* nb_rank
     int* nb_out
     int* nb_heads
-    Py_ssize_t cells, out_len, heads_len
+    double* nb_work
+    Py_ssize_t cells, out_len, heads_len, work_len
 
 
 cdef class ProductTables:
@@ -187,7 +188,7 @@ cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept
     factors_at(&j.factors, sh.C, t0, T, b.E, NULL)
     product_nbest(sh, T, j.K, j.st + t0 * sh.S, b.E, j.nb_score + tid * j.cells,
                   j.nb_back + tid * j.cells, j.nb_rank + tid * j.cells, out, j.score + s * j.K,
-                  j.nb_heads + tid * j.heads_len, &count)
+                  j.nb_heads + tid * j.heads_len, j.nb_work + tid * j.work_len, &count)
     j.counts[s] = count
     for o in range(count):
         for t in range(T):
@@ -304,13 +305,16 @@ def nbest(sizes, sent_ptr, state, trans, int k, int n_threads=1):
     nb_int_np = np.empty((2, nt * cells), dtype=np.int32)
     nb_out_np = np.empty(nt * k * max(1, tab.max_len), dtype=np.int32)
     nb_heads_np = np.empty(nt * max(S, 8), dtype=np.int32)
+    work_len = 2 * int(tab.sizes.max()) + 2 * k      # nbest.h's scratch
+    nb_work_np = np.empty(nt * work_len)
     cdef double[::1] nb_score = nb_score_np
     cdef int[:, ::1] nb_int = nb_int_np
     cdef int[::1] nb_out = nb_out_np, nb_heads = nb_heads_np
+    cdef double[::1] nb_work = nb_work_np
     cdef Batch* j = &tab.batch
     j.paths, j.score, j.counts, j.K = &paths[0, 0], &scores[0, 0], &counts[0], k
     j.nb_score, j.nb_back, j.nb_rank = &nb_score[0], &nb_int[0, 0], &nb_int[1, 0]
-    j.nb_out, j.nb_heads = &nb_out[0], &nb_heads[0]
-    j.cells, j.out_len, j.heads_len = cells, k * max(1, tab.max_len), max(S, 8)
+    j.nb_out, j.nb_heads, j.nb_work = &nb_out[0], &nb_heads[0], &nb_work[0]
+    j.cells, j.out_len, j.heads_len, j.work_len = cells, k * max(1, tab.max_len), max(S, 8), work_len
     tab.run(nbest_task, nt, 4)
     return paths_np, scores_np, counts_np
