@@ -14,9 +14,10 @@
    shorter); output list j goes to out[j*step + o], with back[j*step + o] = from + i*post and
    rank[j*step + o] = h for the entry (i, h) it holds (-1 for none). Output j keeps the K first
    of the candidates in[i*step + h] + M[i*n + j] in the order (value descending, i ascending, h
-   ascending): what merging the lists by their heads, the lower label on ties, picks. A list is
-   read while its candidate can enter the K kept, and not at all when its head candidate is below
-   the lowest head candidate of the K lists with the best heads (K candidates beat it). work:
+   ascending): what merging the lists by their heads, the lower label on ties, picks, and how
+   the outputs are found when n <= K. With more lists, a list is read while its candidate can
+   enter the K kept, and not at all when its head candidate is below the lowest head candidate
+   of the K lists with the best heads (K candidates beat it). work:
    2n + 2K scratch. */
 #define CRFTK_NBEST_COLUMN_BODY                                                 \
 {                                                                               \
@@ -28,6 +29,42 @@
     int* filled = which + K;            /* n: how many each output holds */     \
     int* reach = filled + n;            /* n: the outputs a list reaches */     \
     int found = 0;                                                              \
+    if (n <= K) {                                                               \
+        /* few lists (K candidates from each could fill an output): merged by their heads, the\
+           lower label on ties (reach: the heads) */                            \
+        for (j = 0; j < n; j++) {                                               \
+            for (i = 0; i < n; i++)                                             \
+                reach[i] = 0;                                                   \
+            for (o = 0; o < K; o++) {                                           \
+                int bi = -1;                                                    \
+                double best = -INFINITY;                                        \
+                for (i = 0; i < n; i++) {                                       \
+                    double a, v;                                                \
+                    if (reach[i] >= K)                                          \
+                        continue;                                               \
+                    a = in[i * step + reach[i]];                                \
+                    if (a == -INFINITY)                                         \
+                        continue;                                               \
+                    v = a + M[(ptrdiff_t) i * n + j];                           \
+                    if (bi < 0 || v > best) {                                    \
+                        best = v;                                               \
+                        bi = i;                                                 \
+                    }                                                           \
+                }                                                               \
+                if (bi < 0) {                                                   \
+                    out[j * step + o] = -INFINITY;                              \
+                    back[j * step + o] = -1;                                    \
+                    rank[j * step + o] = -1;                                    \
+                    continue;                                                   \
+                }                                                               \
+                out[j * step + o] = best;                                       \
+                back[j * step + o] = from + bi * post;                          \
+                rank[j * step + o] = reach[bi];                                 \
+                reach[bi]++;                                                    \
+            }                                                                   \
+        }                                                                       \
+        return;                                                                 \
+    }                                                                           \
     /* the K lists with the best heads: output j has K candidates of at least the lowest of \
        theirs, so a candidate below it is not among its K best (a list whose head is below it \
        is not read) */                                                          \
