@@ -41,6 +41,8 @@ compile_omp, link_omp = openmp_flags()
 VECMATH = ["csrc/vecmath.h"]
 # ... and the max-plus products of the factorial grids' max-product passes
 MAXPLUS = VECMATH + ["csrc/maxplus.h"]
+# ... and product.pxd's n-best step, which every extension that cimports product.pxd includes
+PRODUCT = MAXPLUS + ["csrc/nbest.h"]
 
 
 def kernel(name, source, headers=()):
@@ -54,12 +56,12 @@ extensions = [
     kernel("crftk._lattice", "csrc/lattice.pyx", VECMATH),
     kernel("crftk._induce", "csrc/induce.pyx"),
     kernel("crftk._chain", "csrc/chain_tables.pyx", VECMATH),
-    kernel("crftk._product", "csrc/product_tables.pyx", VECMATH),
-    kernel("crftk._pipeline", "csrc/pipeline_decode.pyx", MAXPLUS),
-    kernel("crftk._messages", "csrc/messages.pyx", MAXPLUS),
+    kernel("crftk._product", "csrc/product_tables.pyx", PRODUCT),
+    kernel("crftk._pipeline", "csrc/pipeline_decode.pyx", PRODUCT),
+    kernel("crftk._messages", "csrc/messages.pyx", PRODUCT),
     kernel("crftk._combine", "csrc/combine.pyx", VECMATH),
     kernel("crftk._semimarkov", "csrc/semimarkov.pyx", VECMATH),
-    kernel("crftk._factorial", "csrc/factorial.pyx", MAXPLUS),
+    kernel("crftk._factorial", "csrc/factorial.pyx", PRODUCT),
     kernel("crftk._encode", "csrc/encode.pyx"),
     kernel("crftk._floor", "csrc/floor.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),

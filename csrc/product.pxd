@@ -23,7 +23,22 @@ from libc.math cimport INFINITY
 from libc.string cimport memset
 
 from chain cimport exp_shifted, scaled_start, scaled_step, scaled_backward_start, backward_weights, vec_mat, \
-    mat_vec, argmax
+    mat_vec, argmax, transpose as transpose_matrix
+from vecmath cimport vec_mat_rect
+from maxplus cimport maxplus
+
+cdef extern from "nbest.h":
+    # one stage of product_nbest for the outputs of one column (nbest.h describes it)
+    void nbest_column "crftk_nbest_column" (const double* inp, const double* M, int n, int post, int K,
+                                            int start, double* out, int* back, int* rank,
+                                            double* work) noexcept nogil
+
+# A chain of at most this many labels that is not the last one is stepped a column at a time
+# (its labels for one assignment of the later chains), the column copied to a contiguous
+# buffer on the stack and multiplied by vecmath.h's or maxplus.h's register-blocked products
+# (a thread's stack holds the transposed matrix the backward step reads: 32 KiB).
+cdef enum:
+    GATHERED = 64
 
 
 cdef struct Shape:
@@ -49,16 +64,20 @@ cdef inline int shape_init(Shape* sh, int C, const int* n) noexcept nogil:
     return 0
 
 
-cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double* M, bint transpose,
-                          double* y) noexcept nogil:
+cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double* M, const double* MT,
+                          bint transpose, double* y) noexcept nogil:
     """y[.., j, ..] = sum_i x[.., i, ..] M[i, j] along chain c's axis; with transpose,
-    sum_i M[j, i] x[.., i, ..] (a backward step)."""
+    sum_i M[j, i] x[.., i, ..] (a backward step). MT (or NULL): M's transpose, which the
+    backward step of a chain other than the last reads column by column (see GATHERED)."""
     cdef int nc = sh.n[c], post = sh.stride[c], pre = sh.S // (nc * post)
     cdef int from_step = nc, to_step = 1      # M[i*from_step + j*to_step] links i to j
     cdef int p, i, j, r
     cdef const double* xb
     cdef double* yb
+    cdef const double* Mf
     cdef double mij
+    cdef double xcol[GATHERED]
+    cdef double ycol[GATHERED]
     if transpose:
         from_step = 1
         to_step = nc
@@ -71,6 +90,20 @@ cdef inline void axis_sum(const Shape* sh, int c, const double* x, const double*
                 mat_vec(M, xb, nc, yb)
             else:
                 vec_mat(xb, M, nc, yb)
+        return
+    Mf = MT if transpose else M
+    if nc <= GATHERED and Mf != NULL:
+        # column by column: y[j, r] = sum_i x[i, r] Mf[i, j] summed over i in order from 0.0,
+        # as the loop below sums it (Mf[i, j] = M[j, i] backward: products commute exactly)
+        for p in range(pre):
+            xb = x + p * nc * post
+            yb = y + p * nc * post
+            for r in range(post):
+                for i in range(nc):
+                    xcol[i] = xb[i * post + r]
+                vec_mat_rect(xcol, Mf, nc, nc, ycol)
+                for j in range(nc):
+                    yb[j * post + r] = ycol[j]
         return
     memset(y, 0, sh.S * sizeof(double))
     for p in range(pre):
@@ -98,6 +131,21 @@ cdef inline void axis_max(const Shape* sh, int c, const double* x, const double*
     cdef const double* Mi
     cdef double* yb
     cdef double* yj
+    cdef double xcol[GATHERED]
+    cdef double ycol[GATHERED]
+    if post > 1 and nc <= GATHERED:
+        # column by column through maxplus.h: the same sums x[i, r] + M[i, j], and a maximum
+        # is exact (its v > y ? v : y keeps the loop's first of equal values)
+        for p in range(pre):
+            xb = x + p * w
+            yb = y + p * w
+            for r in range(post):
+                for i in range(nc):
+                    xcol[i] = xb[i * post + r]
+                maxplus(xcol, NULL, M, nc, nc, ycol)
+                for j in range(nc):
+                    yb[j * post + r] = ycol[j]
+        return
     for p in range(pre):
         xb = x + p * w
         yb = y + p * w
@@ -140,6 +188,32 @@ cdef inline double stage_value(const Shape* sh, int c, Py_ssize_t k, const doubl
     return best
 
 
+cdef inline double product_forward(const Shape* sh, int T, const double* s, const double** E,
+                                   const double* shift, double* q, double* alpha, double* scale,
+                                   double* tmp) noexcept nogil:
+    """The scaled forward pass of product_forward_backward (log Z and what its backward pass
+    reads: alpha, scale, q[t] = exp-state(t)); log Z alone needs no more. tmp: 2*S scratch."""
+    cdef int S = sh.S, C = sh.C
+    cdef int t, c
+    cdef double logz, m
+    cdef const double* x
+    cdef double* y
+    logz = scaled_start(s, alpha, scale, S)
+    for t in range(1, T):
+        for c in range(C):
+            logz += shift[t * C + c]
+        m = exp_shifted(s + t * S, q + t * S, S)
+        logz += m
+        x = alpha + (t - 1) * S
+        y = tmp
+        for c in range(C):
+            axis_sum(sh, c, x, E[t * C + c], NULL, False, y)
+            x = y
+            y = tmp + S if y == tmp else tmp
+        logz += scaled_step(x, q + t * S, alpha + t * S, scale + t, S)
+    return logz
+
+
 cdef inline double product_forward_backward(const Shape* sh, int T, const double* s,
                                             const double** E, const double* shift, double* q,
                                             double* alpha, double* beta, double* scale,
@@ -151,23 +225,14 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
     """
     cdef int S = sh.S, C = sh.C
     cdef int t, c
-    cdef double logz, m
+    cdef double logz
     cdef double* x
     cdef double* y
     cdef double* qt
-    logz = scaled_start(s, alpha, scale, S)
-    for t in range(1, T):
-        for c in range(C):
-            logz += shift[t * C + c]
-        m = exp_shifted(s + t * S, q + t * S, S)
-        logz += m
-        x = alpha + (t - 1) * S
-        y = tmp
-        for c in range(C):
-            axis_sum(sh, c, x, E[t * C + c], False, y)
-            x = y
-            y = tmp + S if y == tmp else tmp
-        logz += scaled_step(x, q + t * S, alpha + t * S, scale + t, S)
+    cdef const double* Et
+    cdef double mt[GATHERED * GATHERED]
+    cdef const double* mt_of = NULL         # the matrix mt holds the transpose of
+    logz = product_forward(sh, T, s, E, shift, q, alpha, scale, tmp)
     scaled_backward_start(beta, T, S)
     for t in range(T - 1, 0, -1):
         qt = q + t * S
@@ -177,7 +242,12 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
         for c in range(C):
             if c == C - 1:
                 y = beta + (t - 1) * S
-            axis_sum(sh, c, x, E[t * C + c], True, y)
+            Et = E[t * C + c]
+            if sh.stride[c] > 1 and sh.n[c] <= GATHERED and Et != mt_of:
+                # a matrix shared by the positions is transposed once per chain
+                transpose_matrix(Et, sh.n[c], mt)
+                mt_of = Et
+            axis_sum(sh, c, x, Et, mt if mt_of == Et else NULL, True, y)
             x = y
             y = tmp + S if y == tmp else tmp
     return logz
@@ -205,7 +275,7 @@ cdef inline void product_edge_marginals(const Shape* sh, int c, const double* al
     for d in range(C):             # move every other chain to time t
         if d == c:
             continue
-        axis_sum(sh, d, x, Et[d], False, y)
+        axis_sum(sh, d, x, Et[d], NULL, False, y)
         x = y
         y = tmp + sh.S if y == tmp else tmp
     for i in range(nc):
@@ -269,19 +339,21 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
 
 cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, const double** Tr,
                                double* score, int* back, int* rank, int* out, double* best,
-                               int* heads, int* count) noexcept nogil:
+                               int* heads, double* work, int* count) noexcept nogil:
     """The K best joint labelings: out[k*T + t] the joint label of the k-th at t, best[k] its
     score, count[0] how many there are (fewer than K when the chain has fewer labelings).
 
     The factorized recursion with a list of the K best partial scores per state: stage c of
     position t merges, for each of its outputs, the lists of its chain's n_c predecessors (ties
-    go to the lower label). score: T*C*S*K, back and rank: T*C*S*K (the list entry each entry
-    came from), heads: max(n_c, S) scratch.
+    go to the lower label; nbest.h, a column of outputs at a time). score: T*C*S*K, back and
+    rank: T*C*S*K (the list entry each entry came from), heads: max(n_c, S) scratch, work:
+    2 max(n_c) + 2K scratch.
     """
     cdef int S = sh.S, C = sh.C
     cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y
     cdef Py_ssize_t stage, prev, cell, src
     cdef double v, top, m
+    cdef const double* M
     cdef const double* inp
     cdef double* outp
     # position 0: one labeling per joint label (its list in the last stage's slot)
@@ -300,34 +372,12 @@ cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, c
             prev = (<Py_ssize_t> t * C + c - 1) * S * K if c > 0 else (<Py_ssize_t> (t - 1) * C + C - 1) * S * K
             inp = score + prev
             outp = score + stage
+            M = Tr[t * C + c]
             for p in range(pre):
-                for j in range(nc):
-                    for r in range(post):
-                        y = p * nc * post + j * post + r
-                        for i in range(nc):
-                            heads[i] = 0
-                        for o in range(K):
-                            bi = -1
-                            top = -INFINITY
-                            for i in range(nc):
-                                if heads[i] < K:
-                                    src = <Py_ssize_t> (p * nc * post + i * post + r) * K + heads[i]
-                                    if inp[src] == -INFINITY:
-                                        continue
-                                    v = inp[src] + Tr[t * C + c][i * nc + j]
-                                    if bi < 0 or v > top:
-                                        top = v
-                                        bi = i
-                            cell = stage + <Py_ssize_t> y * K + o
-                            if bi < 0:
-                                outp[y * K + o] = -INFINITY
-                                back[cell] = -1
-                                rank[cell] = -1
-                            else:
-                                outp[y * K + o] = top
-                                back[cell] = p * nc * post + bi * post + r
-                                rank[cell] = heads[bi]
-                                heads[bi] += 1
+                for r in range(post):
+                    y = p * nc * post + r
+                    nbest_column(inp + <Py_ssize_t> y * K, M, nc, post, K, y, outp + <Py_ssize_t> y * K,
+                                 back + stage + <Py_ssize_t> y * K, rank + stage + <Py_ssize_t> y * K, work)
         stage = (<Py_ssize_t> t * C + C - 1) * S * K
         for y in range(S):
             m = s[t * S + y]

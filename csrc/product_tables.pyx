@@ -16,7 +16,7 @@ The kernels run over the product chains in parallel.
 import numpy as np
 
 from chain cimport ChainBuffers, ChainTask, run_chains
-from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
+from product cimport (Shape, shape_init, product_forward, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi, product_nbest)
 
 
@@ -80,7 +80,8 @@ cdef struct Batch:
     int* nb_rank
     int* nb_out
     int* nb_heads
-    Py_ssize_t cells, out_len, heads_len
+    double* nb_work
+    Py_ssize_t cells, out_len, heads_len, work_len
 
 
 cdef class ProductTables:
@@ -161,6 +162,14 @@ cdef void marginals_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noex
         j.node[t0 * S + k] = b.alpha[k]
 
 
+cdef void log_partition_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
+    cdef const Batch* j = <const Batch*> job
+    cdef Py_ssize_t t0
+    cdef int T = span(j, s, &t0)
+    factors_at(&j.factors, j.shape.C, t0, T, b.E, b.shift)
+    j.logz[s] = product_forward(&j.shape, T, j.st + t0 * j.shape.S, b.E, b.shift, b.q, b.alpha, b.scale, b.tmp)
+
+
 cdef void viterbi_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept nogil:
     cdef const Batch* j = <const Batch*> job
     cdef Py_ssize_t t0
@@ -179,7 +188,7 @@ cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept
     factors_at(&j.factors, sh.C, t0, T, b.E, NULL)
     product_nbest(sh, T, j.K, j.st + t0 * sh.S, b.E, j.nb_score + tid * j.cells,
                   j.nb_back + tid * j.cells, j.nb_rank + tid * j.cells, out, j.score + s * j.K,
-                  j.nb_heads + tid * j.heads_len, &count)
+                  j.nb_heads + tid * j.heads_len, j.nb_work + tid * j.work_len, &count)
     j.counts[s] = count
     for o in range(count):
         for t in range(T):
@@ -220,6 +229,24 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=
             tab.batch.edge[c] = &edv[0, 0, 0] if edges else NULL
         tab.run(marginals_task, n_threads, 4)
     return logz_np, node_np, edges_np if edges else None
+
+
+def log_partition(sizes, sent_ptr, state, trans, int n_threads=1):
+    """log Z [S]: forward_backward's, from its forward pass alone (the same bits)."""
+    cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
+    exp_tables = []
+    shifts = []
+    for m in tab.trans:
+        e, mx = exp_rows(m)
+        exp_tables.append(e)
+        shifts.append(mx)
+    factors_init(&tab.batch.factors, exp_tables, shifts)
+    logz_np = np.zeros(tab.n_chains)
+    cdef double[::1] logz = logz_np
+    if tab.n_chains:
+        tab.batch.logz = &logz[0]
+        tab.run(log_partition_task, n_threads, 4)
+    return logz_np
 
 
 def viterbi(sizes, sent_ptr, state, trans, int n_threads=1):
@@ -278,13 +305,16 @@ def nbest(sizes, sent_ptr, state, trans, int k, int n_threads=1):
     nb_int_np = np.empty((2, nt * cells), dtype=np.int32)
     nb_out_np = np.empty(nt * k * max(1, tab.max_len), dtype=np.int32)
     nb_heads_np = np.empty(nt * max(S, 8), dtype=np.int32)
+    work_len = 2 * int(tab.sizes.max()) + 2 * k      # nbest.h's scratch
+    nb_work_np = np.empty(nt * work_len)
     cdef double[::1] nb_score = nb_score_np
     cdef int[:, ::1] nb_int = nb_int_np
     cdef int[::1] nb_out = nb_out_np, nb_heads = nb_heads_np
+    cdef double[::1] nb_work = nb_work_np
     cdef Batch* j = &tab.batch
     j.paths, j.score, j.counts, j.K = &paths[0, 0], &scores[0, 0], &counts[0], k
     j.nb_score, j.nb_back, j.nb_rank = &nb_score[0], &nb_int[0, 0], &nb_int[1, 0]
-    j.nb_out, j.nb_heads = &nb_out[0], &nb_heads[0]
-    j.cells, j.out_len, j.heads_len = cells, k * max(1, tab.max_len), max(S, 8)
+    j.nb_out, j.nb_heads, j.nb_work = &nb_out[0], &nb_heads[0], &nb_work[0]
+    j.cells, j.out_len, j.heads_len, j.work_len = cells, k * max(1, tab.max_len), max(S, 8), work_len
     tab.run(nbest_task, nt, 4)
     return paths_np, scores_np, counts_np

@@ -463,7 +463,7 @@ class Pipeline:
             sizes, sp, state0, links, trans = self.joint_tables(sentences[a:b])
             state = joint.product_state(state0, links)
             labels, scores, counts = joint.product_nbest(sizes, sp, state, trans, k, self.n_threads)
-            _, logz = joint.product_marginals(sizes, sp, state, trans, self.n_threads)
+            logz = joint.product_log_partition(sizes, sp, state, trans, self.n_threads)
             for i in range(b - a):
                 out.append([(math.exp(scores[i, r] - logz[i]),
                              [names[c][labels[r, c, sp[i]:sp[i + 1]]].tolist() for c in range(C)])
@@ -821,7 +821,7 @@ def _scored_batch(pipeline, batch, sep, nbest):
         state = joint.product_state(state0, links)
         if nbest:
             labels, scores, blocks[a:b] = joint.product_nbest(tables, sp, state, trans, nbest, 1)
-            _, logz = joint.product_marginals(tables, sp, state, trans, 1)
+            logz = joint.product_log_partition(tables, sp, state, trans, 1)
             pred[:, :, lo:hi] = labels
             logp[a:b] = scores - logz[:, None]
             continue

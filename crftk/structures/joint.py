@@ -11,8 +11,9 @@ csrc/product.pxd decodes exactly with the factorized recursion (crftk._product).
 
 - crftk.structures.composed.Composed: the structure a pipeline's model file names;
 - :class:`FedLink`: the tables of one stage for every label its fed column may take;
-- :func:`product_state`, :func:`product_viterbi`, :func:`product_marginals`: exact
-  inference over the product, from those tables.
+- :func:`product_state`, :func:`product_viterbi`, :func:`product_marginals`,
+  :func:`product_log_partition`, :func:`product_nbest`: exact inference over the product,
+  from those tables.
 """
 
 import numpy as np
@@ -333,6 +334,11 @@ def product_marginals(sizes, sent_ptr, state, trans, n_threads=1):
     C = len(sizes)
     marg = [full.sum(axis=tuple(a for a in range(1, C + 1) if a != c + 1)) for c in range(C)]
     return marg, logz
+
+
+def product_log_partition(sizes, sent_ptr, state, trans, n_threads=1):
+    """log Z per sentence, as product_marginals gives it (its forward pass alone)."""
+    return _product.log_partition(sizes, sent_ptr, state, trans, n_threads)
 
 
 def product_nbest(sizes, sent_ptr, state, trans, k, n_threads=1):
