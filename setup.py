@@ -45,10 +45,16 @@ MAXPLUS = VECMATH + ["csrc/maxplus.h"]
 PRODUCT = MAXPLUS + ["csrc/nbest.h"]
 
 
+# no a*b+c contracted into one fused multiply-add, whatever CFLAGS or the target's default (GCC
+# contracts wherever FMA exists, e.g. -march=native or aarch64): the kernels' sums keep numpy's
+# and each other's bits on every CPU
+OPTIMIZE = ["-O3", "-ffp-contract=off"]
+
+
 def kernel(name, source, headers=()):
-    """A Cython extension of crftk with numpy's headers, built with -O3 and OpenMP."""
+    """A Cython extension of crftk with numpy's headers, built with OPTIMIZE and OpenMP."""
     return Extension(name, [source], include_dirs=[numpy.get_include(), "csrc"], depends=list(headers),
-                     extra_compile_args=["-O3"] + compile_omp, extra_link_args=link_omp,
+                     extra_compile_args=OPTIMIZE + compile_omp, extra_link_args=link_omp,
                      define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
 
 
@@ -65,7 +71,7 @@ extensions = [
     kernel("crftk._encode", "csrc/encode.pyx"),
     kernel("crftk._floor", "csrc/floor.pyx"),
     kernel("crftk._textio", "csrc/textio.pyx"),
-    Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=["-O3"]),
+    Extension("crftk._vector", ["csrc/vector.pyx"], extra_compile_args=OPTIMIZE),
 ]
 
 setup(

@@ -132,7 +132,8 @@ class OptimizerStep:
 
     def __call__(self):
         d = self.history.direction(self.g)
-        xt = self.x + 1e-3 * d
+        xt = d * 1e-3                     # the line search's trial point: x + a d in one array
+        xt += self.x
         g = self.g + 2e-3 * d             # (a new array, as the kernel's gradient is)
         value, g = self.penalty(xt, 0.0, g)
         slope = float(g @ d)

@@ -135,7 +135,8 @@ cdef inline void axis_max(const Shape* sh, int c, const double* x, const double*
     cdef double ycol[GATHERED]
     if post > 1 and nc <= GATHERED:
         # column by column through maxplus.h: the same sums x[i, r] + M[i, j], and a maximum
-        # is exact (its v > y ? v : y keeps the loop's first of equal values)
+        # is exact (its v > y ? v : y keeps the loop's first of equal values): the same bits for
+        # potentials without NaN (maxplus starts at -inf, so it drops a NaN the loop would keep)
         for p in range(pre):
             xb = x + p * w
             yb = y + p * w
@@ -244,7 +245,8 @@ cdef inline double product_forward_backward(const Shape* sh, int T, const double
                 y = beta + (t - 1) * S
             Et = E[t * C + c]
             if sh.stride[c] > 1 and sh.n[c] <= GATHERED and Et != mt_of:
-                # a matrix shared by the positions is transposed once per chain
+                # transposed when it differs from the last matrix transposed: once per sentence for
+                # a shared matrix of two chains; with several chains before the last, at every position
                 transpose_matrix(Et, sh.n[c], mt)
                 mt_of = Et
             axis_sum(sh, c, x, Et, mt if mt_of == Et else NULL, True, y)
@@ -346,7 +348,7 @@ cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, c
     The factorized recursion with a list of the K best partial scores per state: stage c of
     position t merges, for each of its outputs, the lists of its chain's n_c predecessors (ties
     go to the lower label; nbest.h, a column of outputs at a time). score: T*C*S*K, back and
-    rank: T*C*S*K (the list entry each entry came from), heads: max(n_c, S) scratch, work:
+    rank: T*C*S*K (the list entry each entry came from), heads: S scratch, work:
     2 max(n_c) + 2K scratch.
     """
     cdef int S = sh.S, C = sh.C

@@ -202,20 +202,25 @@ def exp_rows(m):
     return np.ascontiguousarray(np.exp(m - mx[:, None])), np.ascontiguousarray(mx)
 
 
+cdef list exp_factors(ProductTables tab):
+    """tab's transitions exponentiated (exp_rows: shared matrices once, per-position ones too) into
+    its factors; the caller keeps the returned arrays alive while the factors are read."""
+    exp_tables, shifts = [], []
+    for m in tab.trans:
+        e, mx = exp_rows(m)
+        exp_tables.append(e)
+        shifts.append(mx)
+    factors_init(&tab.batch.factors, exp_tables, shifts)
+    return [exp_tables, shifts]
+
+
 def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=True):
     """(log Z [S], joint node marginals [N, prod(sizes)], per chain edge marginals
     [N, n_c, n_c] (row n: chain c's labels at n-1 and n; first rows 0), or None for them
     when ``edges`` is false (they cost more than the rest)."""
     cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
     cdef int S = tab.shape.S, C = tab.shape.C
-    # exponentiated transitions: shared matrices once, per-position ones here too
-    exp_tables = []
-    shifts = []
-    for m in tab.trans:
-        e, mx = exp_rows(m)
-        exp_tables.append(e)
-        shifts.append(mx)
-    factors_init(&tab.batch.factors, exp_tables, shifts)
+    kept = exp_factors(tab)
     logz_np = np.zeros(tab.n_chains)
     node_np = np.zeros((tab.n_tokens, S))
     edges_np = [np.zeros((tab.n_tokens if edges else 0, n, n)) for n in tab.sizes.tolist()]
@@ -234,13 +239,7 @@ def forward_backward(sizes, sent_ptr, state, trans, int n_threads=1, bint edges=
 def log_partition(sizes, sent_ptr, state, trans, int n_threads=1):
     """log Z [S]: forward_backward's, from its forward pass alone (the same bits)."""
     cdef ProductTables tab = ProductTables(sizes, sent_ptr, state, trans)
-    exp_tables = []
-    shifts = []
-    for m in tab.trans:
-        e, mx = exp_rows(m)
-        exp_tables.append(e)
-        shifts.append(mx)
-    factors_init(&tab.batch.factors, exp_tables, shifts)
+    kept = exp_factors(tab)
     logz_np = np.zeros(tab.n_chains)
     cdef double[::1] logz = logz_np
     if tab.n_chains:

@@ -3,8 +3,8 @@
 
 The mixed-precision ones (a float32 vector of L-BFGS's stored pairs with float64 ones) do in one
 pass what the block-at-a-time numpy code did in several (cast into a scratch block, scale, add):
-each element gets the same operations in the same order, so the same bits. Built without FMA
-contraction (no -march), so a * x + y rounds twice, as numpy's separate operations did.
+each element gets the same operations in the same order, so the same bits. Built with
+-ffp-contract=off (setup.py), so a * x + y rounds twice, as numpy's separate operations do.
 """
 
 from libc.math cimport isfinite

@@ -16,7 +16,7 @@ from importlib import import_module
 from crftk.kinds.base import refuse_factorial_training
 
 #: kind name (crftk.model.KINDS) -> the module of that kind, imported when first asked for: a
-#: process that trains or tags one kind loads no other kind's modules and kernels
+#: process that trains one kind loads no other kind's modules and kernels
 _MODULES = {"crf": "chain", "bag": "bag", "pipeline": "pipeline", "factorial": "factorial",
             "two-stage": "twostage", "semimarkov": "semimarkov"}
 

@@ -112,15 +112,15 @@ class Objective:
 
 
 def is_finite(f, g):
-    """Whether f and every entry of g are finite: a compiled loop for contiguous float64 (the
-    line search calls it right after a pass, the training's peak, where a boolean vector of g's
-    size would be a fresh mapping faulted in); other arrays a block at a time, for the same reason."""
+    """Whether f and every entry of g are finite. A gradient (contiguous float64) goes through a
+    compiled loop: the line search calls this right after a pass, the training's peak, where a
+    boolean vector of g's size would be a fresh mapping faulted in."""
     if not math.isfinite(f):
         return False
+    g = np.asarray(g)
     if g.dtype == np.float64 and g.flags.c_contiguous:
         return _all_finite(g.reshape(-1))
-    flat = np.asarray(g).reshape(-1)
-    return all(bool(np.isfinite(flat[i:i + BLOCK]).all()) for i in range(0, flat.size, BLOCK))
+    return bool(np.isfinite(g).all())
 
 
 def same_point(a, b):
@@ -214,8 +214,9 @@ def dot64(x, y):
 
 
 def _block64(x, i, out):
-    """Block i of x in float64: a view of x when it is float64, else cast into out (as_block)."""
-    if x.dtype == np.float64:
+    """Block i of x in float64: a view of x when it is contiguous float64 (a strided view would
+    take BLAS's strided dot, another order of sums), else copied or cast into out (as_block)."""
+    if x.dtype == np.float64 and x.flags.c_contiguous:
         return x[i:i + BLOCK]
     return as_block(x, i, out)
 

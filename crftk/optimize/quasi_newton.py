@@ -62,11 +62,11 @@ class _History:
     def push_step(self, x_new, x, g_new, g):
         """:meth:`push` of the pair (x_new - x, g_new - g).
 
-        In float32 the differences are made and rounded a block at a time, so no float64 vector of
-        the whole size is made, and the products are those :meth:`push` takes of the rounded pair
-        (the same blocks, summed in the same order). The pair is written only once it passes the
-        curvature test, into the buffers of the pair it displaces when the history is full: the
-        history never holds m + 1 pairs."""
+        In float32 the products are those :meth:`push` takes of the rounded pair (the same blocks,
+        summed in the same order), each block's differences made and rounded in scratch, so no
+        float64 vector of the whole size is made; the pair itself is written in one compiled pass
+        (``single_difference``), only once it passes the curvature test, into the buffers of the
+        pair it displaces when the history is full: the history never holds m + 1 pairs."""
         if self.dtype == np.float64:
             return self.push(x_new - x, g_new - g)
         sy = yy = ss = 0

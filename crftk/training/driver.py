@@ -146,17 +146,16 @@ class Trace:
 def objective_for(opt, inference, frozen):
     """The training objective the options choose, over a structure's inference. (MCE and the
     expected entity ratio are imported when chosen: MAP training loads neither.)"""
-    if opt["objective"] in ("mce", "mce-f"):
-        from crftk.objectives.mce import MCE, MCEF
-    elif opt["entity_ratio"]:
-        from crftk.objectives.entity_ratio import EntityRatio
     if opt["objective"] == "mce":
+        from crftk.objectives.mce import MCE
         return MCE(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"],
                    smoothing=opt["mce_smoothing"], c2=opt["c2"], frozen=frozen)
     if opt["objective"] == "mce-f":
+        from crftk.objectives.mce import MCEF
         return MCEF(inference, alpha=opt["mce_alpha"], beta=opt["mce_beta"], gamma=opt["mce_gamma"],
                     c2=opt["c2"], frozen=frozen)
     if opt["entity_ratio"]:
+        from crftk.objectives.entity_ratio import EntityRatio
         return EntityRatio(inference, ratio=opt["entity_ratio"], margin=opt["entity_ratio_margin"],
                            weight=opt["entity_ratio_weight"], outside=opt["outside_label"], c2=opt["c2"],
                            frozen=frozen)

@@ -136,11 +136,14 @@ def test_block_products_are_the_whole_array_formulas_bit_for_bit():
 
 @pytest.mark.parametrize("where", [0, BLOCK - 1, BLOCK, 2 * BLOCK + 16])   # first, last of a block, the ragged end
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_is_finite_tests_every_block(where, bad):
-    g = np.ones(2 * BLOCK + 17)
-    assert is_finite(0.0, g) and is_finite(1.0, g.reshape(-1, 1))
-    g[where] = bad
-    assert not is_finite(0.0, g) and not is_finite(0.0, g.reshape(-1, 1))
+@pytest.mark.parametrize("layout", ["float64", "column", "strided", "float32"])   # compiled loop, then numpy's
+def test_is_finite_finds_a_non_finite_entry_anywhere(where, bad, layout):
+    base = np.ones(2 * (2 * BLOCK + 17))
+    views = {"float64": lambda b: b[:2 * BLOCK + 17], "column": lambda b: b[:2 * BLOCK + 17].reshape(-1, 1),
+             "strided": lambda b: b[::2], "float32": lambda b: b[:2 * BLOCK + 17].astype(np.float32)}
+    assert is_finite(0.0, views[layout](base))
+    base[2 * where if layout == "strided" else where] = bad
+    assert not is_finite(0.0, views[layout](base))
 
 
 def test_is_finite_tests_the_value():

@@ -3,6 +3,9 @@ calls), and the rule that keeps crftk/model.py free of per-structure branches: i
 structure a file names, never compares that name, or the file's kind, with a string."""
 
 import ast
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -101,5 +104,13 @@ def test_the_chain_structures_named_are_the_label_chains():
 
 
 def test_the_registry_answers_membership_without_a_class():
-    assert "factorial" in STRUCTURES and "nonesuch" not in STRUCTURES
-    assert STRUCTURES.get("nonesuch") is None and len(STRUCTURES) == len(list(STRUCTURES))
+    # in a fresh interpreter: asking what is registered imports no structure's module
+    code = ("import sys\nfrom crftk.structures import STRUCTURES\n"
+            "assert 'factorial' in STRUCTURES and 'nonesuch' not in STRUCTURES\n"
+            "assert STRUCTURES.get('nonesuch') is None and len(STRUCTURES) == 7\n"
+            "assert 'semimarkov' in list(STRUCTURES)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('crftk.structures.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=str(REPO),
+                         env=dict(os.environ, PYTHONPATH=str(REPO))).stdout
+    assert out.strip() == "[]"
+    assert STRUCTURES["factorial"].name == "factorial"      # and asking for one imports it
