@@ -7,21 +7,12 @@ each element gets the same operations in the same order, so the same bits. Built
 -ffp-contract=off (setup.py), so a * x + y rounds twice, as numpy's separate operations do.
 """
 
+from cython cimport floating
 from libc.math cimport isfinite
 
 
-def axpy(double a, const double[::1] x, double[::1] y):
-    """y += a * x, in place."""
-    cdef Py_ssize_t i, n = y.shape[0]
-    if x.shape[0] != n:
-        raise ValueError("x and y differ in length")
-    with nogil:
-        for i in range(n):
-            y[i] += a * x[i]
-
-
-def axpy_single(double a, const float[::1] x, double[::1] y):
-    """y += a * x for a float32 x, in place: x's entry read as float64, times a, added to y's."""
+def axpy(double a, const floating[::1] x, double[::1] y):
+    """y += a * x, in place; a float32 x's entries read as float64, times a, added to y's."""
     cdef Py_ssize_t i, n = y.shape[0]
     if x.shape[0] != n:
         raise ValueError("x and y differ in length")

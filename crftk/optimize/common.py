@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from crftk._vector import all_finite as _all_finite, axpy as _kernel_axpy, axpy_single as _kernel_axpy_single
+from crftk._vector import all_finite as _all_finite, axpy as _kernel_axpy
 from crftk._vector import same_values as _same_values
 
 # Sufficient-decrease (Armijo) constant of the line searches.
@@ -161,7 +161,7 @@ def axpy(a, x, y):
     # temporary of the whole vector raises the peak memory
     if (x.dtype == np.float32 and y.dtype == np.float64 and x.ndim == 1 and y.ndim == 1
             and x.flags.c_contiguous and y.flags.c_contiguous):
-        _kernel_axpy_single(a, x, y)
+        _kernel_axpy(a, x, y)
         return
     if y.dtype == np.float64:
         t = scratch(np.float64)
