@@ -148,20 +148,16 @@ def evaluate_start(fun, shape, x):
 
 
 def axpy(a, x, y):
-    """y += a * x in place, without a temporary for contiguous float64 vectors."""
-    if (y.flags.c_contiguous and x.flags.c_contiguous and y.dtype == np.float64
-            and x.dtype == np.float64 and y.ndim == 1 and x.ndim == 1):
+    """y += a * x in place, without a temporary: for contiguous vectors (y float64, x float64 or
+    L-BFGS's float32 pairs, read in y's precision: the same two roundings per entry as a cast block
+    scaled and added) in one compiled pass; else a float32 x a block at a time, so that no
+    temporary of the whole vector raises the peak memory."""
+    if (x.dtype in (np.float32, np.float64) and y.dtype == np.float64 and x.ndim == 1 and y.ndim == 1
+            and x.flags.c_contiguous and y.flags.c_contiguous):
         _kernel_axpy(a, x, y)
         return
     if x.dtype == y.dtype or x.ndim != 1:
         y += a * x
-        return
-    # a float32 x (L-BFGS's stored pairs): scaled in y's precision, in one compiled pass (the same
-    # two roundings per entry as a cast block scaled and added), else a block at a time so that no
-    # temporary of the whole vector raises the peak memory
-    if (x.dtype == np.float32 and y.dtype == np.float64 and x.ndim == 1 and y.ndim == 1
-            and x.flags.c_contiguous and y.flags.c_contiguous):
-        _kernel_axpy(a, x, y)
         return
     if y.dtype == np.float64:
         t = scratch(np.float64)
