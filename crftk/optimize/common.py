@@ -91,6 +91,11 @@ class Objective:
         self._last_x = None
         self._last_value = None
 
+    def forget(self):
+        """Drop the last evaluation (a caller about to reuse its gradient's memory)."""
+        self._last_x = None
+        self._last_value = None
+
     def __call__(self, x):
         if self._last_x is not None and same_point(x, self._last_x):
             return self._last_value
@@ -185,6 +190,13 @@ def scratch(dtype, k=0):
     if key not in buffers:
         buffers[key] = np.empty(BLOCK, dtype)
     return buffers[key]
+
+
+def release_scratch():
+    """Free this thread's scratch buffers (the next :func:`scratch` makes them again): a minimiser
+    calls it before evaluating, the training's peak, where they would be idle memory. Once per
+    evaluation their pages are faulted in again, a millisecond against a pass over the corpus."""
+    _scratch.__dict__.pop("buffers", None)
 
 
 def as_block(x, i, out):

@@ -18,7 +18,8 @@ import numpy as np
 
 from crftk._vector import rounded_difference, single_difference
 from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64,
-                                   map_large_blocks, bool_mask, check_options, not_descent, scratch, seal, start_point)
+                                   map_large_blocks, bool_mask, check_options, not_descent, release_scratch, scratch, seal,
+                                   start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
 
 # A pair (s, y) enters the history only if s'y > _CURVATURE_SKIP * |s| * |y|.
@@ -59,6 +60,14 @@ class _History:
             return self._keep(s, y, sy, yy, ss)
         return self._keep(s, y, float(s @ y), float(y @ y), None)
 
+    def park(self, g):
+        """g, or a :class:`_Parked` copy of it in the bytes of the pair the next :meth:`push_step`
+        displaces when the history is full of float32 pairs: those pairs are dead once the
+        direction is made, so the line search runs with one weight-sized vector fewer alive."""
+        if self.dtype != np.float32 or len(self.s) < self.m or g.size < 2:
+            return g
+        return _Parked(g, self.s[0], self.y[0])
+
     def push_step(self, x_new, x, g_new, g):
         """:meth:`push` of the pair (x_new - x, g_new - g).
 
@@ -66,27 +75,63 @@ class _History:
         summed in the same order), each block's differences made and rounded in scratch, so no
         float64 vector of the whole size is made; the pair itself is written in one compiled pass
         (``single_difference``), only once it passes the curvature test, into the buffers of the
-        pair it displaces when the history is full: the history never holds m + 1 pairs."""
+        pair it displaces when the history is full: the history never holds m + 1 pairs.
+
+        ``g`` may be :meth:`park`'s copy in the oldest pair: it is read a block at a time, y is
+        written over it first (each block of y lands on bytes whose entries are already read) and s
+        last. A pair that fails the curvature test then costs the history its oldest pair, whose
+        bytes held g (for a convex objective under the Wolfe conditions s'y > 0: it does not
+        happen)."""
         if self.dtype == np.float64:
             return self.push(x_new - x, g_new - g)
         sy = yy = ss = 0
-        s64, y64 = scratch(np.float64), scratch(np.float64, 1)
+        s64, y64 = self._scratch()
         for i in range(0, x.size, BLOCK):
             s = self._rounded(x_new, x, i, s64)
             y = self._rounded(g_new, g, i, y64)
             sy += float(s @ y)
             yy += float(y @ y)
             ss += float(s @ s)
+        parked = isinstance(g, _Parked)
         if not (sy > _CURVATURE_SKIP * math.sqrt(ss * yy)):
+            if parked:
+                self.s.popleft()
+                self.y.popleft()
+                self.rho.popleft()
             return False
         if len(self.s) == self.m:
             s, y = self.s.popleft(), self.y.popleft()
             self.rho.popleft()
         else:
-            s, y = np.empty(x.size, self.dtype), np.empty(x.size, self.dtype)
+            s, y = self._new_pair(x.size)
+        if parked:
+            for i in range(0, x.size, BLOCK):
+                n = min(BLOCK, x.size - i)
+                single_difference(g_new[i:i + n], g.block(i, n, y64), y[i:i + n])
+        else:
+            single_difference(g_new, g, y)
         single_difference(x_new, x, s)
-        single_difference(g_new, g, y)
         return self._keep(s, y, sy, yy, ss)
+
+    def _scratch(self):
+        """Two float64 blocks for :meth:`push_step`: in the last direction's bytes when it has room
+        (the direction is dead by then, and a new pair takes its bytes only after the blocks are
+        read), else this thread's scratch."""
+        d = self._direction
+        if d is not None and d.size >= 2 * BLOCK:
+            flat = d.reshape(-1)
+            return flat[:BLOCK], flat[BLOCK:2 * BLOCK]
+        return scratch(np.float64), scratch(np.float64, 1)
+
+    def _new_pair(self, n):
+        """Buffers for one more float32 pair: the bytes of the last direction when there is one
+        (dead once the line search is over; :meth:`direction` makes a new one), which keep one
+        weight-sized vector off the peak while the history fills."""
+        direction, self._direction = self._direction, None
+        if direction is not None and direction.size == n:
+            both = direction.reshape(-1).view(np.float32)
+            return both[:n], both[n:]
+        return np.empty(n, self.dtype), np.empty(n, self.dtype)
 
     @staticmethod
     def _rounded(a, b, i, out):
@@ -94,7 +139,10 @@ class _History:
         float64 (in out): the block of the stored pair as the products read it."""
         n = min(BLOCK, a.size - i)
         out = out[:n]
-        rounded_difference(a[i:i + n], b[i:i + n], out)
+        if isinstance(b, _Parked):
+            rounded_difference(a[i:i + n], b.block(i, n, out), out)     # elementwise in place
+        else:
+            rounded_difference(a[i:i + n], b[i:i + n], out)
         return out
 
     def _keep(self, s, y, sy, yy, ss):
@@ -114,7 +162,8 @@ class _History:
 
     def direction(self, g):
         """Return -H g, H the L-BFGS inverse-Hessian approximation, in a buffer of the history's that
-        the next call overwrites (an iteration's direction is dead by then): a new weight-sized array
+        the next call overwrites or the next new pair takes (an iteration's direction is dead once its
+        line search is over, and before the next pair is pushed): a new weight-sized array
         each iteration is a fresh mapping whose pages are faulted in again (map_large_blocks)."""
         if self._direction is None or self._direction.shape != g.shape:
             self._direction = np.empty_like(g, dtype=np.float64)
@@ -129,6 +178,37 @@ class _History:
             b = rho * dot64(y, q)
             axpy(a - b, s, q)
         return q
+
+
+class _Parked:
+    """A float64 vector kept in the bytes of a float32 pair (s, y) of its length: its first half in
+    y's bytes, the rest in s's, an odd last entry as a Python float. Read with :meth:`block`."""
+
+    def __init__(self, v, s, y):
+        n = v.size
+        half = n // 2
+        self.size = n
+        self._low = y[:2 * half].view(np.float64)
+        self._high = s[:2 * half].view(np.float64)
+        self._half = half
+        np.copyto(self._low, v[:half])
+        np.copyto(self._high, v[half:2 * half])
+        self._tail = float(v[-1]) if n % 2 else None
+
+    def block(self, i, n, out):
+        """Entries i .. i + n of the vector, copied into out[:n]; returns out[:n]."""
+        out = out[:n]
+        half, end = self._half, i + n
+        if i < half:
+            out[:min(end, half) - i] = self._low[i:end]
+        if end > half:
+            lo = max(i, half)
+            top = min(end, 2 * half)
+            if top > lo:
+                out[lo - i:top - i] = self._high[lo - half:top - half]
+            if end > 2 * half:
+                out[-1] = self._tail
+        return out
 
 
 def lbfgs(
@@ -254,6 +334,17 @@ def lbfgs(
                 return rules.result(x, F, n_iter, obj.n_evals, False, not_descent(slope))
             history.clear()
 
+        # Until the search ends g is wanted only for the next pair: park it in the bytes of the
+        # pair that pair displaces and drop every other reference (the objective's memory of the
+        # last evaluation, L-BFGS's pseudo-gradient, which is g itself), one vector off the peak;
+        # the block operations' scratch is idle until then too.
+        g = history.park(g)
+        if isinstance(g, _Parked):
+            obj.forget()
+            if not owlqn:
+                pg = None
+        release_scratch()
+
         try:
             if owlqn:
                 t, F_new = orthant_search(
@@ -266,12 +357,13 @@ def lbfgs(
             return rules.result(x, F, n_iter, obj.n_evals, False, str(exc))
 
         history.push_step(t.x, x, t.g, g)
-        x, f, g, F = t.x, t.f, t.g, F_new
+        x, f, g, F, accepted = t.x, t.f, t.g, F_new, t.step
+        del t
         pg = steepest(x, g)
         n_iter += 1
 
         gnorm = float(np.linalg.norm(pg))
-        if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=F, gnorm=gnorm, step=t.step,
+        if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=F, gnorm=gnorm, step=accepted,
                                              n_evals=obj.n_evals)) is not None:
             return result
 

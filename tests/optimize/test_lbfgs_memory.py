@@ -195,3 +195,95 @@ def test_same_point_and_is_finite_are_numpys_answers():
     for g in cases[:4] + cases[5:]:
         assert is_finite(1.0, g) == bool(np.isfinite(g).all())
         assert not is_finite(np.inf, g)
+
+
+@pytest.mark.parametrize("n", [2, 3, 1001, 2 * BLOCK + 17, 2 * BLOCK + 18])   # odd and even, several blocks
+def test_a_parked_gradient_reads_back_and_makes_the_same_pair(n):
+    # park() copies g into the bytes of the oldest pair; push_step then writes y over it and s
+    # last: the pairs, products and directions are those of the unparked g, bit for bit
+    rng = np.random.default_rng(n)
+    a, b = _History(2, "float32"), _History(2, "float32")
+    for step in _pairs(rng, n, 2):
+        assert a.push_step(*step) and b.push_step(*step)
+    for x_new, x, g_new, g in _pairs(rng, n, 3):
+        parked = b.park(g)
+        assert parked is not g and not any(np.shares_memory(p, g) for p in (*b.s, *b.y))
+        out = np.empty(n)
+        np.testing.assert_array_equal(parked.block(0, n, out), g)
+        for i, k in [(0, 1), (n // 2 - 1, 2), (n - 1, 1), (n // 3, n - n // 3)]:
+            if k > 0 and i >= 0:
+                np.testing.assert_array_equal(parked.block(i, k, out), g[i:i + k])
+        assert a.push_step(x_new, x, g_new, g) and b.push_step(x_new, x, g_new, parked)
+        for p, q in zip([*a.s, *a.y], [*b.s, *b.y]):
+            np.testing.assert_array_equal(p.view(np.uint32), q.view(np.uint32))
+        assert list(a.rho) == list(b.rho) and a.gamma == b.gamma
+        q = rng.standard_normal(n)
+        np.testing.assert_array_equal(a.direction(q), b.direction(q))
+
+
+def test_only_a_full_float32_history_parks_and_a_refused_pair_drops_the_oldest():
+    rng = np.random.default_rng(11)
+    g = rng.standard_normal(500)
+    h = _History(2, "float32")
+    assert h.park(g) is g                                         # empty: no pair to lend its bytes
+    assert _History(2).park(g) is g                               # float64 pairs: not parked
+    for step in _pairs(rng, 500, 2):
+        assert h.push_step(*step)
+    newest = h.s[1].copy(), h.y[1].copy()
+    x = rng.standard_normal(500)
+    assert not h.push_step(x + 1.0, x, g - 1.0, h.park(g))       # s'y < 0: refused
+    assert len(h) == 1                                            # the oldest pair held g
+    np.testing.assert_array_equal(h.s[0], newest[0])
+    np.testing.assert_array_equal(h.y[0], newest[1])
+
+
+def test_lbfgs_with_a_parked_gradient_drops_it_during_the_search(monkeypatch):
+    # the line search runs with the previous gradient held only in the pair it will displace:
+    # numpy's allocations (traced by tracemalloc) at each evaluation are one vector fewer than
+    # with parking turned off, and the iterates are the same bits
+    import tracemalloc
+    n = 3 * BLOCK + 7
+    hess = np.linspace(1.0, 50.0, n)
+
+    def run():
+        traced = []
+
+        def quadratic(x):
+            traced.append(tracemalloc.get_traced_memory()[0])
+            return float(0.5 * x @ (hess * x)), hess * x
+
+        tracemalloc.start()
+        try:
+            res = lbfgs(quadratic, np.ones(n), m=2, max_iter=12, epsilon=0.0, gtol=0.0,
+                        history_dtype="float32")
+        finally:
+            tracemalloc.stop()
+        return res, traced
+
+    parked, with_park = run()
+    monkeypatch.setattr(_History, "park", lambda self, g: g)
+    plain, without = run()
+    assert parked.n_iter == plain.n_iter == 12 and len(with_park) == len(without)
+    np.testing.assert_array_equal(parked.x, plain.x)
+    saved = [b - a for a, b in zip(with_park, without)]
+    assert all(abs(v) < 0.1 * 8 * n for v in saved[:4])          # the history fills in 3 iterations
+    assert all(0.9 * 8 * n < v < 1.1 * 8 * n for v in saved[-6:])
+
+
+@pytest.mark.parametrize("n", [2 * BLOCK + 1, 2 * BLOCK + 18])      # y at a 4-byte offset in the direction's bytes
+def test_pairs_in_the_last_directions_bytes_are_the_plain_pairs(n):
+    # while the history fills, a new pair takes the bytes of the last direction, and push_step's
+    # blocks are read in them: the pairs, parked gradients and directions are those of a history
+    # that allocates every pair, bit for bit
+    rng = np.random.default_rng(n)
+    a, b = _History(2, "float32"), _History(2, "float32")
+    q = rng.standard_normal(n)
+    for x_new, x, g_new, g in _pairs(rng, n, 4):
+        da, db = a.direction(q).copy(), b.direction(q)
+        np.testing.assert_array_equal(da, db)
+        a._direction = None                                        # a: a fresh pair every time
+        assert a.push_step(x_new, x, g_new, g) == b.push_step(x_new, x, g_new, b.park(g))
+        for p, r in zip([*a.s, *a.y], [*b.s, *b.y]):
+            np.testing.assert_array_equal(p.view(np.uint32), r.view(np.uint32))
+    assert all(s.base is not None and s.base is y.base for s, y in zip(b.s, b.y))   # in directions' bytes
+    assert all(s.base is None for s in a.s)
