@@ -16,12 +16,12 @@
    of the candidates in[i*step + h] + M[i*n + j] in the order (value descending, i ascending, h
    ascending): what merging the lists by their heads, the lower label on ties, picks, and how
    the outputs are found when n <= K. With more lists, a list is read while its candidate can
-   enter the K kept, and not at all when its head candidate is below the lowest head candidate
-   of the K lists with the best heads (K candidates beat it). work:
-   2n + 2K scratch. */
+   enter the K kept, and not at all when its head candidate is below the output's floor: at
+   first the lowest head candidate of the K lists with the best heads (K candidates beat it),
+   then the K-th candidate the output holds. work: 2n + 2K scratch. */
 #define CRFTK_NBEST_COLUMN_BODY                                                 \
 {                                                                               \
-    int i, j, k, h, o;                                                          \
+    int i, j, k, h, o, x;                                                       \
     const ptrdiff_t step = (ptrdiff_t) post * K;                                \
     double* lowest = work;              /* n */                                 \
     double* heads = work + n;           /* K: the K best heads, best first */   \
@@ -31,36 +31,41 @@
     int found = 0;                                                              \
     if (n <= K) {                                                               \
         /* few lists (K candidates from each could fill an output): merged by their heads, the\
-           lower label on ties (reach: the heads) */                            \
+           lower label on ties; each list's current candidate is kept (lowest), with its rank \
+           (reach) and whether it has one (filled) */                           \
         for (j = 0; j < n; j++) {                                               \
-            for (i = 0; i < n; i++)                                             \
+            for (i = 0; i < n; i++) {                                           \
+                const double a = in[i * step];                                  \
                 reach[i] = 0;                                                   \
+                filled[i] = a != -INFINITY;                                     \
+                lowest[i] = a + M[(ptrdiff_t) i * n + j];                       \
+            }                                                                   \
             for (o = 0; o < K; o++) {                                           \
                 int bi = -1;                                                    \
                 double best = -INFINITY;                                        \
-                for (i = 0; i < n; i++) {                                       \
-                    double a, v;                                                \
-                    if (reach[i] >= K)                                          \
-                        continue;                                               \
-                    a = in[i * step + reach[i]];                                \
-                    if (a == -INFINITY)                                         \
-                        continue;                                               \
-                    v = a + M[(ptrdiff_t) i * n + j];                           \
-                    if (bi < 0 || v > best) {                                    \
-                        best = v;                                               \
-                        bi = i;                                                 \
-                    }                                                           \
+                for (i = 0; i < n; i++) {       /* without a branch */          \
+                    const int take = filled[i] & ((bi < 0) | (lowest[i] > best)); \
+                    best = take ? lowest[i] : best;                             \
+                    bi = take ? i : bi;                                         \
                 }                                                               \
                 if (bi < 0) {                                                   \
-                    out[j * step + o] = -INFINITY;                              \
-                    back[j * step + o] = -1;                                    \
-                    rank[j * step + o] = -1;                                    \
-                    continue;                                                   \
+                    for (; o < K; o++) {                                        \
+                        out[j * step + o] = -INFINITY;                          \
+                        back[j * step + o] = -1;                                \
+                        rank[j * step + o] = -1;                                \
+                    }                                                           \
+                    break;                                                      \
                 }                                                               \
                 out[j * step + o] = best;                                       \
                 back[j * step + o] = from + bi * post;                          \
                 rank[j * step + o] = reach[bi];                                 \
-                reach[bi]++;                                                    \
+                h = ++reach[bi];                                                \
+                if (h < K) {                                                    \
+                    const double a = in[bi * step + h];                         \
+                    filled[bi] = a != -INFINITY;                                \
+                    lowest[bi] = a + M[(ptrdiff_t) bi * n + j];                 \
+                } else                                                          \
+                    filled[bi] = 0;                                             \
             }                                                                   \
         }                                                                       \
         return;                                                                 \
@@ -96,17 +101,37 @@
         }                                                                       \
     for (j = 0; j < n; j++)                                                     \
         filled[j] = 0;                                                          \
-    /* list by list, each to the outputs whose floor its head candidate reaches (an output\
-       sees the lists in the order of their labels, as a merge by heads does) */\
-    for (i = 0; i < n; i++) {                                                   \
-        const double* li = in + i * step;                                       \
-        const double* Mi = M + (ptrdiff_t) i * n;                               \
-        int reached = 0, r;                                                     \
-        if (li[0] == -INFINITY)                                                 \
+    /* list by list, each to the outputs whose floor its head candidate reaches: first the K \
+       lists with the best heads, which fill every output with good candidates, then the others\
+       in label order. An output's floor rises to its K-th candidate once it holds K, so most \
+       later lists reach no output, which one branch-free pass over the outputs tells; equal \
+       candidates are ordered by their lists' labels, whatever order the lists come in. */ \
+    for (x = 0; x < n + found; x++) {                                           \
+        const double* li;                                                       \
+        const double* Mi;                                                       \
+        double a0;                                                              \
+        int reached = 0, r, any = 0;                                            \
+        if (x < found)                                                          \
+            i = which[x];                                                       \
+        else {                                                                  \
+            i = x - found;                                                      \
+            for (k = 0; k < found && which[k] != i; k++)                        \
+                ;                                                               \
+            if (k < found)                                                      \
+                continue;               /* done first */                        \
+        }                                                                       \
+        li = in + i * step;                                                     \
+        Mi = M + (ptrdiff_t) i * n;                                             \
+        a0 = li[0];                                                             \
+        if (a0 == -INFINITY)                                                    \
             continue;                   /* an empty list */                     \
+        for (j = 0; j < n; j++)                                                 \
+            any |= !(a0 + Mi[j] < lowest[j]);                                   \
+        if (!any)                                                               \
+            continue;                                                           \
         for (j = 0; j < n; j++) {       /* without a branch: the outputs it reaches */\
             reach[reached] = j;                                                 \
-            reached += !(li[0] + Mi[j] < lowest[j]);                            \
+            reached += !(a0 + Mi[j] < lowest[j]);                               \
         }                                                                       \
         for (r = 0; r < reached; r++) {                                         \
             double* so;                                                         \
@@ -125,11 +150,12 @@
                 if (li[h] == -INFINITY)                                         \
                     break;              /* the list's end */                    \
                 v = li[h] + m;                                                  \
-                if (v < lowest[j] || (fj == K && !(v > so[K - 1])))             \
+                if (v < lowest[j] || (fj == K && !(v > so[K - 1])              \
+                                      && !(v == so[K - 1] && from + i * post < bo[K - 1]))) \
                     break;              /* nor can its later (lower) entries */ \
-                /* after every kept candidate of at least v (they come first) */\
+                /* after every kept candidate before it */                      \
                 o = fj < K ? fj : K - 1;                                        \
-                while (o > 0 && v > so[o - 1]) {                                \
+                while (o > 0 && (v > so[o - 1] || (v == so[o - 1] && from + i * post < bo[o - 1]))) { \
                     so[o] = so[o - 1];                                          \
                     bo[o] = bo[o - 1];                                          \
                     ro[o] = ro[o - 1];                                          \
@@ -142,6 +168,8 @@
                     fj++;                                                       \
             }                                                                   \
             filled[j] = fj;                                                     \
+            if (fj == K && so[K - 1] > lowest[j])                               \
+                lowest[j] = so[K - 1];  /* the floor rises */                   \
         }                                                                       \
     }                                                                           \
     for (j = 0; j < n; j++)                                                     \

@@ -219,3 +219,24 @@ def test_log_partition_is_forward_backwards_bit_for_bit(seed, lengths, sizes, sh
     sp, state, trans = random_product(seed, lengths, sizes, shared)
     logz = _product.forward_backward(sizes, sp, state, trans, edges=False)[0]
     assert _product.log_partition(sizes, sp, state, trans, 2).tobytes() == logz.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("sizes,K", [((20, 3), 5), ((44, 3), 5), ((30,), 2), ((16, 2), 3)])
+def test_product_nbest_with_many_ties_and_more_lists_than_K(seed, sizes, K):
+    # potentials of a few integer values: candidates tie across lists everywhere, so the lists read
+    # first (the K best heads, then the others in label order) must still yield, on every tie, the
+    # lower label first, as the merge by heads does
+    rng = np.random.default_rng(seed)
+    lengths = [5, 1, 9, 3]
+    sp, state, trans = random_product(int(rng.integers(1000)), lengths, sizes, bool(seed % 2))
+    state = np.round(state * 1.5) / 2
+    trans = [np.round(m * 1.5) / 2 for m in trans]
+    for m in trans:
+        m[rng.random(m.shape) < 0.1] = -np.inf
+    want = merged_nbest(sizes, sp, state, trans, K)
+    paths, scores, counts = _product.nbest(np.array(sizes, dtype=np.int32), sp, state, trans, K, 2)
+    np.testing.assert_array_equal(counts, want[2])
+    assert scores.tobytes() == want[1].tobytes()
+    for s in range(len(lengths)):
+        np.testing.assert_array_equal(paths[:counts[s], sp[s]:sp[s + 1]], want[0][:counts[s], sp[s]:sp[s + 1]])
