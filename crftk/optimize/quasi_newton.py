@@ -80,8 +80,10 @@ class _History:
         ``g`` may be :meth:`park`'s copy in the oldest pair: it is read a block at a time, y is
         written over it first (each block of y lands on bytes whose entries are already read) and s
         last. A pair that fails the curvature test then costs the history its oldest pair, whose
-        bytes held g (for a convex objective under the Wolfe conditions s'y > 0: it does not
-        happen)."""
+        bytes held g: L-BFGS parks only under the strong Wolfe search, whose curvature condition
+        makes s'y >= 0.1 |g'd| t > 0 for any objective, so only the float32 rounding of a pair
+        with cos(s, y) below ~1e-7 could be refused there (OWL-QN's backtracking search, which
+        has no curvature condition, does not park)."""
         if self.dtype == np.float64:
             return self.push(x_new - x, g_new - g)
         sy = yy = ss = 0
@@ -337,11 +339,13 @@ def lbfgs(
         # Until the search ends g is wanted only for the next pair: park it in the bytes of the
         # pair that pair displaces and drop every other reference (the objective's memory of the
         # last evaluation, L-BFGS's pseudo-gradient, which is g itself), one vector off the peak;
-        # the block operations' scratch is idle until then too.
-        g = history.park(g)
-        if isinstance(g, _Parked):
-            obj.forget()
-            if not owlqn:
+        # the block operations' scratch is idle until then too. Not under OWL-QN: its search has
+        # no curvature condition, so a pair can be refused, and a refused pair must leave the
+        # history as it was (push_step).
+        if not owlqn:
+            g = history.park(g)
+            if isinstance(g, _Parked):
+                obj.forget()
                 pg = None
         release_scratch()
 
