@@ -193,9 +193,10 @@ def scratch(dtype, k=0):
 
 
 def release_scratch():
-    """Free this thread's scratch buffers (the next :func:`scratch` makes them again): a minimiser
-    calls it before evaluating, the training's peak, where they would be idle memory. Once per
-    evaluation their pages are faulted in again, a millisecond against a pass over the corpus."""
+    """Free this thread's scratch buffers (the next :func:`scratch` makes them again): L-BFGS
+    calls it before each line search, whose evaluations are the training's peak, where they would
+    be idle memory. Once per iteration their pages are faulted in again, under a millisecond
+    against a pass over the corpus."""
     _scratch.__dict__.pop("buffers", None)
 
 
