@@ -16,7 +16,7 @@ from corpora import REPO
 #: module alone (so that a new module beside it must be placed here).
 LAYERS = (
     ("kernels", ("crftk._*",)),
-    ("errors, progress", ("crftk.errors", "crftk.progress")),
+    ("errors, progress", ("crftk.errors", "crftk.progress", "crftk.registry")),
     ("I/O", ("crftk.io.*",)),
     ("evaluation", ("crftk.evaluation.*",)),
     ("features", ("crftk.features.*",)),

@@ -6,38 +6,18 @@ the module of each kind gives ``NAME``, ``Job`` (crftk.kinds.base.Job: crftk tag
 against the kind, and the tagging), ``summary(model, path)`` and ``dump(model, out, min_abs=)``.
 A kind that trains gives a trainer too (the training driver's questions, crftk.training.driver),
 which ``trainer_for`` picks from the training options. A new kind is a module here, registered in
-``KINDS`` (its module's name in ``_MODULES``; and, if it trains, in ``trainer_for``). A model that
+``KINDS`` (its module's path; and, if it trains, in ``trainer_for``). A model that
 crftk induce grows is a chain CRF like any other (same structure, same runtime): the "crf" kind.
 """
 
-from collections.abc import Mapping
-from importlib import import_module
-
 from crftk.kinds.base import refuse_factorial_training
+from crftk.registry import LazyRegistry
 
 #: kind name (crftk.model.KINDS) -> the module of that kind, imported when first asked for: a
 #: process that trains one kind loads no other kind's modules and kernels
-_MODULES = {"crf": "chain", "bag": "bag", "pipeline": "pipeline", "factorial": "factorial",
-            "two-stage": "twostage", "semimarkov": "semimarkov"}
-
-
-class _Kinds(Mapping):
-    """The registry: a read-only mapping whose modules are imported on access."""
-
-    def __getitem__(self, name):
-        return import_module(f"crftk.kinds.{_MODULES[name]}")
-
-    def __contains__(self, name):       # without importing the module
-        return name in _MODULES
-
-    def __iter__(self):
-        return iter(_MODULES)
-
-    def __len__(self):
-        return len(_MODULES)
-
-
-KINDS = _Kinds()
+KINDS = LazyRegistry({"crf": "crftk.kinds.chain", "bag": "crftk.kinds.bag", "pipeline": "crftk.kinds.pipeline",
+                      "factorial": "crftk.kinds.factorial", "two-stage": "crftk.kinds.twostage",
+                      "semimarkov": "crftk.kinds.semimarkov"})
 
 
 def kind_of(model):

@@ -7,45 +7,24 @@ several label chains coupled at every token (Sutton et al. 2004), one part per c
 and per pair factor; twostage: a CRF reading another's labels over documents
 (crftk train --first-stage), one part per stage; semimarkov: a semi-Markov CRF over
 segments (crftk train --model-type semimarkov), a token part and a segment part.
-A new structure subclasses base.Structure and is added to ``STRUCTURES``' table (``_WHERE``; and to
+A new structure subclasses base.Structure and is added to ``STRUCTURES``' table (its class's path; and to
 crftk.model.CHAIN_STRUCTURES if it is a chain of labels).
 """
 
-from collections.abc import Mapping
-from importlib import import_module
+from crftk.registry import LazyRegistry
 
-#: structure name -> (module, class). Imported when first asked for, so that a process training a
-#: chain CRF loads no other structure's module or kernels (with the other kinds', 3 MiB of a chain
+#: structure name -> its class, imported when first asked for, so that a process training a chain
+#: CRF loads no other structure's module or kernels (with the other kinds', 3 MiB of a chain
 #: training's peak on CoNLL-2000).
-_WHERE = {
-    "chain": ("crftk.structures.chain", "Chain"),
-    "pairs": ("crftk.structures.pairs", "Pairs"),
-    "memm": ("crftk.structures.memm", "MEMM"),
-    "composed": ("crftk.structures.composed", "Composed"),
-    "factorial": ("crftk.structures.factorial", "Factorial"),
-    "twostage": ("crftk.structures.twostage", "TwoStage"),
-    "semimarkov": ("crftk.structures.semimarkov", "SemiMarkov"),
-}
-
-
-class _Structures(Mapping):
-    """The registry: a read-only mapping whose classes are imported on access."""
-
-    def __getitem__(self, name):
-        module, cls = _WHERE[name]
-        return getattr(import_module(module), cls)
-
-    def __contains__(self, name):       # without importing the class
-        return name in _WHERE
-
-    def __iter__(self):
-        return iter(_WHERE)
-
-    def __len__(self):
-        return len(_WHERE)
-
-
-STRUCTURES = _Structures()
+STRUCTURES = LazyRegistry({
+    "chain": "crftk.structures.chain:Chain",
+    "pairs": "crftk.structures.pairs:Pairs",
+    "memm": "crftk.structures.memm:MEMM",
+    "composed": "crftk.structures.composed:Composed",
+    "factorial": "crftk.structures.factorial:Factorial",
+    "twostage": "crftk.structures.twostage:TwoStage",
+    "semimarkov": "crftk.structures.semimarkov:SemiMarkov",
+})
 
 
 def structure_name(order=1, model_type="crf"):
