@@ -352,8 +352,8 @@ cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, c
     2 max(n_c) + 2K scratch.
     """
     cdef int S = sh.S, C = sh.C
-    cdef int t, c, k, q, i, j, r, p, o, nc, post, pre, bi, y
-    cdef Py_ssize_t stage, prev, cell, src
+    cdef int t, c, k, q, r, p, o, nc, post, pre, bi, y
+    cdef Py_ssize_t stage, prev, cell
     cdef double v, top, m
     cdef const double* M
     cdef const double* inp
