@@ -1,186 +1,293 @@
-/* One step of the K-best recursion of a product chain (product.pxd's product_nbest) along one
-   chain's axis, for the outputs of one column (the joint labels that differ in that chain's label
-   only), in C: the loops are tight enough for the compiler to keep them in registers. Compiled
-   for the baseline target and for AVX2 (vecmath.h's CRFTK_BUILT_TWICE): only additions,
-   comparisons and copies, so the same results on either. product.pxd declares it. */
+/* The K best labelings of a product chain (product.pxd's product_nbest), in C, computed lazily.
+
+   A node is a stage (t, c) - position t after chain c's transition - and a joint label y; its
+   list holds its K best partial labelings. List (t, c, y) is the first K of the candidates
+   L(pred_i)[h] + M[i*n + j] in the order (value descending, i ascending, h ascending), where j is
+   chain c's label in y, pred_i the node of the stage before with that label replaced by i, and
+   M chain c's transitions into t; the last chain's stage then adds the state score s[t, y]. That
+   order is what merging the predecessor lists by their heads, the lower label on ties, gives,
+   and what the eager recursion (every list in full, before 2026-11) computed.
+
+   Here every node's first entry comes from one forward pass (a max-product step per stage, one
+   column of outputs at a time, vectorised over the outputs), and a later entry is computed only
+   when the final merge or a successor's next entry needs it: each node keeps, per predecessor
+   list, how many of its entries it has taken (its frontier). The K best labelings then cost the
+   forward pass plus at most K - 1 descents through the stages, instead of K-best merges at every
+   node. The values are the same sums of the same terms, so the same bits.
+
+   An entry of value -inf, and a list's end, are one thing to every reader (no labeling through
+   it is ever reported), so a list stops at its first -inf candidate.
+
+   Layout: entry h of node (stage, y) is at [(stage*K + h)*S + y] of score, back (the joint label
+   of the predecessor it extends) and rank (which entry of the predecessor's list), stage = t*C + c
+   (only stage C - 1 of position 0 is used). */
 #ifndef CRFTK_NBEST_H
 #define CRFTK_NBEST_H
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 #include "vecmath.h"
 
-/* List i of the column is in[i*step + h] (h < K: its entries, best first, an -inf tail when
-   shorter); output list j goes to out[j*step + o], with back[j*step + o] = from + i*post and
-   rank[j*step + o] = h for the entry (i, h) it holds (-1 for none). Output j keeps the K first
-   of the candidates in[i*step + h] + M[i*n + j] in the order (value descending, i ascending, h
-   ascending): what merging the lists by their heads, the lower label on ties, picks, and how
-   the outputs are found when n <= K. With more lists, a list is read while its candidate can
-   enter the K kept, and not at all when its head candidate is below the output's floor: at
-   first the lowest head candidate of the K lists with the best heads (K candidates beat it),
-   then the K-th candidate the output holds. work: 2n + 2K scratch. */
-#define CRFTK_NBEST_COLUMN_BODY                                                 \
+/* the best of x[i] + M[i*n + j] over i for every output j (the lowest i on ties; -1 and -inf
+   where every candidate is -inf): one max-product step for one column of outputs. Additions and
+   comparisons only, so the same results from either build. */
+#define CRFTK_NBEST_FORWARD_BODY                                                \
 {                                                                               \
-    int i, j, k, h, o, x;                                                       \
-    const ptrdiff_t step = (ptrdiff_t) post * K;                                \
-    double* lowest = work;              /* n */                                 \
-    double* heads = work + n;           /* K: the K best heads, best first */   \
-    int* which = (int*) (work + n + K); /* K: their lists */                    \
-    int* filled = which + K;            /* n: how many each output holds */     \
-    int* reach = filled + n;            /* n: the outputs a list reaches */     \
-    int found = 0;                                                              \
-    if (n <= K) {                                                               \
-        /* few lists (K candidates from each could fill an output): merged by their heads, the\
-           lower label on ties; each list's current candidate is kept (lowest), with its rank \
-           (reach) and whether it has one (filled) */                           \
-        for (j = 0; j < n; j++) {                                               \
-            for (i = 0; i < n; i++) {                                           \
-                const double a = in[i * step];                                  \
-                reach[i] = 0;                                                   \
-                filled[i] = a != -INFINITY;                                     \
-                lowest[i] = a + M[(ptrdiff_t) i * n + j];                       \
-            }                                                                   \
-            for (o = 0; o < K; o++) {                                           \
-                int bi = -1;                                                    \
-                double best = -INFINITY;                                        \
-                for (i = 0; i < n; i++) {       /* without a branch */          \
-                    const int take = filled[i] & ((bi < 0) | (lowest[i] > best)); \
-                    best = take ? lowest[i] : best;                             \
-                    bi = take ? i : bi;                                         \
-                }                                                               \
-                if (bi < 0) {                                                   \
-                    for (; o < K; o++) {                                        \
-                        out[j * step + o] = -INFINITY;                          \
-                        back[j * step + o] = -1;                                \
-                        rank[j * step + o] = -1;                                \
-                    }                                                           \
-                    break;                                                      \
-                }                                                               \
-                out[j * step + o] = best;                                       \
-                back[j * step + o] = from + bi * post;                          \
-                rank[j * step + o] = reach[bi];                                 \
-                h = ++reach[bi];                                                \
-                if (h < K) {                                                    \
-                    const double a = in[bi * step + h];                         \
-                    filled[bi] = a != -INFINITY;                                \
-                    lowest[bi] = a + M[(ptrdiff_t) bi * n + j];                 \
-                } else                                                          \
-                    filled[bi] = 0;                                             \
-            }                                                                   \
-        }                                                                       \
-        return;                                                                 \
+    int i, j;                                                                   \
+    for (j = 0; j < n; j++) {                                                   \
+        y[j] = -INFINITY;                                                       \
+        arg[j] = -1;                                                            \
     }                                                                           \
-    /* the K lists with the best heads: output j has K candidates of at least the lowest of \
-       theirs, so a candidate below it is not among its K best (a list whose head is below it \
-       is not read) */                                                          \
     for (i = 0; i < n; i++) {                                                   \
-        const double a = in[i * step];                                          \
-        if (a == -INFINITY || (found == K && !(a > heads[K - 1])))              \
-            continue;                                                           \
-        o = found < K ? found : K - 1;                                          \
-        while (o > 0 && a > heads[o - 1]) {                                     \
-            heads[o] = heads[o - 1];                                            \
-            which[o] = which[o - 1];                                            \
-            o--;                                                                \
-        }                                                                       \
-        heads[o] = a;                                                           \
-        which[o] = i;                                                           \
-        if (found < K)                                                          \
-            found++;                                                            \
-    }                                                                           \
-    for (j = 0; j < n; j++)                                                     \
-        lowest[j] = found == K ? INFINITY : -INFINITY;                          \
-    if (found == K)                                                             \
-        for (k = 0; k < K; k++) {                                               \
-            const double a = heads[k];                                          \
-            const double* Mi = M + (ptrdiff_t) which[k] * n;                    \
-            for (j = 0; j < n; j++) {                                           \
-                const double v = a + Mi[j];                                     \
-                lowest[j] = v < lowest[j] ? v : lowest[j];                      \
-            }                                                                   \
-        }                                                                       \
-    for (j = 0; j < n; j++)                                                     \
-        filled[j] = 0;                                                          \
-    /* list by list, each to the outputs whose floor its head candidate reaches: first the K \
-       lists with the best heads, which fill every output with good candidates, then the others\
-       in label order. An output's floor rises to its K-th candidate once it holds K, so most \
-       later lists reach no output, which one branch-free pass over the outputs tells; equal \
-       candidates are ordered by their lists' labels, whatever order the lists come in. */ \
-    for (x = 0; x < n + found; x++) {                                           \
-        const double* li;                                                       \
-        const double* Mi;                                                       \
-        double a0;                                                              \
-        int reached = 0, r, any = 0;                                            \
-        if (x < found)                                                          \
-            i = which[x];                                                       \
-        else {                                                                  \
-            i = x - found;                                                      \
-            for (k = 0; k < found && which[k] != i; k++)                        \
-                ;                                                               \
-            if (k < found)                                                      \
-                continue;               /* done first */                        \
-        }                                                                       \
-        li = in + i * step;                                                     \
-        Mi = M + (ptrdiff_t) i * n;                                             \
-        a0 = li[0];                                                             \
-        if (a0 == -INFINITY)                                                    \
-            continue;                   /* an empty list */                     \
-        for (j = 0; j < n; j++)                                                 \
-            any |= !(a0 + Mi[j] < lowest[j]);                                   \
-        if (!any)                                                               \
-            continue;                                                           \
-        for (j = 0; j < n; j++) {       /* without a branch: the outputs it reaches */\
-            reach[reached] = j;                                                 \
-            reached += !(a0 + Mi[j] < lowest[j]);                               \
-        }                                                                       \
-        for (r = 0; r < reached; r++) {                                         \
-            double* so;                                                         \
-            int* bo;                                                            \
-            int* ro;                                                            \
-            int fj;                                                             \
-            double m;                                                           \
-            j = reach[r];                                                       \
-            so = out + j * step;                                                \
-            bo = back + j * step;                                               \
-            ro = rank + j * step;                                               \
-            fj = filled[j];                                                     \
-            m = Mi[j];                                                          \
-            for (h = 0; h < K; h++) {                                           \
-                double v;                                                       \
-                if (li[h] == -INFINITY)                                         \
-                    break;              /* the list's end */                    \
-                v = li[h] + m;                                                  \
-                if (v < lowest[j] || (fj == K && !(v > so[K - 1])              \
-                                      && !(v == so[K - 1] && from + i * post < bo[K - 1]))) \
-                    break;              /* nor can its later (lower) entries */ \
-                /* after every kept candidate before it */                      \
-                o = fj < K ? fj : K - 1;                                        \
-                while (o > 0 && (v > so[o - 1] || (v == so[o - 1] && from + i * post < bo[o - 1]))) { \
-                    so[o] = so[o - 1];                                          \
-                    bo[o] = bo[o - 1];                                          \
-                    ro[o] = ro[o - 1];                                          \
-                    o--;                                                        \
-                }                                                               \
-                so[o] = v;                                                      \
-                bo[o] = from + i * post;                                        \
-                ro[o] = h;                                                      \
-                if (fj < K)                                                     \
-                    fj++;                                                       \
-            }                                                                   \
-            filled[j] = fj;                                                     \
-            if (fj == K && so[K - 1] > lowest[j])                               \
-                lowest[j] = so[K - 1];  /* the floor rises */                   \
+        const double a = x[i];                                                  \
+        const double* Mi = M + (ptrdiff_t) i * n;                               \
+        if (a == -INFINITY)                                                     \
+            continue;                   /* a node without entries */            \
+        for (j = 0; j < n; j++) {       /* without a branch: vectorised */      \
+            const double v = a + Mi[j];                                         \
+            const int take = v > y[j];                                          \
+            y[j] = take ? v : y[j];                                             \
+            arg[j] = take ? i : arg[j];                                         \
         }                                                                       \
     }                                                                           \
-    for (j = 0; j < n; j++)                                                     \
-        for (o = filled[j]; o < K; o++) {                                       \
-            out[j * step + o] = -INFINITY;                                      \
-            back[j * step + o] = -1;                                            \
-            rank[j * step + o] = -1;                                            \
-        }                                                                       \
 }
-CRFTK_BUILT_TWICE(crftk_nbest_column, (const double* in, const double* M, int n, int post, int K, int from,
-                                       double* out, int* back, int* rank, double* work),
-                  (in, M, n, post, K, from, out, back, rank, work), CRFTK_NBEST_COLUMN_BODY)
+CRFTK_BUILT_TWICE(crftk_nbest_forward, (const double* x, const double* M, int n, double* y, int* arg),
+                  (x, M, n, y, arg), CRFTK_NBEST_FORWARD_BODY)
+
+/* cnt[v]: the entries node v has (>= 0), or -1 - that count once its list has ended */
+#define CRFTK_NB_ENTRIES(v) (cnt[v] >= 0 ? cnt[v] : -1 - cnt[v])
+
+typedef struct {
+    int C, S, K, W;                 /* chains, joint labels, list length, most labels of a chain */
+    const int* n;
+    const int* stride;
+    const double* s;
+    const double* const* Tr;
+    double* score;
+    int* back;
+    int* rank;
+    int* cnt;                       /* T*C*S */
+    int* slot;                      /* T*C*S: the node's frontier in pool, or -1 */
+    int* pool;                      /* frontiers of W + 1 ints: taken per list, then the stale list */
+    int* stack;                     /* T*C */
+    int used;                       /* frontiers handed out */
+} crftk_nb;
+
+/* The frontier of node w (made on its first entry after the forward pass's: that one took entry
+   0 of the list it came from, which is then stale: its next entry may not exist yet). */
+static int* crftk_nb_frontier(crftk_nb* b, ptrdiff_t w)
+{
+    const ptrdiff_t S = b->S, K = b->K;
+    const ptrdiff_t st = w / S, y = w % S;
+    const int c = (int) (st % b->C), n = b->n[c], post = b->stride[c];
+    const ptrdiff_t from = y - (ptrdiff_t) ((y / post) % n) * post;
+    int* f;
+    int i0;
+    if (b->slot[w] >= 0)
+        return b->pool + (ptrdiff_t) b->slot[w] * (b->W + 1);
+    b->slot[w] = b->used;
+    f = b->pool + (ptrdiff_t) b->used++ * (b->W + 1);
+    memset(f, 0, sizeof(int) * (size_t) n);
+    i0 = (int) ((b->back[st * K * S + y] - from) / post);
+    f[i0] = 1;
+    f[b->W] = i0;
+    return f;
+}
+
+/* Compute the next entry of node v (open, fewer than K entries). Its stale list may need the
+   next entry of a predecessor first, and that one the next of its own, and so on down the
+   stages: the nodes are stacked going down, then their entries made coming back up. */
+static void crftk_nb_next(crftk_nb* b, ptrdiff_t v)
+{
+    const ptrdiff_t S = b->S, K = b->K;
+    const int C = b->C, W = b->W;
+    int* cnt = b->cnt;
+    int sp = 0;
+    ptrdiff_t w = v;
+    for (;;) {
+        const ptrdiff_t st = w / S, y = w % S;
+        const int c = (int) (st % C), n = b->n[c], post = b->stride[c];
+        const ptrdiff_t from = y - (ptrdiff_t) ((y / post) % n) * post;
+        int* f = crftk_nb_frontier(b, w);
+        const int i = f[W];
+        ptrdiff_t u;
+        b->stack[sp++] = (int) w;
+        if (i < 0)
+            break;
+        u = (st - 1) * S + from + (ptrdiff_t) i * post;
+        if (f[i] >= K || cnt[u] < 0 || f[i] < cnt[u]) {
+            f[W] = -1;                  /* its entry is there, or will never be needed */
+            break;
+        }
+        w = u;                          /* the predecessor's next entry first */
+    }
+    while (sp > 0) {
+        const ptrdiff_t w2 = b->stack[--sp];
+        const ptrdiff_t st = w2 / S, y = w2 % S, pst = st - 1;
+        const int c = (int) (st % C), t = (int) (st / C), n = b->n[c], post = b->stride[c];
+        const int j = (int) ((y / post) % n);
+        const ptrdiff_t from = y - (ptrdiff_t) j * post;
+        const double* M = b->Tr[t * C + c];
+        int* f = b->pool + (ptrdiff_t) b->slot[w2] * (W + 1);
+        const int e = cnt[w2];
+        int i, bi = -1;
+        double best = -INFINITY;
+        ptrdiff_t at;
+        f[W] = -1;
+        for (i = 0; i < n; i++) {
+            const ptrdiff_t u = from + (ptrdiff_t) i * post;
+            const int q = f[i];
+            if (q < K && q < CRFTK_NB_ENTRIES(pst * S + u)) {
+                const double val = b->score[(pst * K + q) * S + u] + M[(ptrdiff_t) i * n + j];
+                if (val > best) {       /* the lower label on ties */
+                    best = val;
+                    bi = i;
+                }
+            }
+        }
+        if (bi >= 0 && c == C - 1)
+            best += b->s[(ptrdiff_t) t * S + y];
+        if (bi < 0 || best == -INFINITY) {
+            cnt[w2] = -1 - e;           /* the list ends */
+            continue;
+        }
+        at = (st * K + e) * S + y;
+        b->score[at] = best;
+        b->back[at] = (int) (from + (ptrdiff_t) bi * post);
+        b->rank[at] = f[bi];
+        f[bi]++;
+        f[W] = bi;
+        cnt[w2] = e + 1;
+    }
+}
+
+/* The K best labelings of one product chain of T positions: out[o*T + t] the joint label of the
+   o-th at t, best[o] its score; returns how many there are (fewer than K when the chain has
+   fewer labelings of finite score). score, back, rank: T*C*S*K; ints: crftk_nbest_ints(...);
+   work: 2W doubles (W: the most labels of a chain). */
+static inline ptrdiff_t crftk_nbest_ints(int C, int S, int T, int K, int W)
+{
+    return 2 * (ptrdiff_t) T * C * S + (ptrdiff_t) T * C + S + W
+           + (ptrdiff_t) (K - 1) * T * C * (W + 1);
+}
+
+static int crftk_product_nbest(int C, int S, const int* n, const int* stride, int T, int K,
+                               const double* s, const double* const* Tr, double* score, int* back,
+                               int* rank, int* ints, double* work, int* out, double* best)
+{
+    crftk_nb b;
+    const ptrdiff_t SS = S, KK = K, nodes = (ptrdiff_t) T * C * S;
+    int W = 0, c, t, y, o, found = 0;
+    int* heads;
+    int* arg;
+    double* xcol;
+    double* ycol;
+    for (c = 0; c < C; c++)
+        W = n[c] > W ? n[c] : W;
+    b.C = C; b.S = S; b.K = K; b.W = W; b.n = n; b.stride = stride; b.s = s; b.Tr = Tr;
+    b.score = score; b.back = back; b.rank = rank;
+    b.cnt = ints;
+    b.slot = ints + nodes;
+    b.stack = ints + 2 * nodes;
+    heads = b.stack + (ptrdiff_t) T * C;
+    arg = heads + S;
+    b.pool = arg + W;
+    b.used = 0;
+    xcol = work;
+    ycol = work + W;
+    if (K > 1)
+        for (ptrdiff_t v = 0; v < nodes; v++)
+            b.slot[v] = -1;
+    /* position 0: one labeling per joint label, in the last stage's lists */
+    {
+        const ptrdiff_t st = C - 1;
+        for (y = 0; y < S; y++) {
+            const ptrdiff_t at = st * KK * SS + y;
+            score[at] = s[y];
+            back[at] = -1;
+            rank[at] = -1;
+            b.cnt[st * SS + y] = s[y] == -INFINITY ? -1 : -2;     /* ended, with 0 or 1 entry */
+        }
+    }
+    /* every node's first entry: max-product, one column of a chain's outputs at a time */
+    for (t = 1; t < T; t++)
+        for (c = 0; c < C; c++) {
+            const ptrdiff_t st = (ptrdiff_t) t * C + c, pst = st - 1;
+            const int nc = n[c], post = stride[c], pre = S / (nc * post);
+            const double* M = Tr[t * C + c];
+            const double* in0 = score + pst * KK * SS;
+            double* out0 = score + st * KK * SS;
+            int* back0 = back + st * KK * SS;
+            int* rank0 = rank + st * KK * SS;
+            int* cnt0 = b.cnt + st * SS;
+            int p, r, i, j;
+            for (p = 0; p < pre; p++)
+                for (r = 0; r < post; r++) {
+                    const int from = p * nc * post + r;
+                    for (i = 0; i < nc; i++)
+                        xcol[i] = in0[from + i * post];
+                    crftk_nbest_forward(xcol, M, nc, ycol, arg);
+                    for (j = 0; j < nc; j++) {
+                        const int at = from + j * post;
+                        double v = ycol[j];
+                        if (c == C - 1)
+                            v += s[(ptrdiff_t) t * S + at];
+                        if (arg[j] < 0 || v == -INFINITY) {
+                            out0[at] = -INFINITY;   /* read as "no entry" by the next stage */
+                            back0[at] = -1;
+                            rank0[at] = -1;
+                            cnt0[at] = -1;
+                        } else {
+                            out0[at] = v;
+                            back0[at] = from + arg[j] * post;
+                            rank0[at] = 0;
+                            cnt0[at] = 1;
+                        }
+                    }
+                }
+        }
+    /* the K best over the last stage's lists, in order (the lowest joint label on ties) */
+    {
+        const ptrdiff_t last = ((ptrdiff_t) (T - 1) * C + C - 1);
+        int* cnt = b.cnt;
+        for (y = 0; y < S; y++)
+            heads[y] = 0;
+        for (o = 0; o < K; o++) {
+            int bi = -1, q;
+            double top = -INFINITY;
+            for (y = 0; y < S; y++) {
+                const int h = heads[y];
+                if (h < K && h < CRFTK_NB_ENTRIES(last * SS + y)) {
+                    const double v = score[(last * KK + h) * SS + y];
+                    if (bi < 0 || v > top) {
+                        top = v;
+                        bi = y;
+                    }
+                }
+            }
+            if (bi < 0)
+                break;
+            best[o] = top;
+            found = o + 1;
+            /* trace back: entry by entry, stage by stage, to position 0 */
+            y = bi;
+            q = heads[bi];
+            out[(ptrdiff_t) o * T + T - 1] = y;
+            for (t = T - 1; t > 0; t--) {
+                for (c = C - 1; c >= 0; c--) {
+                    const ptrdiff_t at = (((ptrdiff_t) t * C + c) * KK + q) * SS + y;
+                    y = back[at];
+                    q = rank[at];
+                }
+                out[(ptrdiff_t) o * T + t - 1] = y;
+            }
+            heads[bi]++;
+            if (o + 1 < K && heads[bi] < K && heads[bi] == cnt[last * SS + bi])
+                crftk_nb_next(&b, last * SS + bi);      /* open, and its next entry not made yet */
+        }
+    }
+    return found;
+}
 
 #endif /* CRFTK_NBEST_H */

@@ -28,10 +28,11 @@ from vecmath cimport vec_mat_rect
 from maxplus cimport maxplus
 
 cdef extern from "nbest.h":
-    # one stage of product_nbest for the outputs of one column (nbest.h describes it)
-    void nbest_column "crftk_nbest_column" (const double* inp, const double* M, int n, int post, int K,
-                                            int start, double* out, int* back, int* rank,
-                                            double* work) noexcept nogil
+    # product_nbest's lists, made lazily (nbest.h describes them), and the ints they need
+    int crftk_product_nbest(int C, int S, const int* n, const int* stride, int T, int K, const double* s,
+                            const double** Tr, double* score, int* back, int* rank, int* ints,
+                            double* work, int* out, double* best) noexcept nogil
+    Py_ssize_t nbest_ints "crftk_nbest_ints" (int C, int S, int T, int K, int W) noexcept nogil
 
 # A chain of at most this many labels that is not the last one is stepped a column at a time
 # (its labels for one assignment of the later chains), the column copied to a contiguous
@@ -339,78 +340,16 @@ cdef inline void product_viterbi(const Shape* sh, int T, const double* s, const 
         out[t - 1] = <int> idx
 
 
-cdef inline void product_nbest(const Shape* sh, int T, int K, const double* s, const double** Tr,
-                               double* score, int* back, int* rank, int* out, double* best,
-                               int* heads, double* work, int* count) noexcept nogil:
+cdef inline int product_nbest(const Shape* sh, int T, int K, const double* s, const double** Tr,
+                              double* score, int* back, int* rank, int* ints, double* work, int* out,
+                              double* best) noexcept nogil:
     """The K best joint labelings: out[k*T + t] the joint label of the k-th at t, best[k] its
-    score, count[0] how many there are (fewer than K when the chain has fewer labelings).
+    score; returns how many there are (fewer than K when the chain has fewer labelings).
 
-    The factorized recursion with a list of the K best partial scores per state: stage c of
-    position t merges, for each of its outputs, the lists of its chain's n_c predecessors (ties
-    go to the lower label; nbest.h, a column of outputs at a time). score: T*C*S*K, back and
-    rank: T*C*S*K (the list entry each entry came from), heads: S scratch, work:
-    2 max(n_c) + 2K scratch.
+    The factorized recursion with a list of the K best partial scores per state, each list the
+    merge of its chain's n_c predecessor lists by their heads (ties go to the lower label), its
+    entries after the first made only when a labeling reported needs them (nbest.h). score, back
+    and rank: T*C*S*K; ints: nbest_ints(C, S, T, K, max n_c); work: 2 max n_c.
     """
-    cdef int S = sh.S, C = sh.C
-    cdef int t, c, k, q, r, p, o, nc, post, pre, bi, y
-    cdef Py_ssize_t stage, prev, cell
-    cdef double v, top, m
-    cdef const double* M
-    cdef const double* inp
-    cdef double* outp
-    # position 0: one labeling per joint label (its list in the last stage's slot)
-    stage = (<Py_ssize_t> C - 1) * S * K
-    for y in range(S):
-        for q in range(K):
-            score[stage + y * K + q] = s[y] if q == 0 else -INFINITY
-            back[stage + y * K + q] = -1
-            rank[stage + y * K + q] = -1
-    for t in range(1, T):
-        for c in range(C):
-            nc = sh.n[c]
-            post = sh.stride[c]
-            pre = S // (nc * post)
-            stage = (<Py_ssize_t> t * C + c) * S * K
-            prev = (<Py_ssize_t> t * C + c - 1) * S * K if c > 0 else (<Py_ssize_t> (t - 1) * C + C - 1) * S * K
-            inp = score + prev
-            outp = score + stage
-            M = Tr[t * C + c]
-            for p in range(pre):
-                for r in range(post):
-                    y = p * nc * post + r
-                    nbest_column(inp + <Py_ssize_t> y * K, M, nc, post, K, y, outp + <Py_ssize_t> y * K,
-                                 back + stage + <Py_ssize_t> y * K, rank + stage + <Py_ssize_t> y * K, work)
-        stage = (<Py_ssize_t> t * C + C - 1) * S * K
-        for y in range(S):
-            m = s[t * S + y]
-            for q in range(K):
-                score[stage + y * K + q] += m
-    # the K best over the last position's lists (heads: a pointer into each joint label's list)
-    stage = (<Py_ssize_t> (T - 1) * C + C - 1) * S * K
-    for y in range(S):
-        heads[y] = 0
-    count[0] = 0
-    for o in range(K):
-        bi = -1
-        top = -INFINITY
-        for y in range(S):
-            if heads[y] < K and score[stage + y * K + heads[y]] != -INFINITY:
-                v = score[stage + y * K + heads[y]]
-                if bi < 0 or v > top:
-                    top = v
-                    bi = y
-        if bi < 0:
-            break
-        best[o] = top
-        count[0] = o + 1
-        # trace back: the last stage's list entry at T-1, then stage by stage to position 0
-        y = bi
-        q = heads[bi]
-        heads[bi] += 1
-        out[o * T + T - 1] = y
-        for t in range(T - 1, 0, -1):
-            for c in range(C - 1, -1, -1):
-                cell = ((<Py_ssize_t> t * C + c) * S + y) * K + q
-                y = back[cell]
-                q = rank[cell]
-            out[o * T + t - 1] = y
+    return crftk_product_nbest(sh.C, sh.S, sh.n, sh.stride, T, K, s, Tr, score, back, rank, ints, work,
+                               out, best)

@@ -17,7 +17,7 @@ import numpy as np
 
 from chain cimport ChainBuffers, ChainTask, run_chains
 from product cimport (Shape, shape_init, product_forward, product_forward_backward, product_node_marginals,
-                      product_edge_marginals, product_viterbi, product_nbest)
+                      product_edge_marginals, product_viterbi, product_nbest, nbest_ints)
 
 
 cdef struct Factors:
@@ -79,9 +79,9 @@ cdef struct Batch:
     int* nb_back
     int* nb_rank
     int* nb_out
-    int* nb_heads
+    int* nb_ints
     double* nb_work
-    Py_ssize_t cells, out_len, heads_len, work_len
+    Py_ssize_t cells, out_len, ints_len, work_len
 
 
 cdef class ProductTables:
@@ -186,9 +186,9 @@ cdef void nbest_task(void* job, Py_ssize_t s, ChainBuffers* b, int tid) noexcept
     cdef int* out = j.nb_out + tid * j.out_len
     cdef int* paths = j.paths
     factors_at(&j.factors, sh.C, t0, T, b.E, NULL)
-    product_nbest(sh, T, j.K, j.st + t0 * sh.S, b.E, j.nb_score + tid * j.cells,
-                  j.nb_back + tid * j.cells, j.nb_rank + tid * j.cells, out, j.score + s * j.K,
-                  j.nb_heads + tid * j.heads_len, j.nb_work + tid * j.work_len, &count)
+    count = product_nbest(sh, T, j.K, j.st + t0 * sh.S, b.E, j.nb_score + tid * j.cells,
+                          j.nb_back + tid * j.cells, j.nb_rank + tid * j.cells, j.nb_ints + tid * j.ints_len,
+                          j.nb_work + tid * j.work_len, out, j.score + s * j.K)
     j.counts[s] = count
     for o in range(count):
         for t in range(T):
@@ -303,17 +303,19 @@ def nbest(sizes, sent_ptr, state, trans, int k, int n_threads=1):
     nb_score_np = np.empty(nt * cells)
     nb_int_np = np.empty((2, nt * cells), dtype=np.int32)
     nb_out_np = np.empty(nt * k * max(1, tab.max_len), dtype=np.int32)
-    nb_heads_np = np.empty(nt * max(S, 8), dtype=np.int32)
-    work_len = 2 * int(tab.sizes.max()) + 2 * k      # nbest.h's scratch
+    W = int(tab.sizes.max())
+    ints_len = nbest_ints(C, S, max(1, tab.max_len), k, W)     # nbest.h's node counts and frontiers
+    nb_ints_np = np.empty(nt * ints_len, dtype=np.int32)
+    work_len = 2 * W
     nb_work_np = np.empty(nt * work_len)
     cdef double[::1] nb_score = nb_score_np
     cdef int[:, ::1] nb_int = nb_int_np
-    cdef int[::1] nb_out = nb_out_np, nb_heads = nb_heads_np
+    cdef int[::1] nb_out = nb_out_np, nb_ints = nb_ints_np
     cdef double[::1] nb_work = nb_work_np
     cdef Batch* j = &tab.batch
     j.paths, j.score, j.counts, j.K = &paths[0, 0], &scores[0, 0], &counts[0], k
     j.nb_score, j.nb_back, j.nb_rank = &nb_score[0], &nb_int[0, 0], &nb_int[1, 0]
-    j.nb_out, j.nb_heads, j.nb_work = &nb_out[0], &nb_heads[0], &nb_work[0]
-    j.cells, j.out_len, j.heads_len, j.work_len = cells, k * max(1, tab.max_len), max(S, 8), work_len
+    j.nb_out, j.nb_ints, j.nb_work = &nb_out[0], &nb_ints[0], &nb_work[0]
+    j.cells, j.out_len, j.ints_len, j.work_len = cells, k * max(1, tab.max_len), ints_len, work_len
     tab.run(nbest_task, nt, 4)
     return paths_np, scores_np, counts_np

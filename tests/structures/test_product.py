@@ -123,7 +123,7 @@ def test_bad_product_tables_are_refused():
 
 
 def merged_nbest(sizes, sp, state, trans, K):
-    """The K best joint labelings as product_nbest found them before nbest.h, in Python floats
+    """The K best joint labelings as product_nbest found them before nbest.h, every list in full, in Python floats
     (the same additions): at each stage every output merges its n_c predecessor lists by their
     heads, K times over all of them, the lower label on ties. (paths [K, N], scores, counts)."""
     sizes = [int(n) for n in sizes]
@@ -195,8 +195,8 @@ NBEST_CASES = [((9, 3), 3, True, False), ((9, 3), 5, False, True), ((3, 9), 4, T
 @pytest.mark.parametrize("sizes,K,shared,ties", NBEST_CASES)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_product_nbest_is_the_merge_by_heads_bit_for_bit(sizes, K, shared, ties, threads):
-    # chains of more labels than K (nbest.h then reads only the lists that reach an output's
-    # floor), integer potentials (ties everywhere), impossible transitions (-inf) and lists
+    # chains of more labels than K and of fewer, integer potentials (ties everywhere), impossible
+    # transitions (-inf) and lists
     # shorter than K
     rng = np.random.default_rng(sum(sizes) + K)
     lengths = [1, 2, 4, 3]
@@ -240,3 +240,27 @@ def test_product_nbest_with_many_ties_and_more_lists_than_K(seed, sizes, K):
     assert scores.tobytes() == want[1].tobytes()
     for s in range(len(lengths)):
         np.testing.assert_array_equal(paths[:counts[s], sp[s]:sp[s + 1]], want[0][:counts[s], sp[s]:sp[s + 1]])
+
+
+@pytest.mark.parametrize("sizes,K,lengths", [((3, 2), 30, [20, 1, 9]), ((2, 2), 100, [12, 2, 16]),
+                                             ((5, 3), 12, [14, 6]), ((2, 3, 2), 40, [11, 3])])
+@pytest.mark.parametrize("ties", [False, True])
+def test_product_nbest_deep_into_long_lists(sizes, K, lengths, ties):
+    # K close to (or above) the number of labelings of long chains: nbest.h makes a list's later
+    # entries only on demand, and the K-th labeling then needs entries far down the lists of many
+    # stages; every one must be the one the full merge makes
+    rng = np.random.default_rng(K + len(lengths))
+    sp, state, trans = random_product(int(rng.integers(1000)), lengths, sizes, ties)
+    if ties:
+        state = np.round(state)
+        trans = [np.round(m) for m in trans]
+    for m in trans:
+        m[rng.random(m.shape) < 0.1] = -np.inf
+    state[rng.random(state.shape) < 0.05] = -np.inf
+    want = merged_nbest(sizes, sp, state, trans, K)
+    for threads in (1, 2):
+        paths, scores, counts = _product.nbest(np.array(sizes, dtype=np.int32), sp, state, trans, K, threads)
+        np.testing.assert_array_equal(counts, want[2])
+        assert scores.tobytes() == want[1].tobytes()
+        for s in range(len(lengths)):
+            np.testing.assert_array_equal(paths[:counts[s], sp[s]:sp[s + 1]], want[0][:counts[s], sp[s]:sp[s + 1]])
