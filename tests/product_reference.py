@@ -3,6 +3,8 @@ lists before they were made lazily), for the kernel tests and the fuzz propertie
 
 import numpy as np
 
+from crftk import _product
+
 
 def merged_nbest(sizes, sp, state, trans, K):
     """The K best joint labelings as product_nbest found them before nbest.h, every list in full, in Python floats
@@ -67,3 +69,13 @@ def merged_nbest(sizes, sp, state, trans, K):
                     y, q = links[1 + (t - 1) * C + c][y][q]
                 paths[o, t0 + t - 1] = y
     return paths, scores, counts
+
+
+def assert_nbest_is_the_merge(sizes, sp, state, trans, K, threads):
+    """crftk._product.nbest's paths, scores (to the bit) and counts are merged_nbest's."""
+    want_paths, want_scores, want_counts = merged_nbest(sizes, sp, state, trans, K)
+    paths, scores, counts = _product.nbest(np.array(sizes, dtype=np.int32), sp, state, trans, K, threads)
+    np.testing.assert_array_equal(counts, want_counts)
+    assert scores.tobytes() == want_scores.tobytes()
+    for s in range(len(sp) - 1):
+        np.testing.assert_array_equal(paths[:counts[s], sp[s]:sp[s + 1]], want_paths[:counts[s], sp[s]:sp[s + 1]])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from crftk import _chain, _product
-from product_reference import merged_nbest
+from product_reference import assert_nbest_is_the_merge
 
 
 def random_product(seed, lengths, sizes, shared):
@@ -132,22 +132,23 @@ NBEST_CASES = [((9, 3), 3, True, False), ((9, 3), 5, False, True), ((3, 9), 4, T
 @pytest.mark.parametrize("threads", [1, 2])
 def test_product_nbest_is_the_merge_by_heads_bit_for_bit(sizes, K, shared, ties, threads):
     # chains of more labels than K and of fewer, integer potentials (ties everywhere), impossible
-    # transitions (-inf) and lists
-    # shorter than K
-    rng = np.random.default_rng(sum(sizes) + K)
-    lengths = [1, 2, 4, 3]
+    # transitions (-inf) and lists shorter than K
+    sp, state, trans = nbest_case(sum(sizes) + K, [1, 2, 4, 3], sizes, shared, ties, inf_trans=0.15)
+    assert_nbest_is_the_merge(sizes, sp, state, trans, K, threads)
+
+
+def nbest_case(seed, lengths, sizes, shared, ties, inf_trans, inf_state=0.0):
+    """random_product's potentials, rounded to integers with ties, and a share of -inf."""
+    rng = np.random.default_rng(seed)
     sp, state, trans = random_product(int(rng.integers(1000)), lengths, sizes, shared)
     if ties:
         state = np.round(state)
         trans = [np.round(m) for m in trans]
     for m in trans:
-        m[rng.random(m.shape) < 0.15] = -np.inf
-    want = merged_nbest(sizes, sp, state, trans, K)
-    paths, scores, counts = _product.nbest(np.array(sizes, dtype=np.int32), sp, state, trans, K, threads)
-    np.testing.assert_array_equal(counts, want[2])
-    assert scores.tobytes() == want[1].tobytes()
-    for s in range(len(lengths)):
-        np.testing.assert_array_equal(paths[:counts[s], sp[s]:sp[s + 1]], want[0][:counts[s], sp[s]:sp[s + 1]])
+        m[rng.random(m.shape) < inf_trans] = -np.inf
+    if inf_state:
+        state[rng.random(state.shape) < inf_state] = -np.inf
+    return sp, state, trans
 
 
 @pytest.mark.parametrize("seed,lengths,sizes,shared", CASES)
@@ -160,9 +161,8 @@ def test_log_partition_is_forward_backwards_bit_for_bit(seed, lengths, sizes, sh
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("sizes,K", [((20, 3), 5), ((44, 3), 5), ((30,), 2), ((16, 2), 3)])
 def test_product_nbest_with_many_ties_and_more_lists_than_K(seed, sizes, K):
-    # potentials of a few integer values: candidates tie across lists everywhere, so the lists read
-    # first (the K best heads, then the others in label order) must still yield, on every tie, the
-    # lower label first, as the merge by heads does
+    # potentials of a few half-integer values: candidates tie across lists everywhere, and on every
+    # tie the lower label must come first, as in the merge by heads
     rng = np.random.default_rng(seed)
     lengths = [5, 1, 9, 3]
     sp, state, trans = random_product(int(rng.integers(1000)), lengths, sizes, bool(seed % 2))
@@ -170,12 +170,7 @@ def test_product_nbest_with_many_ties_and_more_lists_than_K(seed, sizes, K):
     trans = [np.round(m * 1.5) / 2 for m in trans]
     for m in trans:
         m[rng.random(m.shape) < 0.1] = -np.inf
-    want = merged_nbest(sizes, sp, state, trans, K)
-    paths, scores, counts = _product.nbest(np.array(sizes, dtype=np.int32), sp, state, trans, K, 2)
-    np.testing.assert_array_equal(counts, want[2])
-    assert scores.tobytes() == want[1].tobytes()
-    for s in range(len(lengths)):
-        np.testing.assert_array_equal(paths[:counts[s], sp[s]:sp[s + 1]], want[0][:counts[s], sp[s]:sp[s + 1]])
+    assert_nbest_is_the_merge(sizes, sp, state, trans, K, 2)
 
 
 @pytest.mark.parametrize("sizes,K,lengths", [((3, 2), 30, [20, 1, 9]), ((2, 2), 100, [12, 2, 16]),
@@ -185,18 +180,6 @@ def test_product_nbest_deep_into_long_lists(sizes, K, lengths, ties):
     # K close to (or above) the number of labelings of long chains: nbest.h makes a list's later
     # entries only on demand, and the K-th labeling then needs entries far down the lists of many
     # stages; every one must be the one the full merge makes
-    rng = np.random.default_rng(K + len(lengths))
-    sp, state, trans = random_product(int(rng.integers(1000)), lengths, sizes, ties)
-    if ties:
-        state = np.round(state)
-        trans = [np.round(m) for m in trans]
-    for m in trans:
-        m[rng.random(m.shape) < 0.1] = -np.inf
-    state[rng.random(state.shape) < 0.05] = -np.inf
-    want = merged_nbest(sizes, sp, state, trans, K)
+    sp, state, trans = nbest_case(K + len(lengths), lengths, sizes, ties, ties, inf_trans=0.1, inf_state=0.05)
     for threads in (1, 2):
-        paths, scores, counts = _product.nbest(np.array(sizes, dtype=np.int32), sp, state, trans, K, threads)
-        np.testing.assert_array_equal(counts, want[2])
-        assert scores.tobytes() == want[1].tobytes()
-        for s in range(len(lengths)):
-            np.testing.assert_array_equal(paths[:counts[s], sp[s]:sp[s + 1]], want[0][:counts[s], sp[s]:sp[s + 1]])
+        assert_nbest_is_the_merge(sizes, sp, state, trans, K, threads)
