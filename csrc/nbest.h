@@ -16,7 +16,9 @@
    node. The values are the same sums of the same terms, so the same bits.
 
    An entry of value -inf, and a list's end, are one thing to every reader (no labeling through
-   it is ever reported), so a list stops at its first -inf candidate.
+   it is ever reported), so a list stops at its first -inf candidate. Potentials of +inf or NaN
+   are outside that promise: a NaN candidate (+inf + -inf) is never taken here, where the eager
+   merge could take one and its -inf padding could turn into NaN entries.
 
    Layout: entry h of node (stage, y) is at [(stage*K + h)*S + y] of score, back (the joint label
    of the predecessor it extends) and rank (which entry of the predecessor's list), stage = t*C + c
@@ -70,7 +72,7 @@ typedef struct {
     int* cnt;                       /* T*C*S */
     int* slot;                      /* T*C*S: the node's frontier in pool, or -1 */
     int* pool;                      /* frontiers of W + 1 ints: taken per list, then the stale list */
-    int* stack;                     /* T*C */
+    int* stack;                     /* T*C node numbers (below 2^31: score alone then holds 16 GiB) */
     int used;                       /* frontiers handed out */
 } crftk_nb;
 
@@ -148,7 +150,7 @@ static void crftk_nb_next(crftk_nb* b, ptrdiff_t v)
         }
         if (bi >= 0 && c == C - 1)
             best += b->s[(ptrdiff_t) t * S + y];
-        if (bi < 0 || best == -INFINITY) {
+        if (bi < 0) {                   /* (a -inf state closed the node in the forward pass) */
             cnt[w2] = -1 - e;           /* the list ends */
             continue;
         }

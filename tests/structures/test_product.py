@@ -177,9 +177,22 @@ def test_product_nbest_with_many_ties_and_more_lists_than_K(seed, sizes, K):
                                              ((5, 3), 12, [14, 6]), ((2, 3, 2), 40, [11, 3])])
 @pytest.mark.parametrize("ties", [False, True])
 def test_product_nbest_deep_into_long_lists(sizes, K, lengths, ties):
-    # K close to (or above) the number of labelings of long chains: nbest.h makes a list's later
-    # entries only on demand, and the K-th labeling then needs entries far down the lists of many
-    # stages; every one must be the one the full merge makes
+    # long chains and large K (above the number of labelings for the chains of 1-2 positions):
+    # nbest.h makes a list's later entries only on demand, and the K-th labeling then needs
+    # entries far down the lists of many stages; every one must be the one the full merge makes
     sp, state, trans = nbest_case(K + len(lengths), lengths, sizes, ties, ties, inf_trans=0.1, inf_state=0.05)
     for threads in (1, 2):
         assert_nbest_is_the_merge(sizes, sp, state, trans, K, threads)
+
+
+@pytest.mark.parametrize("state,K,count", [([[0.0, 0.0], [0.0, -np.inf]], 4, 2),
+                                           ([[0.0, -np.inf], [0.0, 0.0], [-np.inf, 0.0]], 8, 2),
+                                           ([[-np.inf, -np.inf], [0.0, 0.0]], 3, 0)])
+def test_product_nbest_stops_at_impossible_states(state, K, count):
+    # a -inf state closes its node's list in the forward pass: fewer labelings than K, none
+    # through it, and none at all when a position has no possible label
+    state = np.array(state)
+    sp = np.array([0, len(state)])
+    trans = [np.zeros((2, 2))]
+    assert_nbest_is_the_merge((2,), sp, state, trans, K, 1)
+    assert _product.nbest(np.array([2], dtype=np.int32), sp, state, trans, K, 1)[2][0] == count
