@@ -10,7 +10,7 @@ THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
 .PHONY: all install test demo partial-pass bench bench-floor bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-converge bench-compat conll2000 conll2000-rich conll2003 methods \
-	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs ner-best ner-ablation \
+	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs bench-nbest ner-best ner-ablation \
 	partial-data partial-labels semimarkov incremental
 
 all: test
@@ -25,6 +25,7 @@ help:
 	@echo "make behaviour   hashes of weights, tagged outputs, logs of 38 small runs, against BASE (default: merge-base with main)"
 	@echo "make speed-change  crftk's own speed against BASE (default: merge-base with main), interleaved (CONLL2000=...)"
 	@echo "make kernel-pairs BASE_DIR=DIR  the kernels' speed against an old built checkout, in interleaved pairs"
+	@echo "make bench-nbest BASE_DIR=DIR  the product-chain n-best kernel (exact joint -n) against an old built checkout"
 	@echo "make partial-pass  one training evaluation with partial labels against fully labeled (DATA=...)"
 	@echo "make bench       training s/iter, peak RSS, F1: crftk (and BASELINE=DIR, before) vs python-crfsuite at 1 and 2"
 	@echo "                 threads on CoNLL-2000 (dev.txt) and CoNLL-2003 (eng.testa); BENCH_ITER iterations; floor.py if present"
@@ -133,6 +134,15 @@ kernel-pairs:
 	$(PYTHON) setup.py -q build_ext --inplace -j 2
 	@mkdir -p $(OUT)
 	$(PYTHON) benchmarks/kernel_pairs.py --baseline $(BASE_DIR) --data $(CONLL2000) --out $(OUT)/kernel-pairs.json
+
+# The product-chain n-best kernel of this checkout against BASE_DIR's, both loaded in one process, interleaved.
+bench-nbest:
+	@test -n "$(BASE_DIR)" || { echo "make bench-nbest BASE_DIR=DIR (a checkout of the old revision, built in place)"; exit 1; }
+	$(PYTHON) setup.py -q build_ext --inplace -j 2
+	$(PYTHON) benchmarks/product_nbest.py --kernel $(firstword $(wildcard $(BASE_DIR)/crftk/_product*.so)) \
+		--kernel $(firstword $(wildcard crftk/_product*.so)) --threads 1
+	$(PYTHON) benchmarks/product_nbest.py --kernel $(firstword $(wildcard $(BASE_DIR)/crftk/_product*.so)) \
+		--kernel $(firstword $(wildcard crftk/_product*.so)) --threads 2
 
 # One training evaluation with partial labels against the same one fully labeled (issue 35: at most
 # 1.1x), on CoNLL-2000 and CoNLL-2003 with 10/50/80% of the labels unknown.

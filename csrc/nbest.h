@@ -32,30 +32,116 @@
 #include "vecmath.h"
 
 /* the best of x[i] + M[i*n + j] over i for every output j (the lowest i on ties; -1 and -inf
-   where every candidate is -inf): one max-product step for one column of outputs. Additions and
-   comparisons only, so the same results from either build. */
+   where every candidate is -inf): one max-product step for one column of outputs. With GCC or
+   clang, up to 16 outputs at a time stay in vector registers (their best and its i, as doubles,
+   chosen by the comparison's mask) over all the i, and the last n % 4 outputs are done one by
+   one. Additions and comparisons only, so the same results from either build. */
+#if defined(__GNUC__) || defined(__clang__)
+typedef long long crftk_v4l __attribute__((vector_size(32)));
+#define CRFTK_PICK(k, a, b) ((crftk_v4d) (((crftk_v4l) (a) & (k)) | ((crftk_v4l) (b) & ~(k))))
+#define CRFTK_NB_STEP(q)                                                        \
+    {                                                                           \
+        crftk_v4d m, v;                                                         \
+        crftk_v4l k;                                                            \
+        memcpy(&m, r + 4 * (q), 32);                                            \
+        v = xv + m;                                                             \
+        k = (crftk_v4l) (v > b##q);                                             \
+        b##q = CRFTK_PICK(k, v, b##q);                                          \
+        a##q = CRFTK_PICK(k, iv, a##q);                                         \
+    }
+#define CRFTK_NB_OUT(q)                                                         \
+    {                                                                           \
+        double at[4];                                                           \
+        memcpy(y + j + 4 * (q), &b##q, 32);                                     \
+        memcpy(at, &a##q, 32);                                                  \
+        arg[j + 4 * (q)] = (int) at[0];                                         \
+        arg[j + 4 * (q) + 1] = (int) at[1];                                     \
+        arg[j + 4 * (q) + 2] = (int) at[2];                                     \
+        arg[j + 4 * (q) + 3] = (int) at[3];                                     \
+    }
+#define CRFTK_NB_BLOCK(STEPS, OUTS, W)                                          \
+    {                                                                           \
+        const crftk_v4d none = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};    \
+        const crftk_v4d no_i = {-1, -1, -1, -1};                                \
+        crftk_v4d b0 = none, b1 = none, b2 = none, b3 = none;                   \
+        crftk_v4d a0 = no_i, a1 = no_i, a2 = no_i, a3 = no_i;                   \
+        for (i = 0; i < n; i++) {                                               \
+            const double xi = x[i];                                             \
+            const double* r = M + (ptrdiff_t) i * n + j;                        \
+            const crftk_v4d xv = {xi, xi, xi, xi};                              \
+            const crftk_v4d iv = {(double) i, (double) i, (double) i, (double) i}; \
+            if (xi == -INFINITY)                                                \
+                continue;               /* a node without entries */            \
+            STEPS                                                               \
+        }                                                                       \
+        OUTS                                                                    \
+        (void) b1; (void) b2; (void) b3; (void) a1; (void) a2; (void) a3;       \
+        j += (W);                                                               \
+    }
+#define CRFTK_NB_VECTOR_COLUMNS                                                 \
+    while (j + 16 <= n)                                                         \
+        CRFTK_NB_BLOCK(CRFTK_NB_STEP(0) CRFTK_NB_STEP(1) CRFTK_NB_STEP(2) CRFTK_NB_STEP(3), \
+                       CRFTK_NB_OUT(0) CRFTK_NB_OUT(1) CRFTK_NB_OUT(2) CRFTK_NB_OUT(3), 16) \
+    if (j + 12 <= n)                                                            \
+        CRFTK_NB_BLOCK(CRFTK_NB_STEP(0) CRFTK_NB_STEP(1) CRFTK_NB_STEP(2),      \
+                       CRFTK_NB_OUT(0) CRFTK_NB_OUT(1) CRFTK_NB_OUT(2), 12)     \
+    else if (j + 8 <= n)                                                        \
+        CRFTK_NB_BLOCK(CRFTK_NB_STEP(0) CRFTK_NB_STEP(1), CRFTK_NB_OUT(0) CRFTK_NB_OUT(1), 8) \
+    else if (j + 4 <= n)                                                        \
+        CRFTK_NB_BLOCK(CRFTK_NB_STEP(0), CRFTK_NB_OUT(0), 4)
+#else
+#define CRFTK_NB_VECTOR_COLUMNS
+#endif
 #define CRFTK_NBEST_FORWARD_BODY                                                \
 {                                                                               \
-    int i, j;                                                                   \
-    for (j = 0; j < n; j++) {                                                   \
-        y[j] = -INFINITY;                                                       \
-        arg[j] = -1;                                                            \
-    }                                                                           \
-    for (i = 0; i < n; i++) {                                                   \
-        const double a = x[i];                                                  \
-        const double* Mi = M + (ptrdiff_t) i * n;                               \
-        if (a == -INFINITY)                                                     \
-            continue;                   /* a node without entries */            \
-        for (j = 0; j < n; j++) {       /* without a branch: vectorised */      \
-            const double v = a + Mi[j];                                         \
-            const int take = v > y[j];                                          \
-            y[j] = take ? v : y[j];                                             \
-            arg[j] = take ? i : arg[j];                                         \
+    int i, j = 0;                                                               \
+    CRFTK_NB_VECTOR_COLUMNS                                                     \
+    for (; j < n; j++) {                                                        \
+        double best = -INFINITY;                                                \
+        int bi = -1;                                                            \
+        for (i = 0; i < n; i++) {                                               \
+            const double a = x[i];                                              \
+            double v;                                                           \
+            if (a == -INFINITY)                                                 \
+                continue;                                                       \
+            v = a + M[(ptrdiff_t) i * n + j];                                   \
+            if (v > best) {                                                     \
+                best = v;                                                       \
+                bi = i;                                                         \
+            }                                                                   \
         }                                                                       \
+        y[j] = best;                                                            \
+        arg[j] = bi;                                                            \
     }                                                                           \
 }
 CRFTK_BUILT_TWICE(crftk_nbest_forward, (const double* x, const double* M, int n, double* y, int* arg),
                   (x, M, n, y, arg), CRFTK_NBEST_FORWARD_BODY)
+
+/* crftk_nbest_forward for every column of a last chain of few labels (n < 8, stride 1): column
+   p's inputs x[p*n + i], its outputs y[p*n + j], and back[p*n + j] = p*n + the best i (or -1) */
+#define CRFTK_NBEST_ROWS_BODY                                                   \
+{                                                                               \
+    int p, i, j;                                                                \
+    for (p = 0; p < pre; p++) {                                                 \
+        const double* xp = x + (ptrdiff_t) p * n;                               \
+        for (j = 0; j < n; j++) {                                               \
+            double best = -INFINITY;                                            \
+            int bi = -1;                                                        \
+            for (i = 0; i < n; i++) {                                           \
+                const double v = xp[i] + M[i * n + j];                          \
+                if (v > best) {         /* -inf never is: no entry */           \
+                    best = v;                                                   \
+                    bi = i;                                                     \
+                }                                                               \
+            }                                                                   \
+            y[(ptrdiff_t) p * n + j] = best;                                    \
+            back[(ptrdiff_t) p * n + j] = bi < 0 ? -1 : p * n + bi;             \
+        }                                                                       \
+    }                                                                           \
+}
+CRFTK_BUILT_TWICE(crftk_nbest_forward_rows, (const double* x, const double* M, int n, int pre, double* y,
+                                            int* back),
+                  (x, M, n, pre, y, back), CRFTK_NBEST_ROWS_BODY)
 
 /* cnt[v]: the entries node v has (>= 0), or -1 - that count once its list has ended */
 #define CRFTK_NB_ENTRIES(v) (cnt[v] >= 0 ? cnt[v] : -1 - cnt[v])
@@ -221,33 +307,38 @@ static int crftk_product_nbest(int C, int S, const int* n, const int* stride, in
             const double* in0 = score + pst * KK * SS;
             double* out0 = score + st * KK * SS;
             int* back0 = back + st * KK * SS;
-            int* rank0 = rank + st * KK * SS;
             int* cnt0 = b.cnt + st * SS;
+            const double* ts = c == C - 1 ? s + (ptrdiff_t) t * S : NULL;
             int p, r, i, j;
-            for (p = 0; p < pre; p++)
-                for (r = 0; r < post; r++) {
-                    const int from = p * nc * post + r;
-                    for (i = 0; i < nc; i++)
-                        xcol[i] = in0[from + i * post];
-                    crftk_nbest_forward(xcol, M, nc, ycol, arg);
-                    for (j = 0; j < nc; j++) {
-                        const int at = from + j * post;
-                        double v = ycol[j];
-                        if (c == C - 1)
-                            v += s[(ptrdiff_t) t * S + at];
-                        if (arg[j] < 0 || v == -INFINITY) {
-                            out0[at] = -INFINITY;   /* read as "no entry" by the next stage */
-                            back0[at] = -1;
-                            rank0[at] = -1;
-                            cnt0[at] = -1;
-                        } else {
-                            out0[at] = v;
-                            back0[at] = from + arg[j] * post;
-                            rank0[at] = 0;
-                            cnt0[at] = 1;
+            if (post == 1 && nc < 8)
+                /* a last chain of few labels: its columns, contiguous, in one call */
+                crftk_nbest_forward_rows(in0, M, nc, pre, out0, back0);
+            else
+                for (p = 0; p < pre; p++)
+                    for (r = 0; r < post; r++) {
+                        const int from = p * nc * post + r;
+                        const double* x = in0 + from;
+                        if (post > 1) {
+                            for (i = 0; i < nc; i++)
+                                xcol[i] = in0[from + i * post];
+                            x = xcol;
+                        }
+                        crftk_nbest_forward(x, M, nc, ycol, arg);
+                        for (j = 0; j < nc; j++) {
+                            out0[from + j * post] = ycol[j];
+                            back0[from + j * post] = arg[j] < 0 ? -1 : from + arg[j] * post;
                         }
                     }
-                }
+            /* the state scores, and the nodes left without an entry: read as "no entry" by the
+               next stage (their value -inf) and closed (the rank of a first entry is not
+               stored: it is 0) */
+            for (y = 0; y < S; y++) {
+                const double v = ts != NULL ? out0[y] + ts[y] : out0[y];
+                const int none = back0[y] < 0 || v == -INFINITY;
+                out0[y] = none ? -INFINITY : v;
+                back0[y] = none ? -1 : back0[y];
+                cnt0[y] = none ? -1 : 1;
+            }
         }
     /* the K best over the last stage's lists, in order (the lowest joint label on ties) */
     {
@@ -280,7 +371,7 @@ static int crftk_product_nbest(int C, int S, const int* n, const int* stride, in
                 for (c = C - 1; c >= 0; c--) {
                     const ptrdiff_t at = (((ptrdiff_t) t * C + c) * KK + q) * SS + y;
                     y = back[at];
-                    q = rank[at];
+                    q = q > 0 ? rank[at] : 0;     /* a first entry's is 0 */
                 }
                 out[(ptrdiff_t) o * T + t - 1] = y;
             }
