@@ -236,7 +236,8 @@ static void crftk_nb_next(crftk_nb* b, ptrdiff_t v)
         }
         if (bi >= 0 && c == C - 1)
             best += b->s[(ptrdiff_t) t * S + y];
-        if (bi < 0) {                   /* (a -inf state closed the node in the forward pass) */
+        if (bi < 0) {                   /* no candidate left (and best + s is finite: a -inf
+                                           state closed its node in the forward pass) */
             cnt[w2] = -1 - e;           /* the list ends */
             continue;
         }
