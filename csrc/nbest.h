@@ -92,24 +92,27 @@ typedef long long crftk_v4l __attribute__((vector_size(32)));
 #else
 #define CRFTK_NB_VECTOR_COLUMNS
 #endif
-#define CRFTK_NBEST_FORWARD_BODY                                                \
-{                                                                               \
-    int i, j = 0;                                                               \
-    CRFTK_NB_VECTOR_COLUMNS                                                     \
-    for (; j < n; j++) {                                                        \
-        double best = -INFINITY;                                                \
-        int bi = -1;                                                            \
+/* one output j, alone: best and bi, the best of xs[i] + M[i*n + j] and its i (a -inf xs[i] is
+   never taken, nor is a NaN sum) */
+#define CRFTK_NB_ONE_OUTPUT(xs, j, best, bi)                                    \
+    {                                                                           \
+        best = -INFINITY;                                                       \
+        bi = -1;                                                                \
         for (i = 0; i < n; i++) {                                               \
-            const double a = x[i];                                              \
-            double v;                                                           \
-            if (a == -INFINITY)                                                 \
-                continue;                                                       \
-            v = a + M[(ptrdiff_t) i * n + j];                                   \
+            const double v = (xs)[i] + M[(ptrdiff_t) i * n + (j)];              \
             if (v > best) {                                                     \
                 best = v;                                                       \
                 bi = i;                                                         \
             }                                                                   \
         }                                                                       \
+    }
+#define CRFTK_NBEST_FORWARD_BODY                                                \
+{                                                                               \
+    int i, j = 0, bi;                                                           \
+    double best;                                                                \
+    CRFTK_NB_VECTOR_COLUMNS                                                     \
+    for (; j < n; j++) {                                                        \
+        CRFTK_NB_ONE_OUTPUT(x, j, best, bi)                                     \
         y[j] = best;                                                            \
         arg[j] = bi;                                                            \
     }                                                                           \
@@ -121,19 +124,12 @@ CRFTK_BUILT_TWICE(crftk_nbest_forward, (const double* x, const double* M, int n,
    p's inputs x[p*n + i], its outputs y[p*n + j], and back[p*n + j] = p*n + the best i (or -1) */
 #define CRFTK_NBEST_ROWS_BODY                                                   \
 {                                                                               \
-    int p, i, j;                                                                \
+    int p, i, j, bi;                                                            \
+    double best;                                                                \
     for (p = 0; p < pre; p++) {                                                 \
         const double* xp = x + (ptrdiff_t) p * n;                               \
         for (j = 0; j < n; j++) {                                               \
-            double best = -INFINITY;                                            \
-            int bi = -1;                                                        \
-            for (i = 0; i < n; i++) {                                           \
-                const double v = xp[i] + M[i * n + j];                          \
-                if (v > best) {         /* -inf never is: no entry */           \
-                    best = v;                                                   \
-                    bi = i;                                                     \
-                }                                                               \
-            }                                                                   \
+            CRFTK_NB_ONE_OUTPUT(xp, j, best, bi)                                \
             y[(ptrdiff_t) p * n + j] = best;                                    \
             back[(ptrdiff_t) p * n + j] = bi < 0 ? -1 : p * n + bi;             \
         }                                                                       \
