@@ -140,9 +140,7 @@ bench-nbest:
 	@test -n "$(BASE_DIR)" || { echo "make bench-nbest BASE_DIR=DIR (a checkout of the old revision, built in place)"; exit 1; }
 	$(PYTHON) setup.py -q build_ext --inplace -j 2
 	$(PYTHON) benchmarks/product_nbest.py --kernel $(firstword $(wildcard $(BASE_DIR)/crftk/_product*.so)) \
-		--kernel $(firstword $(wildcard crftk/_product*.so)) --threads 1
-	$(PYTHON) benchmarks/product_nbest.py --kernel $(firstword $(wildcard $(BASE_DIR)/crftk/_product*.so)) \
-		--kernel $(firstword $(wildcard crftk/_product*.so)) --threads 2
+		--kernel $(firstword $(wildcard crftk/_product*.so)) --threads 1,2
 
 # One training evaluation with partial labels against the same one fully labeled (issue 35: at most
 # 1.1x), on CoNLL-2000 and CoNLL-2003 with 10/50/80% of the labels unknown.

@@ -10,6 +10,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "..", "shared", "data")
 
 
+def load_build(name, path):
+    """The extension module ``name`` (e.g. crftk._product) from the built file ``path``, loaded
+    beside any other build of it: for timing builds of one kernel in one process."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def note(tag, msg):
     print(f"[{tag} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

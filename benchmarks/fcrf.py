@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from common import load_build
 from compose import run, step     # benchmarks/compose.py: a crftk command, logged, skipped when done
 
 REPO = Path(__file__).resolve().parents[1]
@@ -355,7 +356,6 @@ def report(args):
 def evaluation(args):
     """Time Grids.loglik at a model's weights (what one L-BFGS evaluation costs, without the
     optimizer), each --kernel build of crftk._factorial in turn, --reps rounds."""
-    import importlib.util
     import numpy as np
     sys.path.insert(0, str(REPO))
     import crftk.structures.factorial as sf
@@ -368,9 +368,7 @@ def evaluation(args):
     builds = []
     for path in args.kernel or [None]:
         if path is not None:
-            spec = importlib.util.spec_from_file_location("crftk._factorial", path)
-            sf._factorial = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(sf._factorial)
+            sf._factorial = load_build("crftk._factorial", path)
         builds.append((path or "this checkout", st.bind(corpus, args.threads, inference=args.inference,
                                                        tolerance=1e-3, max_sweeps=args.max_sweeps)))
     wall, cpu, result = ([[] for _ in builds] for _ in range(3))
