@@ -57,7 +57,8 @@ class CompiledLine:
 
     ``steps[i]`` holds the sorted packed keys of the combinations of macros
     0..i+1 (for lines of three macros or more); ``keys`` the sorted final keys
-    of the attributes kept; attribute ids are ``offset + rank in keys``.
+    of the attributes kept (uint32 when fitted and they fit, else int64); attribute
+    ids are ``offset + rank in keys``.
     """
 
     line: object
@@ -558,7 +559,7 @@ class FeatureSpace(ChainSpace):
         rank_of = np.append(np.where(keep, np.cumsum(keep) - 1, -1), -1).astype(np.int32)
         rank = rank_of[inverse]
         del inverse
-        cl.keys = self._prune(cl, kept)
+        cl.keys = _narrow_keys(self._prune(cl, kept))
         cl.counts = _narrow(counts[keep])
         return cl, (own, rank)
 
@@ -929,7 +930,7 @@ class FeatureSpace(ChainSpace):
             lexicons[name] = {"ignore_case": lex.ignore_case}
         for prefix, lines in (("u", self.unigram_lines), ("b", self.bigram_lines)):
             for i, cl in enumerate(lines):
-                arrays[f"{prefix}{i}.keys"] = cl.keys
+                arrays[f"{prefix}{i}.keys"] = np.asarray(cl.keys, dtype=np.int64)
                 for j, st in enumerate(cl.steps):
                     arrays[f"{prefix}{i}.step{j}"] = st
         meta = {"template": self.template.text, "template_path": self.template.path,
@@ -1067,6 +1068,15 @@ def _narrow(counts):
         if top <= np.iinfo(dtype).max:
             return counts.astype(dtype)
     return counts.astype(np.int64)
+
+
+def _narrow_keys(keys):
+    """A fitted line's sorted keys (>= 0) as uint32 when they fit: a word-pair line of a large
+    corpus holds ~10^5 keys through the whole of training. Readers take them as int64 where
+    they need to (model files, the compiled encoder's tables)."""
+    if keys.size and int(keys[-1]) <= np.iinfo(np.uint32).max:
+        return keys.astype(np.uint32)
+    return keys
 
 
 def _unique_inverse(keys):

@@ -19,7 +19,7 @@ import numpy as np
 
 from crftk.errors import CrftkError
 from crftk.features.extract import Extractor, Vocab
-from crftk.features.space import CompiledLine, FeatureSpace, pack_rows
+from crftk.features.space import CompiledLine, FeatureSpace, _narrow_keys, pack_rows
 from crftk.features.templates import padding_value
 
 #: A count that means "always kept" (an attribute of a loaded model or of a ``keep`` space);
@@ -104,7 +104,8 @@ def _union_line(tl, owned, radices, min_freq):
         steps, key = pack_rows(kept, [radices[m.source] for m in tl.macros] if tl.real is None else [1])
     else:
         steps, key = [], np.zeros(kept.shape[0], dtype=np.int64)
-    line = CompiledLine(tl, steps, key.astype(np.int64), counts=summed[keep])
+    key = key.astype(np.int64)
+    line = CompiledLine(tl, steps, key if tl.real is not None else _narrow_keys(key), counts=summed[keep])
     maps, at = [], 0
     for r, _ in owned:
         maps.append(rank_of[group[at:at + r.shape[0]]])

@@ -138,7 +138,7 @@ class FedLink:
         if not isinstance(macros[0 if fed[0] else 1].source, int):
             return None         # a test of the fed column can give two values one id
         radix = len(self.space.vocabs[macros[1].source])
-        high, low = np.divmod(cl.keys, radix)
+        high, low = np.divmod(np.asarray(cl.keys, dtype=np.int64), radix)
         other, vid = (low, high) if fed[0] else (high, low)
         order = np.argsort(other, kind="stable")
         other, vid = other[order], vid[order]

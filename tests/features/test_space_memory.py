@@ -1,11 +1,13 @@
 """What a fitted space keeps in memory: each line's counts in the narrowest type that holds them
-(the union still sums them exactly), and np.unique's work done without numpy.ma."""
+(the union still sums them exactly), its keys in uint32 where they fit (the model file still holds
+int64), and np.unique's work done without numpy.ma."""
 
 import numpy as np
 import pytest
 
 from corpora import sentences
-from crftk.features.space import FeatureSpace, _distinct, _narrow
+from corpora import random_corpus
+from crftk.features.space import FeatureSpace, _distinct, _narrow, _narrow_keys
 from crftk.features.templates import parse_template
 from crftk.features.union import union_spaces
 
@@ -36,4 +38,28 @@ def test_a_union_sums_narrow_counts_exactly():
     whole = FeatureSpace.fit(sentences(frequent + rare), TEMPLATE, label_col=1)[0]
     for mine, theirs in zip(union.unigram_lines, whole.unigram_lines):
         np.testing.assert_array_equal(mine.keys, theirs.keys)
+        assert mine.keys.dtype == theirs.keys.dtype == np.uint32
         assert np.asarray(mine.counts, np.int64).tolist() == np.asarray(theirs.counts, np.int64).tolist()
+
+
+@pytest.mark.parametrize("top, dtype", [(0, np.uint32), (2**32 - 1, np.uint32), (2**32, np.int64)])
+def test_keys_are_uint32_where_they_fit(top, dtype):
+    keys = np.array([0, top], dtype=np.int64)
+    narrow = _narrow_keys(keys)
+    assert narrow.dtype == dtype and narrow.tolist() == keys.tolist()
+    assert _narrow_keys(np.zeros(0, np.int64)).dtype == np.int64
+
+
+def test_narrow_keys_encode_as_the_model_files_int64_keys():
+    template = parse_template("U00:%x[0,0]\nU01:%x[-1,0]/%x[0,0]\nU02:%x[-1,1]/%x[0,1]/%x[1,1]\nB\nB03:%x[0,1]\n")
+    space, _ = FeatureSpace.fit(random_corpus(60, seed=4), template, min_freq=2)
+    assert {cl.keys.dtype for cl in space.unigram_lines + space.bigram_lines} == {np.dtype(np.uint32)}
+    meta, arrays = space.to_arrays()
+    keys = [a for name, a in arrays.items() if name.endswith(".keys")]
+    assert len(keys) == 4 and {a.dtype for a in keys} == {np.dtype(np.int64)}
+    back = FeatureSpace.from_arrays(meta, arrays)
+    test = random_corpus(15, seed=5, vocab=20)
+    a, b = space.encode(test), back.encode(test)
+    for name in ("attr_ptr", "attrs", "eattr_ptr", "eattrs"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert a.attrs.size > 0 and back.attribute_strings() == space.attribute_strings()
