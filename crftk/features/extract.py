@@ -65,7 +65,20 @@ class Vocab:
 
     def __init__(self, strings=()):
         self.strings = list(strings)
-        self.index = {s: i for i, s in enumerate(self.strings)}
+        self._index = None
+
+    @property
+    def index(self):
+        """value -> id, made when first asked for (threads that race here make equal dicts)."""
+        index = self._index
+        if index is None:
+            index = self._index = {s: i for i, s in enumerate(self.strings)}
+        return index
+
+    def release_index(self):
+        """Drop the value -> id dict until it is next asked for: a training process keeps its
+        vocabularies through the whole of training and reads them again only to save them."""
+        self._index = None
 
     def __len__(self):
         return len(self.strings)

@@ -225,6 +225,16 @@ class FeatureSpace(ChainSpace):
         self._number(unigram_lines)
         self._number(bigram_lines)
 
+    def settle(self):
+        """Drop what only fitting and the unions of fitted spaces read: the lines' key counts and
+        the vocabularies' value -> id dicts (made again when next asked for). A trained space then
+        holds what its model file holds; the training driver settles it before the optimizer
+        starts (on CoNLL-2000, ~1 MB of a training run's peak)."""
+        for cl in self.unigram_lines + self.bigram_lines:
+            cl.counts = None
+        for vocab in self.vocabs.values():
+            vocab.release_index()
+
     def __getstate__(self):
         # the compiled tables of encode_raw are rebuilt on demand: they do not pickle (Dask sends
         # spaces between workers)

@@ -242,7 +242,7 @@ def map_large_blocks():
     after the first few evaluations each freed weight-sized vector stays in the heap: on
     CoNLL-2000 that held ~19 MB of a training run's peak. Set once per process, on glibc only
     (elsewhere nothing happens). Results do not change: only where the vectors live."""
-    global _mapped
+    global _mapped, _libc
     if _mapped:
         return
     _mapped = True
@@ -255,11 +255,19 @@ def map_large_blocks():
         libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
         libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
         libc.malloc_trim(0)
+        _libc = libc
     except Exception:       # a libc without them: the default allocator's behaviour is kept
         pass
 
 
 _mapped = False
+_libc = None
+
+
+def trim_heap():
+    """Give the free pages of glibc's heap back to the system (malloc_trim), after map_large_blocks."""
+    if _libc is not None:
+        _libc.malloc_trim(0)
 
 
 def check_options(max_iter, epsilon, period, gtol, max_linesearch=1):

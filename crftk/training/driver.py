@@ -23,7 +23,7 @@ from crftk.io.partial import check_marker
 from crftk.io.schemes import is_chunk_tag
 from crftk.objectives import Likelihood
 from crftk.optimize import OptimizeResult, cg, gis, lbfgs, quickprop
-from crftk.optimize.common import NonFiniteStart, kept, map_large_blocks
+from crftk.optimize.common import NonFiniteStart, kept, map_large_blocks, trim_heap
 from crftk.optimize.online import Batches, arow, averaged_perceptron, passive_aggressive, sgd
 from crftk.params import resolve_threads
 from crftk.progress import plural
@@ -431,6 +431,10 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
             cluster.close()
         raise
     trainer.ready(job, log)
+    settle = getattr(getattr(job.structure, "space", None), "settle", None)
+    if settle is not None:
+        settle()
+    trim_heap()         # what preparing the job freed: its pages back to the system
     saving = None
     if checkpoint is not None:
         path = checkpoint[0]

@@ -1,15 +1,18 @@
 """What a fitted space keeps in memory: each line's counts in the narrowest type that holds them
 (the union still sums them exactly), its keys in uint32 where they fit (the model file still holds
-int64), and np.unique's work done without numpy.ma."""
+int64), vocabularies whose value -> id dict is made when asked for, what settling a trained space
+drops, and np.unique's work done without numpy.ma."""
 
 import numpy as np
 import pytest
 
 from corpora import sentences
 from corpora import random_corpus
+from crftk.features.extract import Vocab
 from crftk.features.space import FeatureSpace, _distinct, _narrow, _narrow_keys
 from crftk.features.templates import parse_template
 from crftk.features.union import union_spaces
+from crftk.training import fit
 
 TEMPLATE = parse_template("U00:%x[0,0]\nU01:%x[-1,0]/%x[0,0]/%x[1,0]\nB\n")
 
@@ -63,3 +66,42 @@ def test_narrow_keys_encode_as_the_model_files_int64_keys():
     for name in ("attr_ptr", "attrs", "eattr_ptr", "eattrs"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert a.attrs.size > 0 and back.attribute_strings() == space.attribute_strings()
+
+
+def test_a_released_vocabulary_index_is_made_again_alike():
+    vocab = Vocab(["<s>", "a", "b"])
+    assert vocab._index is None                     # not made until asked for
+    assert vocab.ids(["b", "x", None, "a"]).tolist() == [2, -1, -1, 1]
+    vocab.release_index()
+    assert vocab._index is None and vocab.add_ids(["c", "a", None]) == [3, 1, -1]
+    vocab.release_index()
+    assert vocab.index == {"<s>": 0, "a": 1, "b": 2, "c": 3} and len(vocab) == 4
+
+
+def test_settling_keeps_the_encoding_and_drops_what_only_fitting_reads():
+    template = parse_template("U00:%x[0,0]\nU01:%x[-1,0]/%x[0,0]\nU02:%x[1,1]\nB\n")
+    space, _ = FeatureSpace.fit(random_corpus(40, seed=6), template)
+    test = random_corpus(12, seed=7, vocab=20)
+    before = space.encode(test)
+    assert all(cl.counts is not None for cl in space.unigram_lines)
+    space.settle()
+    assert all(cl.counts is None for cl in space.unigram_lines + space.bigram_lines)
+    assert all(v._index is None for v in space.vocabs.values())
+    after = space.encode(test)
+    np.testing.assert_array_equal(before.attrs, after.attrs)
+    np.testing.assert_array_equal(before.attr_ptr, after.attr_ptr)
+
+
+def test_a_trained_space_is_settled_and_unions_like_a_loaded_one():
+    # fit() settles the space before the optimizer starts: no counts, as a model file has none, so
+    # a union at --min-freq 2 keeps its attributes as it keeps a loaded model's
+    rows = [[["a", "X"], ["b", "Y"]], [["c", "X"], ["a", "Y"]]]
+    model = fit(sentences(rows), TEMPLATE, log=lambda m: None, max_iter=2, c2=1.0)
+    assert all(cl.counts is None for cl in model.space.unigram_lines)
+    meta, arrays = model.space.to_arrays()
+    loaded = FeatureSpace.from_arrays(meta, arrays)
+    other = FeatureSpace.fit(sentences([[["d", "X"]]]), TEMPLATE, label_col=1)[0]
+    trained_union = union_spaces([model.space, other], min_freq=2)[0]
+    loaded_union = union_spaces([loaded, other], min_freq=2)[0]
+    assert trained_union.attribute_strings() == loaded_union.attribute_strings()
+    assert "U00:c" in trained_union.attribute_strings() and "U00:d" not in trained_union.attribute_strings()
