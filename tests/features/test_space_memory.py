@@ -6,8 +6,7 @@ drops, and np.unique's work done without numpy.ma."""
 import numpy as np
 import pytest
 
-from corpora import sentences
-from corpora import random_corpus
+from corpora import random_corpus, sentences
 from crftk.features.extract import Vocab
 from crftk.features.space import FeatureSpace, _distinct, _narrow, _narrow_keys
 from crftk.features.templates import parse_template
