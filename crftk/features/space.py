@@ -38,14 +38,20 @@ def _lookup(sorted_keys, query):
     """Index of each query in sorted_keys, -1 where absent (negative queries are absent)."""
     if sorted_keys.size == 0:
         return np.full(query.shape, -1, dtype=np.int64)
+    probe = query
+    if sorted_keys.dtype == np.uint32:
+        # searched in the keys' own type (int64 queries would have numpy copy the whole key array
+        # to int64 on every call); a query outside uint32 is absent, and clipped it still finds
+        # an index that the test below rejects
+        probe = np.clip(query, 0, np.iinfo(np.uint32).max).astype(np.uint32)
     if query.size > 1024 and sorted_keys.size > 4096:
         # numpy narrows each binary search with the previous answer when the queries
         # are sorted: sorting first is 3-4x faster on large dictionaries
-        order = np.argsort(query)
+        order = np.argsort(probe)
         idx = np.empty(query.size, dtype=np.intp)
-        idx[order] = np.searchsorted(sorted_keys, query[order])
+        idx[order] = np.searchsorted(sorted_keys, probe[order])
     else:
-        idx = np.searchsorted(sorted_keys, query)
+        idx = np.searchsorted(sorted_keys, probe)
     np.minimum(idx, sorted_keys.size - 1, out=idx)
     found = (sorted_keys[idx] == query) & (query >= 0)
     return np.where(found, idx, -1)

@@ -8,7 +8,7 @@ import pytest
 
 from corpora import random_corpus, sentences
 from crftk.features.extract import Vocab
-from crftk.features.space import FeatureSpace, _distinct, _narrow, _narrow_keys
+from crftk.features.space import FeatureSpace, _distinct, _lookup, _narrow, _narrow_keys
 from crftk.features.templates import parse_template
 from crftk.features.union import union_spaces
 from crftk.training import fit
@@ -49,7 +49,24 @@ def test_keys_are_uint32_where_they_fit(top, dtype):
     keys = np.array([0, top], dtype=np.int64)
     narrow = _narrow_keys(keys)
     assert narrow.dtype == dtype and narrow.tolist() == keys.tolist()
+
+
+def test_no_keys_stay_int64():
     assert _narrow_keys(np.zeros(0, np.int64)).dtype == np.int64
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lookup_in_uint32_keys_is_lookup_in_int64_keys(seed):
+    # queries below 0 and beyond uint32 are absent, whatever the keys' type
+    rng = np.random.default_rng(seed)
+    keys = np.unique(rng.integers(0, 2**32 if seed % 2 else 60, 6000))
+    query = np.concatenate([rng.choice(keys, 2000), rng.integers(-2**40, 2**40, 2000),
+                            [-1, 0, 2**32 - 1, 2**32, 2**32 + int(keys[0])]]).astype(np.int64)
+    for q in (query, query[:300]):          # the sorted-query path and the direct one
+        want = _lookup(keys.astype(np.int64), q)
+        got = _lookup(keys.astype(np.uint32), q)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+        assert (want >= 0).sum() >= q.size // 8
 
 
 def test_narrow_keys_encode_as_the_model_files_int64_keys():
@@ -78,7 +95,7 @@ def test_a_released_vocabulary_index_is_made_again_alike():
 
 
 def test_settling_keeps_the_encoding_and_drops_what_only_fitting_reads():
-    template = parse_template("U00:%x[0,0]\nU01:%x[-1,0]/%x[0,0]\nU02:%x[1,1]\nB\n")
+    template = parse_template("U00:%x[0,0]\nU01:%x[-1,0]/%x[0,0]\nU02:%x[1,1]\nB\nB03:%x[0,1]/%x[1,1]\n")
     space, _ = FeatureSpace.fit(random_corpus(40, seed=6), template)
     test = random_corpus(12, seed=7, vocab=20)
     before = space.encode(test)
@@ -87,8 +104,9 @@ def test_settling_keeps_the_encoding_and_drops_what_only_fitting_reads():
     assert all(cl.counts is None for cl in space.unigram_lines + space.bigram_lines)
     assert all(v._index is None for v in space.vocabs.values())
     after = space.encode(test)
-    np.testing.assert_array_equal(before.attrs, after.attrs)
-    np.testing.assert_array_equal(before.attr_ptr, after.attr_ptr)
+    for name in ("attr_ptr", "attrs", "eattr_ptr", "eattrs"):
+        np.testing.assert_array_equal(getattr(before, name), getattr(after, name))
+    assert before.eattrs.size > 0
 
 
 def test_a_trained_space_is_settled_and_unions_like_a_loaded_one():
