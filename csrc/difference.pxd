@@ -12,7 +12,7 @@ left out, so a step neither moves them nor counts them in its norm.
 
 from libc.stdlib cimport malloc, calloc, free
 
-from potentials cimport Features
+from potentials cimport Features, attr_id
 
 
 cdef struct Difference:
@@ -93,12 +93,12 @@ cdef inline void add_state_features(Difference* g, const Features* d, Py_ssize_t
     cdef int k, f
     if d.values == NULL:
         for k in range(d.attr_ptr[tok], d.attr_ptr[tok + 1]):
-            f = state_feature(d, d.attrs[k], y)
+            f = state_feature(d, attr_id(d, k), y)
             if f >= 0:
                 difference_add(g, f, sign)
     else:
         for k in range(d.attr_ptr[tok], d.attr_ptr[tok + 1]):
-            f = state_feature(d, d.attrs[k], y)
+            f = state_feature(d, attr_id(d, k), y)
             if f >= 0:
                 difference_add(g, f, sign * d.values[k])
 

@@ -526,6 +526,7 @@ cdef void fill_features(Features* d, arrays, int L, Py_ssize_t off_trans) except
     cdef const int[::1] feat_label = arrays[5]
     d.attr_ptr = &attr_ptr[0]
     d.attrs = &attrs[0] if attrs.shape[0] else NULL
+    d.attrs24 = NULL
     d.eattr_ptr = &eattr_ptr[0]
     d.eattrs = &eattrs[0] if eattrs.shape[0] else NULL
     d.feat_ptr = &feat_ptr[0]

@@ -413,6 +413,10 @@ def check_chain_arrays(const int[::1] sent_ptr, const int[::1] attr_ptr, const i
     return lengths, (off_trans, off_start, off_end, off_edge, n_params)
 
 
+#: attribute ids below this fit in the 3 bytes of Lattices.pack_attributes
+PACKED_IDS = 1 << 24
+
+
 cdef class Lattices:
     """The lattices of an encoded corpus, ready for the kernels."""
 
@@ -427,6 +431,7 @@ cdef class Lattices:
     cdef const int[::1] feat_label
     cdef const double[::1] values
     cdef readonly bint valued
+    cdef const unsigned char[::1] attrs24
     cdef Features d
 
     def __init__(self, const int[::1] sent_ptr, const int[::1] attr_ptr, const int[::1] attrs,
@@ -460,6 +465,7 @@ cdef class Lattices:
         self.n_params = n_params
         self.d.attr_ptr = &attr_ptr[0]
         self.d.attrs = &attrs[0] if attrs.shape[0] else NULL
+        self.d.attrs24 = NULL
         self.d.eattr_ptr = &eattr_ptr[0]
         self.d.eattrs = &eattrs[0] if eattrs.shape[0] else NULL
         self.d.feat_ptr = &feat_ptr[0]
@@ -476,6 +482,30 @@ cdef class Lattices:
         self.d.off_start = off_start
         self.d.off_end = off_end
         self.d.off_edge = off_edge
+
+    def pack_attributes(self):
+        """Hold the state attribute ids in 3 bytes each instead of 4, and let go of the int32 array:
+        the ids a training run reads in every evaluation (4.0M on CoNLL-2000: 15.3 -> 11.5 MiB).
+        Every kernel reads the same ids, so every result is the same. Returns the packed bytes
+        (3 per id, little-endian, one byte of padding), or None where the ids do not fit."""
+        cdef Py_ssize_t n = self.attrs.shape[0], start, stop, step = 1 << 20
+        if self.d.attrs24 != NULL:
+            return np.asarray(self.attrs24)
+        if n == 0 or self.feat_ptr.shape[0] - 1 > PACKED_IDS:
+            return None
+        ids = np.asarray(self.attrs)
+        packed = np.empty(3 * n + 1, dtype=np.uint8)
+        packed[3 * n] = 0
+        for start in range(0, n, step):         # by blocks: no temporary of the corpus's size
+            stop = min(n, start + step)
+            packed[3 * start:3 * stop].reshape(-1, 3)[:] = (
+                ids[start:stop].astype("<u4").view(np.uint8).reshape(-1, 4)[:, :3])
+        del ids
+        self.attrs24 = packed
+        self.d.attrs24 = &self.attrs24[0]
+        self.d.attrs = NULL
+        self.attrs = np.zeros(0, dtype=np.int32)
+        return packed
 
     cdef void _check_w(self, const double[::1] w) except *:
         if w.shape[0] != self.n_params:

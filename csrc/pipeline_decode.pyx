@@ -478,6 +478,7 @@ cdef class Stage:
         memset(&self.d, 0, sizeof(Features))
         cdef Features* d = &self.d
         d.attr_ptr, d.attrs, d.eattr_ptr, d.eattrs = head(attr_ptr), head(attrs), head(eattr_ptr), head(eattrs)
+        d.attrs24 = NULL
         d.feat_ptr, d.feat_label, d.L = head(feat_ptr), head(feat_label), n_labels
         d.has_edges = 1 if eattrs.shape[0] > 0 else 0
         d.off_trans, d.off_start, d.off_end, d.off_edge = offs[0], offs[1], offs[2], offs[3]

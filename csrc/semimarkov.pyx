@@ -937,6 +937,7 @@ cdef class Segments:
         self.zeros = np.zeros(1, dtype=np.int32)
         self.d.attr_ptr = &attr_ptr[0]
         self.d.attrs = &attrs[0] if attrs.shape[0] else NULL
+        self.d.attrs24 = NULL
         self.d.eattr_ptr = &attr_ptr[0]      # never read: no edge attributes
         self.d.eattrs = NULL
         self.d.feat_ptr = &feat_ptr[0]

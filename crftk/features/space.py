@@ -81,6 +81,39 @@ class CompiledLine:
         return int(self.keys.size)
 
 
+class PackedIds:
+    """int32 ids held in 3 bytes each (little-endian, one byte of padding: what
+    crftk._lattice.Lattices.pack_attributes makes), read as an array: ``np.asarray``, slices and
+    index arrays give int32. A training corpus's attribute ids while its kernels read them packed."""
+
+    dtype = np.dtype(np.int32)
+    ndim = 1
+
+    def __init__(self, packed):
+        self.packed = packed
+        self.size = (packed.size - 1) // 3
+        self.shape = (self.size,)
+
+    def __len__(self):
+        return self.size
+
+    def _unpack(self, start, stop):
+        out = np.zeros((max(0, stop - start), 4), dtype=np.uint8)
+        out[:, :3] = self.packed[3 * start:3 * max(start, stop)].reshape(-1, 3)
+        return out.view("<u4").ravel().astype(np.int32)
+
+    def __array__(self, dtype=None, copy=None):
+        ids = self._unpack(0, self.size)
+        return ids if dtype is None else ids.astype(dtype)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.size)
+            if step == 1:
+                return self._unpack(start, stop)
+        return np.asarray(self)[key]
+
+
 @dataclass
 class EncodedCorpus:
     """Sentences as flat arrays, ready for the lattice kernels."""

@@ -15,13 +15,15 @@ import numpy as np
 
 from crftk._lattice import Lattices
 from crftk.errors import CrftkError
+from crftk.features.space import PackedIds
 from crftk.structures.base import Inference, Structure
 
 
 def chain_lattices(space, corpus):
     """The chain kernel (crftk._lattice.Lattices) over a corpus that ``space`` encoded, its weight
     vector laid out by ``space.layout()``."""
-    return Lattices(corpus.sent_ptr, corpus.attr_ptr, corpus.attrs, corpus.eattr_ptr, corpus.eattrs,
+    attrs = np.asarray(corpus.attrs)        # a PackedIds (ChainInference.compact) unpacked
+    return Lattices(corpus.sent_ptr, corpus.attr_ptr, attrs, corpus.eattr_ptr, corpus.eattrs,
                     space.feat_ptr, space.feat_label, space.n_labels, space.n_edge_attrs, space.layout().offsets(),
                     values=corpus.values)
 
@@ -167,6 +169,19 @@ class ChainInference(Inference):
         super().__init__(structure, corpus, n_threads)
         self.lattices = chain_lattices(self.space, corpus)
         self._features = None
+
+    def compact(self):
+        """Hold the corpus's state attribute ids in 3 bytes each (crftk._lattice.Lattices.
+        pack_attributes; the corpus then reads them through a PackedIds): the kernels read the
+        same ids, so every result is the same, and numpy code that reads corpus.attrs unpacks them.
+        Returns whether they were packed (not when the ids exceed 3 bytes)."""
+        if isinstance(self.corpus.attrs, PackedIds):
+            return True
+        packed = self.lattices.pack_attributes()
+        if packed is None:
+            return False
+        self.corpus.attrs = PackedIds(packed)
+        return True
 
     # -- the kernels -------------------------------------------------------
     def loglik(self, w, labels, curvature=None, allowed=None, entity=None):

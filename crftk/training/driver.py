@@ -162,6 +162,19 @@ def objective_for(opt, inference, frozen):
     return Likelihood(inference, c2=opt["c2"], frozen=frozen)
 
 
+#: the algorithms that evaluate the objective's likelihood and gradient passes (the kernels' packed
+#: loops); the online learners' epochs and GIS's counts read the ids in loops that test the layout
+COMPACT_ALGORITHMS = ("lbfgs", "cg", "pcg", "mixed-cg", "quickprop")
+
+
+def _compact(opt, inference):
+    """Have the bound inference hold its corpus compactly (a chain's: 3-byte attribute ids) where
+    training reads that corpus through the likelihood passes alone (MCE's counts read it in numpy)."""
+    compact = getattr(inference, "compact", None)
+    if compact is not None and opt["objective"] not in ("mce", "mce-f") and opt["algorithm"] in COMPACT_ALGORITHMS:
+        compact()
+
+
 def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
     """Run the chosen training method; fun is the objective as the batch methods see it."""
     algorithm = opt["algorithm"]
@@ -434,6 +447,7 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
     settle = getattr(getattr(job.structure, "space", None), "settle", None)
     if settle is not None:
         settle()
+    _compact(opt, bound)
     trim_heap()         # what preparing the job freed: its pages back to the system
     saving = None
     if checkpoint is not None:
