@@ -91,7 +91,7 @@ class PackedIds:
 
     def __init__(self, packed):
         self.packed = packed
-        self.size = (packed.size - 1) // 3
+        self.size = max(0, (packed.size - 1) // 3)
         self.shape = (self.size,)
 
     def __len__(self):
@@ -107,6 +107,11 @@ class PackedIds:
         return ids if dtype is None else ids.astype(dtype)
 
     def __getitem__(self, key):
+        if isinstance(key, (int, np.integer)):
+            k = int(key) + self.size if key < 0 else int(key)
+            if not 0 <= k < self.size:
+                raise IndexError(f"index {int(key)} is out of bounds for {self.size} ids")
+            return self._unpack(k, k + 1)[0]
         if isinstance(key, slice):
             start, stop, step = key.indices(self.size)
             if step == 1:
