@@ -100,9 +100,7 @@ cdef inline int attr_at(const Features* d, Py_ssize_t k, bint packed) noexcept n
 
 cdef inline int attr_id(const Features* d, Py_ssize_t k) noexcept nogil:
     """The id of state attribute occurrence k, for the loops off the hot path (one test each)."""
-    if d.attrs24 != NULL:
-        return packed_id(d.attrs24, k)
-    return d.attrs[k]
+    return attr_at(d, k, d.attrs24 != NULL)
 
 
 cdef inline void prefetch_features(const Features* d, const double* v, int k, int k_end,
