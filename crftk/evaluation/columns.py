@@ -3,7 +3,7 @@ conlleval scores and the joint accuracy (every column right at a token)."""
 
 import numpy as np
 
-from crftk.evaluation.conlleval import evaluate
+from crftk.evaluation.tally import Tally
 
 
 class ChainScores:
@@ -37,15 +37,51 @@ class ChainScores:
                 "joint_accuracy": 100 * self.joint_accuracy, "tokens": self.n_tokens}
 
 
+class ChainTally:
+    """The counts behind :class:`ChainScores`, added up batch by batch (``+``; ``-`` takes counts back)."""
+
+    __slots__ = ("per_chain", "joint_correct", "n_tokens")
+
+    def __init__(self, per_chain, joint_correct, n_tokens):
+        self.per_chain, self.joint_correct, self.n_tokens = list(per_chain), int(joint_correct), int(n_tokens)
+
+    @classmethod
+    def of_ids(cls, gold, pred, sent_ptr, names):
+        """gold, pred: [chains, tokens] label ids of a batch, each chain's numbering its labels ``names[c]``."""
+        gold, pred = np.asarray(gold), np.asarray(pred)
+        per_chain = [Tally.of_ids(g, p, sent_ptr, x) for g, p, x in zip(gold, pred, names)]
+        return cls(per_chain, np.all(gold == pred, axis=0).sum() if len(gold) else 0, gold.shape[-1])
+
+    @classmethod
+    def of_labels(cls, gold, pred):
+        """gold, pred: per chain, per sentence, the label strings."""
+        lengths = [len(s) for s in gold[0]] if gold else []
+        sent_ptr = np.concatenate(([0], np.cumsum(lengths, dtype=np.intp)))
+        g_ids, p_ids, names = [], [], []
+        for g, p in zip(gold, pred):
+            ids = {}
+            g_ids.append(np.fromiter((ids.setdefault(x, len(ids)) for s in g for x in s), dtype=np.intp))
+            p_ids.append(np.fromiter((ids.setdefault(x, len(ids)) for s in p for x in s), dtype=np.intp))
+            names.append(list(ids))
+        if any(len(x) != sent_ptr[-1] for x in g_ids + p_ids) or \
+                any([len(s) for s in c] != lengths for c in list(gold) + list(pred)):
+            raise ValueError("every chain's gold and predicted sentences must have the same lengths")
+        return cls.of_ids(np.reshape(g_ids, (len(g_ids), -1)), np.reshape(p_ids, (len(p_ids), -1)), sent_ptr, names)
+
+    def _combine(self, other, sign):
+        return ChainTally([a + b if sign > 0 else a - b for a, b in zip(self.per_chain, other.per_chain)],
+                          self.joint_correct + sign * other.joint_correct, self.n_tokens + sign * other.n_tokens)
+
+    def __add__(self, other):
+        return self._combine(other, 1)
+
+    def __sub__(self, other):
+        return self._combine(other, -1)
+
+    def scores(self):
+        return ChainScores([t.evaluation() for t in self.per_chain], self.joint_correct, self.n_tokens)
+
+
 def score_chains(gold, pred):
     """gold, pred: per chain, per sentence, the label strings."""
-    per_chain = [evaluate(g, p) for g, p in zip(gold, pred)]
-    joint, n = 0, 0
-    for sents in zip(*[list(zip(g, p)) for g, p in zip(gold, pred)]):
-        # sents: per chain (gold sentence, predicted sentence) of one sentence
-        ok = np.ones(len(sents[0][0]), dtype=bool)
-        for g, p in sents:
-            ok &= np.asarray(g, dtype=object) == np.asarray(p, dtype=object)
-        joint += int(ok.sum())
-        n += ok.size
-    return ChainScores(per_chain, joint, n)
+    return ChainTally.of_labels(gold, pred).scores()

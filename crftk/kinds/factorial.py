@@ -10,7 +10,7 @@ import numpy as np
 
 from crftk import params
 from crftk.errors import CrftkError, UsageError, shown
-from crftk.evaluation.columns import score_chains
+from crftk.evaluation.columns import ChainTally, score_chains
 from crftk.io.conll import DEFAULT_ENCODING, MAX_SENTENCE_TOKENS, Origins, input_batches
 from crftk.io.stream import format_batch, gold_ids, tag_stream
 from crftk.kinds.base import Job as KindJob
@@ -112,13 +112,13 @@ class Job(KindJob):
         return tag_with_decoder(self.decoder, inputs, out, **read)
 
     def merge(self, gold, more):
-        return [g + m for g, m in zip(gold[0], more[0])], [p + m for p, m in zip(gold[1], more[1])]
+        return gold + more
 
     def without(self, gold, first):
-        return [g[len(f):] for g, f in zip(gold[0], first[0])], [p[len(f):] for p, f in zip(gold[1], first[1])]
+        return gold - first
 
     def report(self, log, gold):
-        log_scores(gold[0], gold[1], self.decoder.structure.label_cols, log)
+        log_scores(gold, self.decoder.structure.label_cols, log)
 
 
 def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=None, max_sweeps=None,
@@ -131,10 +131,9 @@ def tag_factorial(model, inputs, out, *, threads=0, inference=None, tolerance=No
                                max_sweeps=max_sweeps)
     if log is not None and decoding_line(decoder):
         log(decoding_line(decoder))
-    n_sent, n_tok, (gold, pred) = tag_with_decoder(decoder, inputs, out, batch_tokens=batch_tokens,
-                                                   progress=progress, log=log,
-                                                   max_sentence_tokens=max_sentence_tokens, encoding=encoding)
-    return n_sent, n_tok, log_scores(gold, pred, decoder.structure.label_cols, log)
+    n_sent, n_tok, tally = tag_with_decoder(decoder, inputs, out, batch_tokens=batch_tokens, progress=progress,
+                                            log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
+    return n_sent, n_tok, log_scores(tally, decoder.structure.label_cols, log)
 
 
 def decoding_line(decoder):
@@ -146,24 +145,20 @@ def decoding_line(decoder):
 
 def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None, log=None,
                      max_sentence_tokens=MAX_SENTENCE_TOKENS, encoding=DEFAULT_ENCODING):
-    """tag_factorial with a FactorialDecoder, without its log lines: (sentences, tokens, (gold, pred)),
-    per chain the gold and predicted labels of each sentence that had the gold columns."""
+    """tag_factorial with a FactorialDecoder, without its log lines: (sentences, tokens, a ChainTally
+    of the sentences that had the gold columns, or None when none had)."""
     st = decoder.structure
     n = st.space.n_columns
     cols = st.label_cols
     allowed = {n}
     if sorted(cols) == list(range(n - len(cols), n)):
         allowed.add(n - len(cols))
-    gold, pred = [[] for _ in cols], [[] for _ in cols]
     if st.raw_encodable():
         n_sent, n_tok, found = tag_stream(lambda batch, sep: _tag_raw(decoder, batch, sep), inputs, out, allowed,
                                           decoder.n_threads, batch_tokens=batch_tokens, progress=progress,
                                           log=log, max_sentence_tokens=max_sentence_tokens, encoding=encoding)
-        for g, p in found:
-            for c in range(len(cols)):
-                gold[c] += g[c]
-                pred[c] += p[c]
-        return n_sent, n_tok, (gold, pred)
+        return n_sent, n_tok, sum(found[1:], found[0]) if found else None
+    tally = None
     counts = [0, 0]
     anchored = any(s.template.anchored for s in st.chains)
     for batch, sep in input_batches(inputs, allowed, batch_tokens, by_document=anchored,
@@ -171,6 +166,7 @@ def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None
                                     counts=counts, encoding=encoding):
         sents = [it for it in batch if not isinstance(it, str)]
         tags = iter(decoder.decode(sents)[0] if sents else ())
+        gold, pred = [[] for _ in cols], [[] for _ in cols]
         for it in batch:
             if isinstance(it, str):
                 out.write(it + "\n")
@@ -182,32 +178,33 @@ def tag_with_decoder(decoder, inputs, out, *, batch_tokens=50_000, progress=None
                 for c, col in enumerate(cols):
                     gold[c].append([r[col] for r in rows])
                     pred[c].append(labels[c])
-    return counts[0], counts[1], (gold, pred)
+        if gold[0]:
+            more = ChainTally.of_labels(gold, pred)
+            tally = more if tally is None else tally + more
+    return counts[0], counts[1], tally
 
 
-def log_scores(gold, pred, cols, log):
-    """The ChainScores of the sentences that had gold labels (None when none had), logged."""
-    if not gold[0]:
+def log_scores(tally, cols, log):
+    """The ChainScores of a ChainTally (None for None: no sentence had gold labels), logged."""
+    if tally is None:
         return None
-    scores = score_chains(gold, pred)
+    scores = tally.scores()
     if log is not None:
         log(f"against the input's label columns {cols}: {scores.line()}")
     return scores
 
 
 def _tag_raw(decoder, batch, sep):
-    """(output bytes, None or per chain the gold and predicted labels of each sentence) of a
-    RawBatch (runs in a worker thread: the kernels release the GIL)."""
+    """(output bytes, None or the ChainTally of its gold and predicted labels) of a RawBatch (runs
+    in a worker thread: the kernels release the GIL)."""
     st = decoder.structure
     pred, _ = st.bind(st.encode_raw(batch), 1, **decoder.options).best(decoder.weights)
     data = format_batch(batch, pred, decoder.labels, sep)
     if batch.n_columns != st.space.n_columns:
         return data, None
+    # gold ids number the model's labels as pred does, and a label the model lacks past them
     ids, names = gold_ids(batch, st.label_cols, st.output_labels)
-    cuts = batch.sent_ptr[1:-1]
-    gold = [np.split(np.asarray(x, dtype=object)[ids[c]], cuts) for c, x in enumerate(names)]
-    guess = [np.split(decoder.labels[c][pred[c]], cuts) for c in range(len(names))]
-    return data, ([[x.tolist() for x in g] for g in gold], [[x.tolist() for x in g] for g in guess])
+    return data, ChainTally.of_ids(ids, np.asarray(pred), batch.sent_ptr, names)
 
 
 # -- training --------------------------------------------------------------------------------
