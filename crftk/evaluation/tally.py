@@ -48,7 +48,10 @@ def _chunks(ids, starts, ends, action, kind):
     acts = action[prev, ids]
     opens = np.flatnonzero(acts == OPEN)
     # an open chunk ends at the next boundary with an action, or at its sentence's end
-    closers = np.union1d(np.flatnonzero(acts), ends)
+    closes = np.zeros(len(ids) + 1, dtype=bool)
+    closes[:-1] = acts != 0
+    closes[ends] = True
+    closers = np.flatnonzero(closes)
     return opens, closers[np.searchsorted(closers, opens, side="right")], kind[prev[opens], ids[opens]]
 
 

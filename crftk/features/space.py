@@ -279,6 +279,26 @@ class FeatureSpace(ChainSpace):
         for vocab in self.vocabs.values():
             vocab.release_index()
 
+    def encodes_like(self, other):
+        """Whether ``other`` gives every sentence the same attribute ids as this space: the same
+        template, columns, vocabularies and kept keys (a factorial CRF's chains, fitted on the
+        same sentences with one template, do; their labels and features may differ)."""
+        if other is self:
+            return True
+        if type(other) is not type(self) or other.template != self.template or other.n_columns != self.n_columns \
+                or other.extractor.columns != self.extractor.columns or other.vocabs.keys() != self.vocabs.keys():
+            return False
+        if any(other.vocabs[k].strings != v.strings for k, v in self.vocabs.items()):
+            return False
+        for mine, theirs in ((self.unigram_lines, other.unigram_lines), (self.bigram_lines, other.bigram_lines)):
+            if len(mine) != len(theirs):
+                return False
+            for a, b in zip(mine, theirs):
+                if a.line != b.line or a.offset != b.offset or not np.array_equal(a.keys, b.keys) \
+                        or len(a.steps) != len(b.steps) or not all(map(np.array_equal, a.steps, b.steps)):
+                    return False
+        return True
+
     def __getstate__(self):
         # the compiled tables of encode_raw are rebuilt on demand: they do not pickle (Dask sends
         # spaces between workers)

@@ -15,6 +15,8 @@ model file names the structure ``factorial`` and holds one part per chain
 Inference over the grid is in csrc/factorial.pyx (crftk._factorial).
 """
 
+import copy
+
 import numpy as np
 
 from crftk import _factorial, params
@@ -273,7 +275,7 @@ class Factorial(Structure):
         if not sentences:
             raise CrftkError("no sentences to encode")
         has_gold = self.input_columns(len(sentences[0].rows[0]))
-        chains = [_encode(s, sentences) for s in self.chains]
+        chains = self._chain_encodings(lambda s: _encode(s, sentences))
         pairs = [_encode(p, sentences) for p in self.pairs]
         labels = None
         if has_gold:
@@ -289,8 +291,24 @@ class Factorial(Structure):
     def encode_raw(self, batch):
         """A FactorialCorpus of a crftk.io.conll.RawBatch, encoded in compiled code (gold left
         out); needs :meth:`raw_encodable`."""
-        return FactorialCorpus([s.encode_raw(batch) for s in self.chains], [p.encode_raw(batch) for p in self.pairs],
-                               None)
+        return FactorialCorpus(self._chain_encodings(lambda s: s.encode_raw(batch)),
+                               [p.encode_raw(batch) for p in self.pairs], None)
+
+    def _chain_encodings(self, encode):
+        """Each chain's encoding, ``encode(space)``: a chain that encodes like an earlier one (one
+        template fitted on the same sentences: the usual case) shares its arrays instead of
+        encoding again."""
+        like = getattr(self, "_encodes_like", None)
+        if like is None:
+            like = self._encodes_like = [next(k for k in range(c + 1) if self.chains[k].encodes_like(s))
+                                         for c, s in enumerate(self.chains)]
+        out = []
+        for c, s in enumerate(self.chains):
+            if like[c] == c:
+                out.append(encode(s))
+            else:
+                out.append(copy.copy(out[like[c]]))
+        return out
 
     def bind(self, corpus, n_threads=1, inference="exact", tolerance=1e-3, max_sweeps=100, warm_start=False):
         return FactorialInference(self, corpus, n_threads, inference, tolerance, max_sweeps, warm_start)

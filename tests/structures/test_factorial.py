@@ -388,3 +388,38 @@ def test_variance_sums_p_times_one_minus_p_where_each_feature_fires():
         for f in range(p.feat_ptr[a], p.feat_ptr[a + 1]):
             lab = p.feat_label[f]
             assert part[f] == pytest.approx((q[toks, lab] * (1 - q[toks, lab])).sum())
+
+
+def test_chains_fitted_with_one_template_share_their_encoding():
+    import copy
+
+    from crftk.structures.factorial import _encode
+    sents, st, _, w = build(3, n_sentences=8)
+    assert all(s.encodes_like(st.chains[0]) for s in st.chains)
+    corpus = st.encode(sents)
+    assert corpus.chains[1].attrs is corpus.chains[0].attrs and corpus.chains[2].attrs is corpus.chains[0].attrs
+    for c, s in enumerate(st.chains):
+        own = _encode(s, sents)
+        assert np.array_equal(corpus.chains[c].attrs, own.attrs) and np.array_equal(corpus.chains[c].attr_ptr,
+                                                                                    own.attr_ptr)
+    # chain 2 with an attribute less in one line: it encodes apart, with its own ids
+    changed = copy.deepcopy(st.chains[1])
+    line = next(cl for cl in changed.unigram_lines if cl.size > 2)
+    line.keys = line.keys[1:]
+    line.table = None
+    changed._number(changed.unigram_lines)
+    for cache in ("_column_tables", "_raw_encoder"):
+        changed.__dict__.pop(cache, None)
+    assert not changed.encodes_like(st.chains[0])
+    other = Factorial([st.chains[0], changed, st.chains[2]], st.pairs)
+    apart = other.encode(sents)
+    assert apart.chains[1].attrs is not apart.chains[0].attrs
+    assert np.array_equal(apart.chains[1].attrs, _encode(changed, sents).attrs)
+    assert not np.array_equal(apart.chains[1].attrs, apart.chains[0].attrs)
+    assert apart.chains[2].attrs is apart.chains[0].attrs
+    # a vocabulary with another string, or another template, is not alike either
+    vocab = copy.deepcopy(st.chains[1])
+    key = next(iter(vocab.vocabs))
+    vocab.vocabs[key].strings = vocab.vocabs[key].strings[::-1]
+    assert not vocab.encodes_like(st.chains[0])
+    assert not st.pairs[0].encodes_like(st.chains[0])
