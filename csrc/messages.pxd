@@ -104,6 +104,11 @@ cdef struct GridWork:
     double max_tol
     double max_near
     bint max_failed
+    # grid_max_run: whether the spine passes of chains 1..C-1 are watched (max_replay; max_watch
+    # during those passes) and whether one of their messages has changed a bit this sweep
+    bint max_replay
+    bint max_watch
+    bint max_moved
 
 
 cdef inline Py_ssize_t grid_joint_labels(int C, const int* n) noexcept nogil:
@@ -809,6 +814,8 @@ cdef inline double set_max_message(GridWork* w, double* msg, double* v, int n) n
                 w.max_failed = True
                 ch = d
                 break
+    if w.max_watch and not w.max_moved and memcmp(msg, v, n * sizeof(double)) != 0:
+        w.max_moved = True
     memcpy(msg, v, n * sizeof(double))
     return ch
 
@@ -860,6 +867,7 @@ cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept no
     cdef double* fwd = b.alpha
     cdef double* bwd = b.beta
     cdef double* acc = w.scratch
+    w.max_watch = w.max_replay and c > 0
     for t in range(T):
         up = grid_msg(w, SLOT_ABOVE, c, t)
         dn = grid_msg(w, SLOT_BELOW, c, t)
@@ -880,6 +888,7 @@ cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept no
         memcpy(acc, bwd + (t - 1) * n, n * sizeof(double))
         ch = set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), acc, n)
         change = ch if ch > change else change
+    w.max_watch = False
     count_spine(w, c, T)
     return change
 
@@ -1010,12 +1019,21 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     converged, repeat forever: the passing cannot converge, and its messages after max_sweeps
     sweeps are those the cycle reaches after the remaining ones modulo its length, which are
     run alone. A repeat is proposed by a hash equal to one of the last MAX_RING sweeps' (p
-    sweeps back), and checked by saving the messages and comparing them p sweeps later."""
+    sweeps back), and checked by saving the messages and comparing them p sweeps later.
+
+    What a TRP sweep reads before it writes is chains 1..C-1's forward and backward messages
+    only (the teeth into comb 0's spine read them; every other message is sent before it is
+    read), and every sweep writes every message it reads. So when a sweep leaves those
+    messages as they were, bit for bit, the next sweep would replay it: every message it
+    sends is the one already there, a change of 0, and it converges. That sweep is counted,
+    not run: the same messages, sweeps and convergence flag."""
     cdef int C = g.C, T = g.T, c, k, i, sweeps = 0, check_at = 0, period = 0, extra
     cdef unsigned long long rng = seed, h
     cdef unsigned long long ring[MAX_RING]
     cdef bint tree = C == 1 or T == 1, same
     cdef bint detect = schedule == GRID_TRP and not tree and w.visits == NULL
+    # a replayed sweep converges only where a change of 0 can (tol >= 0)
+    cdef bint replay = detect and tol >= 0.0
     cdef int combs = 1 if tree else C
     cdef const double* tr
     cdef double* tt
@@ -1030,10 +1048,12 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
                 tt[i * g.n[c] + k] = tr[k * g.n[c] + i]
     w.max_tol = tol
     w.max_near = 0.5 * tol if tol >= 1e-12 else 0.0
+    w.max_replay = replay
     converged[0] = 0
     while sweeps < max_sweeps:
         # grid_bp_run's test, change <= tol from a change of 0 (never when tol < 0 or NaN)
         w.max_failed = not (tol >= 0.0)
+        w.max_moved = False
         grid_max_sweep(g, w, schedule, combs, &rng)
         sweeps += 1
         if not w.max_failed or (tree and schedule == GRID_TRP):
@@ -1041,6 +1061,10 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
             break
         if not detect:
             continue
+        if replay and not w.max_moved and sweeps < max_sweeps:
+            sweeps += 1
+            converged[0] = 1
+            break
         if sweeps == check_at:
             check_at = 0
             grid_max_state(g, w, False, &same)
@@ -1060,6 +1084,7 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
                     break
         ring[sweeps % MAX_RING] = h
     w.max_failed = False
+    w.max_replay = False
     return sweeps
 
 

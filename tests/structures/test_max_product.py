@@ -92,3 +92,49 @@ def test_max_product_on_two_tokens_scores_near_the_best_labeling(sizes):
         assert score == pytest.approx(MaxProduct(node, trans, pair).score(lab.tolist()), abs=1e-12)
         np.testing.assert_array_equal(lab, best)
         assert score == pytest.approx(best_score, abs=1e-12)
+
+
+def _sweep_inputs(mp):
+    """What a TRP sweep reads before it writes: chains 1..C-1's forward and backward messages."""
+    from maxproduct_reference import BWD, FWD
+    return tuple(x for k in (FWD, BWD) for ch in mp.msg[k][1:] for row in ch for x in np.asarray(row).view(np.int64))
+
+
+def replaying_grids(n):
+    """Grids whose TRP sweep k (not converged) leaves the sweep inputs as they were, bit for bit:
+    (grid, k) with the reference's sweep k + 1 a replay that changes no message."""
+    found = []
+    for seed in range(400):
+        rng = np.random.default_rng(seed)
+        sizes = [int(x) for x in rng.integers(2, 5, size=int(rng.integers(2, 4)))]
+        node, trans, pair = random_grid(seed, sizes, int(rng.integers(2, 6)), scale=float(rng.choice([0.5, 2.0])))
+        mp = MaxProduct(node, trans, pair)
+        before = _sweep_inputs(mp)
+        for k in range(1, 30):
+            change = mp.sweep(0, [0])
+            after = _sweep_inputs(mp)
+            if change <= 1e-3:
+                break
+            if after == before:
+                state = mp.state()
+                assert mp.sweep(0, [0]) == 0.0 and mp.state() == state     # the replay
+                found.append(((node, trans, pair), k))
+                break
+            before = after
+        if len(found) == n:
+            break
+    return found
+
+
+def test_a_sweep_that_leaves_its_inputs_is_replayed_without_running():
+    # the kernel counts the replaying sweep k + 1 as converged without running it: the same labels,
+    # score, sweeps and convergence as the reference's every sweep, for every max_sweeps around k
+    grids = replaying_grids(12)
+    assert len(grids) >= 8
+    for (node, trans, pair), k in grids:
+        for max_sweeps in range(max(1, k - 1), k + 3):
+            labels, score, sweeps, conv = grid.bp_max(node, trans, pair, tol=1e-3, max_sweeps=max_sweeps)
+            r = reference_bp_max(node, trans, pair, 0, 1e-3, max_sweeps)
+            np.testing.assert_array_equal(np.array(labels), np.array(r[0]))
+            assert (score, sweeps, conv) == (r[1], r[2], r[3])
+            assert conv == (max_sweeps > k)
