@@ -87,7 +87,8 @@ cdef struct GridWork:
     double* msg
     Py_ssize_t N
     Py_ssize_t vbase[8]
-    double* epair            # exp(pair - pshift), chain c's at pbase[c] + t*n[c]*n[c+1]
+    double* epair            # exp(pair - pshift), chain c's at pbase[c] + t*n[c]*n[c+1]; max-product:
+                             # the log pair tables transposed (n[c+1] x n[c] per token)
     double* enode            # sum-product: exp(node - its max per variable), laid out as a message slot
     double* pshift           # [c*max_T + t]
     Py_ssize_t pbase[8]
@@ -777,20 +778,6 @@ cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
 # products are max-plus ones (maxplus.h), vector over the output label: the same sums as
 # chain.pxd's chain_max_scores and send_message, and max, which is exact, in another order.
 
-cdef inline void maxplus_mat_vec(const double* M, const double* x, int m, int n, double* y) noexcept nogil:
-    """y[i] = max over j < n of x[j] + M[i*n + j], for i < m."""
-    cdef int i, j
-    cdef double v, best
-    cdef const double* r
-    for i in range(m):
-        r = M + <Py_ssize_t> i * n
-        best = -INFINITY
-        for j in range(n):
-            v = x[j] + r[j]
-            best = v if v > best else best
-        y[i] = best
-
-
 cdef inline double set_max_message(GridWork* w, double* msg, double* v, int n) noexcept nogil:
     """msg = v normalized to max 0 (all 0 when v is all -inf; v is changed), as set_log_message
     with maxp. Returns its change when the sweep had not failed and it exceeds w.max_tol (the
@@ -849,7 +836,9 @@ cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int w
         maxplus(cav, NULL, logM, na, nb, out)
         return set_max_message(w, grid_msg(w, SLOT_ABOVE, c + 1, t), out, nb)
     grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cav)
-    maxplus_mat_vec(logM, cav, na, nb, out)
+    # out[i] = max over j of cav[j] + logM[i, j], as a vector-matrix product on the table
+    # transposed (grid_max_run's): each output's maximum of the same sums, in the same order
+    maxplus(cav, NULL, w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb, nb, na, out)
     return set_max_message(w, grid_msg(w, SLOT_BELOW, c, t), out, na)
 
 
@@ -1034,7 +1023,7 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     messages as they were, bit for bit, the next sweep would replay it: every message it
     sends is the one already there, a change of 0, and it converges. That sweep is counted,
     not run: the same messages, sweeps and convergence flag."""
-    cdef int C = g.C, T = g.T, c, k, i, sweeps = 0, check_at = 0, period = 0, extra
+    cdef int C = g.C, T = g.T, c, k, i, t, na, nb, sweeps = 0, check_at = 0, period = 0, extra
     cdef unsigned long long rng = seed, h
     cdef unsigned long long ring[MAX_RING]
     cdef bint tree = C == 1 or T == 1, same
@@ -1053,6 +1042,15 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
         for k in range(g.n[c]):
             for i in range(g.n[c]):
                 tt[i * g.n[c] + k] = tr[k * g.n[c] + i]
+    for c in range(C - 1):
+        na = g.n[c]
+        nb = g.n[c + 1]
+        for t in range(T):
+            tr = g.pair[c] + <Py_ssize_t> t * na * nb
+            tt = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
+            for k in range(na):
+                for i in range(nb):
+                    tt[i * na + k] = tr[k * nb + i]
     w.max_tol = tol
     w.max_near = 0.5 * tol if tol >= 1e-12 else 0.0
     w.max_replay = replay
