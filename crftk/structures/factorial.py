@@ -285,8 +285,11 @@ class Factorial(Structure):
         return FactorialCorpus(chains, pairs, labels)
 
     def raw_encodable(self):
-        """Whether :meth:`encode_raw` can encode batches (every space is raw_readable)."""
-        return all(s.raw_readable() for s in self.chains + self.pairs)
+        """Whether :meth:`encode_raw` can encode batches (every space it encodes with is raw_readable;
+        a chain that encodes like an earlier one is not asked: its tables would be the same)."""
+        like = self._like()
+        return all(s.raw_readable() for c, s in enumerate(self.chains) if like[c] == c) and \
+            all(p.raw_readable() for p in self.pairs)
 
     def encode_raw(self, batch):
         """A FactorialCorpus of a crftk.io.conll.RawBatch, encoded in compiled code (gold left
@@ -294,14 +297,19 @@ class Factorial(Structure):
         return FactorialCorpus(self._chain_encodings(lambda s: s.encode_raw(batch)),
                                [p.encode_raw(batch) for p in self.pairs], None)
 
-    def _chain_encodings(self, encode):
-        """Each chain's encoding, ``encode(space)``: a chain that encodes like an earlier one (one
-        template fitted on the same sentences: the usual case) shares its arrays instead of
-        encoding again."""
+    def _like(self):
+        """Per chain, the first chain that encodes like it (itself, when none before does)."""
         like = getattr(self, "_encodes_like", None)
         if like is None:
             like = self._encodes_like = [next(k for k in range(c + 1) if self.chains[k].encodes_like(s))
                                          for c, s in enumerate(self.chains)]
+        return like
+
+    def _chain_encodings(self, encode):
+        """Each chain's encoding, ``encode(space)``: a chain that encodes like an earlier one (one
+        template fitted on the same sentences: the usual case) shares its arrays instead of
+        encoding again."""
+        like = self._like()
         out = []
         for c, s in enumerate(self.chains):
             if like[c] == c:
