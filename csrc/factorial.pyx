@@ -367,6 +367,7 @@ cdef struct Job:
     const double* etrans          # message passing: messages.pxd's grid_shared_trans of the weights, or NULL
     const double* etransT
     const double* tshift
+    const double* ltransT         # max-product: the log transition matrices transposed (Grid.ltransT), or NULL
 
 
 cdef inline void make_grid(const Model* m, const double* w, int T, Work* b, Grid* g, const double** node,
@@ -377,6 +378,7 @@ cdef inline void make_grid(const Model* m, const double* w, int T, Work* b, Grid
     g.etrans = j.etrans if j != NULL else NULL
     g.etransT = j.etransT if j != NULL else NULL
     g.tshift = j.tshift if j != NULL else NULL
+    g.ltransT = j.ltransT if j != NULL else NULL
     for c in range(m.C):
         node[c] = b.node[c]
         trans[c] = w + m.chain_off[c] + m.chain[c].off_trans
@@ -441,7 +443,7 @@ cdef inline unsigned long long sentence_seed(const Features* d, Py_ssize_t t0, i
 
 
 cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ssize_t t0, int T,
-                            Work* b) noexcept nogil:
+                            Work* b, const Job* j) noexcept nogil:
     """Loopy max-product on one sentence; the labels into b.lab; returns their score."""
     cdef int sweeps = 0, conv = 0
     cdef double score
@@ -450,7 +452,7 @@ cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ss
     cdef const double* trans[MAX_CHAINS]
     cdef const double* pair[MAX_CHAINS]
     grid_tables(m, w, t0, T, b, NULL, NULL, False)
-    make_grid(m, w, T, b, &grid, node, trans, pair)
+    make_grid(m, w, T, b, &grid, node, trans, pair, j)
     score = grid_bp_max(&grid, &b.gw, GRID_TRP if m.method == TRP else GRID_RANDOM, m.tol, m.max_sweeps,
                         sentence_seed(&m.chain[0], t0, T), b.lab, &sweeps, &conv)
     b.sweeps += sweeps
@@ -498,7 +500,7 @@ cdef void viterbi_task(Job* j, const Model* m, Py_ssize_t s, Py_ssize_t t0, int 
                        int tid) noexcept nogil:
     cdef int c, t, y
     if m.method != EXACT:
-        j.out[s] = bp_max_sentence(m, j.w, s, t0, T, b)
+        j.out[s] = bp_max_sentence(m, j.w, s, t0, T, b, j)
         for c in range(m.C):
             memcpy(j.labels + c * m.N + t0, b.lab[c], T * sizeof(int))
         return
@@ -823,6 +825,14 @@ cdef class Grids:
         n_threads = max(1, n_threads)
         cdef Job job
         self._job(w, &job, False)
+        cdef double[::1] lt
+        if self.m.method != EXACT:
+            # every grid's transposed log transitions, made once (max-product's backward steps)
+            shared = np.concatenate([np.asarray(w[o:o + n * n]).reshape(n, n).T.ravel()
+                                     for n, o in ((self.m.n[c], self.m.chain_off[c] + self.m.chain[c].off_trans)
+                                                  for c in range(self.n_chains))])
+            lt = shared
+            job.ltransT = &lt[0]
         out_np = np.zeros((self.n_chains, self.n_tokens), dtype=np.int32)
         score_np = np.zeros(self.n_sentences)
         cdef int[:, ::1] out = out_np

@@ -54,6 +54,9 @@ cdef struct Grid:
     const double* etrans
     const double* etransT
     const double* tshift
+    # max-product: NULL, or the log transition matrices transposed (chain c's at the sum of the
+    # earlier chains' n^2), made once for grids that share them
+    const double* ltransT
 
 
 cdef struct GridOut:
@@ -102,6 +105,7 @@ cdef struct GridWork:
     # less changed by less than tol in probability), and whether a message of the sweep has
     # already changed by more (nothing more to measure)
     double* ltransT
+    const double* lT         # the transposed log transitions in use: ltransT, or the grid's shared ones
     double max_tol
     double max_near
     bint max_failed
@@ -823,7 +827,7 @@ cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int w
             maxplus(cav, NULL, g.trans[c], n, n, out)
             return set_max_message(w, grid_msg(w, SLOT_FWD, c, t), out, n)
         grid_cavity(g, w, c, t, SKIP_FWD, cav)
-        maxplus(cav, NULL, w.ltransT + w.toff[c], n, n, out)
+        maxplus(cav, NULL, w.lT + w.toff[c], n, n, out)
         return set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), out, n)
     k = e - nchain
     c = <int> (k // T)
@@ -873,7 +877,7 @@ cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept no
         ch = set_max_message(w, grid_msg(w, SLOT_FWD, c, t), acc, n)
         change = ch if ch > change else change
     for t in range(T - 1, 0, -1):
-        maxplus(b.s + t * n, bwd + t * n, w.ltransT + w.toff[c], n, n, bwd + (t - 1) * n)
+        maxplus(b.s + t * n, bwd + t * n, w.lT + w.toff[c], n, n, bwd + (t - 1) * n)
         memcpy(acc, bwd + (t - 1) * n, n * sizeof(double))
         ch = set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), acc, n)
         change = ch if ch > change else change
@@ -1036,12 +1040,16 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     for k in range(4):
         for c in range(C):
             memset(w.msg + k * w.N + w.vbase[c], 0, <Py_ssize_t> T * g.n[c] * sizeof(double))
-    for c in range(C):
-        tr = g.trans[c]
-        tt = w.ltransT + w.toff[c]
-        for k in range(g.n[c]):
-            for i in range(g.n[c]):
-                tt[i * g.n[c] + k] = tr[k * g.n[c] + i]
+    if g.ltransT != NULL:
+        w.lT = g.ltransT
+    else:
+        for c in range(C):
+            tr = g.trans[c]
+            tt = w.ltransT + w.toff[c]
+            for k in range(g.n[c]):
+                for i in range(g.n[c]):
+                    tt[i * g.n[c] + k] = tr[k * g.n[c] + i]
+        w.lT = w.ltransT
     for c in range(C - 1):
         na = g.n[c]
         nb = g.n[c + 1]
