@@ -782,32 +782,37 @@ cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
 # products are max-plus ones (maxplus.h), vector over the output label: the same sums as
 # chain.pxd's chain_max_scores and send_message, and max, which is exact, in another order.
 
-cdef inline double set_max_message(GridWork* w, double* msg, double* v, int n) noexcept nogil:
-    """msg = v normalized to max 0 (all 0 when v is all -inf; v is changed), as set_log_message
-    with maxp. Returns its change when the sweep had not failed and it exceeds w.max_tol (the
+cdef inline double set_max_message(GridWork* w, double* msg, const double* v, int n) noexcept nogil:
+    """msg = v normalized to max 0 (all 0 when v is all -inf), as set_log_message with maxp, in
+    one pass that measures the change and, while the spine passes are watched, whether a bit
+    moved. Returns its change when the sweep had not failed and it exceeds w.max_tol (the
     sweep has then failed), else 0."""
     cdef int i
     cdef double m = max_of(v, n), d, a, o, ch = 0.0
-    if m == -INFINITY:
-        for i in range(n):
-            v[i] = 0.0
-    else:
-        for i in range(n):
-            v[i] -= m
-    if not w.max_failed:
-        for i in range(n):
-            a = v[i]
-            o = msg[i]
-            if a == o or fabs(a - o) <= w.max_near:
-                continue
+    cdef bint none = m == -INFINITY
+    cdef bint measure = not w.max_failed
+    cdef bint watch = w.max_watch and not w.max_moved
+    if not (measure or watch):
+        # nothing to measure (the sweep has failed): a loop that vectorizes
+        if none:
+            memset(msg, 0, n * sizeof(double))
+        else:
+            for i in range(n):
+                msg[i] = v[i] - m
+        return 0.0
+    for i in range(n):
+        a = 0.0 if none else v[i] - m
+        o = msg[i]
+        if watch and memcmp(&a, &o, sizeof(double)) != 0:
+            w.max_moved = True
+            watch = False
+        if measure and not (a == o or fabs(a - o) <= w.max_near):
             d = fabs(exp(a) - exp(o))
             if d > w.max_tol:
                 w.max_failed = True
                 ch = d
-                break
-    if w.max_watch and not w.max_moved and memcmp(msg, v, n * sizeof(double)) != 0:
-        w.max_moved = True
-    memcpy(msg, v, n * sizeof(double))
+                measure = False
+        msg[i] = a
     return ch
 
 
@@ -878,8 +883,7 @@ cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept no
         change = ch if ch > change else change
     for t in range(T - 1, 0, -1):
         maxplus(b.s + t * n, bwd + t * n, w.lT + w.toff[c], n, n, bwd + (t - 1) * n)
-        memcpy(acc, bwd + (t - 1) * n, n * sizeof(double))
-        ch = set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), acc, n)
+        ch = set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), bwd + (t - 1) * n, n)
         change = ch if ch > change else change
     w.max_watch = False
     count_spine(w, c, T)
