@@ -915,16 +915,16 @@ cdef inline double grid_comb(const Grid* g, GridWork* w, int c, bint maxp) noexc
     (the cotemporal paths) send their messages in to the spine, the spine runs the chain
     kernel, and the teeth get the messages back out. Returns the largest change.
 
-    Max-product sends no teeth in after comb 0: every one of them would send what the comb
-    before last sent on that edge, from the same messages (comb c-1 sends the cotemporal
-    messages down from chains < c and up from chains > c-1, and then changes only chain c-1's
-    chain messages and the cotemporal ones into chains other than the senders' cavities
-    read), so it would leave the message as it is, a change of 0. (Tests that count the
-    messages sent, w.visits, still get them all.)"""
+    No teeth are sent in after comb 0: every one of them would send what the comb before last
+    sent on that edge, from the same messages (comb c-1 sends the cotemporal messages down from
+    chains < c and up from chains > c-1, and then changes only chain c-1's chain messages and
+    the cotemporal ones into chains other than the senders' cavities read), so it would leave
+    the message as it is, a change of 0. (Tests that count the messages sent, w.visits, still
+    get them all.)"""
     cdef int T = g.T, C = g.C, t, d
     cdef Py_ssize_t base = <Py_ssize_t> C * (T - 1)
     cdef double change = 0.0, ch
-    for t in range(T if c == 0 or not maxp or w.visits != NULL else 0):
+    for t in range(T if c == 0 or w.visits != NULL else 0):
         for d in range(c):
             ch = grid_send(g, w, base + <Py_ssize_t> d * T + t, 0, maxp)
             change = ch if ch > change else change
