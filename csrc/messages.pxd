@@ -114,6 +114,9 @@ cdef struct GridWork:
     bint max_replay
     bint max_watch
     bint max_moved
+    # grid_comb: whether this message passing has run the last comb (whose teeth send every
+    # cotemporal message up), so that comb 0 need not send its teeth in
+    bint teeth_sent
 
 
 cdef inline Py_ssize_t grid_joint_labels(int C, const int* n) noexcept nogil:
@@ -915,16 +918,18 @@ cdef inline double grid_comb(const Grid* g, GridWork* w, int c, bint maxp) noexc
     (the cotemporal paths) send their messages in to the spine, the spine runs the chain
     kernel, and the teeth get the messages back out. Returns the largest change.
 
-    No teeth are sent in after comb 0: every one of them would send what the comb before last
-    sent on that edge, from the same messages (comb c-1 sends the cotemporal messages down from
+    Teeth are sent in only by comb 0 of a message passing's first sweep: every other would send
+    what the comb before it last sent on that edge, from the same messages, so it would leave
+    the message as it is, a change of 0. Comb c-1 sends the cotemporal messages down from
     chains < c and up from chains > c-1, and then changes only chain c-1's chain messages and
-    the cotemporal ones into chains other than the senders' cavities read), so it would leave
-    the message as it is, a change of 0. (Tests that count the messages sent, w.visits, still
-    get them all.)"""
+    the cotemporal messages into chains whose cavities those senders do not read; the last comb
+    sends every message up, and the sweep ends, before comb 0 of the next sweep sends them up
+    again. (Tests that count the messages sent, w.visits, still get them all.)"""
     cdef int T = g.T, C = g.C, t, d
     cdef Py_ssize_t base = <Py_ssize_t> C * (T - 1)
     cdef double change = 0.0, ch
-    for t in range(T if c == 0 or w.visits != NULL else 0):
+    cdef bint resend = w.visits != NULL or (c == 0 and not w.teeth_sent)
+    for t in range(T if resend else 0):
         for d in range(c):
             ch = grid_send(g, w, base + <Py_ssize_t> d * T + t, 0, maxp)
             change = ch if ch > change else change
@@ -940,6 +945,8 @@ cdef inline double grid_comb(const Grid* g, GridWork* w, int c, bint maxp) noexc
         for d in range(c, C - 1):
             ch = grid_send(g, w, base + <Py_ssize_t> d * T + t, 0, maxp)
             change = ch if ch > change else change
+    if c == C - 1:
+        w.teeth_sent = True
     return change
 
 
@@ -1066,6 +1073,7 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     w.max_tol = tol
     w.max_near = 0.5 * tol if tol >= 1e-12 else 0.0
     w.max_replay = replay
+    w.teeth_sent = False
     converged[0] = 0
     while sweeps < max_sweeps:
         # grid_bp_run's test, change <= tol from a change of 0 (never when tol < 0 or NaN)
@@ -1199,6 +1207,7 @@ cdef inline int grid_bp_run(const Grid* g, GridWork* w, int schedule, double tol
     restore = restore and warm != NULL and not tree
     if restore:
         grid_warm_restore(g, w, warm)
+    w.teeth_sent = False
     converged[0] = 0
     combs = 1 if tree else C
     while sweeps < max_sweeps:
