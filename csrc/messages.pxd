@@ -1033,11 +1033,12 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     sweeps back), and checked by saving the messages and comparing them p sweeps later.
 
     What a TRP sweep reads before it writes is chains 1..C-1's forward and backward messages
-    only (the teeth into comb 0's spine read them; every other message is sent before it is
-    read), and every sweep writes every message it reads. So when a sweep leaves those
-    messages as they were, bit for bit, the next sweep would replay it: every message it
-    sends is the one already there, a change of 0, and it converges. That sweep is counted,
-    not run: the same messages, sweeps and convergence flag."""
+    only: the teeth into comb 0's spine read them (in the first sweep by sending; after it,
+    the last comb of the sweep before has just sent those teeth from them: grid_comb), and
+    every other message is sent before it is read. So when a sweep leaves those messages as
+    they were, bit for bit, the next sweep would replay it: every message it sends is the one
+    already there, a change of 0, and it converges. That sweep is counted, not run: the same
+    messages, sweeps and convergence flag."""
     cdef int C = g.C, T = g.T, c, k, i, t, na, nb, sweeps = 0, check_at = 0, period = 0, extra
     cdef unsigned long long rng = seed, h
     cdef unsigned long long ring[MAX_RING]
@@ -1114,8 +1115,9 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
 
 
 # Warm starts (sum-product TRP only). A TRP sweep runs comb 0 first: its teeth send every
-# cotemporal message and its spine rewrites chain 0's forward and backward messages, all
-# before anything reads them. What a sweep reads before writing is only the forward and
+# cotemporal message (in a passing's first sweep; after it, the last comb of the sweep before
+# has sent them from the same messages) and its spine rewrites chain 0's forward and backward
+# messages, all before anything reads them. What a sweep reads before writing is only the forward and
 # backward messages of chains 1..C-1, so those (in probability, as float) are a sentence's
 # whole state between two message passings on it: grid_warm_floats per token, chain c's
 # forward then backward messages [T, n[c]] for c = 1..C-1, one sentence after another.

@@ -55,7 +55,9 @@ class ChainTally:
     @classmethod
     def of_labels(cls, gold, pred):
         """gold, pred: per chain, per sentence, the label strings."""
-        lengths = [len(s) for s in gold[0]] if gold else []
+        if not gold:
+            return cls([], 0, 0)
+        lengths = [len(s) for s in gold[0]]
         sent_ptr = np.concatenate(([0], np.cumsum(lengths, dtype=np.intp)))
         g_ids, p_ids, names = [], [], []
         for g, p in zip(gold, pred):

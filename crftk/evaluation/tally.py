@@ -74,7 +74,8 @@ class Tally:
         gold = np.asarray(gold, dtype=np.intp)
         pred = np.asarray(pred, dtype=np.intp)
         sent_ptr = np.asarray(sent_ptr, dtype=np.intp)
-        if gold.shape != pred.shape or gold.ndim != 1 or len(sent_ptr) < 1 or sent_ptr[-1] != len(gold):
+        if gold.shape != pred.shape or gold.ndim != 1 or len(sent_ptr) < 1 or sent_ptr[0] != 0 \
+                or sent_ptr[-1] != len(gold) or (np.diff(sent_ptr) < 0).any():
             raise ValueError("gold and pred must be flat id arrays of the same length, split by sent_ptr")
         t = cls()
         starts, ends = sent_ptr[:-1], sent_ptr[1:]

@@ -288,6 +288,15 @@ class FeatureSpace(ChainSpace):
         if type(other) is not type(self) or other.template != self.template or other.n_columns != self.n_columns \
                 or other.extractor.columns != self.extractor.columns or other.vocabs.keys() != self.vocabs.keys():
             return False
+        # a lexicon's or a vector table's contents are not in the template (nor in its vocabulary's
+        # values): spaces that read them are alike only with the same lexicon entries and the same tables
+        mine, theirs = self.extractor.lexicons or {}, other.extractor.lexicons or {}
+        if mine.keys() != theirs.keys() or any(mine[k] is not theirs[k] and mine[k].to_lines() != theirs[k].to_lines()
+                                               for k in mine):
+            return False
+        mine, theirs = self.extractor.vectors, other.extractor.vectors
+        if mine.keys() != theirs.keys() or any(mine[k] is not theirs[k] for k in mine):
+            return False
         if any(other.vocabs[k].strings != v.strings for k, v in self.vocabs.items()):
             return False
         for mine, theirs in ((self.unigram_lines, other.unigram_lines), (self.bigram_lines, other.bigram_lines)):

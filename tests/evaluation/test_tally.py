@@ -100,3 +100,9 @@ def test_chain_tally_is_the_old_per_sentence_scoring(seed):
     both = (halves[0] + halves[1]).scores()
     assert both.line() == scores.line()
     assert both.to_dict() == scores.to_dict()
+
+
+def test_tallies_refuse_a_sentence_split_not_from_0_and_score_no_chains():
+    with pytest.raises(ValueError):
+        Tally.of_ids(np.array([0, 1]), np.array([0, 1]), [1, 2], ["B-NP", "O"])
+    assert score_chains([], []).line() == ChainTally([], 0, 0).scores().line()

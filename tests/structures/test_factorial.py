@@ -423,3 +423,22 @@ def test_chains_fitted_with_one_template_share_their_encoding():
     vocab.vocabs[key].strings = vocab.vocabs[key].strings[::-1]
     assert not vocab.encodes_like(st.chains[0])
     assert not st.pairs[0].encodes_like(st.chains[0])
+
+
+def test_spaces_whose_lexicons_differ_do_not_encode_alike(tmp_path):
+    # the lexicon's entries are in neither the template nor the vocabulary of its values
+    from crftk.features.space import FeatureSpace
+    from crftk.structures.factorial import _encode
+    sents = factorial_sentences(2, n_sentences=8, seed=3)
+    words = sorted({row[0] for s in sents for row in s.rows})
+    lex = tmp_path / "A.lex"
+    tmpl = parse_template(f"@lexicon A {lex}\nU0:%x[0,0]\nU1:%lex[0,A]\n", str(tmp_path / "t.tmpl"))
+    lex.write_text("\n".join(words[: len(words) // 2]) + "\n")
+    a, _ = FeatureSpace.fit(sents, tmpl, label_col=1)
+    again, _ = FeatureSpace.fit(sents, tmpl, label_col=2)
+    lex.write_text("\n".join(words[len(words) // 2:]) + "\n")
+    b, _ = FeatureSpace.fit(sents, tmpl, label_col=2)
+    assert a.encodes_like(again)            # the same entries, read twice
+    assert not np.array_equal(_encode(a, sents).attrs, _encode(b, sents).attrs)
+    assert not a.encodes_like(b) and not b.encodes_like(a)
+
