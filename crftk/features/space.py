@@ -281,8 +281,9 @@ class FeatureSpace(ChainSpace):
 
     def encodes_like(self, other):
         """Whether ``other`` gives every sentence the same attribute ids as this space: the same
-        template, columns, vocabularies and kept keys (a factorial CRF's chains, fitted on the
-        same sentences with one template, do; their labels and features may differ)."""
+        template, columns, lexicon entries, vector tables, vocabularies and kept keys (a factorial
+        CRF's chains, fitted on the same sentences with one template, do; their labels and
+        features may differ)."""
         if other is self:
             return True
         if type(other) is not type(self) or other.template != self.template or other.n_columns != self.n_columns \
