@@ -175,9 +175,7 @@ class ChainInference(Inference):
         pack_attributes; the corpus then reads them through a PackedIds): the kernels read the
         same ids, so every result is the same, and numpy code that reads corpus.attrs unpacks them.
         Returns whether they were packed (not when the ids exceed 3 bytes)."""
-        if isinstance(self.corpus.attrs, PackedIds):
-            return True
-        packed = self.lattices.pack_attributes()
+        packed = self.lattices.pack_attributes()        # its own bytes again when already packed
         if packed is None:
             return False
         self.corpus.attrs = PackedIds(packed)
