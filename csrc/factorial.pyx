@@ -33,8 +33,8 @@ from potentials cimport (Features, state_scores, has_edge_attributes, edge_score
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_bp, grid_bp_max,
-                       grid_warm_floats, grid_trans_doubles, grid_shared_trans, GRID_TRP, GRID_RANDOM,
-                       GRID_WANT_BP)
+                       grid_warm_floats, grid_trans_doubles, grid_shared_trans, grid_log_trans_T, GRID_TRP,
+                       GRID_RANDOM, GRID_WANT_BP)
 
 cdef enum:
     MAX_CHAINS = 8
@@ -826,12 +826,14 @@ cdef class Grids:
         cdef Job job
         self._job(w, &job, False)
         cdef double[::1] lt
+        cdef const double* trans[MAX_CHAINS]
         if self.m.method != EXACT:
             # every grid's transposed log transitions, made once (max-product's backward steps)
-            shared = np.concatenate([np.asarray(w[o:o + n * n]).reshape(n, n).T.ravel()
-                                     for n, o in ((self.m.n[c], self.m.chain_off[c] + self.m.chain[c].off_trans)
-                                                  for c in range(self.n_chains))])
+            for c in range(self.n_chains):
+                trans[c] = &w[0] + self.m.chain_off[c] + self.m.chain[c].off_trans
+            shared = np.empty(grid_trans_doubles(self.m.C, self.m.n))
             lt = shared
+            grid_log_trans_T(self.m.C, self.m.n, trans, &lt[0])
             job.ltransT = &lt[0]
         out_np = np.zeros((self.n_chains, self.n_tokens), dtype=np.int32)
         score_np = np.zeros(self.n_sentences)

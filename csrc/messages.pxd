@@ -249,23 +249,35 @@ cdef inline Py_ssize_t grid_trans_doubles(int C, const int* n) noexcept nogil:
     return sq
 
 
+cdef inline void transpose(const double* src, int rows, int cols, double* dst) noexcept nogil:
+    """dst[j * rows + i] = src[i * cols + j]: a rows x cols table transposed."""
+    cdef int i, j
+    for i in range(rows):
+        for j in range(cols):
+            dst[j * rows + i] = src[i * cols + j]
+
+
+cdef inline void grid_log_trans_T(int C, const int* n, const double** trans, double* out) noexcept nogil:
+    """Chain by chain, at sum of n[d]^2 (d < c): the log transition matrix transposed (max-product's
+    backward steps over rows)."""
+    cdef int c
+    cdef Py_ssize_t o = 0
+    for c in range(C):
+        transpose(trans[c], n[c], n[c], out + o)
+        o += <Py_ssize_t> n[c] * n[c]
+
+
 cdef inline void grid_shared_trans(int C, const int* n, const double** trans, double* etrans, double* etransT,
                                    double* tshift) noexcept nogil:
     """Chain by chain, at sum of n[d]^2 (d < c): etrans = exp(trans - max), its shift (the max)
     into tshift[c], and etransT, the same transposed (backward steps as row sums, which
     vectorize)."""
-    cdef int c, i, j, nc
+    cdef int c, nc
     cdef Py_ssize_t o = 0
-    cdef const double* E
-    cdef double* ET
     for c in range(C):
         nc = n[c]
-        E = etrans + o
-        ET = etransT + o
         tshift[c] = exp_shifted_fast(trans[c], etrans + o, nc * nc)
-        for i in range(nc):
-            for j in range(nc):
-                ET[j * nc + i] = E[i * nc + j]
+        transpose(etrans + o, nc, nc, etransT + o)
         o += <Py_ssize_t> nc * nc
 
 
@@ -1047,30 +1059,19 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     # a replayed sweep converges only where a change of 0 can (tol >= 0)
     cdef bint replay = detect and tol >= 0.0
     cdef int combs = 1 if tree else C
-    cdef const double* tr
-    cdef double* tt
     for k in range(4):
         for c in range(C):
             memset(w.msg + k * w.N + w.vbase[c], 0, <Py_ssize_t> T * g.n[c] * sizeof(double))
     if g.ltransT != NULL:
         w.lT = g.ltransT
     else:
-        for c in range(C):
-            tr = g.trans[c]
-            tt = w.ltransT + w.toff[c]
-            for k in range(g.n[c]):
-                for i in range(g.n[c]):
-                    tt[i * g.n[c] + k] = tr[k * g.n[c] + i]
+        grid_log_trans_T(C, g.n, g.trans, w.ltransT)
         w.lT = w.ltransT
     for c in range(C - 1):
         na = g.n[c]
         nb = g.n[c + 1]
         for t in range(T):
-            tr = g.pair[c] + <Py_ssize_t> t * na * nb
-            tt = w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb
-            for k in range(na):
-                for i in range(nb):
-                    tt[i * na + k] = tr[k * nb + i]
+            transpose(g.pair[c] + <Py_ssize_t> t * na * nb, na, nb, w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb)
     w.max_tol = tol
     w.max_near = 0.5 * tol if tol >= 1e-12 else 0.0
     w.max_replay = replay
@@ -1117,8 +1118,8 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
 # Warm starts (sum-product TRP only). A TRP sweep runs comb 0 first: its teeth send every
 # cotemporal message (in a passing's first sweep; after it, the last comb of the sweep before
 # has sent them from the same messages) and its spine rewrites chain 0's forward and backward
-# messages, all before anything reads them. What a sweep reads before writing is only the forward and
-# backward messages of chains 1..C-1, so those (in probability, as float) are a sentence's
+# messages, all before anything reads them. What a sweep reads before writing is only the
+# forward and backward messages of chains 1..C-1, so those (in probability, as float) are a sentence's
 # whole state between two message passings on it: grid_warm_floats per token, chain c's
 # forward then backward messages [T, n[c]] for c = 1..C-1, one sentence after another.
 # Restored, the first sweep's comb 0 overwrites messages whose old values are not known: its
