@@ -252,9 +252,14 @@ cdef inline Py_ssize_t grid_trans_doubles(int C, const int* n) noexcept nogil:
 cdef inline void transpose(const double* src, int rows, int cols, double* dst) noexcept nogil:
     """dst[j * rows + i] = src[i * cols + j]: a rows x cols table transposed."""
     cdef int i, j
-    for i in range(rows):
-        for j in range(cols):
-            dst[j * rows + i] = src[i * cols + j]
+    cdef const double* col
+    cdef double* out
+    # a column at a time: contiguous stores in runs of rows (a pair table has 3 columns)
+    for j in range(cols):
+        col = src + j
+        out = dst + <Py_ssize_t> j * rows
+        for i in range(rows):
+            out[i] = col[<Py_ssize_t> i * cols]
 
 
 cdef inline void grid_log_trans_T(int C, const int* n, const double** trans, double* out) noexcept nogil:
@@ -880,20 +885,27 @@ cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept no
     cdef double* fwd = b.alpha
     cdef double* bwd = b.beta
     cdef double* acc = w.scratch
+    cdef double* row
+    cdef const double* nd_t
     w.max_watch = w.max_replay and c > 0
+    # the rows through local pointers: loops that vectorize (b.s read in the loop, or an int
+    # index, kept them scalar)
     for t in range(T):
         up = grid_msg(w, SLOT_ABOVE, c, t)
         dn = grid_msg(w, SLOT_BELOW, c, t)
+        row = b.s + <Py_ssize_t> t * n
+        nd_t = nd + <Py_ssize_t> t * n
         for i in range(n):
-            b.s[t * n + i] = nd[t * n + i] + up[i] + dn[i]
+            row[i] = nd_t[i] + up[i] + dn[i]
     for i in range(n):
         fwd[i] = b.s[i]
         bwd[(T - 1) * n + i] = 0.0
     for t in range(1, T):
         st = b.s + t * n
         maxplus(fwd + (t - 1) * n, NULL, g.trans[c], n, n, acc)
+        row = fwd + <Py_ssize_t> t * n
         for i in range(n):
-            fwd[t * n + i] = acc[i] + st[i]
+            row[i] = acc[i] + st[i]
         ch = set_max_message(w, grid_msg(w, SLOT_FWD, c, t), acc, n)
         change = ch if ch > change else change
     for t in range(T - 1, 0, -1):
@@ -1022,6 +1034,7 @@ cdef inline unsigned long long grid_max_hash(const Grid* g, GridWork* w) noexcep
     """A hash of the sentence's forward messages (FNV-1a over their bits, four streams): equal
     messages hash alike, so an equal hash proposes a repeat that grid_max_state then checks."""
     cdef unsigned long long h[4]
+    cdef unsigned long long h0, h1, h2, h3
     cdef const unsigned long long* x
     cdef Py_ssize_t j, m
     cdef int c
@@ -1029,9 +1042,26 @@ cdef inline unsigned long long grid_max_hash(const Grid* g, GridWork* w) noexcep
     for c in range(g.C):
         x = <const unsigned long long*> (w.msg + SLOT_FWD * w.N + w.vbase[c])
         m = <Py_ssize_t> g.T * g.n[c]
-        # four interleaved streams, which do not wait on each other's multiplies
-        for j in range(m):
+        # four interleaved streams, which do not wait on each other's multiplies (in registers:
+        # h[j & 3] in a loop kept them in memory, each multiply waiting on a store)
+        h0 = h[0]
+        h1 = h[1]
+        h2 = h[2]
+        h3 = h[3]
+        j = 0
+        while j + 4 <= m:
+            h0 = (h0 ^ x[j]) * 1099511628211ULL
+            h1 = (h1 ^ x[j + 1]) * 1099511628211ULL
+            h2 = (h2 ^ x[j + 2]) * 1099511628211ULL
+            h3 = (h3 ^ x[j + 3]) * 1099511628211ULL
+            j += 4
+        h[0] = h0
+        h[1] = h1
+        h[2] = h2
+        h[3] = h3
+        while j < m:
             h[j & 3] = (h[j & 3] ^ x[j]) * 1099511628211ULL
+            j += 1
     return ((h[0] * 31 + h[1]) * 31 + h[2]) * 31 + h[3]
 
 

@@ -106,12 +106,15 @@ cdef inline int attr_id(const Features* d, Py_ssize_t k) noexcept nogil:
 cdef inline void prefetch_features(const Features* d, const double* v, int k, int k_end,
                                    bint write, bint packed) noexcept nogil:
     """Ask for what attribute occurrence k + AHEAD_FEATURES reads (its labels and v, the
-    weights or, to write, the gradient) and for the feature range of k + AHEAD_RANGE, whose
-    entry is then in cache when its turn to be prefetched comes; within one sentence's
+    weights or, to write, the gradient) and for the feature range and dense flag of
+    k + AHEAD_RANGE, whose entries are then in cache when their turn comes; within one sentence's
     occurrences (k_end). Prefetching changes no result."""
     cdef int f, f1, a
     if k + AHEAD_RANGE < k_end:
-        prefetch_read(&d.feat_ptr[attr_at(d, k + AHEAD_RANGE, packed)])
+        a = attr_at(d, k + AHEAD_RANGE, packed)
+        prefetch_read(&d.feat_ptr[a])
+        if d.dense != NULL:
+            prefetch_read(&d.dense[a])
     if k + AHEAD_FEATURES < k_end:
         a = attr_at(d, k + AHEAD_FEATURES, packed)
         f = d.feat_ptr[a]
