@@ -71,12 +71,15 @@ __attribute__((target("avx512f"))) static double crftk_max_of_avx512(const doubl
     return m;
 }
 
-/* K vectors of 8 columns from column j, the last one's lanes past n masked off (loaded as
-   -inf, never stored) */
-#define CRFTK_MP_LOAD(k) (k < K ? _mm512_mask_loadu_pd(ninf, mask[k], r + 8 * (k)) : ninf)
+/* K vectors of 8 columns from column j; the last one (k == K - 1) loads only the lanes before
+   n, and the others are zero, whose sums land in lanes that are never stored. The full vectors
+   load without a mask, and no mask waits in a register across the rows (six masks did not fit
+   with the accumulators: each row reloaded them). */
+#define CRFTK_MP_LOAD(k) (k < K - 1 ? _mm512_loadu_pd(r + 8 * (k)) : _mm512_maskz_loadu_pd(last, r + 8 * (k)))
 #define CRFTK_MP_BLOCK(K_, EXPR)                                                  \
     {                                                                             \
         enum { K = K_ };                                                          \
+        const __mmask8 last = mask[K - 1];                                        \
         __m512d a0 = ninf, a1 = ninf, a2 = ninf, a3 = ninf, a4 = ninf, a5 = ninf; \
         for (i = 0; i < m; i++) {                                                 \
             const double* r = M + (ptrdiff_t) i * n + j;                          \
@@ -97,11 +100,41 @@ __attribute__((target("avx512f"))) static double crftk_max_of_avx512(const doubl
         if (K > 4) _mm512_mask_storeu_pd(y + j + 32, mask[4], a4);                \
         if (K > 5) _mm512_mask_storeu_pd(y + j + 40, mask[5], a5);                \
     }
+/* One vector of columns (n - j <= 8: a message into a chain of up to 8 labels): a single
+   accumulator would wait on each row's max, so rows go to four in turn. A maximum is the same
+   in any order, and a nonzero maximum has one bit pattern; a zero one may be +0 or -0, whichever
+   row comes first, so a block with a zero maximum is done again by the plain loop. */
+#define CRFTK_MP_ROW1(ii, acc, EXPR)                                              \
+    {                                                                             \
+        const __m512d xa = _mm512_set1_pd(x1[ii]);                                \
+        const __m512d xb = _mm512_set1_pd(x2 != NULL ? x2[ii] : 0.0);             \
+        acc = _mm512_max_pd(EXPR(_mm512_maskz_loadu_pd(last, M + (ptrdiff_t) (ii) * n + j)), acc); \
+        (void) xb;                                                                \
+    }
+#define CRFTK_MP_NARROW(EXPR)                                                     \
+    {                                                                             \
+        const __mmask8 last = mask[0];                                            \
+        __m512d a0 = ninf, a1 = ninf, a2 = ninf, a3 = ninf;                       \
+        for (i = 0; i + 4 <= m; i += 4) {                                         \
+            CRFTK_MP_ROW1(i, a0, EXPR)                                            \
+            CRFTK_MP_ROW1(i + 1, a1, EXPR)                                        \
+            CRFTK_MP_ROW1(i + 2, a2, EXPR)                                        \
+            CRFTK_MP_ROW1(i + 3, a3, EXPR)                                        \
+        }                                                                         \
+        for (; i < m; i++)                                                        \
+            CRFTK_MP_ROW1(i, a0, EXPR)                                            \
+        a0 = _mm512_max_pd(_mm512_max_pd(a3, a2), _mm512_max_pd(a1, a0));        \
+        if (_mm512_mask_cmp_pd_mask(last, a0, _mm512_setzero_pd(), _CMP_EQ_OQ)) { \
+            crftk_maxplus_plain(x1, x2, M, m, n, y);                              \
+            return;                                                               \
+        }                                                                         \
+        _mm512_mask_storeu_pd(y + j, last, a0);                                   \
+    }
 #define CRFTK_MP_FORWARD(v) _mm512_add_pd(xa, v)
 #define CRFTK_MP_BACKWARD(v) _mm512_add_pd(_mm512_add_pd(v, xa), xb)
 #define CRFTK_MP_BLOCKS(EXPR)                                                     \
     switch (k) {                                                                  \
-    case 1: CRFTK_MP_BLOCK(1, EXPR) break;                                        \
+    case 1: CRFTK_MP_NARROW(EXPR) break;                                          \
     case 2: CRFTK_MP_BLOCK(2, EXPR) break;                                        \
     case 3: CRFTK_MP_BLOCK(3, EXPR) break;                                        \
     case 4: CRFTK_MP_BLOCK(4, EXPR) break;                                        \

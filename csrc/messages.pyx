@@ -16,6 +16,7 @@ its random schedule from ``seed + s``, so results do not depend on the thread co
 import numpy as np
 from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
 from vecmath cimport exp_array, log_array
+from maxplus cimport maxplus
 
 from messages cimport (Grid, GridOut, GridWork, grid_work_init, grid_work_release, grid_joint_labels,
                        grid_edge_count, grid_exact, grid_exact_viterbi, grid_bp, grid_bp_max,
@@ -216,6 +217,25 @@ def vector_exp(x):
 def vector_log(x):
     """log of a float64 array through the kernels' vector log (vecmath.h's; for tests)."""
     return _elementwise(x, log_array)
+
+
+def max_plus(x1, M, x2=None):
+    """y[j] = max over i of x1[i] + M[i, j], or of (M[i, j] + x1[i]) + x2[i] with x2, through the
+    kernels' max-plus product (maxplus.h's, AVX-512 where the CPU has it; for tests)."""
+    a = np.ascontiguousarray(x1, dtype=np.float64)
+    t = np.ascontiguousarray(M, dtype=np.float64)
+    b = None if x2 is None else np.ascontiguousarray(x2, dtype=np.float64)
+    if a.ndim != 1 or t.ndim != 2 or t.shape[0] != a.shape[0] or (b is not None and b.shape != a.shape):
+        raise ValueError("max_plus: x1 [m], M [m, n] and x2 [m]")
+    y = np.empty(t.shape[1])
+    if t.shape[1] == 0:
+        return y
+    cdef const double[::1] xa = a if a.size else np.zeros(1)
+    cdef const double[::1] xb = (b if b.size else np.zeros(1)) if b is not None else np.zeros(1)
+    cdef const double[:, ::1] tm = t if t.size else np.zeros((1, t.shape[1]))
+    cdef double[::1] out = y
+    maxplus(&xa[0], &xb[0] if b is not None else NULL, &tm[0, 0], <int> t.shape[0], <int> t.shape[1], &out[0])
+    return y
 
 
 def check_exact_size(sizes, max_len, limit=2**26):

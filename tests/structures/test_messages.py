@@ -394,3 +394,53 @@ def test_vector_log_is_within_3_ulps_and_hands_other_values_to_the_c_library():
     with np.errstate(divide="ignore"):
         got = _messages.vector_log(mixed)
     np.testing.assert_array_equal(np.delete(got, np.s_[::4]), np.delete(y[:1000], np.s_[::4]))
+
+
+def plain_max_plus(x1, M, x2=None):
+    """maxplus.h's plain loop in Python floats: rows in order, each column keeping the first
+    larger value (so a zero maximum keeps the sign of the first row that reaches it)."""
+    m, n = M.shape
+    y = [-np.inf] * n
+    for i in range(m):
+        for j in range(n):
+            v = float(x1[i]) + float(M[i, j]) if x2 is None else (float(M[i, j]) + float(x1[i])) + float(x2[i])
+            y[j] = v if v > y[j] else y[j]
+    return np.array(y)
+
+
+def same_bits(a, b):
+    return np.array_equal(np.asarray(a).view(np.int64), np.asarray(b).view(np.int64))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_max_plus_equals_the_plain_loop_bit_for_bit(backward):
+    # every shape the kernel splits differently: 0-60 rows, 1-100 columns (one vector or fewer,
+    # blocks of 48, a ragged last vector), with -inf rows and columns and ties
+    rng = np.random.default_rng(7 + backward)
+    for case in range(400):
+        m, n = int(rng.integers(0, 61)), int(rng.integers(1, 101))
+        M = np.round(rng.normal(size=(m, n)), int(rng.integers(1, 4)))
+        x1 = np.round(rng.normal(size=m), 1)
+        x2 = np.round(rng.normal(size=m), 1) if backward else None
+        if m and case % 5 == 0:
+            M[rng.integers(0, m)] = -np.inf
+            M[:, rng.integers(0, n)] = -np.inf
+        got = _messages.max_plus(x1, M, x2)
+        assert same_bits(got, plain_max_plus(x1, M, x2)), (case, m, n)
+
+
+@pytest.mark.parametrize("n", [1, 3, 8, 50])
+def test_max_plus_zero_maximum_keeps_the_first_rows_sign(n):
+    # a column whose maximum is 0 reached as -0 by row 1 and as +0 by row 4: the plain loop keeps
+    # -0, the first; a kernel whose rows go to several accumulators in turn finds row 4's +0 in
+    # the first of them, so it must fall back to the plain order for such a block
+    m = 6
+    M = np.full((m, n), -3.0)
+    x1 = np.array([-1.0, -0.0, -5.0, -5.0, 0.0, -7.0])
+    M[1, :] = -0.0
+    M[4, :] = 0.0
+    for x2 in (None, np.array([0.0, -0.0, 0.0, 0.0, 0.0, 0.0])):
+        got = _messages.max_plus(x1, M, x2)
+        want = plain_max_plus(x1, M, x2)
+        assert (want == 0).all() and np.signbit(want).all()
+        assert same_bits(got, want), (n, got, want)
