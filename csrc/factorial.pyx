@@ -453,8 +453,9 @@ cdef double bp_max_sentence(const Model* m, const double* w, Py_ssize_t s, Py_ss
     cdef const double* pair[MAX_CHAINS]
     grid_tables(m, w, t0, T, b, NULL, NULL, False)
     make_grid(m, w, T, b, &grid, node, trans, pair, j)
+    # the seed draws a random schedule's edge order; TRP's is fixed
     score = grid_bp_max(&grid, &b.gw, GRID_TRP if m.method == TRP else GRID_RANDOM, m.tol, m.max_sweeps,
-                        sentence_seed(&m.chain[0], t0, T), b.lab, &sweeps, &conv)
+                        sentence_seed(&m.chain[0], t0, T) if m.method != TRP else 0, b.lab, &sweeps, &conv)
     b.sweeps += sweeps
     b.converged += conv
     return score

@@ -117,6 +117,10 @@ cdef struct GridWork:
     # grid_comb: whether this message passing has run the last comb (whose teeth send every
     # cotemporal message up), so that comb 0 need not send its teeth in
     bint teeth_sent
+    # grid_max_spine: each chain's last spine pass in this message passing (spine_kept[c]): its
+    # rows, forward and backward scores, three N-double slots laid out as the messages
+    double* spine
+    bint spine_kept[8]
 
 
 cdef inline Py_ssize_t grid_joint_labels(int C, const int* n) noexcept nogil:
@@ -141,7 +145,7 @@ cdef inline Py_ssize_t grid_edge_count(int C, int T) noexcept nogil:
 
 cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int want) noexcept nogil:
     """Doubles a workspace holds (grid_work_init), for callers that budget memory: exact
-    inference ~ max_T * prod n * 4, BP ~ max_T * (9 * sum n + sum n[c] n[c+1] + 4 * max n)."""
+    inference ~ max_T * prod n * 4, BP ~ max_T * (12 * sum n + sum n[c] n[c+1] + 4 * max n)."""
     cdef Py_ssize_t S = grid_joint_labels(C, n), sn = 0, sp = 0, sq = 0, tot = 0
     cdef int c, mx = 1
     if S < 0:
@@ -158,7 +162,7 @@ cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int wan
         tot += <Py_ssize_t> max_T * mx * 4 + <Py_ssize_t> max_T * 2 + 2 * mx
     tot += 2 * sq + <Py_ssize_t> mx * mx
     if want & GRID_WANT_BP:
-        tot += <Py_ssize_t> 9 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 9 * mx
+        tot += <Py_ssize_t> 12 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 9 * mx
         tot += <Py_ssize_t> 2 * max_T * mx + sq
     return tot
 
@@ -180,6 +184,7 @@ cdef inline void grid_work_release(GridWork* w) noexcept nogil:
     free(w.perm)
     free(w.visits)
     free(w.ltransT)
+    free(w.spine)
     memset(w, 0, sizeof(GridWork))
 
 
@@ -231,9 +236,10 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
         w.vrows = <double*> malloc(<Py_ssize_t> max_T * w.max_n * sizeof(double))
         w.perm = <int*> malloc((E + 1) * sizeof(int))
         w.ltransT = <double*> malloc(sq * sizeof(double))
+        w.spine = <double*> malloc(3 * w.N * sizeof(double))
         failed = failed or w.msg == NULL or w.epair == NULL or w.pshift == NULL or w.scratch == NULL \
             or w.ucols == NULL or w.vrows == NULL \
-            or w.perm == NULL or w.enode == NULL or w.ltransT == NULL
+            or w.perm == NULL or w.enode == NULL or w.ltransT == NULL or w.spine == NULL
     if failed:
         grid_work_release(w)
         return -1
@@ -874,44 +880,60 @@ cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int w
 cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept nogil:
     """grid_spine for max-product: chain_max_scores's passes, whose forward step's max before
     the token's own scores is the forward message and whose backward scores are the backward
-    messages (up to shifts)."""
-    cdef ChainBuffers* b = &w.cb
-    cdef int T = g.T, n = g.n[c], t, i
+    messages (up to shifts).
+
+    Each chain keeps its last pass of the message passing (w.spine): its rows (node potential
+    plus the messages from the other chains) and its forward and backward scores. The forward
+    scores at t are a function of rows 0..t only, the backward ones at t - 1 of rows t..T-1
+    only: where those rows are the last pass's bit for bit, so are the scores and the messages
+    they set (a change of 0), and they are kept instead of computed again."""
+    cdef int T = g.T, n = g.n[c], t, i, first, end
     cdef double change = 0.0, ch
     cdef const double* nd = g.node[c]
     cdef const double* up
     cdef const double* dn
-    cdef const double* st
-    cdef double* fwd = b.alpha
-    cdef double* bwd = b.beta
+    cdef double* s = w.spine + w.vbase[c]
+    cdef double* fwd = w.spine + w.N + w.vbase[c]
+    cdef double* bwd = w.spine + 2 * w.N + w.vbase[c]
     cdef double* acc = w.scratch
     cdef double* row
     cdef const double* nd_t
+    cdef bint kept = w.spine_kept[c]
     w.max_watch = w.max_replay and c > 0
-    # the rows through local pointers: loops that vectorize (b.s read in the loop, or an int
-    # index, kept them scalar)
+    # rows [first, end) hold every row that differs from the last pass's (all of them when
+    # there is none); the row loops run through local pointers, which vectorize
+    first = T if kept else 0
+    end = 0 if kept else T
     for t in range(T):
         up = grid_msg(w, SLOT_ABOVE, c, t)
         dn = grid_msg(w, SLOT_BELOW, c, t)
-        row = b.s + <Py_ssize_t> t * n
+        row = s + <Py_ssize_t> t * n
         nd_t = nd + <Py_ssize_t> t * n
         for i in range(n):
-            row[i] = nd_t[i] + up[i] + dn[i]
-    for i in range(n):
-        fwd[i] = b.s[i]
-        bwd[(T - 1) * n + i] = 0.0
-    for t in range(1, T):
-        st = b.s + t * n
+            acc[i] = nd_t[i] + up[i] + dn[i]
+        if not kept or memcmp(acc, row, n * sizeof(double)) != 0:
+            memcpy(row, acc, n * sizeof(double))
+            first = t if t < first else first
+            end = t + 1
+    if first == 0:
+        for i in range(n):
+            fwd[i] = s[i]
+    if not kept:
+        for i in range(n):
+            bwd[(T - 1) * n + i] = 0.0
+    for t in range(first if first > 1 else 1, T):
         maxplus(fwd + (t - 1) * n, NULL, g.trans[c], n, n, acc)
         row = fwd + <Py_ssize_t> t * n
+        nd_t = s + <Py_ssize_t> t * n
         for i in range(n):
-            row[i] = acc[i] + st[i]
+            row[i] = acc[i] + nd_t[i]
         ch = set_max_message(w, grid_msg(w, SLOT_FWD, c, t), acc, n)
         change = ch if ch > change else change
-    for t in range(T - 1, 0, -1):
-        maxplus(b.s + t * n, bwd + t * n, w.lT + w.toff[c], n, n, bwd + (t - 1) * n)
+    for t in range(end - 1 if end < T else T - 1, 0, -1):
+        maxplus(s + t * n, bwd + t * n, w.lT + w.toff[c], n, n, bwd + (t - 1) * n)
         ch = set_max_message(w, grid_msg(w, SLOT_BWD, c, t - 1), bwd + (t - 1) * n, n)
         change = ch if ch > change else change
+    w.spine_kept[c] = True
     w.max_watch = False
     count_spine(w, c, T)
     return change
@@ -1106,6 +1128,8 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     w.max_near = 0.5 * tol if tol >= 1e-12 else 0.0
     w.max_replay = replay
     w.teeth_sent = False
+    for c in range(C):
+        w.spine_kept[c] = False
     converged[0] = 0
     while sweeps < max_sweeps:
         # grid_bp_run's test, change <= tol from a change of 0 (never when tol < 0 or NaN)

@@ -138,3 +138,22 @@ def test_a_sweep_that_leaves_its_inputs_is_replayed_without_running():
             np.testing.assert_array_equal(np.array(labels), np.array(r[0]))
             assert (score, sweeps, conv) == (r[1], r[2], r[3])
             assert conv == (max_sweeps > k)
+
+
+@pytest.mark.parametrize("sizes", [(4, 3), (5, 2, 3)])
+def test_spine_passes_keep_what_their_unchanged_rows_give(sizes):
+    # longer grids, where a sweep changes the messages into a spine at some tokens only: the
+    # spine keeps its forward scores before the first changed row and its backward scores
+    # after the last one. Bit for bit the reference's labels, score, sweeps and convergence at
+    # every max_sweeps up to where it converges
+    for seed in range(40):
+        rng = np.random.default_rng(1000 + seed)
+        T = int(rng.integers(6, 13))
+        node, trans, pair = random_grid(1000 + seed, sizes, T, scale=float(rng.choice([0.5, 1.0, 2.0])))
+        for max_sweeps in range(1, 9):
+            got = grid.bp_max(node, trans, pair, tol=1e-3, max_sweeps=max_sweeps)
+            want = reference_bp_max(node, trans, pair, 0, 1e-3, max_sweeps)
+            np.testing.assert_array_equal(np.array(got[0]), np.array(want[0]), err_msg=f"seed {seed}")
+            assert tuple(got[1:]) == tuple(want[1:]), (seed, max_sweeps)
+            if got[3]:
+                break
