@@ -28,7 +28,7 @@ from libc.string cimport memcpy, memset
 
 from chain cimport ChainBuffers, chain_buffers_init, chain_buffers_release, exp_shifted
 from sentences cimport Workspaces, workspaces_new, workspaces_free, run_sentences
-from potentials cimport (Features, state_scores, has_edge_attributes, edge_scores, labeling_score,
+from potentials cimport (Features, state_scores, state_scores_cached, has_edge_attributes, edge_scores, labeling_score,
                          scatter_edge, scatter_nodes, gather_tokens, scatter_token, dense_attributes)
 from product cimport (Shape, shape_init, product_forward_backward, product_node_marginals,
                       product_edge_marginals, product_viterbi)
@@ -195,7 +195,12 @@ cdef void grid_tables(const Model* m, const double* w, Py_ssize_t t0, int T, Wor
     for c in range(C):
         d = &m.chain[c]
         nn = m.n[c] * m.n[c]
-        state_scores(d, w + m.chain_off[c], t0, T, b.node[c])
+        # a chain of a few labels has feature tables that stay in cache: prefetching them only
+        # costs (as for the pair tables; measured 3% of a TRP decoding with a 3-label chain)
+        if m.n[c] > 8:
+            state_scores(d, w + m.chain_off[c], t0, T, b.node[c])
+        else:
+            state_scores_cached(d, w + m.chain_off[c], t0, T, b.node[c])
         if c + 1 < C:
             pair_scores(&m.pair[c], w + m.pair_off[c], t0, T, b.pair[c])
         for t in range(1, T):

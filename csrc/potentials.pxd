@@ -257,9 +257,22 @@ cdef inline void gather_binary(const Features* d, const double* w, Py_ssize_t t0
 cdef inline void state_scores(const Features* d, const double* w, Py_ssize_t t0, int T,
                               double* s) noexcept nogil:
     """s[t*L+y]: log potential of label y at token t0+t, with start/end weights."""
+    gather_tokens(d, w, t0, T, s, True)
+    add_start_end(d, w, T, s)
+
+
+cdef inline void state_scores_cached(const Features* d, const double* w, Py_ssize_t t0, int T,
+                                     double* s) noexcept nogil:
+    """state_scores without prefetching, where the feature tables are small enough to stay in
+    cache (a chain of a few labels)."""
+    gather_tokens(d, w, t0, T, s, False)
+    add_start_end(d, w, T, s)
+
+
+cdef inline void add_start_end(const Features* d, const double* w, int T, double* s) noexcept nogil:
+    """s += the start weights at the first token and the end weights at the last."""
     cdef int L = d.L
     cdef int y
-    gather_tokens(d, w, t0, T, s, True)
     for y in range(L):
         s[y] += w[d.off_start + y]
         s[(T - 1) * L + y] += w[d.off_end + y]
