@@ -23,6 +23,10 @@ here once, with ``--iterations`` L-BFGS iterations (small counts are fine for sp
 max-product TRP on an undertrained factorial model needs more sweeps), by the ``--baseline``
 checkout when one is given, so that both checkouts read it, and kept in ``--out``.
 
+Before timing, each checkout's modules are compiled to bytecode (``--bytecode compiled``, as an
+installed package has them; ``source`` removes it, so that every start compiles them, as on a
+machine with PYTHONDONTWRITEBYTECODE set and an editable install).
+
 Each command runs ``--repeats`` times, interleaved with the same command on the ``--baseline``
 checkout (built in place) when one is given: medians, peak RSS (GNU time), CPU seconds, the
 1-minute load. A case whose one-copy probe projects a run longer than ``--max-run-seconds``
@@ -179,6 +183,19 @@ class Outputs:
             self.identical = self.identical and repeats(path, self.ref, copies)
 
 
+def bytecode(package, how):
+    """Each checkout's Python modules compiled to bytecode before timing ("compiled", as an
+    installed package has them, and as Python writes them on a first run unless
+    PYTHONDONTWRITEBYTECODE is set), or their bytecode removed ("source": every start compiles
+    them, ~0.35 s here)."""
+    if how == "compiled":
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True,
+                       stdout=subprocess.DEVNULL)
+    else:
+        for cache in package.rglob("__pycache__"):
+            shutil.rmtree(cache)
+
+
 def run(args):
     out = Path(args.out)
     cases = [c for c in CASES if args.cases is None or c[0] in args.cases]
@@ -197,8 +214,11 @@ def run(args):
     repos = {"after": str(REPO)}
     if args.baseline:
         repos = {"before": args.baseline, "after": str(REPO)}
+    for repo in repos.values():
+        bytecode(Path(repo) / "crftk", args.bytecode)
     res = {"config": {"copies": args.copies, "dev_tokens": n_dev, "tokens": n_dev * args.copies,
                       "repeats": args.repeats, "iterations": args.iterations, "baseline": args.baseline,
+                      "bytecode": args.bytecode,
                       "max_run_seconds": args.max_run_seconds, "cpus": os.cpu_count(),
                       "models": {m: str(paths[m]) for m in sorted({c[1] for c in cases})},
                       "commits": {w: git_head(r) for w, r in repos.items()},
@@ -295,6 +315,8 @@ def table(res):
              f"`crftk tag` whole process on CoNLL-2000 dev.txt (NP chunks) x {cfg['copies']} = {n:,} tokens "
              f"(a case whose run would exceed {cfg['max_run_seconds']:.0f} s: fewer copies, tokens given); "
              f"median of {cfg['repeats']} runs"
+             + {"compiled": ", modules compiled to bytecode beforehand (as installed)",
+                "source": ", no bytecode (every start compiles the modules)"}.get(cfg.get("bytecode"), "")
              + (f", interleaved with the baseline checkout {cfg['baseline']} ({commits.get('before')})" if both else "")
              + f"; after: {commits.get('after')}. Models: "
              + ", ".join(f"{k} = {v}" for k, v in cfg["models"].items())
@@ -369,6 +391,9 @@ def main(argv=None):
     p.add_argument("--cases", type=lambda x: [c.strip() for c in x.split(";") if c.strip()], default=None,
                    help="the cases to run, by name, separated by ';' (default: all): " + "; ".join(CASE_NAMES))
     p.add_argument("--summarize", metavar="JSON", help="print the table of a results file")
+    p.add_argument("--bytecode", choices=("compiled", "source"), default="compiled",
+                   help="compile both checkouts' modules to bytecode before timing (default, as an installed "
+                        "package has them), or remove it so that every start compiles them")
     args = p.parse_args(argv)
     if args.summarize:
         print(table(json.loads(Path(args.summarize).read_text())))
