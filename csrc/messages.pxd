@@ -121,6 +121,11 @@ cdef struct GridWork:
     # rows, forward and backward scores, three N-double slots laid out as the messages
     double* spine
     bint spine_kept[8]
+    # grid_max_send (same_cavity): each variable's cavity at its last cotemporal send down and
+    # up (two N-double slots laid out as the messages), and whether it has one this passing
+    # (2 x C x max_T flags)
+    double* sent_cav
+    unsigned char* sent_kept
 
 
 cdef inline Py_ssize_t grid_joint_labels(int C, const int* n) noexcept nogil:
@@ -145,7 +150,7 @@ cdef inline Py_ssize_t grid_edge_count(int C, int T) noexcept nogil:
 
 cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int want) noexcept nogil:
     """Doubles a workspace holds (grid_work_init), for callers that budget memory: exact
-    inference ~ max_T * prod n * 4, BP ~ max_T * (12 * sum n + sum n[c] n[c+1] + 4 * max n)."""
+    inference ~ max_T * prod n * 4, BP ~ max_T * (14 * sum n + sum n[c] n[c+1] + 4 * max n)."""
     cdef Py_ssize_t S = grid_joint_labels(C, n), sn = 0, sp = 0, sq = 0, tot = 0
     cdef int c, mx = 1
     if S < 0:
@@ -162,7 +167,7 @@ cdef inline Py_ssize_t grid_work_doubles(int max_T, int C, const int* n, int wan
         tot += <Py_ssize_t> max_T * mx * 4 + <Py_ssize_t> max_T * 2 + 2 * mx
     tot += 2 * sq + <Py_ssize_t> mx * mx
     if want & GRID_WANT_BP:
-        tot += <Py_ssize_t> 12 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 9 * mx
+        tot += <Py_ssize_t> 14 * max_T * sn + <Py_ssize_t> max_T * sp + <Py_ssize_t> max_T * C + 9 * mx
         tot += <Py_ssize_t> 2 * max_T * mx + sq
     return tot
 
@@ -185,6 +190,8 @@ cdef inline void grid_work_release(GridWork* w) noexcept nogil:
     free(w.visits)
     free(w.ltransT)
     free(w.spine)
+    free(w.sent_cav)
+    free(w.sent_kept)
     memset(w, 0, sizeof(GridWork))
 
 
@@ -237,9 +244,11 @@ cdef inline int grid_work_init(GridWork* w, int max_T, int C, const int* n, int 
         w.perm = <int*> malloc((E + 1) * sizeof(int))
         w.ltransT = <double*> malloc(sq * sizeof(double))
         w.spine = <double*> malloc(3 * w.N * sizeof(double))
+        w.sent_cav = <double*> malloc(2 * w.N * sizeof(double))
+        w.sent_kept = <unsigned char*> malloc(<Py_ssize_t> 2 * C * max_T)
         failed = failed or w.msg == NULL or w.epair == NULL or w.pshift == NULL or w.scratch == NULL \
-            or w.ucols == NULL or w.vrows == NULL \
-            or w.perm == NULL or w.enode == NULL or w.ltransT == NULL or w.spine == NULL
+            or w.ucols == NULL or w.vrows == NULL or w.perm == NULL or w.enode == NULL \
+            or w.ltransT == NULL or w.spine == NULL or w.sent_cav == NULL or w.sent_kept == NULL
     if failed:
         grid_work_release(w)
         return -1
@@ -842,6 +851,20 @@ cdef inline double set_max_message(GridWork* w, double* msg, const double* v, in
     return ch
 
 
+cdef inline bint same_cavity(GridWork* w, int way, int c, int t, const double* cav, int n) noexcept nogil:
+    """Whether variable (c, t)'s last cotemporal send this way (0 down, 1 up) in this message
+    passing was from this cavity, bit for bit: its message would then be set to the bits it
+    holds (the pair table is the passing's), a change of 0. Else keeps the cavity."""
+    cdef Py_ssize_t v = w.vbase[c] + <Py_ssize_t> t * w.n[c]
+    cdef double* kept = w.sent_cav + way * w.N + v
+    cdef unsigned char* flag = w.sent_kept + (way * w.C + c) * w.max_T + t
+    if flag[0] and memcmp(cav, kept, n * sizeof(double)) == 0:
+        return True
+    memcpy(kept, cav, n * sizeof(double))
+    flag[0] = 1
+    return False
+
+
 cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int way) noexcept nogil:
     """grid_send for max-product: the message from the sender's cavity maximized over the factor."""
     cdef int T = g.T, C = g.C, c, t, n, na, nb
@@ -868,9 +891,13 @@ cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int w
     logM = g.pair[c] + <Py_ssize_t> t * na * nb
     if way == 0:
         grid_cavity(g, w, c, t, SKIP_BELOW, cav)
+        if same_cavity(w, 0, c, t, cav, na):
+            return 0.0
         maxplus(cav, NULL, logM, na, nb, out)
         return set_max_message(w, grid_msg(w, SLOT_ABOVE, c + 1, t), out, nb)
     grid_cavity(g, w, c + 1, t, SKIP_ABOVE, cav)
+    if same_cavity(w, 1, c + 1, t, cav, nb):
+        return 0.0
     # out[i] = max over j of cav[j] + logM[i, j], as a vector-matrix product on the table
     # transposed (grid_max_run's): each output's maximum of the same sums, in the same order
     maxplus(cav, NULL, w.epair + w.pbase[c] + <Py_ssize_t> t * na * nb, nb, na, out)
@@ -1130,6 +1157,7 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     w.teeth_sent = False
     for c in range(C):
         w.spine_kept[c] = False
+    memset(w.sent_kept, 0, <Py_ssize_t> 2 * C * w.max_T)
     converged[0] = 0
     while sweeps < max_sweeps:
         # grid_bp_run's test, change <= tol from a change of 0 (never when tol < 0 or NaN)
