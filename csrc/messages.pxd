@@ -71,7 +71,7 @@ cdef struct GridWork:
     int n[8]
     int max_n
     Py_ssize_t S             # joint labels (prod n), 0 unless GRID_WANT_EXACT
-    ChainBuffers cb          # exact: max_T x S x C factors; BP only: the spine, max_T x max_n x 1
+    ChainBuffers cb          # exact: max_T x S x C factors; BP only: sum-product's spine, max_T x max_n x 1
     double* etrans           # exp(trans[c] - tshift[c]) at toff[c]
     double* etransT          # the same, transposed (backward steps as row sums, which vectorize)
     Py_ssize_t toff[8]
@@ -1129,7 +1129,11 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     every other message is sent before it is read. So when a sweep leaves those messages as
     they were, bit for bit, the next sweep would replay it: every message it sends is the one
     already there, a change of 0, and it converges. That sweep is counted, not run: the same
-    messages, sweeps and convergence flag."""
+    messages, sweeps and convergence flag.
+
+    Within the passing, the spines (w.spine) and the cotemporal sends (w.sent_cav) skip work whose
+    inputs are the bits of their last run, which gives the bits already held; both are reset here,
+    so nothing carries over from another sentence."""
     cdef int C = g.C, T = g.T, c, k, i, t, na, nb, sweeps = 0, check_at = 0, period = 0, extra
     cdef unsigned long long rng = seed, h
     cdef unsigned long long ring[MAX_RING]
@@ -1157,7 +1161,7 @@ cdef inline int grid_max_run(const Grid* g, GridWork* w, int schedule, double to
     w.teeth_sent = False
     for c in range(C):
         w.spine_kept[c] = False
-    memset(w.sent_kept, 0, <Py_ssize_t> 2 * C * w.max_T)
+    memset(w.sent_kept, 0, <Py_ssize_t> 2 * w.C * w.max_T)
     converged[0] = 0
     while sweeps < max_sweeps:
         # grid_bp_run's test, change <= tol from a change of 0 (never when tol < 0 or NaN)
