@@ -851,18 +851,24 @@ cdef inline double set_max_message(GridWork* w, double* msg, const double* v, in
     return ch
 
 
+cdef inline bint kept_as(bint had, const double* x, double* kept, int n) noexcept nogil:
+    """Whether x is, bit for bit, what kept holds (when it holds something: had); else x is
+    copied there. The test of the max-product caches: work whose inputs are the bits of its
+    last run gives the bits that run gave."""
+    if had and memcmp(x, kept, n * sizeof(double)) == 0:
+        return True
+    memcpy(kept, x, n * sizeof(double))
+    return False
+
+
 cdef inline bint same_cavity(GridWork* w, int way, int c, int t, const double* cav, int n) noexcept nogil:
     """Whether variable (c, t)'s last cotemporal send this way (0 down, 1 up) in this message
     passing was from this cavity, bit for bit: its message would then be set to the bits it
     holds (the pair table is the passing's), a change of 0. Else keeps the cavity."""
-    cdef Py_ssize_t v = w.vbase[c] + <Py_ssize_t> t * w.n[c]
-    cdef double* kept = w.sent_cav + way * w.N + v
     cdef unsigned char* flag = w.sent_kept + (way * w.C + c) * w.max_T + t
-    if flag[0] and memcmp(cav, kept, n * sizeof(double)) == 0:
-        return True
-    memcpy(kept, cav, n * sizeof(double))
+    cdef bint same = kept_as(flag[0], cav, w.sent_cav + way * w.N + w.vbase[c] + <Py_ssize_t> t * w.n[c], n)
     flag[0] = 1
-    return False
+    return same
 
 
 cdef inline double grid_max_send(const Grid* g, GridWork* w, Py_ssize_t e, int way) noexcept nogil:
@@ -938,8 +944,7 @@ cdef inline double grid_max_spine(const Grid* g, GridWork* w, int c) noexcept no
         nd_t = nd + <Py_ssize_t> t * n
         for i in range(n):
             acc[i] = nd_t[i] + up[i] + dn[i]
-        if not kept or memcmp(acc, row, n * sizeof(double)) != 0:
-            memcpy(row, acc, n * sizeof(double))
+        if not kept_as(kept, acc, row, n):
             first = t if t < first else first
             end = t + 1
     if first == 0:
