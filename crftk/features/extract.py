@@ -18,6 +18,7 @@ import itertools
 import math
 import os
 import re
+import threading
 from functools import partial
 from array import array
 from dataclasses import dataclass
@@ -340,19 +341,21 @@ class Extractor:
         """The lookup table of a derived source over its column's vocabulary (built once)."""
         return self._table(key)
 
-    @staticmethod
-    def unseen_words(unseen, strings):
-        """(unseen, distinct words, the word of each unseen token) of a column's value
-        ``strings`` at its ``unseen`` tokens: what :meth:`test_ids` takes."""
-        local = Vocab()
-        return unseen, local.strings, np.array(local.add_ids(strings), dtype=np.int64)
-
-    def test_ids(self, key, col_ids, unseen):
-        """Value ids of a derived source: ``col_ids`` the column's ids per token (-1: unseen),
-        ``unseen`` its :meth:`unseen_words`; (ptr, ids) CSR arrays for a multi-valued test."""
-        if key[0] in MULTI:
-            return self._multi_test_ids(key, col_ids, *unseen)
-        return self._single_test_ids(key, col_ids, *unseen)
+    def column_tests(self, column, col_ids, where, strings):
+        """{test: value ids} of every test of a column: ``col_ids`` its ids per token (-1: no
+        value or unseen), ``where`` the unseen tokens and ``strings`` their values; a
+        multi-valued test's ids as (ptr, ids) CSR arrays."""
+        keys = [k for k in self.tests if k[1] == column]
+        out = {}
+        if any(k[0] not in MULTI for k in keys):
+            out.update(self._unseen_tests(column).token_ids(col_ids, where, strings))
+        multi = [k for k in keys if k[0] in MULTI]
+        if multi:
+            local = Vocab()
+            inverse = np.array(local.add_ids(strings), dtype=np.int64)
+            for k in multi:
+                out[k] = self._multi_test_ids(k, col_ids, where, local.strings, inverse)
+        return out
 
     def _multi_test_ids(self, key, col_ids, where, words, inverse):
         """(ptr, ids) of a multi-valued test: the lists of the table over the vocabulary for the
@@ -375,14 +378,22 @@ class Extractor:
                        w_vals[np.where(tok_known, 0, src)] if w_vals.size else -1)
         return out_ptr, out
 
-    def _single_test_ids(self, key, col_ids, where, words, inverse):
-        """Ids of a single-valued test: the table over the vocabulary for the known words, the
-        test itself on the distinct unseen ``words`` (inverse: the word of each unseen token)."""
-        known = col_ids >= 0
-        out = np.where(known, self._table(key)[np.where(known, col_ids, 0)], -1)
-        if where.size:
-            out[where] = self.vocabs[key].ids([self.tests[key](w) for w in words])[inverse]
-        return out
+    def _unseen_tests(self, column):
+        """The column's UnseenTests, made when first asked for, and made anew when a vocabulary
+        its ids read has changed since."""
+        kept = self.__dict__.setdefault("_unseen", {})
+        tests = kept.get(column)
+        if tests is None or not tests.current(self):
+            with _UNSEEN_LOCK:
+                tests = kept.get(column)
+                if tests is None or not tests.current(self):
+                    tests = kept[column] = UnseenTests(self, column)
+        return tests
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_unseen", None)        # a cache, and its lock does not pickle
+        return state
 
     def values(self, sentences, label_col=None):
         """Value ids of a batch with the frozen vocabularies (unseen values are -1)."""
@@ -390,13 +401,12 @@ class Extractor:
         strings = {c: [row[c] for s in sentences for row in s.rows] for c in self.columns}
         single = {c: self.vocabs[c].ids(strings[c]) for c in self.columns}
         multi = {}
-        unseen = {}       # column -> (unseen token positions, their distinct words, word of each)
+        tests = {}
+        for c in dict.fromkeys(k[1] for k in self.tests):
+            where = np.flatnonzero(single[c] < 0)
+            tests.update(self.column_tests(c, single[c], where, [strings[c][i] for i in where.tolist()]))
         for k in self.tests:
-            c = k[1]
-            if c not in unseen:
-                where = np.flatnonzero(single[c] < 0)
-                unseen[c] = self.unseen_words(where, [strings[c][i] for i in where.tolist()])
-            (multi if k[0] in MULTI else single)[k] = self.test_ids(k, single[c], unseen[c])
+            (multi if k[0] in MULTI else single)[k] = tests[k]
         for k in self.keys:
             if not isinstance(k, int) and k[0] == "lex":
                 lex = self.lexicons[k[2][0]]
@@ -430,6 +440,85 @@ class Extractor:
             labels = [row[label_col] for s in sentences for row in s.rows]
         reals = {k: self.sentence_reals(k, sentences) for k in self.reals} or None
         return Values(single, multi, anchor, lengths, labels, reals)
+
+
+_UNSEEN_LOCK = threading.Lock()
+
+
+class UnseenTests:
+    """The single-valued tests of one column, per token: over the column's vocabulary from the
+    lookup tables, and for the values outside it from the tests' ids kept across the batches of a
+    tagging run (a corpus meets its unknown words again and again, and a test is a Python call per
+    word). Keeps the first ``limit`` distinct unseen values; later ones are tested at each
+    meeting. Safe to share between threads."""
+
+    limit = 1 << 15
+
+    def __init__(self, extractor, column):
+        self.column = column
+        self.keys = [k for k in extractor.tests if k[1] == column and k[0] not in MULTI]
+        self._tests = [extractor.tests[k] for k in self.keys]
+        self._vocabs = [extractor.vocabs[k] for k in self.keys]
+        # what the ids depend on: which values are unseen, and the test values' ids
+        self._read = [extractor.vocabs[column]] + self._vocabs
+        self._sizes = [len(v) for v in self._read]
+        # [tests, vocabulary + 1]: the last entry is a token without a value's
+        n = len(extractor.vocabs[column])
+        self.known = np.full((len(self.keys), n + 1), -1, dtype=np.int64)
+        for j, k in enumerate(self.keys):
+            self.known[j, :n] = extractor.test_table(k)
+        self.row = {}                                   # unseen value -> column of kept
+        self.kept = np.empty((len(self.keys), 64), dtype=np.int64)
+        self._lock = threading.Lock()
+
+    def current(self, extractor):
+        """Whether the vocabularies the ids were read from are the extractor's, unchanged."""
+        now = [extractor.vocabs[k] for k in [self.column] + self.keys]
+        return all(a is b and len(a) == n for a, b, n in zip(now, self._read, self._sizes))
+
+    def token_ids(self, col_ids, where, strings):
+        """{test: ids per token} of tokens whose column ids are ``col_ids`` (-1: no value or
+        unseen), ``where`` the unseen ones and ``strings`` their values."""
+        out = self.known.take(np.where(col_ids >= 0, col_ids, self.known.shape[1] - 1), axis=1)
+        if len(strings):
+            out[:, where] = self._unseen_ids(strings)
+        return dict(zip(self.keys, out))
+
+    def _unseen_ids(self, strings):
+        """[tests, len(strings)] ids of unseen values, as ``vocab.ids([test(v) for v in strings])``."""
+        with self._lock:
+            rows = self._rows(strings)
+            miss = np.flatnonzero(rows < 0)
+            if miss.size and len(self.row) < self.limit:
+                new = list(dict.fromkeys([strings[i] for i in miss.tolist()]))
+                self._add(new[:self.limit - len(self.row)])
+                rows = self._rows(strings)
+                miss = np.flatnonzero(rows < 0)
+            out = self.kept[:, rows]
+        if miss.size:                     # no room left: tested here, once per distinct value
+            local = {}
+            inverse = np.fromiter((local.setdefault(strings[i], len(local)) for i in miss.tolist()),
+                                  dtype=np.int64, count=miss.size)
+            out[:, miss] = self._test(list(local))[:, inverse]
+        return out
+
+    def _rows(self, strings):
+        return np.fromiter(map(self.row.get, strings, itertools.repeat(-1)), dtype=np.int64, count=len(strings))
+
+    def _test(self, values):
+        out = np.empty((len(self.keys), len(values)), dtype=np.int64)
+        for j, (test, vocab) in enumerate(zip(self._tests, self._vocabs)):
+            out[j] = vocab.ids([test(v) for v in values])
+        return out
+
+    def _add(self, values):
+        n, m = len(self.row), len(values)
+        if n + m > self.kept.shape[1]:
+            grown = np.empty((len(self.keys), max(2 * self.kept.shape[1], n + m)), dtype=np.int64)
+            grown[:, :n] = self.kept[:, :n]
+            self.kept = grown
+        self.kept[:, n:n + m] = self._test(values)
+        self.row.update(zip(values, range(n, n + m)))
 
 
 class _AggregateReader:

@@ -928,19 +928,16 @@ class FeatureSpace(ChainSpace):
         """{derived source: value ids} of a RawBatch from its columns' ids ``single`` (column ->
         ids, -1: unseen); each test runs on the distinct unseen values only, their strings from the
         batch bytes, from ``fed``'s labels for the fed column, none for a column the batch lacks."""
-        out, words = {}, {}
-        for key in self._derived:
-            c = key[1]
-            if c not in words:
-                unseen = np.flatnonzero(single[c] < 0)
-                if fed is not None and c == fed[0]:
-                    strings = np.asarray(fed[1], dtype=object)[fed[2][unseen]].tolist()
-                elif c < batch.n_columns:
-                    strings = _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, c, unseen)
-                else:
-                    unseen, strings = unseen[:0], []
-                words[c] = self.extractor.unseen_words(unseen, strings)
-            out[key] = self.extractor.test_ids(key, single[c], words[c])
+        out = {}
+        for c in dict.fromkeys(k[1] for k in self._derived):
+            unseen = np.flatnonzero(single[c] < 0)
+            if fed is not None and c == fed[0]:
+                strings = np.asarray(fed[1], dtype=object)[fed[2][unseen]].tolist()
+            elif c < batch.n_columns:
+                strings = _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, c, unseen)
+            else:
+                unseen, strings = unseen[:0], []
+            out.update(self.extractor.column_tests(c, single[c], unseen, strings))
         return out
 
     def input_widths(self):
