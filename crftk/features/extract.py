@@ -326,7 +326,7 @@ class Extractor:
         if key in self._tables and not grow:
             return self._tables[key]
         test, vocab = self.tests[key], self.vocabs[key]
-        values = [test(s) for s in self.vocabs[key[1]].strings]
+        values = obs.apply(test, self.vocabs[key[1]].strings)
         if key[0] in MULTI:
             lists = [vocab.add_ids(v) if grow else vocab.ids(v).tolist() for v in values]
             lists = [[i for i in x if i >= 0] for x in lists]
@@ -508,7 +508,7 @@ class UnseenTests:
     def _test(self, values):
         out = np.empty((len(self.keys), len(values)), dtype=np.int64)
         for j, (test, vocab) in enumerate(zip(self._tests, self._vocabs)):
-            out[j] = vocab.ids([test(v) for v in values])
+            out[j] = vocab.ids(obs.apply(test, values))
         return out
 
     def _add(self, values):

@@ -131,3 +131,18 @@ def test_a_space_that_kept_tests_pickles_and_encodes_alike(tmp_path):
     second = space.encode_raw(batch)
     assert np.array_equal(second.attrs, first.attrs)
 
+
+def test_apply_gives_each_tests_own_values():
+    import random
+
+    from crftk.features import observations as obs
+    from crftk.features.extract import string_test
+    rng = random.Random(7)
+    alphabet = "aZ9-.é Ü_"
+    words = ["", "a", "Ab", "ABC", "McDonald", "1997", "x12", "ÉCOLE", "naïve"] + \
+        ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))) for _ in range(300)]
+    tests = [string_test(kind, args) for kind, args in
+             [("t", ("^[A-Z][a-z]+$",)), ("T", ("^é",)), ("t", ("[0-9]",)), ("m", ("[0-9]+",)),
+              ("pre", (0,)), ("pre", (2,)), ("suf", (1,)), ("suf", (3,)), ("fshape", ()), ("X", ())]]
+    for test in tests:
+        assert obs.apply(test, words) == [test(w) for w in words], test
