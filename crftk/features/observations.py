@@ -58,8 +58,13 @@ _CLASS_RES = [(name, re.compile(rx)) for name, rx in WORD_CLASSES]
 
 def word_classes(word):
     """Names of the WORD_CLASSES that match the whole word (a list, possibly empty)."""
-    cc = char_classes(word)
-    return [name for name, rx in _CLASS_RES if rx.fullmatch(cc)]
+    return list(_classes_of(char_classes(word)))
+
+
+@lru_cache(maxsize=1 << 16)
+def _classes_of(cc):
+    # a word's classes depend on its class string alone, which far fewer words than a vocabulary spell
+    return tuple(name for name, rx in _CLASS_RES if rx.fullmatch(cc))
 
 
 _SHAPE = {"A": "X", "a": "x", "D": "d"}
@@ -67,13 +72,23 @@ _SHAPE = {"A": "X", "a": "x", "D": "d"}
 
 def full_shape(word):
     """'Bush-12' -> 'Xxxx-dd'."""
-    return "".join(_SHAPE.get(c, c) for c in char_classes(word))
+    return _full_shape_of(char_classes(word))
+
+
+@lru_cache(maxsize=1 << 16)
+def _full_shape_of(cc):
+    return "".join(_SHAPE.get(c, c) for c in cc)
 
 
 def collapsed_shape(word):
     """Runs of one class cut to one character: 'Bush-12' -> 'Xx-d', 'U.S.' -> 'X.X.'."""
+    return _collapsed_of(char_classes(word))
+
+
+@lru_cache(maxsize=1 << 16)
+def _collapsed_of(cc):
     out = []
-    for c in full_shape(word):
+    for c in _full_shape_of(cc):
         if not out or out[-1] != c:
             out.append(c)
     return "".join(out)
