@@ -345,25 +345,22 @@ class Extractor:
         """{test: value ids} of every test of a column: ``col_ids`` its ids per token (-1: no
         value or unseen), ``where`` the unseen tokens and ``strings`` their values; a
         multi-valued test's ids as (ptr, ids) CSR arrays."""
-        keys = [k for k in self.tests if k[1] == column]
-        out = {}
-        if any(k[0] not in MULTI for k in keys):
-            out.update(self._unseen_tests(column).token_ids(col_ids, where, strings))
-        multi = [k for k in keys if k[0] in MULTI]
-        if multi:
+        kept = self._unseen_tests(column)
+        out = kept.token_ids(col_ids, where, strings)
+        if kept.multi_keys:
             local = Vocab()
             inverse = np.array(local.add_ids(strings), dtype=np.int64)
-            for k in multi:
-                out[k] = self._multi_test_ids(k, col_ids, where, local.strings, inverse)
+            for k in kept.multi_keys:
+                out[k] = self._multi_test_ids(k, col_ids, where, kept.id_lists(k, local.strings), inverse)
         return out
 
-    def _multi_test_ids(self, key, col_ids, where, words, inverse):
+    def _multi_test_ids(self, key, col_ids, where, lists, inverse):
         """(ptr, ids) of a multi-valued test: the lists of the table over the vocabulary for the
-        known words, the test's on the distinct unseen ``words``, in token order."""
-        test, vocab, (ptr, vals) = self.tests[key], self.vocabs[key], self._table(key)
+        known words, ``lists`` (the test's ids) for the distinct unseen words, in token order."""
+        ptr, vals = self._table(key)
         known = col_ids >= 0
         safe = np.where(known, col_ids, 0)
-        w_ptr, w_vals = _csr([[i for i in vocab.ids(test(w)).tolist() if i >= 0] for w in words])
+        w_ptr, w_vals = _csr(lists)
         counts = np.where(known, (ptr[1:] - ptr[:-1])[safe], 0)
         counts[where] = (w_ptr[1:] - w_ptr[:-1])[inverse]
         out_ptr = np.zeros(col_ids.size + 1, dtype=np.int64)
@@ -377,6 +374,19 @@ class Extractor:
         out = np.where(tok_known, vals[np.where(tok_known, src, 0)],
                        w_vals[np.where(tok_known, 0, src)] if w_vals.size else -1)
         return out_ptr, out
+
+    def token_anchors(self, word_ids, unseen, strings, docs):
+        """Each token's first mention (:func:`anchors`), -1 for none: ``word_ids`` the word column's
+        ids (-1: unseen), ``unseen`` those tokens and ``strings`` their words, ``docs`` each
+        token's document. A batch must hold its documents whole."""
+        vocab = self.vocabs[0]
+        word_ids = word_ids.copy()
+        local = Vocab()              # unseen words: new ids past the vocabulary's end
+        word_ids[unseen] = len(vocab) + np.array(local.add_ids(strings), dtype=np.int64)
+        if "capitalized" not in self._tables:
+            self._tables["capitalized"] = _capitalized(vocab.strings)
+        capitalized = np.concatenate([self._tables["capitalized"], _capitalized(local.strings)])
+        return anchors(word_ids, docs, capitalized[word_ids])
 
     def _unseen_tests(self, column):
         """The column's UnseenTests, made when first asked for, and made anew when a vocabulary
@@ -422,19 +432,10 @@ class Extractor:
                 single[k] = self.vocabs[k].ids(found)
         anchor = None
         if self.template.anchored:
-            # words: the vocabulary's ids, and new ids past its end for unseen words
-            vocab = self.vocabs[0]
-            word_ids = single[0].copy()
-            unseen = np.flatnonzero(word_ids < 0)
-            local = Vocab()
-            word_ids[unseen] = len(vocab) + np.array(local.add_ids([strings[0][i] for i in unseen.tolist()]),
-                                                     dtype=np.int64)
-            if "capitalized" not in self._tables:
-                self._tables["capitalized"] = _capitalized(vocab.strings)
-            capitalized = np.concatenate([self._tables["capitalized"], _capitalized(local.strings)])
-            docs = np.repeat(np.fromiter((s.doc for s in sentences), dtype=np.int64,
-                                         count=len(sentences)), lengths)
-            anchor = anchors(word_ids, docs, capitalized[word_ids])
+            unseen = np.flatnonzero(single[0] < 0)
+            docs = np.fromiter((s.doc for s in sentences), dtype=np.int64, count=len(sentences))
+            anchor = self.token_anchors(single[0], unseen, [strings[0][i] for i in unseen.tolist()],
+                                        np.repeat(docs, lengths))
         labels = None
         if label_col is not None:
             labels = [row[label_col] for s in sentences for row in s.rows]
@@ -446,11 +447,12 @@ _UNSEEN_LOCK = threading.Lock()
 
 
 class UnseenTests:
-    """The single-valued tests of one column, per token: over the column's vocabulary from the
-    lookup tables, and for the values outside it from the tests' ids kept across the batches of a
-    tagging run (a corpus meets its unknown words again and again, and a test is a Python call per
-    word). Keeps the first ``limit`` distinct unseen values; later ones are tested at each
-    meeting. Safe to share between threads."""
+    """The tests of one column, per token: over the column's vocabulary from the lookup tables,
+    and for the values outside it from the tests' ids kept across the batches of a tagging run (a
+    corpus meets its unknown words again and again, and a test is a Python call per word): an id
+    per value for the single-valued tests (:meth:`token_ids`), a list of ids for the multi-valued
+    ones (:meth:`id_lists`). Keeps the first ``limit`` distinct unseen values; later ones are
+    tested at each meeting. Safe to share between threads."""
 
     limit = 1 << 15
 
@@ -459,8 +461,10 @@ class UnseenTests:
         self.keys = [k for k in extractor.tests if k[1] == column and k[0] not in MULTI]
         self._tests = [extractor.tests[k] for k in self.keys]
         self._vocabs = [extractor.vocabs[k] for k in self.keys]
+        self.multi_keys = [k for k in extractor.tests if k[1] == column and k[0] in MULTI]
+        self._lists = {k: ({}, extractor.tests[k], extractor.vocabs[k]) for k in self.multi_keys}
         # what the ids depend on: which values are unseen, and the test values' ids
-        self._read = [extractor.vocabs[column]] + self._vocabs
+        self._read = [extractor.vocabs[k] for k in [column] + self.keys + self.multi_keys]
         self._sizes = [len(v) for v in self._read]
         # [tests, vocabulary + 1]: the last entry is a token without a value's
         n = len(extractor.vocabs[column])
@@ -473,14 +477,14 @@ class UnseenTests:
 
     def current(self, extractor):
         """Whether the vocabularies the ids were read from are the extractor's, unchanged."""
-        now = [extractor.vocabs[k] for k in [self.column] + self.keys]
+        now = [extractor.vocabs[k] for k in [self.column] + self.keys + self.multi_keys]
         return all(a is b and len(a) == n for a, b, n in zip(now, self._read, self._sizes))
 
     def token_ids(self, col_ids, where, strings):
         """{test: ids per token} of tokens whose column ids are ``col_ids`` (-1: no value or
         unseen), ``where`` the unseen ones and ``strings`` their values."""
         out = self.known.take(np.where(col_ids >= 0, col_ids, self.known.shape[1] - 1), axis=1)
-        if len(strings):
+        if len(strings) and self.keys:
             out[:, where] = self._unseen_ids(strings)
         return dict(zip(self.keys, out))
 
@@ -500,6 +504,21 @@ class UnseenTests:
             inverse = np.fromiter((local.setdefault(strings[i], len(local)) for i in miss.tolist()),
                                   dtype=np.int64, count=miss.size)
             out[:, miss] = self._test(list(local))[:, inverse]
+        return out
+
+    def id_lists(self, key, words):
+        """The ids of multi-valued test ``key`` of each of the distinct unseen ``words`` (lists, to
+        be read only), as ``[i for i in vocab.ids(test(w)).tolist() if i >= 0]`` gives them."""
+        kept, test, vocab = self._lists[key]
+        with self._lock:
+            out = list(map(kept.get, words))
+            new = [w for w, x in zip(words, out) if x is None]
+            if new:
+                made = {w: [i for i in vocab.ids(test(w)).tolist() if i >= 0] for w in new}
+                room = self.limit - len(kept)
+                if room > 0:
+                    kept.update(itertools.islice(made.items(), room))
+                out = [made[w] if x is None else x for w, x in zip(words, out)]
         return out
 
     def _rows(self, strings):
