@@ -814,12 +814,14 @@ class FeatureSpace(ChainSpace):
             labels = np.fromiter((get(v, -1) for v in gold), dtype=np.int32, count=len(gold))
         return EncodedCorpus(pos.sent_ptr.astype(np.int32), attr_ptr, attrs, eattr_ptr, eattrs, labels, reals)
 
-    def raw_readable(self):
+    def raw_readable(self, whole_documents=False):
         """Whether batches of bytes (:class:`crftk.io.conll.RawBatch`) can be encoded in compiled
         code (:meth:`encode_raw`, :meth:`raw_values`): every macro reads a column or a test of
-        one (lexicons and first mentions are read from sentences by :meth:`encode`). Builds
-        what encoding batches needs, so call it before worker threads encode."""
-        if self._raw_tables() is None:
+        one (lexicons and aggregates are read from sentences by :meth:`encode`), and first
+        mentions only where the caller's batches hold whole documents
+        (:func:`crftk.io.conll.whole_documents`). Builds what encoding batches needs, so call it
+        before worker threads encode."""
+        if self._raw_tables() is None or (self.template.anchored and not whole_documents):
             return False
         self.raw_encoder()
         return True
@@ -829,8 +831,8 @@ class FeatureSpace(ChainSpace):
         if getattr(self, "_column_tables", False) is not False:
             return self._column_tables
         macros = self.template.macros
-        if any(m.anchored or (m.kind != "x" and not m.real and m.source not in self.extractor.tests)
-               for m in macros) or self.n_columns > 64:
+        if any(m.kind != "x" and not m.real and m.source not in self.extractor.tests for m in macros) \
+                or self.n_columns > 64:
             self._column_tables = None
             return None
         self._derived = [k for k in self.extractor.keys if not isinstance(k, int)]
@@ -843,11 +845,11 @@ class FeatureSpace(ChainSpace):
 
     def raw_encoder(self):
         """The compiled encoder of :meth:`encode_raw` (crftk._encode.Encoder) when every macro
-        reads a column or a single-valued test of one, else None (multi-valued tests are encoded
-        from :meth:`raw_values`). Built once; safe to share between threads."""
+        reads a column or a single-valued test of one, else None (multi-valued tests and first
+        mentions are encoded from :meth:`raw_values`). Built once; safe to share between threads."""
         if getattr(self, "_raw_encoder", False) is not False:
             return self._raw_encoder
-        if self._raw_tables() is None or any(m.multi for m in self.template.macros):
+        if self._raw_tables() is None or any(m.multi or m.anchored for m in self.template.macros):
             self._raw_encoder = None
             return None
         columns = self.extractor.columns
@@ -885,7 +887,7 @@ class FeatureSpace(ChainSpace):
         its sentences (gold labels left out); needs :meth:`raw_readable`."""
         if self.raw_encoder() is None:
             v = self.raw_values(batch)
-            return self.encode_values(v, Positions(v.lengths))
+            return self.encode_values(v, Positions(v.lengths, v.anchor))
         columns = self.extractor.columns
 
         def fill(ids):               # the derived tests: [tokens, columns + derived] of column ids
@@ -921,8 +923,23 @@ class FeatureSpace(ChainSpace):
         multi = {}
         for key, ids in self._raw_tests(batch, single, fed).items():
             (multi if key[0] in MULTI else single)[key] = ids
-        return Values(single, multi, None, batch.sentence_lengths().astype(np.int64), None,
-                      self.extractor.batch_reals(batch) or None)
+        lengths = batch.sentence_lengths().astype(np.int64)
+        anchor = None
+        if self.template.anchored:        # whole documents (raw_readable(whole_documents=True))
+            unseen = np.flatnonzero(single[0] < 0)
+            anchor = self.extractor.token_anchors(single[0], unseen, self._strings(batch, 0, unseen, fed),
+                                                  np.repeat(batch.sent_doc.astype(np.int64), lengths))
+        return Values(single, multi, anchor, lengths, None, self.extractor.batch_reals(batch) or None)
+
+    @staticmethod
+    def _strings(batch, column, tokens, fed=None):
+        """The strings of a column at some tokens of a RawBatch: from ``fed``'s labels for the fed
+        column, none for a column the batch lacks."""
+        if fed is not None and column == fed[0]:
+            return np.asarray(fed[1], dtype=object)[fed[2][tokens]].tolist()
+        if column < batch.n_columns:
+            return _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, column, tokens)
+        return []
 
     def _raw_tests(self, batch, single, fed=None):
         """{derived source: value ids} of a RawBatch from its columns' ids ``single`` (column ->
@@ -931,13 +948,9 @@ class FeatureSpace(ChainSpace):
         out = {}
         for c in dict.fromkeys(k[1] for k in self._derived):
             unseen = np.flatnonzero(single[c] < 0)
-            if fed is not None and c == fed[0]:
-                strings = np.asarray(fed[1], dtype=object)[fed[2][unseen]].tolist()
-            elif c < batch.n_columns:
-                strings = _textio.field_strings(batch.block, batch.tok_start, batch.tok_end, c, unseen)
-            else:
-                unseen, strings = unseen[:0], []
-            out.update(self.extractor.column_tests(c, single[c], unseen, strings))
+            if c >= batch.n_columns and (fed is None or c != fed[0]):
+                unseen = unseen[:0]
+            out.update(self.extractor.column_tests(c, single[c], unseen, self._strings(batch, c, unseen, fed)))
         return out
 
     def input_widths(self):

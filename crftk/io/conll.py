@@ -688,6 +688,83 @@ class RawBatch:
         return out
 
 
+def whole_documents(batches):
+    """The RawBatches of one file regrouped so that no document (``-DOCSTART-`` to the next) is
+    split between two, as first-mention macros need: the sentences of a document that goes on in
+    the next batch, and the lines after them, move to the next batch."""
+    import numpy as np
+    held, open_doc = [], None          # the pieces read since the last batch out; their last document
+    for batch in batches:
+        items = batch.items
+        sentences = items[items >= 0]
+        if not sentences.size:
+            held.append(batch)
+            continue
+        docs = batch.sent_doc
+        if open_doc is not None and docs[sentences[0]] != open_doc:
+            yield _joined(held)          # the open document ended with the batch before
+            held = []
+        open_doc = docs[sentences[-1]]
+        # from just after the last sentence of an earlier document on, the items stay open
+        earlier = np.flatnonzero((items >= 0) & (docs[np.maximum(items, 0)] != open_doc))
+        if earlier.size:
+            cut = int(earlier[-1]) + 1
+            yield _joined(held + [_items_of(batch, 0, cut)])
+            held = [_items_of(batch, cut, items.size)]
+        else:
+            held.append(batch)
+    last = _joined(held)
+    if last is not None:
+        yield last
+
+
+def _items_of(batch, lo, hi):
+    """A RawBatch of the items lo..hi-1 of ``batch`` (on the same bytes)."""
+    import numpy as np
+    items = batch.items[lo:hi]
+    sent = items[items >= 0]
+    passed = -1 - items[items < 0]
+    before = batch.items[:lo]           # the items number sentences and lines in file order
+    s0, p0 = int((before >= 0).sum()), int((before < 0).sum())
+    s1, p1 = s0 + sent.size, p0 + passed.size
+    t0, t1 = int(batch.sent_ptr[s0]), int(batch.sent_ptr[s1])
+    return RawBatch(batch.block, {
+        "tok_start": batch.tok_start[t0:t1], "tok_end": batch.tok_end[t0:t1],
+        "sent_ptr": (batch.sent_ptr[s0:s1 + 1] - t0).astype(np.int32), "sent_line": batch.sent_line[s0:s1],
+        "sent_doc": batch.sent_doc[s0:s1], "items": np.where(items >= 0, items - s0, items + p0),
+        "pt_start": batch.pt_start[p0:p1], "pt_end": batch.pt_end[p0:p1]}, batch.source)
+
+
+def _joined(pieces):
+    """One RawBatch of RawBatches in order (their bytes copied into one block); None for none."""
+    import numpy as np
+    pieces = [b for b in pieces if b.items.size]
+    if len(pieces) <= 1:
+        return pieces[0] if pieces else None
+    blocks, arrays = [], {k: [] for k in ("tok_start", "tok_end", "sent_ptr", "sent_line", "sent_doc", "items",
+                                          "pt_start", "pt_end")}
+    offset = n_tok = n_sent = n_pt = 0
+    arrays["sent_ptr"].append(np.zeros(1, dtype=np.int32))
+    for b in pieces:
+        ends = [b.tok_end[-1:], b.pt_end[-1:]]
+        starts = [b.tok_start[:1], b.pt_start[:1]]
+        lo = int(min(np.concatenate(starts))) if any(x.size for x in starts) else 0
+        hi = int(max(np.concatenate(ends))) if any(x.size for x in ends) else lo
+        blocks.append(b.block[lo:hi])
+        shift = offset - lo
+        arrays["tok_start"].append(b.tok_start + shift)
+        arrays["tok_end"].append(b.tok_end + shift)
+        arrays["pt_start"].append(b.pt_start + shift)
+        arrays["pt_end"].append(b.pt_end + shift)
+        arrays["sent_ptr"].append((b.sent_ptr[1:] + n_tok).astype(np.int32))
+        arrays["sent_line"].append(b.sent_line)
+        arrays["sent_doc"].append(b.sent_doc)
+        arrays["items"].append(np.where(b.items >= 0, b.items + n_sent, b.items - n_pt))
+        offset += hi - lo
+        n_tok, n_sent, n_pt = n_tok + b.n_tokens, n_sent + b.n_sentences, n_pt + b.pt_start.size
+    return RawBatch(b"".join(blocks), {k: np.concatenate(v) for k, v in arrays.items()}, pieces[0].source)
+
+
 def _split_columns(s):
     """The columns of a decoded line, as the reader splits them."""
     if s.isascii():

@@ -8,7 +8,7 @@ import numpy as np
 
 from crftk import _encode, _textio
 from crftk.errors import CrftkError
-from crftk.io.conll import DEFAULT_ENCODING, Layout, codec, read_batches
+from crftk.io.conll import DEFAULT_ENCODING, Layout, codec, read_batches, whole_documents
 
 
 def format_batch(batch, pred, labels, sep):
@@ -49,10 +49,11 @@ def gold_ids(batch, columns, labels):
 
 
 def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, progress, log, max_sentence_tokens,
-               encoding=DEFAULT_ENCODING):
+               encoding=DEFAULT_ENCODING, by_document=False):
     """Read CoNLL files (in ``encoding``) in RawBatches, tag each with ``tag_batch(batch, sep)``
     -> (output bytes, extra) in a pool of ``n_threads`` threads while the next are read, and
-    write the bytes in order; returns (sentences, tokens, the extras in order). The bytes are
+    write the bytes in order; returns (sentences, tokens, the extras in order). ``by_document``:
+    no document is split between batches (first mentions look back within it). The bytes are
     UTF-8: they go to ``out``'s buffer when ``out`` writes UTF-8, else through ``out`` as text
     (which encodes them in its own encoding)."""
     buffer = getattr(out, "buffer", None) if _writes_utf8(out) else None
@@ -77,8 +78,9 @@ def tag_stream(tag_batch, inputs, out, allowed, n_threads, *, batch_tokens, prog
             layout = Layout()
             before = n_sent
             pending = deque()
-            for batch in read_batches(path, n_columns=allowed, layout=layout, batch_tokens=batch_tokens,
-                                      max_sentence_tokens=max_sentence_tokens, encoding=encoding):
+            batches = read_batches(path, n_columns=allowed, layout=layout, batch_tokens=batch_tokens,
+                                   max_sentence_tokens=max_sentence_tokens, encoding=encoding)
+            for batch in whole_documents(batches) if by_document else batches:
                 sep = layout.separator or "\t"
                 if pool is None:
                     emit(tag_batch(batch, sep))

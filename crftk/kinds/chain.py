@@ -389,7 +389,7 @@ def _compiled_path(tagger):
     from crftk.features.space import FeatureSpace
     if not type(tagger).__dict__.get("compiled"):
         return False
-    return all(type(s) is FeatureSpace and s.raw_readable() for s in tagger.spaces())
+    return all(type(s) is FeatureSpace and s.raw_readable(whole_documents=True) for s in tagger.spaces())
 
 
 def _scores_compiled(tagger):
@@ -446,7 +446,8 @@ def _tag_compiled(tagger, inputs, out, allowed, batch_tokens, progress, log, max
     return tag_stream(lambda batch, sep: _tag_batch(tagger, batch, sep, marginals, nbest), inputs, out, allowed,
                       tagger.n_threads,
                       batch_tokens=batch_tokens, progress=progress, log=log,
-                      max_sentence_tokens=max_sentence_tokens, encoding=encoding)[:2]
+                      max_sentence_tokens=max_sentence_tokens, encoding=encoding,
+                      by_document=any(by_document(s.template) for s in tagger.spaces()))[:2]
 
 
 # -- training --------------------------------------------------------------------------------

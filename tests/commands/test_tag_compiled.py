@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fuzz_strategies as fz
-from corpora import random_corpus
+from corpora import WORDS, random_corpus, random_docs
 from crftk.kinds import chain as tag_module
 from crftk.commands.tag import tag_files
 from crftk.errors import CrftkError
@@ -27,12 +27,16 @@ DERIVED = TEMPLATE + 'Us:%suf[0,0,1]/%x[0,1]\nUt:%t[-1,0,"[0-9]$"]\nUX:%X[1,1]\n
 
 # multi-valued tests: value ids from the bytes, attributes by the numpy encoder
 MULTI = DERIVED + "Ush:%shape[0,0]\nUng:%ngram[-1,0,1,2]/%x[0,1]\n"
-TEMPLATES = {"columns": TEMPLATE, "derived tests": DERIVED, "multi-valued tests": MULTI}
+# first mentions: a batch holds whole documents (crftk.io.conll.whole_documents)
+ANCHORED = MULTI + "Ua:%^x[0,1]\nUaX:%^X[-1,0]/%x[0,1]\nUac:%^cshape[1,0]\n"
+TEMPLATES = {"columns": TEMPLATE, "derived tests": DERIVED, "multi-valued tests": MULTI, "first mentions": ANCHORED}
 
 
 @pytest.fixture(scope="module", params=sorted(TEMPLATES))
 def model(request):
     sents = random_corpus(80, seed=1)
+    if request.param == "first mentions":        # capitalized words met again in their document
+        sents += random_docs(20, seed=7, max_len=8)
     sents[0].rows[0][0] = "caf\u00e9"            # a non-ASCII word the model knows
     space, _ = FeatureSpace.fit(sents, parse_template(TEMPLATES[request.param]))
     w = np.random.default_rng(0).normal(size=space.n_params)
@@ -93,6 +97,8 @@ CASES = {
     "unicode": "caf\u00e9 A O\n1\u00a0000 B O\n\u65e5\u672c A O\n\n\u00e9t\u00e9 B O\n".encode(),
     "bom": b"\xef\xbb\xbfw1 A O\n\nw2 B O\n",
     "blank lines only": b"\n \n\t\n",
+    "documents": b"".join(b"-DOCSTART- -X- O\n\n" + _text(random_docs(1, seed=d, max_len=8, words=WORDS + ["Xyz", "Qq"]))
+                          for d in range(12)),
     "empty": b"",
 }
 
@@ -214,10 +220,13 @@ def test_a_factorial_model_takes_the_compiled_path_and_writes_the_same(factorial
 
 
 @pytest.mark.parametrize("line", ["Ua:%^x[0,0]", "Uac:%^cshape[0,0]"])
-def test_first_mentions_take_the_python_path(line):
+def test_first_mentions_are_read_from_bytes_only_by_whole_documents(line):
+    """One CRF tags them on the compiled path, which reads whole documents; the readers of other
+    kinds (pipelines, factorial models, streamed training), which cut batches anywhere, refuse."""
     space, _ = FeatureSpace.fit(random_corpus(20, seed=8), parse_template(TEMPLATE + line + "\n"))
     model = Model(space, np.zeros(space.n_params))
-    assert not tag_module._compiled_path(tag_module.Tagger(model))
+    assert tag_module._compiled_path(tag_module.Tagger(model))
+    assert space.raw_readable(whole_documents=True) and not space.raw_readable()
 
 
 def test_lexicons_take_the_python_path(tmp_path):

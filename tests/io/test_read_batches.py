@@ -102,3 +102,55 @@ def test_binary_and_text_streams(tmp_path):
     assert [s.rows for s in items if isinstance(s, Sentence)] == [[["a", "B", "O"]], [["b", "C", "O"]]]
     items = [e for b in read_batches(io.StringIO(data.decode())) for e in b.entries()]
     assert [s.rows for s in items if isinstance(s, Sentence)] == [[["a", "B", "O"]], [["b", "C", "O"]]]
+
+
+def _whole_documents_check(tmp_path, data, batch_tokens, block_size):
+    """whole_documents keeps the reader's stream and never splits a document between batches."""
+    from crftk.io.conll import whole_documents
+    path = tmp_path / "in.txt"
+    path.write_bytes(data)
+    try:
+        ref = list(read_sentences(str(path), passthrough=True))
+    except CrftkError:
+        return
+    batches = list(whole_documents(read_batches(str(path), batch_tokens=batch_tokens, block_size=block_size)))
+    items = [x for b in batches for x in b.entries()]
+    assert _as_tuples(items) == _as_tuples(ref)
+    where = {}
+    for k, b in enumerate(batches):
+        assert b.items.size
+        for x in b.entries():
+            if not isinstance(x, str):
+                assert where.setdefault(x.doc, k) == k, "a document split between batches"
+        # the arrays agree with each other as the reader's do
+        assert b.sent_ptr[0] == 0 and b.sent_ptr[-1] == b.n_tokens and b.sent_doc.size == b.n_sentences
+        assert sorted(b.items[b.items >= 0].tolist()) == list(range(b.n_sentences))
+        assert sorted((-1 - b.items[b.items < 0]).tolist()) == list(range(b.pt_start.size))
+
+
+DOCUMENTS = b"".join(b"-DOCSTART- -X- O\n\n" + b"".join(b"w%d%d X O\nv Y O\n\n" % (d, i) for i in range(d % 4))
+                     + (b"# prob 0.5\n\n" if d % 3 == 0 else b"") for d in range(12))
+
+
+@pytest.mark.parametrize("data", CASES[:8] + [DOCUMENTS, DOCUMENTS.replace(b"-DOCSTART- -X- O\n", b"")])
+@pytest.mark.parametrize("batch_tokens,block_size", [(50_000, 1 << 20), (1, 1), (2, 7), (3, 64), (5, 1 << 20)])
+def test_whole_documents_keep_the_stream_and_split_no_document(tmp_path, data, batch_tokens, block_size):
+    _whole_documents_check(tmp_path, data, batch_tokens, block_size)
+
+
+@settings(max_examples=100)
+@given(data=fz.conll_files(), batch_tokens=st.sampled_from([1, 3, 50_000]), block_size=st.sampled_from([1, 5, 64]))
+def test_fuzzed_whole_documents(tmp_path_factory, data, batch_tokens, block_size):
+    _whole_documents_check(tmp_path_factory.mktemp("wd"), data, batch_tokens, block_size)
+
+
+def test_whole_documents_close_where_a_document_ends(tmp_path):
+    from crftk.io.conll import whole_documents
+    path = tmp_path / "in.txt"
+    path.write_bytes(DOCUMENTS)
+    plain = list(read_batches(str(path), batch_tokens=3))
+    whole = list(whole_documents(read_batches(str(path), batch_tokens=3)))
+    # a batch of the reader gives at most one: its documents that end in it, with those held before
+    assert 1 < len(whole) <= len(plain)
+    assert [b.sent_doc.tolist() for b in whole][:3] == [[0], [1, 1], [2, 2, 2]]
+    assert sum(b.n_tokens for b in whole) == sum(b.n_tokens for b in plain)
