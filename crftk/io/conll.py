@@ -693,12 +693,14 @@ def whole_documents(batches):
     split between two, as first-mention macros need: the sentences of a document that goes on in
     the next batch, and the lines after them, move to the next batch."""
     import numpy as np
-    held, open_doc = [], None          # the pieces read since the last batch out; their last document
+    # the pieces read since the last batch out, each with only its own bytes (a reader's batch
+    # holds the rest of its block: a document over many small batches would hold many blocks)
+    held, open_doc = [], None
     for batch in batches:
         items = batch.items
         sentences = items[items >= 0]
         if not sentences.size:
-            held.append(batch)
+            held.append(_joined([batch], own=True))
             continue
         docs = batch.sent_doc
         if open_doc is not None and docs[sentences[0]] != open_doc:
@@ -710,9 +712,11 @@ def whole_documents(batches):
         if earlier.size:
             cut = int(earlier[-1]) + 1
             yield _joined(held + [_items_of(batch, 0, cut)])
-            held = [_items_of(batch, cut, items.size)]
+            held = [_joined([_items_of(batch, cut, items.size)], own=True)]
         else:
-            held.append(batch)
+            held.append(_joined([batch], own=True))
+        if len(held) >= 64:                # a long document: its pieces as one, each batch's arrays are not free
+            held = [_joined(held)]
     last = _joined(held)
     if last is not None:
         yield last
@@ -735,11 +739,12 @@ def _items_of(batch, lo, hi):
         "pt_start": batch.pt_start[p0:p1], "pt_end": batch.pt_end[p0:p1]}, batch.source)
 
 
-def _joined(pieces):
-    """One RawBatch of RawBatches in order (their bytes copied into one block); None for none."""
+def _joined(pieces, own=False):
+    """One RawBatch of RawBatches in order (their bytes copied into one block; ``own``: even of
+    one, which then keeps only its own bytes); None for none."""
     import numpy as np
-    pieces = [b for b in pieces if b.items.size]
-    if len(pieces) <= 1:
+    pieces = [b for b in pieces if b is not None and b.items.size]
+    if not pieces or (len(pieces) == 1 and not own):
         return pieces[0] if pieces else None
     blocks, arrays = [], {k: [] for k in ("tok_start", "tok_end", "sent_ptr", "sent_line", "sent_doc", "items",
                                           "pt_start", "pt_end")}

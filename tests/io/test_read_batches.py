@@ -154,3 +154,23 @@ def test_whole_documents_close_where_a_document_ends(tmp_path):
     assert 1 < len(whole) <= len(plain)
     assert [b.sent_doc.tolist() for b in whole][:3] == [[0], [1, 1], [2, 2, 2]]
     assert sum(b.n_tokens for b in whole) == sum(b.n_tokens for b in plain)
+
+
+def test_a_long_document_over_small_batches_holds_its_bytes_once(tmp_path):
+    """Each batch of the reader carries the rest of its block; whole_documents keeps only each held
+    piece's own bytes (a one-document file in batches of one token held ~N blocks before)."""
+    import tracemalloc
+
+    from crftk.io.conll import whole_documents
+    path = tmp_path / "one.txt"
+    data = b"".join(b"w%d X O\n\n" % i for i in range(3000))
+    path.write_bytes(data)
+    list(whole_documents(read_batches(str(path), batch_tokens=1)))        # what a first run allocates once
+    tracemalloc.start()
+    try:
+        out = list(whole_documents(read_batches(str(path), batch_tokens=1, block_size=1 << 16)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(out) == 1 and out[0].n_tokens == 3000 and len(out[0].block) <= len(data)
+    assert peak < 40 * len(data), peak          # 0.6 MB here; 57 MB when each piece kept its block
