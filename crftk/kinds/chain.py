@@ -401,6 +401,8 @@ def _scores_compiled(tagger):
 def _tag_batch(tagger, batch, sep, marginals=0, nbest=0):
     """(output bytes, None) of a RawBatch (runs in a worker thread: the kernels release the GIL)."""
     from crftk.io.stream import format_batch    # the compiled tag path's (a training process needs none)
+    if not batch.n_sentences:         # pass-through lines alone (a semi-Markov lattice of none is an error)
+        return format_batch(batch, np.zeros(0, dtype=np.int32), [[]], sep), None
     inf = tagger.raw_inference(batch)
     if (marginals or nbest) and batch.n_sentences:        # (a batch of pass-through lines alone writes them)
         return _scored_batch(tagger, inf, batch, sep, marginals, nbest), None

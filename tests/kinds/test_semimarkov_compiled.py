@@ -121,3 +121,14 @@ def test_its_string_cache_stays_bounded_and_changes_no_row(case, monkeypatch):
         assert all(len(cache) <= max(5, len(set(t for s in batch.entries() if not isinstance(s, str)
                                                    for t in s.column(c))))
                    for c, cache in raw._cache.items())
+
+
+@pytest.mark.parametrize("text", ["-DOCSTART- -X- O\n\n", "-DOCSTART- -X- O\n\n# prob 1\n\n", ""])
+def test_a_file_without_sentences_passes_its_lines_through(case, tmp_path, text):
+    """A batch of pass-through lines alone has no lattice to decode (it was a ValueError)."""
+    d, model = case
+    path = tmp_path / "nothing.txt"
+    path.write_text(text)
+    for threads in (1, 2):
+        compiled = semimarkov.CompiledTagger(model, threads=threads)
+        assert _tagged(compiled, path, 50_000) == _tagged(semimarkov.Tagger(model, threads=threads), path, 50_000)
