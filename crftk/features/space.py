@@ -948,9 +948,10 @@ class FeatureSpace(ChainSpace):
         out = {}
         for c in dict.fromkeys(k[1] for k in self._derived):
             unseen = np.flatnonzero(single[c] < 0)
-            if c >= batch.n_columns and (fed is None or c != fed[0]):
+            strings = self._strings(batch, c, unseen, fed)
+            if not strings:                 # a column the batch lacks: no value, nothing unseen
                 unseen = unseen[:0]
-            out.update(self.extractor.column_tests(c, single[c], unseen, self._strings(batch, c, unseen, fed)))
+            out.update(self.extractor.column_tests(c, single[c], unseen, strings))
         return out
 
     def input_widths(self):

@@ -751,10 +751,9 @@ def _joined(pieces, own=False):
     offset = n_tok = n_sent = n_pt = 0
     arrays["sent_ptr"].append(np.zeros(1, dtype=np.int32))
     for b in pieces:
-        ends = [b.tok_end[-1:], b.pt_end[-1:]]
-        starts = [b.tok_start[:1], b.pt_start[:1]]
-        lo = int(min(np.concatenate(starts))) if any(x.size for x in starts) else 0
-        hi = int(max(np.concatenate(ends))) if any(x.size for x in ends) else lo
+        # its bytes: from its first line to the end of its last (a piece has a token or a line)
+        lo = min(int(x[0]) for x in (b.tok_start, b.pt_start) if x.size)
+        hi = max(int(x[-1]) for x in (b.tok_end, b.pt_end) if x.size)
         blocks.append(b.block[lo:hi])
         shift = offset - lo
         arrays["tok_start"].append(b.tok_start + shift)

@@ -404,7 +404,7 @@ def _tag_batch(tagger, batch, sep, marginals=0, nbest=0):
     if not batch.n_sentences:         # pass-through lines alone (a semi-Markov lattice of none is an error)
         return format_batch(batch, np.zeros(0, dtype=np.int32), [[]], sep), None
     inf = tagger.raw_inference(batch)
-    if (marginals or nbest) and batch.n_sentences:        # (a batch of pass-through lines alone writes them)
+    if marginals or nbest:
         return _scored_batch(tagger, inf, batch, sep, marginals, nbest), None
     pred, _ = inf.best(tagger.weights)
     if tagger.recoder is not None:
