@@ -2,13 +2,15 @@
    column's maximum over the rows held in a vector register for the whole pass (the plain loop
    stores and reloads it for every row). Compiled for the baseline target and for AVX-512 and
    picked at run time. Every sum is the plain loop's, in its order, and max is exact, so the
-   results are the same bits on either (max_pd(v, a) is v > a ? v : a, as the loops compare).
-   maxplus.pxd declares them for Cython. */
+   results are the same bits on either (max_pd(v, a) is v > a ? v : a, as the loops compare);
+   CRFTK_SIMD=base or avx2 keeps the baseline (vecmath.h's crftk_simd). maxplus.pxd declares them
+   for Cython. */
 #ifndef CRFTK_MAXPLUS_H
 #define CRFTK_MAXPLUS_H
 
 #include <math.h>
 #include <stddef.h>
+#include "vecmath.h"
 
 /* y[j] = max over i < m of v(i, j) for j < n, where v(i, j) = x1[i] + M[i*n + j], or with x2,
    (M[i*n + j] + x1[i]) + x2[i] (a Viterbi backward step over a transposed matrix). */
@@ -169,12 +171,12 @@ static inline double crftk_max_of(const double* v, int n)
        reduction (a factorial CRF's messages into a chain of 3 labels) */
     if (n <= 8)
         return crftk_max_of_plain(v, n);
-    return __builtin_cpu_supports("avx512f") ? crftk_max_of_avx512(v, n) : crftk_max_of_plain(v, n);
+    return crftk_simd() >= 2 ? crftk_max_of_avx512(v, n) : crftk_max_of_plain(v, n);
 }
 
 static inline void crftk_maxplus(const double* x1, const double* x2, const double* M, int m, int n, double* y)
 {
-    if (__builtin_cpu_supports("avx512f"))
+    if (crftk_simd() >= 2)
         crftk_maxplus_avx512(x1, x2, M, m, n, y);
     else
         crftk_maxplus_plain(x1, x2, M, m, n, y);
