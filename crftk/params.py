@@ -39,6 +39,11 @@ MAX_COUNT = 1_000_000_000
 MAX_COEFFICIENT = 1e6
 #: L-BFGS correction pairs: each holds two copies of the weights; 3-20 is usual.
 MAX_HISTORY = 100
+# L-BFGS correction pairs kept when --history is not given: a linear chain keeps CRFsuite's 6; a
+# factorial CRF (c2 0.05 in Sutton et al.'s setting, 670k weights on CoNLL-2000) converged in
+# 1,067 iterations with 6 and needs about half as many with 50 (benchmarks/results/fcrf.md)
+HISTORY = 6
+FACTORIAL_HISTORY = 50
 #: --max-segment: a semi-Markov CRF's lattice and segment encoding grow with tokens x this.
 MAX_SEGMENT = 1000
 #: Labelings per sentence of ``tag -n``: the paths of a batch take K x tokens x 4 bytes.
@@ -307,6 +312,8 @@ class Param:
     type: object        # str, int (with choices), a bounded number (Integer, Real, Threads), Encoding
     help: str
     choices: tuple = ()
+    # None (the default) stands for the model kind's own value, which its trainer fills in
+    per_kind: bool = False
 
     def __post_init__(self):
         _DECLARED.add(self.name)
@@ -319,6 +326,8 @@ class Param:
     def check(self, value, warn=None):
         """The value, checked (and for thread counts capped); CrftkError when it is out of range,
         naming the option as the caller spells it (:func:`spelled`)."""
+        if value is None and self.per_kind:
+            return None
         if self.choices:
             if value not in self.choices:
                 raise CrftkError(f"{spelled(self.name)} must be one of {', '.join(map(str, self.choices))} "
@@ -388,7 +397,10 @@ TRAIN = (
     Param("epsilon", 1e-5, Real(0, 1), "Stop when the objective improved by less than this fraction over "
                                        "the last --period iterations (like CRF++ -e, CRFsuite delta)."),
     Param("period", 10, Integer(1, MAX_ITER), "Iterations over which --epsilon measures the improvement."),
-    Param("history", 6, Integer(1, MAX_HISTORY), "L-BFGS memory: number of correction pairs kept."),
+    Param("history", None, Integer(1, MAX_HISTORY),
+          f"L-BFGS memory: number of correction pairs kept. Unset: {HISTORY}, and {FACTORIAL_HISTORY} for a "
+          f"factorial CRF (several --label-col), whose likelihood converges in about half the iterations "
+          f"with it.", per_kind=True),
     Param("history_precision", "float32", str, "L-BFGS: the precision its correction pairs are stored in: "
           "float32 (half the memory of float64, 2 x --history x parameters x 4 bytes; the recursion's "
           "dot products and its direction stay float64).", ("float64", "float32")),

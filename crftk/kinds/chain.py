@@ -591,6 +591,7 @@ class ChainTrainer:
 
     bind_options = {}
     label_cols = None
+    history = params.HISTORY        # L-BFGS memory when --history is not given
 
     @staticmethod
     def fit_options(opt):

@@ -263,6 +263,10 @@ class FactorialJob:
 class FactorialTrainer:
     """The training of a factorial CRF (crftk train with two or more --label-col)."""
 
+    # L-BFGS memory when --history is not given: more pairs than a chain's 6, which take about
+    # half the iterations on this kind's weakly regularized likelihood
+    history = params.FACTORIAL_HISTORY
+
     def __init__(self, label_cols, inference=None, tolerance=None, max_sweeps=None, warm_start=False):
         self.label_cols = label_cols
         self.given = {"inference": inference, "tolerance": tolerance, "max_sweeps": max_sweeps,

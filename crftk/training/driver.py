@@ -218,7 +218,8 @@ def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
     if isinstance(objective, Likelihood):
         # L-BFGS only calls it and remembers its last point itself: no second copy of a pass
         objective.remember = False
-    return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
+    return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen,
+                 m=opt["history"] or params.HISTORY,
                  history_dtype=opt.get("history_precision", params.find("history_precision").default), **common)
 
 
@@ -389,6 +390,8 @@ def fit(sentences, template, *, dev=None, init=None, init_space="grow", log=_std
     trainer = trainer_for(options, inference, tolerance, max_sweeps, warm_start)
     opt = check_options(options, log)
     trainer.check(opt)
+    if opt["history"] is None:
+        opt["history"] = trainer.history            # the kind's own L-BFGS memory
     stream = params.STREAM.check(stream)
     stream_batch_tokens = params.STREAM_BATCH_TOKENS.check(stream_batch_tokens)
     streaming.check_cluster(stream, scheduler, workers)
