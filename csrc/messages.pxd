@@ -480,6 +480,16 @@ cdef inline double* grid_prob(GridWork* w, int slot, int c, int t) noexcept nogi
     return w.msg + (slot + 4) * w.N + w.vbase[c] + <Py_ssize_t> t * w.n[c]
 
 
+cdef inline int absent_slots(const Grid* g, int c, int t) noexcept nogil:
+    """The slots of (c, t) that no edge sends into, as SKIP_ bits: their messages stay uniform
+    (1 in probability, 0 in log), so a cavity without them has the same bits (x * 1 is x, and
+    x + 0 is x for every x but -0, which no cavity holds: its sum starts at a node score and adds
+    logs of probabilities). Chain 0 has no message from above and chain C-1 none from below: a
+    quarter of a two-chain grid's slots."""
+    return ((SKIP_FWD if t == 0 else 0) | (SKIP_BWD if t == g.T - 1 else 0)
+            | (SKIP_ABOVE if c == 0 else 0) | (SKIP_BELOW if c == g.C - 1 else 0))
+
+
 cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip, double* out,
                              bint from_prob=False) noexcept nogil:
     """out = node potential of (c, t) plus its incoming messages except those whose slot bit is
@@ -488,6 +498,7 @@ cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip,
     cdef int n = g.n[c], i, k
     cdef const double* nd = g.node[c] + <Py_ssize_t> t * n
     cdef const double* m
+    skip |= absent_slots(g, c, t)
     for i in range(n):
         out[i] = nd[i]
     for k in range(4):
@@ -659,6 +670,7 @@ cdef inline bint grid_prob_cavity(const Grid* g, GridWork* w, int c, int t, int 
     cdef const double* e = w.enode + w.vbase[c] + <Py_ssize_t> t * n
     cdef const double* p
     cdef double m = 0.0, inv
+    skip |= absent_slots(g, c, t)
     for i in range(n):
         out[i] = e[i]
     for k in range(4):
@@ -804,6 +816,8 @@ cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
     cdef Py_ssize_t o
     for k in range(4):
         for c in range(g.C):
+            if (k == SLOT_ABOVE and c == 0) or (k == SLOT_BELOW and c == g.C - 1):
+                continue        # no edge sends these: their logs keep the 0 grid_bp_run gave them
             o = k * w.N + w.vbase[c]
             log_array(w.msg + 4 * w.N + o, w.msg + o, g.T * g.n[c])
 
