@@ -445,7 +445,9 @@ FCRF_ITER ?= 1000
 FCRF_THREADS ?= 2
 # fcrf-speed trains to convergence: a cap above the ~1,100 iterations TRP needs on train.txt
 FCRF_SPEED_ITER ?= 2000
-FCRF_ARGS = --out $(OUT)/fcrf --max-iter $(FCRF_ITER) --threads $(FCRF_THREADS)
+# FCRF_HISTORY=N: the factorial trainings' L-BFGS pairs (unset: crftk's factorial default, 50; the
+# README's Tables 1 and 3 were made with 6, the default then)
+FCRF_ARGS = --out $(OUT)/fcrf --max-iter $(FCRF_ITER) --threads $(FCRF_THREADS) $(if $(FCRF_HISTORY),--history $(FCRF_HISTORY))
 fcrf-table1:
 	@test -f $(CONLL2000)/train.txt || { echo "CoNLL-2000 not found in $(CONLL2000): set CONLL2000=DIR"; exit 1; }
 	$(PYTHON) benchmarks/fcrf.py table1 --data $(CONLL2000) $(FCRF_ARGS) --sizes $(FCRF_SIZES)
@@ -463,6 +465,6 @@ fcrf-ner:
 # seconds per iteration (20 iterations of each method), then trp and bp to convergence (exact to
 # convergence is Table 1's 8936 row)
 fcrf-speed:
-	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) --out $(OUT)/fcrf --max-iter 20 --threads $(FCRF_THREADS)
-	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) --out $(OUT)/fcrf --max-iter $(FCRF_SPEED_ITER) --threads $(FCRF_THREADS) --methods trp bp trp-warm
+	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) --out $(OUT)/fcrf --max-iter 20 --threads $(FCRF_THREADS) $(if $(FCRF_HISTORY),--history $(FCRF_HISTORY))
+	$(PYTHON) benchmarks/fcrf.py speed --data $(CONLL2000) --out $(OUT)/fcrf --max-iter $(FCRF_SPEED_ITER) --threads $(FCRF_THREADS) --methods trp bp trp-warm $(if $(FCRF_HISTORY),--history $(FCRF_HISTORY))
 	$(PYTHON) benchmarks/fcrf.py report --out $(OUT)/fcrf --results benchmarks/results/fcrf
