@@ -482,10 +482,11 @@ cdef inline double* grid_prob(GridWork* w, int slot, int c, int t) noexcept nogi
 
 cdef inline int absent_slots(const Grid* g, int c, int t) noexcept nogil:
     """The slots of (c, t) that no edge sends into, as SKIP_ bits: their messages stay uniform
-    (1 in probability, 0 in log), so a cavity without them has the same bits (x * 1 is x, and
-    x + 0 is x for every x but -0, which no cavity holds: its sum starts at a node score and adds
-    logs of probabilities). Chain 0 has no message from above and chain C-1 none from below: a
-    quarter of a two-chain grid's slots."""
+    (1 in probability, 0 in log), so a cavity without them has the same values (x * 1 is x; x + 0
+    is x but for x = -0, a node score of -0 then keeping its sign, which only the sign of a zero
+    downstream could show: beliefs, messages and log Z came out the same bits on grids of -0
+    tables). Chain 0 has no message from above and chain C-1 none from below: a quarter of a
+    two-chain grid's slots."""
     return ((SKIP_FWD if t == 0 else 0) | (SKIP_BWD if t == g.T - 1 else 0)
             | (SKIP_ABOVE if c == 0 else 0) | (SKIP_BELOW if c == g.C - 1 else 0))
 

@@ -113,7 +113,9 @@ typedef double crftk_v4d __attribute__((vector_size(32)));
 #include <immintrin.h>
 #define CRFTK_X86 1
 /* The widest of the builds the processor runs: 2 AVX-512, 1 AVX2, 0 the baseline; CRFTK_SIMD
-   (base, avx2) caps it. Read once per extension module (a race only writes the same value). */
+   (base, avx2; any other value is ignored) caps it. Read once per extension module, as it loads
+   (crftk_simd_init): not later from the kernels' threads, where getenv could race a change of the
+   environment. */
 static int crftk_simd_level = -1;
 static inline int crftk_simd(void)
 {
@@ -129,6 +131,10 @@ static inline int crftk_simd(void)
         crftk_simd_level = level;
     }
     return crftk_simd_level;
+}
+__attribute__((constructor)) static void crftk_simd_init(void)
+{
+    (void) crftk_simd();
 }
 #define CRFTK_BUILT_TWICE(name, params, args, body)                             \
     static inline void name##_base params body                                  \

@@ -48,6 +48,8 @@ def check_bag_options(options, log=_stderr_log):
     names = {p.name for p in params.BAG}
     bag_opt = params.check_params(params.BAG, {k: v for k, v in options.items() if k in names}, "bag")
     train_opt = check_options({k: v for k, v in options.items() if k not in names}, log)
+    if train_opt["history"] is None:
+        train_opt["history"] = params.HISTORY        # the members are chains (the bag records it)
     given = [what for what, bad in (("--order 2", train_opt["order"] != 1),
                                     (f"--model-type {train_opt['model_type']}", train_opt["model_type"] != "crf"))
              if bad]

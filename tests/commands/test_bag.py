@@ -70,6 +70,8 @@ def test_bag_file_holds_a_part_per_member_and_the_chosen_weights(files, bagged):
         assert len(w) == 2 and sum(w) == pytest.approx(1.0)
         assert all(round(x / 0.05) * 0.05 == pytest.approx(x) for x in w)       # the 0.05 grid
     assert record["combine"] == max(record["dev_f1"], key=record["dev_f1"].get)
+    # the L-BFGS memory its chain members trained with, not the unset None of the options
+    assert loaded.info["options"]["history"] == 6
     # each member is the CRF that train would give on its template
     from crftk.commands.train import fit
     from crftk.features.templates import read_template

@@ -57,6 +57,15 @@ def test_a_factorial_crf_trains_with_every_batch_optimizer(options):
         assert sum(int((p.weights == 0).sum()) for p in model.parts) > 0
 
 
+def test_the_l_bfgs_memory_is_the_kinds_own_unless_given():
+    # a factorial CRF keeps 50 pairs, a chain 6; a given --history is kept; the model records it
+    assert fit_fcrf(max_iter=2)[0].info["options"]["history"] == 50
+    assert fit_fcrf(max_iter=2, history=6)[0].info["options"]["history"] == 6
+    chain = fit(corpus(), parse_template(TEMPLATE.replace("P00:%x[0,0]\n", "")), log=quiet, label_col=2,
+                threads=1, max_iter=2)
+    assert chain.info["options"]["history"] == 6
+
+
 def test_a_factorial_crf_continues_from_init_and_saves_checkpoints(tmp_path):
     first, _ = fit_fcrf(max_iter=5)
     path = tmp_path / "f.model"
