@@ -41,7 +41,7 @@ MAX_COEFFICIENT = 1e6
 MAX_HISTORY = 100
 # L-BFGS correction pairs kept when --history is not given: a linear chain keeps CRFsuite's 6; a
 # factorial CRF (c2 0.05 in Sutton et al.'s setting, 670k weights on CoNLL-2000) converged in
-# 1,067 iterations with 6 and needs about half as many with 50 (benchmarks/results/fcrf.md)
+# 1,067 iterations with 6 and in 512 with 50 (benchmarks/results/fcrf-history.md)
 HISTORY = 6
 FACTORIAL_HISTORY = 50
 #: --max-segment: a semi-Markov CRF's lattice and segment encoding grow with tokens x this.
