@@ -218,8 +218,7 @@ def run_algorithm(opt, objective, fun, w0, frozen, template, callback, log):
     if isinstance(objective, Likelihood):
         # L-BFGS only calls it and remembers its last point itself: no second copy of a pass
         objective.remember = False
-    return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen,
-                 m=opt["history"] or params.HISTORY,
+    return lbfgs(fun, w0, c1=opt["c1"], l1_mask=None if opt["c1"] == 0 else ~frozen, m=opt["history"],
                  history_dtype=opt.get("history_precision", params.find("history_precision").default), **common)
 
 
