@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from crftk._vector import axpy
+from crftk._vector import axpy, dot
 from crftk.errors import CrftkError
 
 #: elements per block of the penalty's gradient: 64 KiB of float64, under glibc's mmap threshold
@@ -36,7 +36,9 @@ class Penalty:
             # the sum over the free weights alone: pinned weights (-1e4 each) would
             # swamp the value's last digits if added and subtracted again
             free = w if frozen is None else w[self.free]
-            value += c2 * float(free @ free)
+            # crftk's own sum (as the minimisers' products): the same value whatever BLAS runs
+            free = np.ascontiguousarray(free.reshape(-1), dtype=np.float64)
+            value += c2 * dot(free, free)
             if (w.ndim == 1 and grad.ndim == 1 and w.dtype == grad.dtype == np.float64
                     and w.flags.c_contiguous and grad.flags.c_contiguous):
                 # one compiled pass: the same product and sum per entry as the blocks below

@@ -21,7 +21,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-from crftk._vector import all_finite as _all_finite, axpy as _kernel_axpy
+from crftk._vector import all_finite as _all_finite, axpy as _kernel_axpy, axpy_dot as _kernel_axpy_dot
+from crftk._vector import BLOCK as _KERNEL_BLOCK, dot as _kernel_dot, scale_dot as _kernel_scale_dot
 from crftk._vector import same_values as _same_values
 
 # Sufficient-decrease (Armijo) constant of the line searches.
@@ -146,7 +147,7 @@ def evaluate_start(fun, shape, x):
     obj = Objective(fun, shape)
     f, g = obj(x)
     with np.errstate(over="ignore"):
-        square = float(np.dot(g.reshape(-1), g.reshape(-1))) if is_finite(f, g) else math.inf
+        square = dot64(g, g) if is_finite(f, g) else math.inf
     if not math.isfinite(square):     # the first step's length would be 0 or NaN
         raise NonFiniteStart("fun returned a non-finite value or gradient (or squared gradient norm) at x0")
     return obj, f, g
@@ -175,8 +176,9 @@ def axpy(a, x, y):
         y[i:i + BLOCK] += a * x[i:i + BLOCK].astype(y.dtype)
 
 
-#: elements per block of the mixed-precision vector operations (512 KiB of float64)
-BLOCK = 1 << 16
+#: elements per block of the mixed-precision vector operations (512 KiB of float64): dot64's own
+#: block, so that products summed a block at a time (L-BFGS's pairs) are dot64's numbers
+BLOCK = _KERNEL_BLOCK
 
 _scratch = threading.local()
 
@@ -209,25 +211,45 @@ def as_block(x, i, out):
 
 
 def dot64(x, y):
-    """x'y summed in float64 whatever the precision of x and y, a block at a time (no
-    temporary of the whole vector); the plain product when both are float64."""
-    if x.dtype == np.float64 and y.dtype == np.float64:
-        return float(x @ y)
-    a, b = scratch(np.float64), scratch(np.float64, 1)
-    total = 0
-    for i in range(0, x.size, BLOCK):
-        # a float64 operand's block is read where it is (the same values: a copy of it would only be
-        # one more pass over memory)
-        total += float(_block64(x, i, a) @ _block64(y, i, b))
-    return total
+    """x'y summed in float64, whatever the precision of x and y, in crftk's own fixed order
+    (``crftk._vector.dot``: BLOCK entries at a time, eight running sums in each): the same number
+    on every CPU, where BLAS's ddot changes its last bits with its kernel, and so do the weights
+    a minimiser reaches. No temporary for contiguous float32/float64 vectors."""
+    return _kernel_dot(_flat(x), _flat(y))
 
 
-def _block64(x, i, out):
-    """Block i of x in float64: a view of x when it is contiguous float64 (a strided view would
-    take BLAS's strided dot, another order of sums), else copied or cast into out (as_block)."""
-    if x.dtype == np.float64 and x.flags.c_contiguous:
-        return x[i:i + BLOCK]
-    return as_block(x, i, out)
+def norm(x):
+    """The Euclidean norm of x, as sqrt(dot64(x, x)) (np.linalg.norm's formula in that order)."""
+    return math.sqrt(dot64(x, x))
+
+
+def axpy_dot(a, x, y, z):
+    """y += a * x (:func:`axpy`), then return dot64(z, y): for contiguous vectors in one pass over
+    y, the same numbers as the two calls."""
+    if _contiguous(x) and _contiguous(z) and y.dtype == np.float64 and y.ndim == 1 and y.flags.c_contiguous:
+        return _kernel_axpy_dot(a, x, y, z)
+    axpy(a, x, y)
+    return dot64(z, y)
+
+
+def scale_dot(a, y, z):
+    """y *= a, then return dot64(z, y); one pass over y when both are contiguous."""
+    if _contiguous(z) and y.dtype == np.float64 and y.ndim == 1 and y.flags.c_contiguous:
+        return _kernel_scale_dot(a, y, z)
+    y *= a
+    return dot64(z, y)
+
+
+def _contiguous(x):
+    return x.dtype in (np.float32, np.float64) and x.ndim == 1 and x.flags.c_contiguous
+
+
+def _flat(x):
+    """x as a contiguous float32 or float64 vector: itself when it is one, else a copy."""
+    x = np.asarray(x)
+    if _contiguous(x):
+        return x
+    return np.ascontiguousarray(x.reshape(-1), dtype=np.float32 if x.dtype == np.float32 else np.float64)
 
 
 # glibc's mallopt parameter; 128 KiB is its own starting threshold
@@ -356,7 +378,7 @@ class StoppingRules:
 
     def at_start(self, g, x):
         """``(converged, reason)`` if the minimiser should not start from x (gradient g), else None."""
-        reason = self._gradient_small(float(np.linalg.norm(g)), float(np.linalg.norm(x)))
+        reason = self._gradient_small(norm(g), norm(x))
         if reason is not None:
             return True, reason
         if self.max_iter == 0:
@@ -376,7 +398,7 @@ class StoppingRules:
         """Report the iteration to the callback, then apply the rules (to the best point's f):
         the result at ``best`` (x, f), default the current point, when the minimiser stops,
         else None."""
-        xnorm = float(np.linalg.norm(x))
+        xnorm = norm(x)
         stop = report(callback, iteration=iteration, x=x, shape=self.shape, f=f, gnorm=gnorm, xnorm=xnorm,
                       step=step, n_evals=n_evals)
         best_x, best_f = (x, f) if best is None else best

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (evaluate_start, ARMIJO, IterationInfo, OptimizeResult, StoppingRules,
+from crftk.optimize.common import (evaluate_start, ARMIJO, dot64, norm, IterationInfo, OptimizeResult, StoppingRules,
                                    check_options, not_descent, start_point)
 from crftk.optimize.linesearch import MAX_STEP, LineSearchFailed, strong_wolfe_search
 
@@ -153,17 +153,17 @@ def cg(
             preconditioned = False  # mixed CG: plain CG from here on
             p = None
         z = g / _diagonal(precondition, x, shape, n_iter + 1) if preconditioned else g
-        gz = float(g @ z)
+        gz = dot64(g, z)
 
         steepest = p is None or (restart > 0 and since_restart >= restart)
         if not steepest:
-            beta = max(0.0, (gz - float(g @ z_prev)) / gz_prev)
+            beta = max(0.0, (gz - dot64(g, z_prev)) / gz_prev)
             if beta == 0.0:
                 steepest = True
             else:
                 d = beta * p
                 d -= z
-                slope = float(g @ d)
+                slope = dot64(g, d)
                 steepest = not slope < 0.0
         if steepest:
             d = -z
@@ -173,7 +173,7 @@ def cg(
                 return rules.result(x, f, n_iter, obj.n_evals, False, not_descent(slope))
 
         if prev_step is None:
-            step = 1.0 if preconditioned else 1.0 / float(np.linalg.norm(d))
+            step = 1.0 if preconditioned else 1.0 / norm(d)
         else:
             step = prev_step * (prev_slope / slope)
             if not (math.isfinite(step) and step > 0.0):
@@ -193,7 +193,7 @@ def cg(
         n_iter += 1
         since_restart += 1
 
-        gnorm = float(np.linalg.norm(g))
+        gnorm = norm(g)
         if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=f, gnorm=gnorm, step=t.step,
                                              n_evals=obj.n_evals)) is not None:
             return result

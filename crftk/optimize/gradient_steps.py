@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from crftk.optimize.common import (evaluate_start, IterationInfo, OptimizeResult, StoppingRules, check_options,
-                                   is_finite, start_point)
+                                   is_finite, norm, start_point)
 
 # Fahlman's maximum growth factor: no weight's step may exceed mu times its previous step.
 _QP_GROWTH = 1.75
@@ -92,9 +92,9 @@ def quickprop(
         n_iter += 1
         if f < best_f:
             best_x, best_f = x, f
-        gnorm = float(np.linalg.norm(g))
+        gnorm = norm(g)
         if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=f, gnorm=gnorm,
-                                             step=float(np.linalg.norm(dx)), n_evals=obj.n_evals,
+                                             step=norm(dx), n_evals=obj.n_evals,
                                              best=(best_x, best_f))) is not None:
             return result
 

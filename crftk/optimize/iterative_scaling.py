@@ -7,7 +7,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from crftk.optimize.common import (IterationInfo, OptimizeResult, StoppingRules, bool_mask, check_options,
+from crftk.optimize.common import (norm, IterationInfo, OptimizeResult, StoppingRules, bool_mask, check_options,
                                    start_point)
 
 # Cap on the Newton iterations of the per-feature GIS step with a prior (they
@@ -217,7 +217,7 @@ def gis(
             grad += (2.0 * c2) * x
         if frozen is not None:
             grad[frozen] = 0.0
-        gnorm = float(np.linalg.norm(grad))
+        gnorm = norm(grad)
         if objective is None:
             F = gnorm
         else:
@@ -255,7 +255,7 @@ def gis(
         n_iter += 1
 
         if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=F, gnorm=gnorm,
-                                             step=float(np.linalg.norm(delta)), n_evals=n_evals)) is not None:
+                                             step=norm(delta), n_evals=n_evals)) is not None:
             return result
 
 

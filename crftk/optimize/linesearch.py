@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from crftk.optimize.common import ARMIJO, is_finite, same_point, seal
+from crftk.optimize.common import ARMIJO, dot64, is_finite, same_point, seal
 
 # The curvature constant of quasi-Newton methods (CG passes its own, 0.1).
 CURVATURE = 0.9
@@ -132,7 +132,7 @@ def strong_wolfe_search(obj, x, f0, d, slope0, step, max_trials, curvature=CURVA
         trials += 1
         if not is_finite(f, g):
             return _Trial(a, xt, math.inf, None, None)
-        return _Trial(a, xt, f, g, float(g @ d))
+        return _Trial(a, xt, f, g, dot64(g, d))
 
     def sufficient(t):
         return t.f <= f0 + ARMIJO * t.step * slope0
@@ -232,7 +232,7 @@ def orthant_search(obj, x, F0, pg, d, step, max_trials, c1, mask):
         if is_finite(f, g):
             F = f + l1(xt, c1, mask)
             step = xt - x
-            decrease = float(pg @ step)
+            decrease = dot64(pg, step)
             if F <= F0 + ARMIJO * decrease or (abs(F - F0) <= flat_tolerance
                                                and _orthant_slope(g, step, orthant, c1, mask)
                                                <= (2.0 * ARMIJO - 1.0) * decrease):
@@ -246,7 +246,7 @@ def orthant_search(obj, x, F0, pg, d, step, max_trials, c1, mask):
 def _orthant_slope(g, step, orthant, c1, mask):
     """Slope of f + c1*|x|_1 along step at its end, within the orthant (approximate Wolfe)."""
     along = orthant * step
-    return float(g @ step) + c1 * float(along.sum() if mask is None else along.sum(where=mask))
+    return dot64(g, step) + c1 * float(along.sum() if mask is None else along.sum(where=mask))
 
 
 def l1(x, c1, mask):

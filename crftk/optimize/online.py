@@ -16,7 +16,7 @@ one batch the two are the same computation.
 
 import numpy as np
 
-from crftk.optimize.common import OptimizeResult, StoppingRules, report
+from crftk.optimize.common import dot64, norm, OptimizeResult, StoppingRules, report
 
 
 class Batches:
@@ -84,7 +84,7 @@ def _epochs(epoch_pass, x0, *, max_iter, epsilon, period, callback, seed, data):
     for epoch in range(1, max_iter + 1):
         n_sent, f, x, mislabeled = epoch_pass(_orders(rng, data))
         stop = report(callback, iteration=epoch, x=x, shape=x.shape, f=float(f), gnorm=float("nan"),
-                      xnorm=float(np.linalg.norm(x)), step=1.0, n_evals=epoch, mislabeled=mislabeled)
+                      xnorm=norm(x), step=1.0, n_evals=epoch, mislabeled=mislabeled)
         if n_sent == 0:
             outcome = (True, f"converged: no training sentence mislabeled in epoch {epoch}")
             break
@@ -177,9 +177,9 @@ def sgd(model, labels, w0, *, c2, max_iter=50, epsilon=1e-6, period=10, frozen=N
         if frozen is not None:
             w[frozen] = w0[frozen]
             v[frozen] = w0[frozen] / a
-        value = loss + c2 * float(w[~frozen] @ w[~frozen] if frozen is not None else w @ w)
+        value = loss + c2 * (dot64(w[~frozen], w[~frozen]) if frozen is not None else dot64(w, w))
         stop = report(callback, iteration=epoch, x=w, shape=w.shape, f=value, gnorm=float("nan"),
-                      xnorm=float(np.linalg.norm(w)), step=1.0 / (lam * (t0_rate + t)), n_evals=epoch)
+                      xnorm=norm(w), step=1.0 / (lam * (t0_rate + t)), n_evals=epoch)
         if not np.isfinite(value):
             outcome = (False, "the objective became infinite: the learning rate is too large")
             break

@@ -17,7 +17,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from crftk._vector import rounded_difference, single_difference
-from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, dot64,
+from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, axpy_dot, dot64, norm, scale_dot,
                                    map_large_blocks, bool_mask, check_options, not_descent, release_scratch, scratch, seal,
                                    start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
@@ -30,7 +30,7 @@ class _History:
     """The last ``m`` correction pairs and the two-loop recursion.
 
     ``dtype`` float32 stores the pairs in half the memory; their products with the float64
-    direction are then summed in float64 (numpy upcasts), and s'y, y'y are those of the
+    direction are then summed in float64 (dot64), and s'y, y'y are those of the
     stored pairs, so that the recursion's H stays positive definite."""
 
     def __init__(self, m, dtype=np.float64):
@@ -58,7 +58,7 @@ class _History:
             # the stored pairs' own products, summed in float64
             sy, yy, ss = dot64(s, y), dot64(y, y), dot64(s, s)
             return self._keep(s, y, sy, yy, ss)
-        return self._keep(s, y, float(s @ y), float(y @ y), None)
+        return self._keep(s, y, dot64(s, y), dot64(y, y), None)
 
     def park(self, g):
         """g, or a :class:`_Parked` copy of it in the bytes of the pair the next :meth:`push_step`
@@ -91,9 +91,9 @@ class _History:
         for i in range(0, x.size, BLOCK):
             s = self._rounded(x_new, x, i, s64)
             y = self._rounded(g_new, g, i, y64)
-            sy += float(s @ y)
-            yy += float(y @ y)
-            ss += float(s @ s)
+            sy += dot64(s, y)
+            yy += dot64(y, y)
+            ss += dot64(s, s)
         parked = isinstance(g, _Parked)
         if not (sy > _CURVATURE_SKIP * math.sqrt(ss * yy)):
             if parked:
@@ -149,7 +149,7 @@ class _History:
 
     def _keep(self, s, y, sy, yy, ss):
         if ss is None:
-            ss = float(s @ s)
+            ss = dot64(s, s)
         if not (sy > _CURVATURE_SKIP * math.sqrt(ss * yy)):
             return False
         if len(self.s) == self.m:
@@ -170,15 +170,28 @@ class _History:
         if self._direction is None or self._direction.shape != g.shape:
             self._direction = np.empty_like(g, dtype=np.float64)
         q = np.negative(g, out=self._direction)
-        alphas = []
-        for s, y, rho in zip(reversed(self.s), reversed(self.y), reversed(self.rho)):
-            a = rho * dot64(s, q)
-            alphas.append(a)
-            axpy(-a, y, q)
-        q *= self.gamma
-        for s, y, rho, a in zip(self.s, self.y, self.rho, reversed(alphas)):
-            b = rho * dot64(y, q)
-            axpy(a - b, s, q)
+        s, y, rho = self.s, self.y, self.rho
+        n = len(s)
+        if n == 0:
+            q *= self.gamma
+            return q
+        # each update of q is fused with the product the next step takes with it (axpy_dot): one
+        # pass over q per pair and loop instead of two, the same numbers as the steps one by one
+        alphas = [0.0] * n
+        product = dot64(s[n - 1], q)
+        for k in range(n - 1, -1, -1):
+            alphas[k] = a = rho[k] * product
+            if k:
+                product = axpy_dot(-a, y[k], q, s[k - 1])
+            else:
+                axpy(-a, y[k], q)
+        product = scale_dot(self.gamma, q, y[0])
+        for k in range(n):
+            b = rho[k] * product
+            if k + 1 < n:
+                product = axpy_dot(alphas[k] - b, s[k], q, y[k + 1])
+            else:
+                axpy(alphas[k] - b, s[k], q)
         return q
 
 
@@ -322,14 +335,14 @@ def lbfgs(
         while True:
             if len(history) == 0:
                 d = -pg
-                step = 1.0 / float(np.linalg.norm(pg))
+                step = 1.0 / norm(pg)
             else:
                 d = history.direction(pg)
                 step = 1.0
             if owlqn:
                 # keep only components that move against the pseudo-gradient
                 np.copyto(d, 0.0, where=np.greater_equal(d * pg, 0.0))
-            slope = float(d @ pg)
+            slope = dot64(d, pg)
             if slope < 0.0:
                 break
             if len(history) == 0:
@@ -366,7 +379,7 @@ def lbfgs(
         pg = steepest(x, g)
         n_iter += 1
 
-        gnorm = float(np.linalg.norm(pg))
+        gnorm = norm(pg)
         if (result := rules.end_of_iteration(callback, iteration=n_iter, x=x, f=F, gnorm=gnorm, step=accepted,
                                              n_evals=obj.n_evals)) is not None:
             return result

@@ -115,17 +115,18 @@ def test_penalty_by_blocks_is_the_whole_vector_expression():
     value, out = Penalty(0.7)(w, 1.5, grad)
     assert out is grad
     np.testing.assert_array_equal(out, expected)
-    assert value == 1.5 + 0.7 * float(w @ w)
+    assert value == 1.5 + 0.7 * dot64(w, w)
 
 
 def test_block_products_are_the_whole_array_formulas_bit_for_bit():
-    # dot64 and the mixed axpy through this thread's scratch buffers: the numbers of the plain
-    # per-block expressions (a new float64 copy of each block), bit for bit
+    # dot64 of a whole vector is its blocks' dot64 added in turn (what push_step sums a block at
+    # a time), and the mixed axpy is the per-block expression (a new float64 copy of each block)
     rng = np.random.default_rng(6)
     x = rng.standard_normal(3 * BLOCK + 11).astype(np.float32)
     y = rng.standard_normal(x.size)
-    expected = sum(float(x[i:i + BLOCK].astype(np.float64) @ y[i:i + BLOCK].astype(np.float64))
-                   for i in range(0, x.size, BLOCK))
+    expected = 0
+    for i in range(0, x.size, BLOCK):
+        expected += dot64(x[i:i + BLOCK].astype(np.float64), y[i:i + BLOCK])
     assert dot64(x, y) == expected and dot64(y, x) == expected
     z = y.copy()
     for i in range(0, x.size, BLOCK):
