@@ -17,9 +17,9 @@ from typing import Callable, Optional
 import numpy as np
 
 from crftk._vector import rounded_difference, single_difference
-from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, axpy_dot, dot64, norm, scale_dot,
-                                   map_large_blocks, bool_mask, check_options, not_descent, release_scratch, scratch, seal,
-                                   start_point)
+from crftk.optimize.common import (BLOCK, evaluate_start, IterationInfo, OptimizeResult, StoppingRules, axpy, axpy_dot,
+                                   dot64, map_large_blocks, bool_mask, check_options, norm, not_descent,
+                                   release_scratch, scale_dot, scratch, seal, start_point)
 from crftk.optimize.linesearch import LineSearchFailed, l1, orthant_search, pseudo_gradient, strong_wolfe_search
 
 # A pair (s, y) enters the history only if s'y > _CURVATURE_SKIP * |s| * |y|.
