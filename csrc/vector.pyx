@@ -8,8 +8,8 @@ each element gets the same operations in the same order, so the same bits. Built
 
 The inner products are summed here in one fixed order rather than by BLAS, whose order differs
 between its kernels (OPENBLAS_CORETYPE=Haswell and SkylakeX give different last bits): the
-minimisers' every product goes through :func:`dot`, so a training run gives the same weights on
-every CPU.
+minimisers' every product goes through :func:`dot`, so a training run gives the same weights
+under every BLAS kernel.
 """
 
 from cython cimport floating
@@ -54,7 +54,7 @@ cdef inline double _dot(const floating *x, const other_floating *y, Py_ssize_t n
 
 def dot(const floating[::1] x, const other_floating[::1] y):
     """x'y summed in float64 in a fixed order (the blocks' sums in turn); x and y float32 or
-    float64. The same number for the same vectors on every CPU, unlike BLAS's ddot."""
+    float64. The same number for the same vectors whatever the CPU, unlike BLAS's ddot."""
     cdef Py_ssize_t n = x.shape[0]
     cdef double total
     if y.shape[0] != n:

@@ -213,8 +213,8 @@ def as_block(x, i, out):
 def dot64(x, y):
     """x'y summed in float64, whatever the precision of x and y, in crftk's own fixed order
     (``crftk._vector.dot``: BLOCK entries at a time, eight running sums in each): the same number
-    on every CPU, where BLAS's ddot changes its last bits with its kernel, and so do the weights
-    a minimiser reaches. No temporary for contiguous float32/float64 vectors."""
+    whatever the CPU. BLAS's ddot changes its last bits with the kernel it picks, and with them the
+    weights a minimiser reaches. No temporary for contiguous float32/float64 vectors."""
     return _kernel_dot(_flat(x), _flat(y))
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from corpora import REPO
 from crftk._vector import BLOCK, axpy_dot as kernel_axpy_dot, dot, scale_dot as kernel_scale_dot
-from crftk.optimize.common import axpy, axpy_dot, dot64, norm, scale_dot
+from crftk.optimize.common import BLOCK as OPTIMIZER_BLOCK, axpy, axpy_dot, dot64, norm, scale_dot
+from crftk.optimize.quasi_newton import _History
 
 LANES = 8
 SIZES = [0, 1, 7, 8, 9, 63, 1000, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK + 13]
@@ -31,6 +32,12 @@ def reference_dot(x, y):
         block = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
         total = total + block
     return float(total)
+
+
+def test_the_block_is_the_documented_one():
+    # the order's block (documented in csrc/vector.pyx and the README) and the block at a time of
+    # L-BFGS's pair products must be one: push_step sums the blocks' dot64s in turn
+    assert BLOCK == 65536 and OPTIMIZER_BLOCK == BLOCK
 
 
 def _vectors(n, xtype, ytype, seed=0):
@@ -106,6 +113,41 @@ def test_python_fallbacks_give_the_kernels_numbers():
     np.testing.assert_array_equal(q1, q2)
 
 
+def test_norm_is_the_square_root_of_the_documented_sum():
+    x = np.random.default_rng(7).standard_normal(2 * BLOCK + 13)
+    assert norm(x) == math.sqrt(reference_dot(x, x))
+
+
+def reference_direction(history, g):
+    """The two-loop recursion step by step: each product, then each update, its own pass."""
+    q = -g
+    alphas = []
+    for s, y, rho in zip(reversed(history.s), reversed(history.y), reversed(history.rho)):
+        a = rho * dot64(s, q)
+        alphas.append(a)
+        axpy(-a, y, q)
+    q *= history.gamma
+    for s, y, rho, a in zip(history.s, history.y, history.rho, reversed(alphas)):
+        b = rho * dot64(y, q)
+        axpy(a - b, s, q)
+    return q
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m", [1, 2, 6])
+@pytest.mark.parametrize("n", [5, BLOCK + 3])
+def test_the_fused_direction_is_the_recursion_step_by_step(dtype, m, n):
+    rng = np.random.default_rng(8)
+    history = _History(m, dtype)
+    assert np.array_equal(history.direction(np.ones(n)), -np.ones(n))     # no pairs: -g
+    for _ in range(m + 3):                                                # fills, then wraps
+        s = rng.standard_normal(n)
+        history.push(s, 2.0 * s + 0.1 * rng.standard_normal(n))
+        g = rng.standard_normal(n)
+        expected = reference_direction(history, g)
+        np.testing.assert_array_equal(history.direction(g), expected)
+
+
 def test_lengths_must_agree():
     with pytest.raises(ValueError):
         dot(np.ones(3), np.ones(4))
@@ -138,19 +180,23 @@ def test_training_gives_the_same_weights_under_two_blas_kernels(tmp_path):
     cores = _openblas_coretypes()
     if cores is None:
         pytest.skip("needs numpy on OpenBLAS with two kernels (Prescott, Haswell) whose ddot differ")
+    chunking, factorial = (str(REPO / "templates" / t) for t in ("chunking-crfpp.tmpl", "fcrf-np.tmpl"))
+    runs = {   # L-BFGS with float32 pairs, OWL-QN, CG, and a factorial CRF (50 pairs) on the demo corpus
+        "lbfgs": ["-t", chunking, "--max-iter", "40"],
+        "owlqn": ["-t", chunking, "--max-iter", "40", "--c1", "0.1"],
+        "cg": ["-t", chunking, "--max-iter", "20", "--algorithm", "cg"],
+        "factorial": ["-t", factorial, "--max-iter", "10", "--label-col", "1", "--label-col", "2"],
+    }
+    probe = ("import sys, hashlib; from crftk.model import Model; m = Model.load(sys.argv[1]); "
+             "print(hashlib.sha256(b''.join(p.weights.tobytes() for p in m.parts)).hexdigest())")
     digests = {}
     for core in cores:
-        model = tmp_path / f"{core}.model"
-        # L-BFGS with float32 pairs and OWL-QN, each 40 iterations on the demo corpus
-        for extra in ([], ["--c1", "0.1"]):
-            env = dict(os.environ, OPENBLAS_CORETYPE=core, PYTHONPATH=str(REPO))
-            subprocess.run([sys.executable, "-m", "crftk", "train", "-q", "-t",
-                            str(REPO / "templates" / "chunking-crfpp.tmpl"), "-m", str(model),
-                            "--max-iter", "40", *extra, str(REPO / "data" / "demo.train")],
-                           env=env, check=True, cwd=tmp_path)
-            probe = ("import sys, hashlib; from crftk.model import Model; "
-                     "print(hashlib.sha256(Model.load(sys.argv[1]).weights.tobytes()).hexdigest())")
+        env = dict(os.environ, OPENBLAS_CORETYPE=core, PYTHONPATH=str(REPO))
+        for name, options in runs.items():
+            model = tmp_path / f"{core}-{name}.model"
+            subprocess.run([sys.executable, "-m", "crftk", "train", "-q", *options, "-m", str(model),
+                            str(REPO / "data" / "demo.train")], env=env, check=True, cwd=tmp_path)
             digest = subprocess.run([sys.executable, "-c", probe, str(model)], env=env, check=True,
                                     capture_output=True, text=True, cwd=tmp_path).stdout
-            digests.setdefault(tuple(extra), set()).add(digest)
+            digests.setdefault(name, set()).add(digest)
     assert all(len(d) == 1 for d in digests.values()), digests
