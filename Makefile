@@ -9,7 +9,7 @@ OUT       ?= out
 THREADS   ?= 0
 CRFTK     ?= $(PYTHON) -m crftk.cli
 
-.PHONY: all install test demo partial-pass bench bench-floor bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-converge bench-compat conll2000 conll2000-rich conll2003 methods \
+.PHONY: all install test demo partial-pass bench bench-floor bench-direction bench-quick bench-ner ner-vectors bench-crfsuite-files bench-pipeline bench-structures bench-converge bench-compat conll2000 conll2000-rich conll2003 methods \
 	convergence-figures mcef induction fuzz fuzz-model scale clean help bag-ner bag-np bag test-blas behaviour speed-change kernel-pairs bench-nbest ner-best ner-ablation \
 	partial-data partial-labels semimarkov incremental
 
@@ -34,6 +34,7 @@ help:
 	@echo "make conll2000-rich  the richer chunking template on dev.txt"
 	@echo "make conll2003   CoNLL-2003 NER: train on eng.train, score eng.testa (CONLL2003=...)"
 	@echo "make bench-floor  memory-traffic floor of a chain training pass per layout (CONLL2000=...)"
+	@echo "make bench-direction  L-BFGS's two-loop recursion alone, now and as before crftk's own products"
 	@echo "make bench-pipeline  whole-process tag/train speed and memory beside python-crfsuite (CONLL2000=...)"
 	@echo "make bench-structures  whole-process tag speed of every kind and decoding mode at 1 and 2 threads, outputs"
 	@echo "                 compared, against the issue's goals; BASELINE=DIR: a built checkout as 'before' (CONLL2000=...)"
@@ -210,6 +211,12 @@ conll2003: install
 # the memory-traffic floor of a chain training pass per layout, beside crftk's evaluation (issue 38)
 bench-floor: install
 	$(PYTHON) benchmarks/floor.py --data $(CONLL2000) --out benchmarks/results/floor
+
+# L-BFGS's two-loop recursion alone (issue 38): the factorial CRF's 670k weights x 50 pairs, then the
+# chain's 457k x 6, against the recursion before crftk summed its own products (written out in the script)
+bench-direction: install
+	$(PYTHON) benchmarks/lbfgs_direction.py --size 670448 --pairs 50
+	$(PYTHON) benchmarks/lbfgs_direction.py --size 456766 --pairs 6
 
 # Whole-pipeline speed (issue 19): crftk tag as a whole process on dev.txt x 20, training read +
 # encode, s/iter and memory, beside python-crfsuite in the same run; results in benchmarks/results.
