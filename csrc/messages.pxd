@@ -480,15 +480,19 @@ cdef inline double* grid_prob(GridWork* w, int slot, int c, int t) noexcept nogi
     return w.msg + (slot + 4) * w.N + w.vbase[c] + <Py_ssize_t> t * w.n[c]
 
 
+cdef inline int absent_chain_slots(const Grid* g, int c) noexcept nogil:
+    """The slots no edge sends into at any token of chain c, as SKIP_ bits (bit k: slot k): chain 0
+    has no message from above and chain C-1 none from below, a quarter of a two-chain grid's slots."""
+    return (SKIP_ABOVE if c == 0 else 0) | (SKIP_BELOW if c == g.C - 1 else 0)
+
+
 cdef inline int absent_slots(const Grid* g, int c, int t) noexcept nogil:
-    """The slots of (c, t) that no edge sends into, as SKIP_ bits: their messages stay uniform
-    (1 in probability, 0 in log), so a cavity without them has the same values (x * 1 is x; x + 0
-    is x but for x = -0, a node score of -0 then keeping its sign, which only the sign of a zero
-    downstream could show: beliefs, messages and log Z came out the same bits on grids of -0
-    tables). Chain 0 has no message from above and chain C-1 none from below: a quarter of a
-    two-chain grid's slots."""
-    return ((SKIP_FWD if t == 0 else 0) | (SKIP_BWD if t == g.T - 1 else 0)
-            | (SKIP_ABOVE if c == 0 else 0) | (SKIP_BELOW if c == g.C - 1 else 0))
+    """The slots of (c, t) that no edge sends into, as SKIP_ bits: the chain's (absent_chain_slots)
+    and its ends'. Their messages stay uniform (1 in probability, 0 in log), so a cavity without
+    them has the same values (x * 1 is x; x + 0 is x but for x = -0, a node score of -0 then keeping
+    its sign, which only the sign of a zero downstream could show: beliefs, messages and log Z came
+    out the same bits on grids of -0 tables)."""
+    return ((SKIP_FWD if t == 0 else 0) | (SKIP_BWD if t == g.T - 1 else 0)) | absent_chain_slots(g, c)
 
 
 cdef inline void grid_cavity(const Grid* g, GridWork* w, int c, int t, int skip, double* out,
@@ -817,7 +821,7 @@ cdef inline void grid_log_messages(const Grid* g, GridWork* w) noexcept nogil:
     cdef Py_ssize_t o
     for k in range(4):
         for c in range(g.C):
-            if (k == SLOT_ABOVE and c == 0) or (k == SLOT_BELOW and c == g.C - 1):
+            if (absent_chain_slots(g, c) >> k) & 1:
                 continue        # no edge sends these: their logs keep the 0 grid_bp_run gave them
             o = k * w.N + w.vbase[c]
             log_array(w.msg + 4 * w.N + o, w.msg + o, g.T * g.n[c])
