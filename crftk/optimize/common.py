@@ -158,8 +158,7 @@ def axpy(a, x, y):
     L-BFGS's float32 pairs, read in y's precision: the same two roundings per entry as a cast block
     scaled and added) in one compiled pass; else a float32 x a block at a time, so that no
     temporary of the whole vector raises the peak memory."""
-    if (x.dtype in (np.float32, np.float64) and y.dtype == np.float64 and x.ndim == 1 and y.ndim == 1
-            and x.flags.c_contiguous and y.flags.c_contiguous):
+    if _contiguous(x) and _float64_vector(y):
         _kernel_axpy(a, x, y)
         return
     if x.dtype == y.dtype or x.ndim != 1:
@@ -226,7 +225,7 @@ def norm(x):
 def axpy_dot(a, x, y, z):
     """y += a * x (:func:`axpy`), then return dot64(z, y): for contiguous vectors in one pass over
     y, the same numbers as the two calls."""
-    if _contiguous(x) and _contiguous(z) and y.dtype == np.float64 and y.ndim == 1 and y.flags.c_contiguous:
+    if _contiguous(x) and _contiguous(z) and _float64_vector(y):
         return _kernel_axpy_dot(a, x, y, z)
     axpy(a, x, y)
     return dot64(z, y)
@@ -234,14 +233,20 @@ def axpy_dot(a, x, y, z):
 
 def scale_dot(a, y, z):
     """y *= a, then return dot64(z, y); one pass over y when both are contiguous."""
-    if _contiguous(z) and y.dtype == np.float64 and y.ndim == 1 and y.flags.c_contiguous:
+    if _contiguous(z) and _float64_vector(y):
         return _kernel_scale_dot(a, y, z)
     y *= a
     return dot64(z, y)
 
 
 def _contiguous(x):
+    """Whether x is a vector the compiled kernels read: contiguous float32 or float64."""
     return x.dtype in (np.float32, np.float64) and x.ndim == 1 and x.flags.c_contiguous
+
+
+def _float64_vector(y):
+    """Whether y is a vector the compiled kernels write: contiguous float64."""
+    return y.dtype == np.float64 and _contiguous(y)
 
 
 def _flat(x):

@@ -20,7 +20,7 @@ from crftk.features.extract import load_lexicons
 from crftk.features.templates import parse_template
 from crftk.params import resolve_threads
 from crftk.progress import plural
-from crftk.kinds.chain import scheme_record
+from crftk.kinds.chain import ChainTrainer, scheme_record
 from crftk.kinds.partial import refuse_partial_cells
 from crftk.training.driver import check_options, fit
 
@@ -49,7 +49,7 @@ def check_bag_options(options, log=_stderr_log):
     bag_opt = params.check_params(params.BAG, {k: v for k, v in options.items() if k in names}, "bag")
     train_opt = check_options({k: v for k, v in options.items() if k not in names}, log)
     if train_opt["history"] is None:
-        train_opt["history"] = params.HISTORY        # the members are chains (the bag records it)
+        train_opt["history"] = ChainTrainer.history      # the members are chains (the bag records it)
     given = [what for what, bad in (("--order 2", train_opt["order"] != 1),
                                     (f"--model-type {train_opt['model_type']}", train_opt["model_type"] != "crf"))
              if bad]
