@@ -52,12 +52,20 @@ def unfused_direction(history, g, out):
     return q
 
 
+def positive(text):
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", type=int, default=670_448, help="weights per vector (default: the factorial CRF's)")
-    ap.add_argument("--pairs", type=int, default=50, help="L-BFGS pairs (default: a factorial CRF's 50)")
-    ap.add_argument("--repeats", type=int, default=7, help="calls per round and version (median)")
-    ap.add_argument("--rounds", type=int, default=3, help="alternations of the two versions")
+    ap.add_argument("--size", type=positive, default=670_448, help="weights per vector (default: the factorial CRF's)")
+    ap.add_argument("--pairs", type=positive, default=50, help="L-BFGS pairs (default: a factorial CRF's 50)")
+    ap.add_argument("--repeats", type=positive, default=7, help="calls per round and version (median)")
+    ap.add_argument("--rounds", type=positive, default=3, help="alternations of the two versions")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     history = _History(args.pairs, "float32")
